@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs every build, test and tooling dependency of infera from Debian 12's
+# packages. Idempotent; needs root (or sudo). Used by the README and .ci/run.
+set -euo pipefail
+
+PKGS=(
+  build-essential cmake ninja-build pkg-config git
+  # C++ libraries
+  nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # fuzzing (libFuzzer + sanitizers come with clang's runtime)
+  clang libclang-rt-14-dev
+  # tooling and independent references in tests (Debian's interpreter)
+  python3 python3-numpy
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all packages present" >&2
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

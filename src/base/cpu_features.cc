@@ -1,0 +1,78 @@
+#include "base/cpu_features.h"
+
+#include <fstream>
+
+namespace infera {
+
+CpuFeatures DetectCpuFeatures() {
+  CpuFeatures f;
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  f.avx2 = __builtin_cpu_supports("avx2");
+  f.fma = __builtin_cpu_supports("fma");
+  f.f16c = true;  // every AVX2 CPU has F16C; checked together with avx2 below
+  f.avx512f = __builtin_cpu_supports("avx512f");
+  f.avx512bw = __builtin_cpu_supports("avx512bw");
+  f.avx512vl = __builtin_cpu_supports("avx512vl");
+  f.avx512dq = __builtin_cpu_supports("avx512dq");
+  f.avx512vnni = __builtin_cpu_supports("avx512vnni");
+  f.avx512vbmi = __builtin_cpu_supports("avx512vbmi");
+  f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
+#endif
+  return f;
+}
+
+CpuIsa CpuFeatures::BestIsa() const {
+  if (avx512f && avx512bw && avx512vl && avx512dq && fma) return CpuIsa::kAvx512;
+  if (avx2 && fma && f16c) return CpuIsa::kAvx2;
+  return CpuIsa::kScalar;
+}
+
+std::string CpuFeatures::ToString() const {
+  std::string s;
+  auto add = [&](bool b, const char* n) {
+    if (!b) return;
+    if (!s.empty()) s += ' ';
+    s += n;
+  };
+  add(avx2, "avx2");
+  add(fma, "fma");
+  add(avx512f, "avx512f");
+  add(avx512bw, "avx512bw");
+  add(avx512vl, "avx512vl");
+  add(avx512vnni, "avx512vnni");
+  add(avx512vbmi, "avx512vbmi");
+  add(avx512bf16, "avx512bf16");
+  return s.empty() ? "none" : s;
+}
+
+const char* CpuIsaName(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kScalar: return "scalar";
+    case CpuIsa::kAvx2: return "avx2";
+    case CpuIsa::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+bool ParseCpuIsa(const std::string& name, CpuIsa* out) {
+  if (name == "scalar") *out = CpuIsa::kScalar;
+  else if (name == "avx2") *out = CpuIsa::kAvx2;
+  else if (name == "avx512") *out = CpuIsa::kAvx512;
+  else return false;
+  return true;
+}
+
+std::string CpuModelName() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      auto p = line.find(':');
+      if (p != std::string::npos) return line.substr(p + 2);
+    }
+  }
+  return "unknown";
+}
+
+}  // namespace infera

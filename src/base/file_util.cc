@@ -1,0 +1,46 @@
+#include "base/file_util.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace infera {
+
+StatusOr<std::string> ReadFileToString(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return InvalidArgument(path + ": is a directory");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound(path + ": " + std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Status WriteStringToFile(const std::string& path, const std::string& data) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return InvalidArgument(path + ": cannot open for writing: " + std::strerror(errno));
+  out.write(data.data(), static_cast<std::streamsize>(data.size()));
+  if (!out) return InvalidArgument(path + ": write failed");
+  return Status::Ok();
+}
+
+bool FileExists(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::exists(path, ec);
+}
+
+bool IsDirectory(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_directory(path, ec);
+}
+
+StatusOr<uint64_t> FileSize(const std::string& path) {
+  std::error_code ec;
+  auto n = std::filesystem::file_size(path, ec);
+  if (ec) return NotFound(path + ": " + ec.message());
+  return static_cast<uint64_t>(n);
+}
+
+}  // namespace infera

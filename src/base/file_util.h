@@ -1,0 +1,16 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "infera/status.h"
+
+namespace infera {
+
+StatusOr<std::string> ReadFileToString(const std::string& path);
+Status WriteStringToFile(const std::string& path, const std::string& data);
+bool FileExists(const std::string& path);
+bool IsDirectory(const std::string& path);
+StatusOr<uint64_t> FileSize(const std::string& path);
+
+}  // namespace infera

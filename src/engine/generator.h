@@ -1,0 +1,81 @@
+// Single-sequence generation with a KV cache: the prompt is processed as
+// batches (once), then one token per step. Used by `infera run`, `bench`
+// and the tests; the multi-request engine of Stage 4 builds on the same
+// LlamaRunner and flat batches.
+//
+// Thread-safety: one call at a time per Generator.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attention/kv_storage.h"
+#include "base/thread_pool.h"
+#include "infera/request.h"
+#include "infera/sampling_params.h"
+#include "kv_cache/kv_cache.h"
+#include "model/llama.h"
+#include "tokenizer/tokenizer.h"
+
+namespace infera {
+
+struct GenerateOptions {
+  SamplingParams sampling;
+  int32_t max_tokens = -1;  // -1: until a stop condition or the context is full
+  bool ignore_eos = false;
+  std::vector<std::string> stop;
+  std::vector<int32_t> extra_eog;  // e.g. generation_config.json eos ids
+};
+
+struct GenerateResult {
+  FinishReason finish = FinishReason::kNone;
+  std::vector<int32_t> tokens;  // generated ids
+  int32_t prompt_tokens = 0;     // tokens processed for the prompt
+  double prompt_seconds = 0;
+  double gen_seconds = 0;
+};
+
+class Generator {
+ public:
+  // n_ctx: context size in tokens (KV slots). Model, kernels and pool must
+  // outlive the generator; tokenizer may be null (token-id-only use).
+  Generator(const Model& model, const Tokenizer* tokenizer, const KernelTable& kernels, ThreadPool& pool,
+            int32_t n_ctx, int32_t n_batch = 512);
+
+  int32_t n_ctx() const { return n_ctx_; }
+  int32_t n_past() const { return static_cast<int32_t>(history_.size()); }
+  const std::vector<int32_t>& history() const { return history_; }
+  void Reset();
+
+  // Appends tokens to the sequence; fills logits of the last one.
+  Status Feed(const std::vector<int32_t>& tokens, std::vector<float>* last_logits);
+  // Logits of every fed token (for tests / perplexity): [n, n_vocab].
+  Status FeedAllLogits(const std::vector<int32_t>& tokens, std::vector<float>* all_logits);
+
+  // Feeds `prompt` and samples until a stop condition. on_text receives
+  // decoded, UTF-8-complete, stop-string-safe text as it is produced.
+  // `echo_started`: whether text was already printed for this sequence
+  // (controls the dummy-prefix space of the first generated piece).
+  StatusOr<GenerateResult> Generate(const std::vector<int32_t>& prompt, const GenerateOptions& opts,
+                                    const std::function<void(const std::string&)>& on_text,
+                                    bool echo_started);
+
+ private:
+  Status FeedImpl(const std::vector<int32_t>& tokens, bool all_logits, std::vector<float>* logits);
+
+  const Model& model_;
+  const Tokenizer* tok_;
+  LlamaRunner runner_;
+  int32_t n_ctx_, n_batch_;
+  KvStorage kv_;
+  KvSlotPool slot_pool_;
+  std::vector<int32_t> slots_;    // KV slot of each position
+  std::vector<int32_t> history_;  // tokens at each position
+  ForwardBatch batch_;
+  std::vector<float> logits_;
+};
+
+}  // namespace infera

@@ -1,0 +1,7 @@
+#pragma once
+#include "kernels/kernels.h"
+namespace infera::avx2 {
+// Overrides the entries this ISA speeds up. Compiled with -mavx2 -mfma -mf16c;
+// call only when the CPU supports them.
+void Fill(KernelTable* t);
+}  // namespace infera::avx2

@@ -1,0 +1,225 @@
+#include "model/config.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace infera {
+
+const char* ArchName(Arch a) {
+  switch (a) {
+    case Arch::kLlama: return "llama";
+    case Arch::kMistral: return "mistral";
+    case Arch::kQwen2: return "qwen2";
+  }
+  return "?";
+}
+
+Status ModelConfig::Validate(const std::string& source) const {
+  auto bad = [&](const std::string& what) { return DataLoss(source + ": invalid model config: " + what); };
+  if (n_vocab <= 0 || n_vocab > (1 << 24)) return bad(fmt::format("vocab size {} out of range", n_vocab));
+  if (n_embd <= 0 || n_embd > (1 << 17)) return bad(fmt::format("embedding length {} out of range", n_embd));
+  if (n_layer <= 0 || n_layer > 1024) return bad(fmt::format("block count {} out of range", n_layer));
+  if (n_head <= 0 || n_head > 1024) return bad(fmt::format("head count {} out of range", n_head));
+  if (n_head_kv <= 0 || n_head % n_head_kv != 0) return bad(fmt::format("kv head count {} must divide head count {}", n_head_kv, n_head));
+  if (head_dim <= 0 || head_dim % 2 != 0 || head_dim > 1024) return bad(fmt::format("head dim {} must be even and <= 1024", head_dim));
+  if (rope_dim <= 0 || rope_dim > head_dim || rope_dim % 2 != 0) return bad(fmt::format("rope dimension {} out of range", rope_dim));
+  if (n_ff <= 0 || n_ff > (1 << 20)) return bad(fmt::format("feed-forward length {} out of range", n_ff));
+  if (n_ctx_train <= 0) return bad("context length must be positive");
+  if (!(rms_eps > 0) || !(rms_eps < 1)) return bad("rms epsilon must be in (0, 1)");
+  if (!(rope_theta > 0) || !std::isfinite(rope_theta)) return bad("rope theta must be positive");
+  if (sliding_window < 0) return bad("sliding window must be >= 0");
+  if (!(rope_scaling.factor > 0) || !std::isfinite(rope_scaling.factor)) return bad("rope scaling factor must be positive");
+  return Status::Ok();
+}
+
+StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& f) {
+  ModelConfig c;
+  auto arch = f.GetString("general.architecture");
+  if (!arch) return DataLoss(f.name() + ": missing required key general.architecture");
+  if (*arch == "llama") c.arch = Arch::kLlama;
+  else if (*arch == "mistral") c.arch = Arch::kMistral;
+  else if (*arch == "qwen2") c.arch = Arch::kQwen2;
+  else return Unimplemented(f.name() + ": unsupported architecture '" + *arch + "' (supported: llama, mistral, qwen2)");
+  const std::string a = *arch + ".";
+  c.name = f.GetString("general.name").value_or(*arch);
+  auto req = [&](const std::string& key, int* out) -> Status {
+    auto v = f.GetInt(key);
+    if (!v) return DataLoss(f.name() + ": missing required key " + key);
+    if (*v <= 0 || *v > (int64_t{1} << 30)) return DataLoss(fmt::format("{}: {} = {} out of range", f.name(), key, *v));
+    *out = static_cast<int>(*v);
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(req(a + "embedding_length", &c.n_embd));
+  RETURN_IF_ERROR(req(a + "block_count", &c.n_layer));
+  RETURN_IF_ERROR(req(a + "feed_forward_length", &c.n_ff));
+  RETURN_IF_ERROR(req(a + "attention.head_count", &c.n_head));
+  RETURN_IF_ERROR(req(a + "context_length", &c.n_ctx_train));
+  c.n_head_kv = c.n_head;
+  if (f.Find(a + "attention.head_count_kv")) RETURN_IF_ERROR(req(a + "attention.head_count_kv", &c.n_head_kv));
+  c.head_dim = c.n_embd / c.n_head;
+  if (f.Find(a + "attention.key_length")) RETURN_IF_ERROR(req(a + "attention.key_length", &c.head_dim));
+  c.rope_dim = c.head_dim;
+  if (f.Find(a + "rope.dimension_count")) RETURN_IF_ERROR(req(a + "rope.dimension_count", &c.rope_dim));
+  c.rms_eps = static_cast<float>(f.GetFloat(a + "attention.layer_norm_rms_epsilon").value_or(1e-5));
+  c.rope_theta = static_cast<float>(f.GetFloat(a + "rope.freq_base").value_or(10000.0));
+  if (auto sw = f.GetInt(a + "attention.sliding_window")) c.sliding_window = static_cast<int>(std::max<int64_t>(0, *sw));
+  if (auto t = f.GetString(a + "rope.scaling.type")) {
+    if (*t == "linear") {
+      c.rope_scaling.type = RopeScaling::Type::kLinear;
+      c.rope_scaling.factor = static_cast<float>(f.GetFloat(a + "rope.scaling.factor").value_or(1.0));
+    } else if (*t != "none") {
+      return Unimplemented(f.name() + ": unsupported rope scaling type '" + *t + "'");
+    }
+  }
+  // llama3-style scaling arrives as the rope_freqs.weight tensor (read by the loader).
+  c.rope_style = c.arch == Arch::kQwen2 ? RopeStyle::kNeox : RopeStyle::kNorm;
+  c.qkv_bias = c.arch == Arch::kQwen2;
+  c.tied_embeddings = f.FindTensor("output.weight") == nullptr;
+  const GgufValue* tokens = f.Find("tokenizer.ggml.tokens");
+  if (auto v = f.GetInt(a + "vocab_size")) c.n_vocab = static_cast<int>(*v);
+  else if (tokens && tokens->type == GgufType::kArray) c.n_vocab = static_cast<int>(tokens->ArraySize());
+  else if (const auto* e = f.FindTensor("token_embd.weight"); e && e->ne.size() == 2) c.n_vocab = static_cast<int>(e->ne[1]);
+  RETURN_IF_ERROR(c.Validate(f.name()));
+  return c;
+}
+
+namespace {
+StatusOr<ModelConfig> ConfigFromHfJsonUnchecked(const std::string& text, const std::string& source) {
+  using nlohmann::json;
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return DataLoss(source + ": not a JSON object");
+  ModelConfig c;
+  std::string type = j.value("model_type", std::string());
+  if (type.empty() && j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
+      j["architectures"][0].is_string()) {
+    std::string a = j["architectures"][0].get<std::string>();
+    if (a == "LlamaForCausalLM") type = "llama";
+    else if (a == "MistralForCausalLM") type = "mistral";
+    else if (a == "Qwen2ForCausalLM") type = "qwen2";
+    else type = a;
+  }
+  if (type == "llama") c.arch = Arch::kLlama;
+  else if (type == "mistral") c.arch = Arch::kMistral;
+  else if (type == "qwen2") c.arch = Arch::kQwen2;
+  else return Unimplemented(source + ": unsupported architecture '" + (type.empty() ? "(none)" : type) + "' (supported: llama, mistral, qwen2)");
+  c.name = type;
+  auto get_int = [&](const char* key, int* out, bool required) -> Status {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) {
+      if (required) return DataLoss(source + ": missing required key '" + key + "'");
+      return Status::Ok();
+    }
+    if (!it->is_number_integer()) return DataLoss(source + ": '" + key + "' must be an integer");
+    int64_t v = it->get<int64_t>();
+    if (v < 0 || v > (int64_t{1} << 30)) return DataLoss(fmt::format("{}: '{}' = {} out of range", source, key, v));
+    *out = static_cast<int>(v);
+    return Status::Ok();
+  };
+  auto get_float = [&](const char* key, float* out) -> Status {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return Status::Ok();
+    if (!it->is_number()) return DataLoss(source + ": '" + key + "' must be a number");
+    *out = it->get<float>();
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(get_int("vocab_size", &c.n_vocab, true));
+  RETURN_IF_ERROR(get_int("hidden_size", &c.n_embd, true));
+  RETURN_IF_ERROR(get_int("num_hidden_layers", &c.n_layer, true));
+  RETURN_IF_ERROR(get_int("num_attention_heads", &c.n_head, true));
+  RETURN_IF_ERROR(get_int("intermediate_size", &c.n_ff, true));
+  c.n_head_kv = c.n_head;
+  RETURN_IF_ERROR(get_int("num_key_value_heads", &c.n_head_kv, false));
+  c.n_ctx_train = 2048;
+  RETURN_IF_ERROR(get_int("max_position_embeddings", &c.n_ctx_train, false));
+  c.head_dim = c.n_head > 0 ? c.n_embd / c.n_head : 0;
+  RETURN_IF_ERROR(get_int("head_dim", &c.head_dim, false));
+  c.rope_dim = c.head_dim;
+  RETURN_IF_ERROR(get_float("rms_norm_eps", &c.rms_eps));
+  RETURN_IF_ERROR(get_float("rope_theta", &c.rope_theta));
+  RETURN_IF_ERROR(get_int("sliding_window", &c.sliding_window, false));
+  if (c.arch != Arch::kMistral && c.arch != Arch::kQwen2) c.sliding_window = 0;
+  if (c.arch == Arch::kQwen2 && !j.value("use_sliding_window", false)) c.sliding_window = 0;
+  c.tied_embeddings = j.value("tie_word_embeddings", false);
+  c.qkv_bias = c.arch == Arch::kQwen2 || (j.contains("attention_bias") && j["attention_bias"].is_boolean() && j["attention_bias"].get<bool>());
+  // Weights are permuted at load into GGUF's pair layout for llama/mistral,
+  // so the rotary style matches what the GGUF of the same model would use.
+  c.rope_style = c.arch == Arch::kQwen2 ? RopeStyle::kNeox : RopeStyle::kNorm;
+  if (auto it = j.find("rope_scaling"); it != j.end() && it->is_object()) {
+    const auto& rs = *it;
+    std::string t = rs.value("rope_type", rs.value("type", std::string()));
+    auto num = [&](const char* k, float def) {
+      auto f = rs.find(k);
+      return f != rs.end() && f->is_number() ? f->get<float>() : def;
+    };
+    if (t == "llama3") {
+      c.rope_scaling.type = RopeScaling::Type::kLlama3;
+      c.rope_scaling.factor = num("factor", 8.0f);
+      c.rope_scaling.low_freq_factor = num("low_freq_factor", 1.0f);
+      c.rope_scaling.high_freq_factor = num("high_freq_factor", 4.0f);
+      c.rope_scaling.original_max_position = static_cast<int>(num("original_max_position_embeddings", 8192));
+      if (!(c.rope_scaling.high_freq_factor > c.rope_scaling.low_freq_factor)) {
+        return DataLoss(source + ": llama3 rope scaling needs high_freq_factor > low_freq_factor");
+      }
+    } else if (t == "linear") {
+      c.rope_scaling.type = RopeScaling::Type::kLinear;
+      c.rope_scaling.factor = num("factor", 1.0f);
+    } else if (!t.empty() && t != "default") {
+      return Unimplemented(source + ": unsupported rope_scaling type '" + t + "'");
+    }
+  }
+  RETURN_IF_ERROR(c.Validate(source));
+  return c;
+}
+}  // namespace
+
+StatusOr<ModelConfig> ConfigFromHfJson(const std::string& text, const std::string& source) {
+  try {
+    return ConfigFromHfJsonUnchecked(text, source);
+  } catch (const nlohmann::json::exception& e) {
+    return DataLoss(source + ": invalid config: " + e.what());
+  }
+}
+
+ModelConfig ConfigFromLlama2c(const Llama2cHeader& h) {
+  ModelConfig c;
+  c.arch = Arch::kLlama;
+  c.name = "llama2.c";
+  c.n_vocab = h.vocab_size;
+  c.n_embd = h.dim;
+  c.n_layer = h.n_layers;
+  c.n_head = h.n_heads;
+  c.n_head_kv = h.n_kv_heads;
+  c.head_dim = h.dim / h.n_heads;
+  c.rope_dim = c.head_dim;
+  c.n_ff = h.hidden_dim;
+  c.n_ctx_train = h.seq_len;
+  c.rms_eps = 1e-5f;
+  c.rope_theta = 10000.0f;
+  c.rope_style = RopeStyle::kNorm;
+  c.tied_embeddings = h.shared_classifier;
+  return c;
+}
+
+std::vector<float> Llama3RopeFreqFactors(const ModelConfig& c) {
+  const auto& s = c.rope_scaling;
+  std::vector<float> out(c.rope_dim / 2);
+  const double low_wavelen = s.original_max_position / s.low_freq_factor;
+  const double high_wavelen = s.original_max_position / s.high_freq_factor;
+  for (int i = 0; i < c.rope_dim / 2; ++i) {
+    const double freq = 1.0 / std::pow(static_cast<double>(c.rope_theta), 2.0 * i / c.rope_dim);
+    const double wavelen = 2 * M_PI / freq;
+    double f;
+    if (wavelen < high_wavelen) f = 1.0;
+    else if (wavelen > low_wavelen) f = s.factor;
+    else {
+      const double smooth = (s.original_max_position / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+      f = 1.0 / ((1 - smooth) / s.factor + smooth);
+    }
+    out[i] = static_cast<float>(f);
+  }
+  return out;
+}
+
+}  // namespace infera

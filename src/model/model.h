@@ -1,0 +1,28 @@
+// A loaded model: config + weights + whatever keeps their memory alive
+// (memory maps). Immutable after loading; safe to share across threads.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "formats/gguf_reader.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace infera {
+
+enum class ModelFormat { kGguf, kSafetensors, kLlama2c };
+const char* ModelFormatName(ModelFormat f);
+
+struct Model {
+  ModelConfig config;
+  std::unique_ptr<ModelWeights> weights;
+  ModelFormat format = ModelFormat::kGguf;
+  std::string path;
+  std::string weight_type_summary;   // e.g. "f32" or "f16 (mostly)"
+  std::shared_ptr<const GgufFile> gguf;  // set for GGUF models (tokenizer metadata)
+  std::vector<std::shared_ptr<const void>> keep_alive;  // mmaps backing weights
+};
+
+}  // namespace infera

@@ -1,0 +1,164 @@
+#include "model/random_model.h"
+
+#include <cstring>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "formats/gguf_writer.h"
+#include "tensor/fp16.h"
+
+namespace infera {
+
+StatusOr<ModelConfig> RandomModelShape(const std::string& name) {
+  ModelConfig c;
+  c.arch = Arch::kLlama;
+  c.rope_style = RopeStyle::kNorm;
+  c.rms_eps = 1e-5f;
+  if (name == "tiny") {
+    c.n_vocab = 512; c.n_embd = 128; c.n_layer = 4; c.n_head = 4; c.n_head_kv = 2; c.n_ff = 384;
+    c.n_ctx_train = 2048; c.rope_theta = 10000.0f;
+  } else if (name == "m360") {
+    c.n_vocab = 32000; c.n_embd = 960; c.n_layer = 32; c.n_head = 15; c.n_head_kv = 5; c.n_ff = 2560;
+    c.n_ctx_train = 8192; c.rope_theta = 100000.0f; c.tied_embeddings = true;
+  } else if (name == "m1b") {
+    c.n_vocab = 32000; c.n_embd = 2048; c.n_layer = 22; c.n_head = 32; c.n_head_kv = 4; c.n_ff = 5632;
+    c.n_ctx_train = 2048; c.rope_theta = 10000.0f;
+  } else {
+    return InvalidArgument("unknown model shape '" + name + "' (known: tiny, m360, m1b)");
+  }
+  c.name = "infera-random-" + name;
+  c.head_dim = c.n_embd / c.n_head;
+  c.rope_dim = c.head_dim;
+  return c;
+}
+
+Vocab MakeSyntheticVocab(int n_vocab) {
+  Vocab v;
+  auto add = [&](const std::string& p, float score, TokenType t) {
+    v.pieces.push_back(p);
+    v.scores.push_back(score);
+    v.types.push_back(t);
+  };
+  add("<unk>", 0, TokenType::kUnknown);
+  add("<s>", 0, TokenType::kControl);
+  add("</s>", 0, TokenType::kControl);
+  for (int b = 0; b < 256; ++b) add(fmt::format("<0x{:02X}>", b), 0, TokenType::kByte);
+  const std::string sp = "\xE2\x96\x81";
+  float score = -1;
+  add(sp, score--, TokenType::kNormal);
+  for (char c = 'a'; c <= 'z'; ++c) add(sp + c, score--, TokenType::kNormal);
+  for (int c = 33; c < 127; ++c) add(std::string(1, static_cast<char>(c)), score--, TokenType::kNormal);
+  const char* words[] = {"the", "and", "was", "to", "he", "she", "it", "a", "of", "in", "said", "they",
+                         "with", "his", "her", "on", "that", "for", "day", "time", "once", "upon", "there",
+                         "little", "big", "happy", "play", "friend", "sun", "tree", "dog", "cat", "bird"};
+  for (const char* w : words) {
+    if (static_cast<int>(v.pieces.size()) >= n_vocab) break;
+    add(sp + w, score--, TokenType::kNormal);
+  }
+  while (static_cast<int>(v.pieces.size()) < n_vocab) {
+    add(fmt::format("<unused{}>", v.pieces.size()), -1e9f, TokenType::kUnused);
+  }
+  v.pieces.resize(n_vocab);
+  v.scores.resize(n_vocab);
+  v.types.resize(n_vocab);
+  v.unk = 0;
+  v.bos = 1;
+  v.eos = 2;
+  v.Finalize();
+  return v;
+}
+
+void WriteModelMetadata(const ModelConfig& c, DType file_type, GgufWriter* w) {
+  const std::string a = c.arch == Arch::kQwen2 ? "qwen2" : "llama";
+  w->SetString("general.architecture", a);
+  w->SetString("general.name", c.name);
+  uint32_t ftype = 0;  // llama.cpp's LLAMA_FTYPE values
+  if (file_type == DType::kF16) ftype = 1;
+  else if (file_type == DType::kBF16) ftype = 32;
+  w->SetU32("general.file_type", ftype);
+  w->SetU32(a + ".context_length", c.n_ctx_train);
+  w->SetU32(a + ".embedding_length", c.n_embd);
+  w->SetU32(a + ".block_count", c.n_layer);
+  w->SetU32(a + ".feed_forward_length", c.n_ff);
+  w->SetU32(a + ".attention.head_count", c.n_head);
+  w->SetU32(a + ".attention.head_count_kv", c.n_head_kv);
+  w->SetF32(a + ".attention.layer_norm_rms_epsilon", c.rms_eps);
+  w->SetF32(a + ".rope.freq_base", c.rope_theta);
+  w->SetU32(a + ".rope.dimension_count", c.rope_dim);
+  if (c.head_dim != c.n_embd / c.n_head) {
+    w->SetU32(a + ".attention.key_length", c.head_dim);
+    w->SetU32(a + ".attention.value_length", c.head_dim);
+  }
+  if (c.sliding_window > 0) w->SetU32(a + ".attention.sliding_window", c.sliding_window);
+  if (c.rope_scaling.type == RopeScaling::Type::kLinear) {
+    w->SetString(a + ".rope.scaling.type", "linear");
+    w->SetF32(a + ".rope.scaling.factor", c.rope_scaling.factor);
+  }
+  w->SetU32(a + ".vocab_size", c.n_vocab);
+}
+
+void WriteTokenizerMetadata(const Vocab& v, GgufWriter* w) {
+  w->SetString("tokenizer.ggml.model", "llama");
+  w->SetStringArray("tokenizer.ggml.tokens", v.pieces);
+  w->SetF32Array("tokenizer.ggml.scores", v.scores);
+  std::vector<int32_t> types;
+  for (auto t : v.types) types.push_back(static_cast<int32_t>(t));
+  w->SetI32Array("tokenizer.ggml.token_type", types);
+  if (v.bos >= 0) w->SetU32("tokenizer.ggml.bos_token_id", v.bos);
+  if (v.eos >= 0) w->SetU32("tokenizer.ggml.eos_token_id", v.eos);
+  if (v.unk >= 0) w->SetU32("tokenizer.ggml.unknown_token_id", v.unk);
+  if (v.pad >= 0) w->SetU32("tokenizer.ggml.padding_token_id", v.pad);
+  w->SetBool("tokenizer.ggml.add_bos_token", v.add_bos);
+  w->SetBool("tokenizer.ggml.add_eos_token", v.add_eos);
+  w->SetBool("tokenizer.ggml.add_space_prefix", v.add_space_prefix);
+}
+
+Status WriteRandomGguf(const ModelConfig& c, const Vocab& vocab, DType type, uint64_t seed, const std::string& path) {
+  if (type != DType::kF32 && type != DType::kF16 && type != DType::kBF16) {
+    return InvalidArgument(std::string("random models are written as f32, f16 or bf16, not ") + DTypeName(type));
+  }
+  if (vocab.size() != c.n_vocab) return InvalidArgument(fmt::format("vocab has {} tokens, model needs {}", vocab.size(), c.n_vocab));
+  GgufWriter w;
+  WriteModelMetadata(c, type, &w);
+  WriteTokenizerMetadata(vocab, &w);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  auto matrix = [&](const std::string& name, int64_t n_in, int64_t n_out) {
+    const int64_t n = n_in * n_out;
+    std::vector<uint8_t> bytes(n * (type == DType::kF32 ? 4 : 2));
+    for (int64_t i = 0; i < n; ++i) {
+      const float x = normal(rng);
+      if (type == DType::kF32) std::memcpy(&bytes[i * 4], &x, 4);
+      else {
+        const uint16_t h = type == DType::kF16 ? Fp32ToFp16(x) : Fp32ToBf16(x);
+        std::memcpy(&bytes[i * 2], &h, 2);
+      }
+    }
+    w.AddTensorCopy(name, type, {n_in, n_out}, std::move(bytes));
+  };
+  auto ones = [&](const std::string& name, int64_t n) {
+    std::vector<uint8_t> bytes(n * 4);
+    const float one = 1.0f;
+    for (int64_t i = 0; i < n; ++i) std::memcpy(&bytes[i * 4], &one, 4);
+    w.AddTensorCopy(name, DType::kF32, {n}, std::move(bytes));
+  };
+  matrix("token_embd.weight", c.n_embd, c.n_vocab);
+  ones("output_norm.weight", c.n_embd);
+  if (!c.tied_embeddings) matrix("output.weight", c.n_embd, c.n_vocab);
+  for (int l = 0; l < c.n_layer; ++l) {
+    auto n = [&](const char* s) { return fmt::format("blk.{}.{}", l, s); };
+    ones(n("attn_norm.weight"), c.n_embd);
+    matrix(n("attn_q.weight"), c.n_embd, c.q_dim());
+    matrix(n("attn_k.weight"), c.n_embd, c.kv_dim());
+    matrix(n("attn_v.weight"), c.n_embd, c.kv_dim());
+    matrix(n("attn_output.weight"), c.q_dim(), c.n_embd);
+    ones(n("ffn_norm.weight"), c.n_embd);
+    matrix(n("ffn_gate.weight"), c.n_embd, c.n_ff);
+    matrix(n("ffn_up.weight"), c.n_embd, c.n_ff);
+    matrix(n("ffn_down.weight"), c.n_ff, c.n_embd);
+  }
+  return w.Write(path);
+}
+
+}  // namespace infera

@@ -1,0 +1,157 @@
+#include "model/weights.h"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "tensor/fp16.h"
+
+namespace infera {
+
+StatusOr<std::vector<float>> ToF32(const TensorView& t) {
+  const int64_t n = t.NumElements();
+  std::vector<float> out(n);
+  switch (t.type) {
+    case DType::kF32: std::memcpy(out.data(), t.data, n * 4); break;
+    case DType::kF16:
+      for (int64_t i = 0; i < n; ++i) { uint16_t h; std::memcpy(&h, t.data + 2 * i, 2); out[i] = Fp16ToFp32(h); }
+      break;
+    case DType::kBF16:
+      for (int64_t i = 0; i < n; ++i) { uint16_t h; std::memcpy(&h, t.data + 2 * i, 2); out[i] = Bf16ToFp32(h); }
+      break;
+    default:
+      return Unimplemented(fmt::format("tensor '{}' has type {}; expected f32, f16 or bf16", t.name, DTypeName(t.type)));
+  }
+  return out;
+}
+
+void PermuteRowsHfToGguf(const uint8_t* src, uint8_t* dst, int n_heads, int head_dim, size_t row_bytes) {
+  const int half = head_dim / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    for (int part = 0; part < 2; ++part) {
+      for (int i = 0; i < half; ++i) {
+        const size_t from = static_cast<size_t>(h) * head_dim + part * half + i;
+        const size_t to = static_cast<size_t>(h) * head_dim + 2 * i + part;
+        std::memcpy(dst + to * row_bytes, src + from * row_bytes, row_bytes);
+      }
+    }
+  }
+}
+
+namespace {
+
+class Builder {
+ public:
+  Builder(const ModelConfig& c, const TensorLookup& lookup, const WeightLoadOptions& opts,
+          const std::string& source, ModelWeights* w)
+      : c_(c), lookup_(lookup), opts_(opts), source_(source), w_(w) {}
+
+  Status Get(const std::string& name, std::vector<int64_t> ne, const TensorView** out) {
+    const TensorView* t = lookup_(name);
+    if (t == nullptr) return DataLoss(source_ + ": missing required tensor '" + name + "'");
+    if (t->ne != ne) {
+      TensorView want;
+      want.ne = ne;
+      return DataLoss(fmt::format("{}: tensor '{}' has shape {} but the config implies {}", source_, name,
+                                  t->ShapeString(), want.ShapeString()));
+    }
+    *out = t;
+    return Status::Ok();
+  }
+
+  // `permute_heads` > 0: permute rows HF -> GGUF with that many heads.
+  Status Matrix(const std::string& name, int64_t n_in, int64_t n_out, WeightMatrix* m, int permute_heads = 0) {
+    const TensorView* t;
+    RETURN_IF_ERROR(Get(name, {n_in, n_out}, &t));
+    if (!IsSupportedWeightType(t->type)) {
+      return Unimplemented(fmt::format("{}: tensor '{}' has type {}, which this build cannot run yet (supported: f32, f16, bf16)",
+                                       source_, name, DTypeName(t->type)));
+    }
+    m->type = t->type;
+    m->n_in = n_in;
+    m->n_out = n_out;
+    m->row_bytes = *RowBytes(t->type, n_in);
+    m->data = t->data;
+    if (permute_heads > 0) {
+      auto& buf = w_->owned.emplace_back(t->nbytes);
+      PermuteRowsHfToGguf(t->data, buf.data(), permute_heads, static_cast<int>(n_out / permute_heads), m->row_bytes);
+      m->data = buf.data();
+    }
+    w_->total_bytes += t->nbytes;
+    return Status::Ok();
+  }
+
+  Status Vector(const std::string& name, int64_t n, std::vector<float>* v, int permute_heads = 0) {
+    const TensorView* t;
+    RETURN_IF_ERROR(Get(name, {n}, &t));
+    auto f32 = ToF32(*t);
+    if (!f32.ok()) return f32.status().WithPrefix(source_);
+    *v = std::move(f32).value();
+    if (permute_heads > 0) {
+      std::vector<float> p(v->size());
+      PermuteRowsHfToGguf(reinterpret_cast<const uint8_t*>(v->data()), reinterpret_cast<uint8_t*>(p.data()),
+                          permute_heads, static_cast<int>(n / permute_heads), sizeof(float));
+      *v = std::move(p);
+    }
+    w_->total_bytes += t->nbytes;
+    return Status::Ok();
+  }
+
+  Status Build() {
+    const int64_t d = c_.n_embd, V = c_.n_vocab, q = c_.q_dim(), kv = c_.kv_dim(), ff = c_.n_ff;
+    RETURN_IF_ERROR(Matrix("token_embd.weight", d, V, &w_->tok_embd));
+    RETURN_IF_ERROR(Vector("output_norm.weight", d, &w_->output_norm));
+    if (c_.tied_embeddings) {
+      w_->output = w_->tok_embd;
+    } else {
+      RETURN_IF_ERROR(Matrix("output.weight", d, V, &w_->output));
+    }
+    if (const TensorView* rf = lookup_("rope_freqs.weight")) {
+      const TensorView* t;
+      RETURN_IF_ERROR(Get("rope_freqs.weight", {c_.rope_dim / 2}, &t));
+      ASSIGN_OR_RETURN(w_->rope_freq_factors, ToF32(*rf));
+    } else if (c_.rope_scaling.type == RopeScaling::Type::kLlama3) {
+      w_->rope_freq_factors = Llama3RopeFreqFactors(c_);
+    }
+    const bool perm = opts_.permute_qk_from_hf && c_.rope_style == RopeStyle::kNorm;
+    w_->layers.resize(c_.n_layer);
+    for (int l = 0; l < c_.n_layer; ++l) {
+      auto& L = w_->layers[l];
+      auto n = [&](const char* s) { return fmt::format("blk.{}.{}", l, s); };
+      RETURN_IF_ERROR(Vector(n("attn_norm.weight"), d, &L.attn_norm));
+      RETURN_IF_ERROR(Matrix(n("attn_q.weight"), d, q, &L.wq, perm ? c_.n_head : 0));
+      RETURN_IF_ERROR(Matrix(n("attn_k.weight"), d, kv, &L.wk, perm ? c_.n_head_kv : 0));
+      RETURN_IF_ERROR(Matrix(n("attn_v.weight"), d, kv, &L.wv));
+      RETURN_IF_ERROR(Matrix(n("attn_output.weight"), q, d, &L.wo));
+      if (c_.qkv_bias) {
+        RETURN_IF_ERROR(Vector(n("attn_q.bias"), q, &L.bq, perm ? c_.n_head : 0));
+        RETURN_IF_ERROR(Vector(n("attn_k.bias"), kv, &L.bk, perm ? c_.n_head_kv : 0));
+        RETURN_IF_ERROR(Vector(n("attn_v.bias"), kv, &L.bv));
+      }
+      RETURN_IF_ERROR(Vector(n("ffn_norm.weight"), d, &L.ffn_norm));
+      RETURN_IF_ERROR(Matrix(n("ffn_gate.weight"), d, ff, &L.w_gate));
+      RETURN_IF_ERROR(Matrix(n("ffn_up.weight"), d, ff, &L.w_up));
+      RETURN_IF_ERROR(Matrix(n("ffn_down.weight"), ff, d, &L.w_down));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  const ModelConfig& c_;
+  const TensorLookup& lookup_;
+  const WeightLoadOptions& opts_;
+  const std::string& source_;
+  ModelWeights* w_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ModelWeights>> BuildWeights(const ModelConfig& c, const TensorLookup& lookup,
+                                                     const WeightLoadOptions& opts, const std::string& source) {
+  auto w = std::make_unique<ModelWeights>();
+  Builder b(c, lookup, opts, source, w.get());
+  RETURN_IF_ERROR(b.Build());
+  return w;
+}
+
+}  // namespace infera

@@ -1,0 +1,56 @@
+// The weights of a Llama-family model, in infera's canonical layout (GGUF's:
+// W [n_out, n_in] row-major, Q/K rows in the rotary pair order of
+// config.rope_style). Matrices point into memory maps or into `owned`;
+// norm and bias vectors are always converted to f32.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "formats/tensor_view.h"
+#include "infera/status.h"
+#include "kernels/kernels.h"
+#include "model/config.h"
+
+namespace infera {
+
+struct LayerWeights {
+  std::vector<float> attn_norm, ffn_norm;
+  std::vector<float> bq, bk, bv;  // empty unless config.qkv_bias
+  WeightMatrix wq, wk, wv, wo;
+  WeightMatrix w_gate, w_up, w_down;
+};
+
+struct ModelWeights {
+  WeightMatrix tok_embd;  // [n_vocab, n_embd]
+  std::vector<float> output_norm;
+  WeightMatrix output;    // [n_vocab, n_embd]; == tok_embd when tied
+  std::vector<LayerWeights> layers;
+  std::vector<float> rope_freq_factors;  // empty, or rope_dim/2 divisors
+  std::deque<std::vector<uint8_t>> owned;  // buffers for converted tensors
+  uint64_t total_bytes = 0;                // bytes of all weight tensors
+};
+
+// Looks a tensor up by its GGUF name; null if absent.
+using TensorLookup = std::function<const TensorView*(const std::string& gguf_name)>;
+
+struct WeightLoadOptions {
+  // HF checkpoints of llama/mistral keep Q/K rows in the "halves" rotary
+  // layout; permute them into GGUF's pair layout while loading.
+  bool permute_qk_from_hf = false;
+};
+
+StatusOr<std::unique_ptr<ModelWeights>> BuildWeights(const ModelConfig& c, const TensorLookup& lookup,
+                                                     const WeightLoadOptions& opts, const std::string& source);
+
+// Row permutation of llama.cpp's converter: for each head, HF row
+// (half * hd/2 + i) becomes GGUF row (2 * i + half). Works on any row size.
+void PermuteRowsHfToGguf(const uint8_t* src, uint8_t* dst, int n_heads, int head_dim, size_t row_bytes);
+
+// Converts a tensor of type F32/F16/BF16 to f32 values.
+StatusOr<std::vector<float>> ToF32(const TensorView& t);
+
+}  // namespace infera

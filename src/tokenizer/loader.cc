@@ -1,0 +1,99 @@
+#include "tokenizer/loader.h"
+
+#include <cstring>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "formats/llama2c.h"
+#include "tokenizer/spm_tokenizer.h"
+
+namespace infera {
+
+StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromGguf(const GgufFile& f) {
+  auto model = f.GetString("tokenizer.ggml.model");
+  if (!model) return DataLoss(f.name() + ": no tokenizer in file (missing tokenizer.ggml.model)");
+  const GgufValue* tokens = f.Find("tokenizer.ggml.tokens");
+  if (!tokens || tokens->type != GgufType::kArray || tokens->elem_type != GgufType::kString || tokens->arr_s.empty()) {
+    return DataLoss(f.name() + ": tokenizer.ggml.tokens must be a non-empty string array");
+  }
+  Vocab v;
+  v.pieces = tokens->arr_s;
+  const size_t n = v.pieces.size();
+  if (const GgufValue* s = f.Find("tokenizer.ggml.scores")) {
+    if (s->type != GgufType::kArray || s->arr_f.size() != n) return DataLoss(f.name() + ": tokenizer.ggml.scores must have one float per token");
+    v.scores.assign(s->arr_f.begin(), s->arr_f.end());
+  }
+  if (const GgufValue* t = f.Find("tokenizer.ggml.token_type")) {
+    if (t->type != GgufType::kArray || t->arr_i.size() + t->arr_u.size() != n) {
+      return DataLoss(f.name() + ": tokenizer.ggml.token_type must have one integer per token");
+    }
+    for (size_t k = 0; k < n; ++k) {
+      const int64_t x = t->arr_i.empty() ? static_cast<int64_t>(t->arr_u[k]) : t->arr_i[k];
+      v.types.push_back(x >= 0 && x <= 6 ? static_cast<TokenType>(x) : TokenType::kNormal);
+    }
+  }
+  auto id = [&](const char* key, int32_t* out) -> Status {
+    auto x = f.GetInt(key);
+    if (!x) return Status::Ok();
+    if (*x == 0xFFFFFFFFll || *x == -1) return Status::Ok();  // "unset"
+    if (*x < 0 || *x >= static_cast<int64_t>(n)) return DataLoss(fmt::format("{}: {} = {} is not a token id", f.name(), key, *x));
+    *out = static_cast<int32_t>(*x);
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(id("tokenizer.ggml.bos_token_id", &v.bos));
+  RETURN_IF_ERROR(id("tokenizer.ggml.eos_token_id", &v.eos));
+  RETURN_IF_ERROR(id("tokenizer.ggml.unknown_token_id", &v.unk));
+  RETURN_IF_ERROR(id("tokenizer.ggml.padding_token_id", &v.pad));
+  int32_t eot = -1, eom = -1;
+  RETURN_IF_ERROR(id("tokenizer.ggml.eot_token_id", &eot));
+  RETURN_IF_ERROR(id("tokenizer.ggml.eom_token_id", &eom));
+  v.add_bos = f.GetBool("tokenizer.ggml.add_bos_token").value_or(true);
+  v.add_eos = f.GetBool("tokenizer.ggml.add_eos_token").value_or(false);
+  v.add_space_prefix = f.GetBool("tokenizer.ggml.add_space_prefix").value_or(true);
+  v.Finalize();
+  for (int32_t e : {eot, eom}) if (e >= 0 && !v.IsEog(e)) v.eog.push_back(e);
+  if (*model == "llama") return std::unique_ptr<Tokenizer>(new SpmTokenizer(std::move(v)));
+  return Unimplemented(f.name() + ": tokenizer model '" + *model + "' is not supported yet (supported: llama)");
+}
+
+StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromLlama2c(const std::string& path, int n_vocab) {
+  ASSIGN_OR_RETURN(Llama2cVocab lv, ReadLlama2cTokenizer(path, n_vocab));
+  Vocab v;
+  v.scores = lv.scores;
+  for (size_t id = 0; id < lv.pieces.size(); ++id) {
+    std::string p = lv.pieces[id];
+    TokenType t = TokenType::kNormal;
+    if (id == 0) { p = "<unk>"; t = TokenType::kUnknown; }
+    else if (id == 1) { p = "<s>"; t = TokenType::kControl; }
+    else if (id == 2) { p = "</s>"; t = TokenType::kControl; }
+    else {
+      std::string esc;
+      for (char c : p) esc += c == ' ' ? std::string("\xE2\x96\x81") : std::string(1, c);
+      p = std::move(esc);
+    }
+    v.pieces.push_back(std::move(p));
+    v.types.push_back(t);
+  }
+  v.unk = 0;
+  v.bos = 1;
+  v.eos = 2;
+  v.Finalize();
+  return std::unique_ptr<Tokenizer>(new SpmTokenizer(std::move(v)));
+}
+
+StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromFile(const std::string& path, int n_vocab) {
+  char magic[4] = {};
+  {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return NotFound(path + ": cannot open tokenizer file");
+    in.read(magic, 4);
+  }
+  if (std::memcmp(magic, "GGUF", 4) == 0) {
+    ASSIGN_OR_RETURN(auto f, GgufFile::Open(path));
+    return TokenizerFromGguf(*f);
+  }
+  return TokenizerFromLlama2c(path, n_vocab);
+}
+
+}  // namespace infera

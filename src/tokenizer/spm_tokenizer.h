@@ -1,0 +1,26 @@
+// SentencePiece-style BPE (llama.cpp's "llama" tokenizer model): the text
+// gets a dummy-prefix space, spaces become U+2581, then adjacent symbols
+// are merged greedily by highest piece score; pieces missing from the vocab
+// fall back to <0xXX> byte tokens.
+#pragma once
+
+#include <array>
+
+#include "tokenizer/tokenizer.h"
+
+namespace infera {
+
+class SpmTokenizer : public Tokenizer {
+ public:
+  explicit SpmTokenizer(Vocab v);
+  std::vector<int32_t> Encode(std::string_view text, bool add_special, bool parse_special) const override;
+  std::string TokenToPiece(int32_t id, bool render_special = false) const override;
+
+ private:
+  // Appends the tokens of one raw-text fragment (already space-escaped).
+  void EncodeFragment(const std::string& text, std::vector<int32_t>* out) const;
+  std::vector<int32_t> special_;  // control / user-defined ids, longest text first
+  std::array<bool, 256> special_first_byte_{};
+};
+
+}  // namespace infera

@@ -1,0 +1,78 @@
+#include "tokenizer/tokenizer.h"
+
+#include <cstdio>
+
+#include "tokenizer/utf8.h"
+
+namespace infera {
+
+bool Vocab::IsEog(int32_t id) const {
+  for (int32_t e : eog) if (e == id) return true;
+  return false;
+}
+
+void Vocab::Finalize() {
+  index.clear();
+  index.reserve(pieces.size());
+  byte_token.fill(-1);
+  if (scores.size() < pieces.size()) scores.resize(pieces.size(), 0.0f);
+  if (types.size() < pieces.size()) types.resize(pieces.size(), TokenType::kNormal);
+  for (int32_t id = 0; id < size(); ++id) {
+    index.emplace(pieces[id], id);  // first id wins on duplicates
+    const std::string& p = pieces[id];
+    if (p.size() == 6 && p.rfind("<0x", 0) == 0 && p[5] == '>') {
+      unsigned v = 0;
+      if (std::sscanf(p.c_str() + 3, "%2x", &v) == 1 && (types[id] == TokenType::kByte || types[id] == TokenType::kNormal ||
+                                                         types[id] == TokenType::kUndefined)) {
+        types[id] = TokenType::kByte;
+        if (byte_token[v] < 0) byte_token[v] = static_cast<int32_t>(id);
+      }
+    }
+  }
+  auto add_eog = [&](int32_t id) {
+    if (id >= 0 && id < size() && !IsEog(id)) eog.push_back(id);
+  };
+  add_eog(eos);
+  for (const char* s : {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
+                        "<EOT>", "<|END_OF_TURN_TOKEN|>"}) {
+    int32_t id = Find(s);
+    if (id >= 0 && (types[id] == TokenType::kControl || types[id] == TokenType::kUserDefined)) add_eog(id);
+  }
+}
+
+std::string Tokenizer::Decode(const std::vector<int32_t>& ids, bool render_special) const {
+  std::string out;
+  bool first = true;
+  for (int32_t id : ids) {
+    std::string p = TokenToPiece(id, render_special);
+    if (p.empty()) continue;
+    if (first && vocab_.add_space_prefix && p[0] == ' ') p.erase(0, 1);
+    first = false;
+    out += p;
+  }
+  return out;
+}
+
+StreamDecoder::StreamDecoder(const Tokenizer& tok, bool at_start) : tok_(tok), at_start_(at_start) {}
+
+std::string StreamDecoder::Push(int32_t id) {
+  std::string piece = tok_.TokenToPiece(id);
+  if (piece.empty()) return "";
+  if (at_start_) {
+    if (tok_.vocab().add_space_prefix && piece[0] == ' ') piece.erase(0, 1);
+    at_start_ = false;
+  }
+  pending_ += piece;
+  const size_t tail = Utf8IncompleteTail(pending_);
+  std::string ready = pending_.substr(0, pending_.size() - tail);
+  pending_.erase(0, pending_.size() - tail);
+  return Utf8Sanitize(ready);
+}
+
+std::string StreamDecoder::Flush() {
+  std::string out = Utf8Sanitize(pending_);
+  pending_.clear();
+  return out;
+}
+
+}  // namespace infera

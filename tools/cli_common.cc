@@ -1,0 +1,97 @@
+#include "tools/cli_common.h"
+
+#include <cstdio>
+#include <fstream>
+
+#include "attention/kv_storage.h"
+#include "base/logging.h"
+#include "base/paths.h"
+#include "model/loader.h"
+#include "tokenizer/loader.h"
+
+namespace infera::cli {
+
+int ReportError(const std::string& message) {
+  std::string m = message;
+  for (char& c : m) if (c == '\n') c = ' ';
+  std::fprintf(stderr, "infera: error: %s\n", m.c_str());
+  return kExitBadInput;
+}
+
+int ReportError(const Status& st) {
+  ReportError(st.message());
+  return st.code() == StatusCode::kInternal ? kExitInternal : kExitBadInput;
+}
+
+StatusOr<KernelTable> SelectKernels(const RuntimeOptions& opts) {
+  const CpuFeatures f = DetectCpuFeatures();
+  CpuIsa isa = f.BestIsa();
+  if (!opts.cpu_isa.empty()) {
+    CpuIsa want;
+    if (!ParseCpuIsa(opts.cpu_isa, &want)) return InvalidArgument("--cpu-isa must be scalar, avx2 or avx512");
+    if (static_cast<int>(want) > static_cast<int>(isa)) {
+      return InvalidArgument(std::string("--cpu-isa ") + opts.cpu_isa + " is not supported by this CPU");
+    }
+    isa = want;
+  }
+  KernelTable k = MakeKernelTable(isa);
+  LOG_INFO("cpu: {} | features: {} | kernels: {}", CpuModelName(), f.ToString(), CpuIsaName(k.isa));
+  return k;
+}
+
+StatusOr<LoadedModel> LoadModelAndTokenizer(const std::string& model_path, const std::string& tokenizer_path,
+                                            bool need_tokenizer) {
+  std::string path = model_path;
+  if (path.empty()) {
+    ASSIGN_OR_RETURN(path, FindDefaultModel());
+    LOG_INFO("using the bundled default model {}", path);
+  }
+  LoadedModel lm;
+  ASSIGN_OR_RETURN(lm.model, LoadModel(path));
+  const ModelConfig& c = lm.model->config;
+  LOG_INFO("model: {} ({}, {}), {} layers, {} embd, {} heads ({} kv), vocab {}", path, ArchName(c.arch),
+           lm.model->weight_type_summary, c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.n_vocab);
+  if (!tokenizer_path.empty()) {
+    auto t = TokenizerFromFile(tokenizer_path, c.n_vocab);
+    if (!t.ok()) return t.status();
+    lm.tokenizer = std::move(t).value();
+  } else if (lm.model->gguf) {
+    auto t = TokenizerFromGguf(*lm.model->gguf);
+    if (!t.ok() && need_tokenizer) return t.status();
+    if (t.ok()) lm.tokenizer = std::move(t).value();
+  } else if (need_tokenizer) {
+    if (lm.model->format == ModelFormat::kLlama2c) {
+      return InvalidArgument(path + ": llama2.c checkpoints need --tokenizer PATH (the tokenizer .bin)");
+    }
+    return InvalidArgument(path + ": no supported tokenizer found in the folder; pass --tokenizer PATH (a GGUF or llama2.c tokenizer)");
+  }
+  if (lm.tokenizer && lm.tokenizer->n_vocab() != c.n_vocab) {
+    if (lm.tokenizer->n_vocab() > c.n_vocab) {
+      return InvalidArgument("tokenizer has " + std::to_string(lm.tokenizer->n_vocab()) + " tokens but the model only " +
+                             std::to_string(c.n_vocab));
+    }
+    LOG_WARN("tokenizer has {} tokens, model {}", lm.tokenizer->n_vocab(), c.n_vocab);
+  }
+  return lm;
+}
+
+uint64_t AvailableMemoryBytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kb;
+  std::string unit;
+  while (in >> key >> kb >> unit) {
+    if (key == "MemAvailable:") return kb * 1024;
+  }
+  return 8ull << 30;
+}
+
+int32_t ChooseContextSize(const ModelConfig& c, int32_t requested) {
+  if (requested > 0) return requested;
+  const uint64_t per_token = KvStorage::BytesFor(c.n_layer, 1, c.kv_dim());
+  const uint64_t budget = AvailableMemoryBytes() / 2;
+  const uint64_t cap = std::max<uint64_t>(256, budget / per_token);
+  return static_cast<int32_t>(std::min<uint64_t>(c.n_ctx_train, cap));
+}
+
+}  // namespace infera::cli

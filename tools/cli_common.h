@@ -1,0 +1,47 @@
+// Shared pieces of the infera subcommands: loading a model and its
+// tokenizer, choosing the context size, and reporting errors the same way
+// everywhere (one line on stderr, exit code 2 for bad input).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "base/thread_pool.h"
+#include "infera/status.h"
+#include "kernels/kernels.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace infera::cli {
+
+constexpr int kExitOk = 0;
+constexpr int kExitInternal = 1;
+constexpr int kExitBadInput = 2;
+
+// Prints "infera: error: <message>" and returns the exit code for `st`.
+int ReportError(const Status& st);
+int ReportError(const std::string& message);
+
+struct RuntimeOptions {
+  int threads = 0;            // 0: all cores
+  std::string cpu_isa;        // "", "scalar", "avx2", "avx512"
+};
+
+// Kernel table for the requested (or best) ISA; logs the choice.
+StatusOr<KernelTable> SelectKernels(const RuntimeOptions& opts);
+
+struct LoadedModel {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;  // may be null if need_tokenizer=false
+};
+
+// model_path empty: the bundled default model.
+StatusOr<LoadedModel> LoadModelAndTokenizer(const std::string& model_path, const std::string& tokenizer_path,
+                                            bool need_tokenizer);
+
+// Context size: `requested` if > 0, else the model's training context capped
+// so that the f32 KV cache takes at most half of the available memory.
+int32_t ChooseContextSize(const ModelConfig& c, int32_t requested);
+uint64_t AvailableMemoryBytes();
+
+}  // namespace infera::cli

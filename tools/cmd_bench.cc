@@ -1,0 +1,119 @@
+// infera bench: prompt-processing (ppN) and generation (tgN) speed, like
+// llama-bench: each test starts from an empty KV cache; a warm-up run first.
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "base/logging.h"
+#include "engine/generator.h"
+#include "tools/commands.h"
+
+namespace infera::cli {
+namespace {
+
+struct BenchArgs {
+  std::string model;
+  int32_t n_prompt = 512;
+  int32_t n_gen = 128;
+  int threads = 0;
+  int reps = 5;
+  int32_t batch = 512;
+  bool json = false;
+};
+
+struct Stat { double mean, sd; };
+Stat MeanSd(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m += x;
+  m /= v.size();
+  double s = 0;
+  for (double x : v) s += (x - m) * (x - m);
+  return {m, v.size() > 1 ? std::sqrt(s / (v.size() - 1)) : 0.0};
+}
+
+std::string Upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  auto p = s.find(" (");
+  return p == std::string::npos ? s : s.substr(0, p);
+}
+
+int Bench(const BenchArgs& a, const RuntimeOptions& rt_in) {
+  if (a.n_prompt < 0 || a.n_gen < 0) return ReportError("-p and -n must be >= 0");
+  if (a.reps <= 0) return ReportError("-r must be > 0");
+  if (a.threads < 0) return ReportError("--threads must be >= 0");
+  if (a.batch <= 0) return ReportError("--batch-size must be > 0");
+  RuntimeOptions rt = rt_in;
+  auto kernels = SelectKernels(rt);
+  if (!kernels.ok()) return ReportError(kernels.status());
+  auto lm = LoadModelAndTokenizer(a.model, "", false);
+  if (!lm.ok()) return ReportError(lm.status());
+  const Model& m = *lm->model;
+  ThreadPool pool(a.threads);
+  const int32_t n_ctx = std::max(a.n_prompt, a.n_gen) + 1;
+  Generator gen(m, nullptr, *kernels, pool, n_ctx, a.batch);
+  std::mt19937 rng(42);
+  std::uniform_int_distribution<int32_t> tok(0, m.config.n_vocab - 1);
+
+  nlohmann::json out = nlohmann::json::array();
+  auto run_test = [&](const std::string& name, int32_t n, bool prompt) -> Status {
+    std::vector<double> tps;
+    for (int r = -1; r < a.reps; ++r) {  // r = -1: warm-up
+      gen.Reset();
+      std::vector<int32_t> toks(n);
+      for (auto& t : toks) t = tok(rng);
+      std::vector<float> logits;
+      auto t0 = std::chrono::steady_clock::now();
+      if (prompt) {
+        RETURN_IF_ERROR(gen.Feed(toks, &logits));
+      } else {
+        for (int32_t i = 0; i < n; ++i) RETURN_IF_ERROR(gen.Feed({toks[i]}, &logits));
+      }
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (r >= 0) tps.push_back(n / s);
+    }
+    Stat st = MeanSd(tps);
+    out.push_back({{"test", name}, {"tokens_per_second", st.mean}, {"stddev", st.sd}, {"threads", pool.size()},
+                   {"model_type", Upper(m.weight_type_summary)}, {"repetitions", a.reps},
+                   {"kernels", CpuIsaName(kernels->isa)}});
+    if (!a.json) {
+      std::printf("| %-24s | %-6s | %7d | %6s | %-8s | %16s |\n", m.config.name.substr(0, 24).c_str(),
+                  Upper(m.weight_type_summary).c_str(), pool.size(), CpuIsaName(kernels->isa), name.c_str(),
+                  fmt::format("{:.2f} ± {:.2f}", st.mean, st.sd).c_str());
+      std::fflush(stdout);
+    }
+    return Status::Ok();
+  };
+  if (!a.json) {
+    std::printf("| %-24s | %-6s | %7s | %6s | %-8s | %16s |\n", "model", "type", "threads", "isa", "test", "t/s");
+    std::printf("|%s|%s|%s|%s|%s|%s|\n", std::string(26, '-').c_str(), std::string(8, '-').c_str(),
+                std::string(9, '-').c_str(), std::string(8, '-').c_str(), std::string(10, '-').c_str(),
+                std::string(18, '-').c_str());
+  }
+  if (a.n_prompt > 0) {
+    if (Status st = run_test(fmt::format("pp{}", a.n_prompt), a.n_prompt, true); !st.ok()) return ReportError(st);
+  }
+  if (a.n_gen > 0) {
+    if (Status st = run_test(fmt::format("tg{}", a.n_gen), a.n_gen, false); !st.ok()) return ReportError(st);
+  }
+  if (a.json) std::printf("%s\n", out.dump(2).c_str());
+  return kExitOk;
+}
+
+}  // namespace
+
+CommandFn RegisterBench(CLI::App& app, const RuntimeOptions& rt) {
+  auto a = std::make_shared<BenchArgs>();
+  app.add_option("-m,--model", a->model, "model (default: the bundled model)");
+  app.add_option("-p,--n-prompt", a->n_prompt, "prompt tokens (0: skip)");
+  app.add_option("-n,--n-gen", a->n_gen, "generated tokens (0: skip)");
+  app.add_option("-t,--threads", a->threads, "threads (0: all cores)");
+  app.add_option("-r,--repetitions", a->reps, "repetitions per test");
+  app.add_option("-b,--batch-size", a->batch, "prompt tokens per forward pass");
+  app.add_flag("--json", a->json, "print a JSON array instead of a table");
+  return [a, &rt]() { return Bench(*a, rt); };
+}
+
+}  // namespace infera::cli

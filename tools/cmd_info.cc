@@ -1,0 +1,105 @@
+// infera info: architecture, hyper-parameters, tensor types and memory.
+#include <cstdio>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "attention/kv_storage.h"
+#include "base/file_util.h"
+#include "model/loader.h"
+#include "tools/commands.h"
+
+namespace infera::cli {
+namespace {
+
+struct InfoArgs {
+  std::string model;
+  int32_t ctx = 0;
+};
+
+std::string Human(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) { bytes /= 1024; ++u; }
+  return fmt::format("{:.2f} {}", bytes, units[u]);
+}
+
+uint64_t PathSize(const std::string& path) {
+  if (!IsDirectory(path)) {
+    auto s = FileSize(path);
+    return s.ok() ? *s : 0;
+  }
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(path, ec)) {
+    if (e.is_regular_file(ec)) total += e.file_size(ec);
+  }
+  return total;
+}
+
+int Info(const InfoArgs& a) {
+  if (a.ctx < 0) return ReportError("--ctx-size must be >= 0");
+  auto lm = LoadModelAndTokenizer(a.model, "", false);
+  if (!lm.ok()) return ReportError(lm.status());
+  const Model& m = *lm->model;
+  const ModelConfig& c = m.config;
+  const auto& w = *m.weights;
+  std::map<std::string, int> types;
+  uint64_t params = 0;
+  auto count = [&](const WeightMatrix& x) {
+    types[DTypeName(x.type)]++;
+    params += static_cast<uint64_t>(x.n_in) * x.n_out;
+  };
+  count(w.tok_embd);
+  if (!c.tied_embeddings) count(w.output);
+  params += w.output_norm.size();
+  for (const auto& l : w.layers) {
+    for (const auto* x : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) count(*x);
+    params += l.attn_norm.size() + l.ffn_norm.size() + l.bq.size() + l.bk.size() + l.bv.size();
+  }
+  types["f32"] += 1 + 2 * c.n_layer;  // norms
+  const int32_t n_ctx = ChooseContextSize(c, a.ctx);
+  const uint64_t kv = KvStorage::BytesFor(c.n_layer, n_ctx, c.kv_dim());
+  const char* rope_scaling = c.rope_scaling.type == RopeScaling::Type::kLinear ? "linear"
+                             : !w.rope_freq_factors.empty()                    ? "llama3 (freq factors)"
+                                                                               : "none";
+  std::printf("path:              %s\n", m.path.c_str());
+  std::printf("format:            %s%s\n", ModelFormatName(m.format),
+              m.gguf ? fmt::format(" v{}", m.gguf->version()).c_str() : "");
+  std::printf("architecture:      %s\n", ArchName(c.arch));
+  std::printf("name:              %s\n", c.name.c_str());
+  std::printf("vocab size:        %d\n", c.n_vocab);
+  std::printf("embedding length:  %d\n", c.n_embd);
+  std::printf("layers:            %d\n", c.n_layer);
+  std::printf("heads:             %d (kv heads %d, head dim %d)\n", c.n_head, c.n_head_kv, c.head_dim);
+  std::printf("feed-forward:      %d\n", c.n_ff);
+  std::printf("context (trained): %d\n", c.n_ctx_train);
+  std::printf("rms eps:           %g\n", c.rms_eps);
+  std::printf("rope:              theta %g, dims %d, %s layout, scaling %s\n", c.rope_theta, c.rope_dim,
+              c.rope_style == RopeStyle::kNorm ? "pairwise" : "neox", rope_scaling);
+  std::printf("sliding window:    %s\n", c.sliding_window > 0 ? std::to_string(c.sliding_window).c_str() : "none");
+  std::printf("qkv bias:          %s\n", c.qkv_bias ? "yes" : "no");
+  std::printf("tied embeddings:   %s\n", c.tied_embeddings ? "yes" : "no");
+  std::string ts;
+  for (const auto& [t, n] : types) ts += fmt::format("{}{}: {}", ts.empty() ? "" : ", ", t, n);
+  std::printf("tensor types:      %s\n", ts.c_str());
+  std::printf("parameters:        %llu (%.1f M)\n", static_cast<unsigned long long>(params), params / 1e6);
+  std::printf("file size:         %s\n", Human(static_cast<double>(PathSize(m.path))).c_str());
+  std::printf("weights in memory: %s\n", Human(static_cast<double>(w.total_bytes)).c_str());
+  std::printf("kv cache:          %s for %d tokens (f32)\n", Human(static_cast<double>(kv)).c_str(), n_ctx);
+  std::printf("memory needed:     %s\n", Human(static_cast<double>(w.total_bytes + kv)).c_str());
+  if (lm->tokenizer) std::printf("tokenizer:         %d tokens, bos %d, eos %d\n", lm->tokenizer->n_vocab(),
+                                 lm->tokenizer->vocab().bos, lm->tokenizer->vocab().eos);
+  return kExitOk;
+}
+
+}  // namespace
+
+CommandFn RegisterInfo(CLI::App& app, const RuntimeOptions&) {
+  auto a = std::make_shared<InfoArgs>();
+  app.add_option("model", a->model, "GGUF file, Hugging Face folder or llama2.c .bin (default: the bundled model)");
+  app.add_option("-c,--ctx-size", a->ctx, "context size for the memory estimate (0: default)");
+  return [a]() { return Info(*a); };
+}
+
+}  // namespace infera::cli

@@ -1,0 +1,132 @@
+// infera run: stream a continuation of a prompt to stdout.
+#include <unistd.h>
+
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "base/file_util.h"
+#include "base/logging.h"
+#include "engine/generator.h"
+#include "sampling/sampler.h"
+#include "tools/commands.h"
+
+namespace infera::cli {
+namespace {
+
+struct RunArgs {
+  std::string model, tokenizer, prompt, prompt_file;
+  bool prompt_set = false;
+  int32_t n_predict = -1;
+  int32_t ctx = 0;
+  int32_t batch = 512;
+  int threads = 0;
+  bool ignore_eos = false;
+  bool no_display_prompt = false;
+  bool no_special = false;
+  std::vector<std::string> stop;
+  SamplingParams sampling;
+  int64_t seed = -1;
+};
+
+int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
+  if (a.n_predict < -1) return ReportError("-n must be >= 0 (or -1 for no limit)");
+  if (a.ctx < 0) return ReportError("--ctx-size must be >= 0");
+  if (a.batch <= 0) return ReportError("--batch-size must be > 0");
+  if (a.threads < 0) return ReportError("--threads must be >= 0");
+  if (a.seed < -1) return ReportError("--seed must be >= 0");
+  SamplingParams sp = a.sampling;
+  if (a.seed >= 0) {
+    sp.seed = static_cast<uint64_t>(a.seed);
+    sp.has_seed = true;
+  }
+  if (Status st = ValidateSamplingParams(sp); !st.ok()) return ReportError(st);
+  if (!a.prompt_set && a.prompt_file.empty()) {
+    if (isatty(STDIN_FILENO)) return ReportError("interactive chat is not available yet: pass -p PROMPT or -f FILE");
+    return ReportError("no prompt: pass -p PROMPT or -f FILE");
+  }
+  std::string prompt = a.prompt;
+  if (!a.prompt_file.empty()) {
+    auto text = ReadFileToString(a.prompt_file);
+    if (!text.ok()) return ReportError(text.status());
+    prompt = *text;
+  }
+
+  RuntimeOptions rt = rt_in;
+  rt.threads = a.threads;
+  auto kernels = SelectKernels(rt);
+  if (!kernels.ok()) return ReportError(kernels.status());
+  auto lm = LoadModelAndTokenizer(a.model, a.tokenizer, true);
+  if (!lm.ok()) return ReportError(lm.status());
+  const Model& model = *lm->model;
+  const Tokenizer& tok = *lm->tokenizer;
+  const int32_t n_ctx = ChooseContextSize(model.config, a.ctx);
+  LOG_INFO("context: {} tokens (model trained on {}), KV cache {:.1f} MiB", n_ctx, model.config.n_ctx_train,
+           KvStorage::BytesFor(model.config.n_layer, n_ctx, model.config.kv_dim()) / 1048576.0);
+
+  std::vector<int32_t> ids = tok.Encode(prompt, /*add_special=*/true, /*parse_special=*/!a.no_special);
+  if (ids.empty()) return ReportError("the prompt encodes to no tokens and the model adds no BOS");
+  if (static_cast<int32_t>(ids.size()) > n_ctx) {
+    return ReportError(fmt::format("the prompt has {} tokens but the context holds {}; raise -c or shorten the prompt",
+                                   ids.size(), n_ctx));
+  }
+  ThreadPool pool(a.threads);
+  LOG_INFO("threads: {}", pool.size());
+  Generator gen(model, &tok, *kernels, pool, n_ctx, a.batch);
+  GenerateOptions go;
+  go.sampling = sp;
+  go.max_tokens = a.n_predict;
+  go.ignore_eos = a.ignore_eos;
+  go.stop = a.stop;
+
+  if (!a.no_display_prompt && !prompt.empty()) {
+    std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+    std::fflush(stdout);
+  }
+  auto res = gen.Generate(ids, go, [](const std::string& text) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  }, /*echo_started=*/!a.no_display_prompt && !prompt.empty());
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+  if (!res.ok()) return ReportError(res.status());
+  const auto& r = *res;
+  std::fprintf(stderr, "\nfinish: %s | prompt: %d tokens in %.1f ms (%.1f tok/s) | generation: %zu tokens in %.1f ms (%.1f tok/s)\n",
+               FinishReasonName(r.finish), r.prompt_tokens, r.prompt_seconds * 1e3,
+               r.prompt_tokens / std::max(r.prompt_seconds, 1e-9), r.tokens.size(), r.gen_seconds * 1e3,
+               r.tokens.size() / std::max(r.gen_seconds, 1e-9));
+  return kExitOk;
+}
+
+}  // namespace
+
+CommandFn RegisterRun(CLI::App& app, const RuntimeOptions& rt) {
+  auto a = std::make_shared<RunArgs>();
+  app.add_option("-m,--model", a->model, "GGUF file, Hugging Face folder or llama2.c .bin (default: the bundled model)");
+  app.add_option("--tokenizer", a->tokenizer, "tokenizer file (llama2.c tokenizer .bin or a GGUF)");
+  auto* p = app.add_option("-p,--prompt", a->prompt, "prompt text (\"\" generates from BOS alone)");
+  app.add_option("-f,--file", a->prompt_file, "read the prompt from a file");
+  app.add_option("-n,--n-predict", a->n_predict, "tokens to generate (-1: until EOS or the context is full)");
+  app.add_option("-c,--ctx-size", a->ctx, "context size in tokens (0: the model's, capped to fit in memory)");
+  app.add_option("-b,--batch-size", a->batch, "prompt tokens per forward pass");
+  app.add_option("-t,--threads", a->threads, "threads (0: all cores)");
+  app.add_option("--temp", a->sampling.temperature, "temperature (0: greedy)");
+  app.add_option("--top-k", a->sampling.top_k, "top-k (0: off)");
+  app.add_option("--top-p", a->sampling.top_p, "top-p in (0, 1]");
+  app.add_option("--min-p", a->sampling.min_p, "min-p in [0, 1]");
+  app.add_option("--repeat-penalty", a->sampling.repetition_penalty, "repetition penalty (1: off)");
+  app.add_option("--presence-penalty", a->sampling.presence_penalty, "presence penalty");
+  app.add_option("--frequency-penalty", a->sampling.frequency_penalty, "frequency penalty");
+  app.add_option("--repeat-last-n", a->sampling.penalty_last_n, "tokens the penalties look at (-1: all)");
+  app.add_option("-s,--seed", a->seed, "RNG seed (default: random)");
+  app.add_option("--stop", a->stop, "stop string (repeatable)");
+  app.add_flag("--ignore-eos", a->ignore_eos, "keep generating past end-of-generation tokens");
+  app.add_flag("--no-display-prompt", a->no_display_prompt, "do not echo the prompt");
+  app.add_flag("--no-special", a->no_special, "treat special-token text in the prompt as plain text");
+  return [a, p, &rt]() {
+    a->prompt_set = p->count() > 0;
+    return Run(*a, rt);
+  };
+}
+
+}  // namespace infera::cli

@@ -1,0 +1,107 @@
+// infera tokenize / eval-logits: inspection aids used by tests and users.
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "base/file_util.h"
+#include "engine/generator.h"
+#include "tokenizer/loader.h"
+#include "tools/commands.h"
+
+namespace infera::cli {
+namespace {
+
+struct TokenizeArgs {
+  std::string model, text, file;
+  bool pieces = false, add_special = false, parse_special = false;
+};
+
+int Tokenize(const TokenizeArgs& a) {
+  if (a.model.empty()) return ReportError("--model is required");
+  std::string text = a.text;
+  if (!a.file.empty()) {
+    auto t = ReadFileToString(a.file);
+    if (!t.ok()) return ReportError(t.status());
+    text = *t;
+  }
+  auto tok = TokenizerFromFile(a.model, -1);
+  if (!tok.ok()) return ReportError(tok.status());
+  const auto ids = (*tok)->Encode(text, a.add_special, a.parse_special);
+  std::string out;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) out += ' ';
+    out += std::to_string(ids[i]);
+    if (a.pieces) out += ":'" + (*tok)->TokenToPiece(ids[i], true) + "'";
+  }
+  std::printf("%s\n", out.c_str());
+  return kExitOk;
+}
+
+struct EvalArgs {
+  std::string model, tokens, out, mode = "full";
+  int threads = 0;
+};
+
+// Prints (or writes as raw f32) the logits at every position of a token
+// sequence, computed in one batch ("full"), one token at a time
+// ("incremental"), or in chunks of N ("chunk:N").
+int EvalLogits(const EvalArgs& a, const RuntimeOptions& rt) {
+  std::vector<int32_t> ids;
+  std::istringstream in(a.tokens);
+  long long v;
+  while (in >> v) ids.push_back(static_cast<int32_t>(v));
+  if (!in.eof()) return ReportError("--tokens must be space-separated integers");
+  if (ids.empty()) return ReportError("--tokens is empty");
+  int32_t chunk = 0;
+  if (a.mode == "full") chunk = static_cast<int32_t>(ids.size());
+  else if (a.mode == "incremental") chunk = 1;
+  else if (a.mode.rfind("chunk:", 0) == 0) chunk = std::atoi(a.mode.c_str() + 6);
+  if (chunk <= 0) return ReportError("--mode must be full, incremental or chunk:N");
+  auto kernels = SelectKernels(rt);
+  if (!kernels.ok()) return ReportError(kernels.status());
+  auto lm = LoadModelAndTokenizer(a.model, "", false);
+  if (!lm.ok()) return ReportError(lm.status());
+  ThreadPool pool(a.threads);
+  Generator gen(*lm->model, nullptr, *kernels, pool, static_cast<int32_t>(ids.size()), chunk);
+  std::vector<float> logits;
+  if (Status st = gen.FeedAllLogits(ids, &logits); !st.ok()) return ReportError(st);
+  if (!a.out.empty()) {
+    std::string bytes(reinterpret_cast<const char*>(logits.data()), logits.size() * sizeof(float));
+    if (Status st = WriteStringToFile(a.out, bytes); !st.ok()) return ReportError(st);
+    return kExitOk;
+  }
+  const int32_t V = lm->model->config.n_vocab;
+  for (size_t t = 0; t < ids.size(); ++t) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < V; ++i) if (logits[t * V + i] > logits[t * V + best]) best = i;
+    std::printf("%zu argmax %d logit %.6f\n", t, best, logits[t * V + best]);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+CommandFn RegisterTokenize(CLI::App& app, const RuntimeOptions&) {
+  auto a = std::make_shared<TokenizeArgs>();
+  app.add_option("-m,--model", a->model, "GGUF (vocab-only is fine) or llama2.c tokenizer file");
+  app.add_option("text", a->text, "text to tokenize");
+  app.add_option("--file", a->file, "read the text from a file");
+  app.add_flag("--pieces", a->pieces, "print each token's piece too");
+  app.add_flag("--add-special", a->add_special, "add BOS/EOS as the model does");
+  app.add_flag("--parse-special", a->parse_special, "recognize special-token text");
+  return [a]() { return Tokenize(*a); };
+}
+
+CommandFn RegisterEvalLogits(CLI::App& app, const RuntimeOptions& rt) {
+  auto a = std::make_shared<EvalArgs>();
+  app.add_option("-m,--model", a->model, "model");
+  app.add_option("--tokens", a->tokens, "space-separated token ids")->required();
+  app.add_option("--mode", a->mode, "full, incremental or chunk:N");
+  app.add_option("--out", a->out, "write logits [n_tokens, n_vocab] as raw f32 to this file");
+  app.add_option("-t,--threads", a->threads, "threads (0: all cores)");
+  return [a, &rt]() { return EvalLogits(*a, rt); };
+}
+
+}  // namespace infera::cli

@@ -1,0 +1,22 @@
+// The infera subcommands. Each registers its flags on a CLI11 subcommand and
+// runs after parsing, returning the process exit code.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+#include "tools/cli_common.h"
+
+namespace infera::cli {
+
+// Registers the subcommand; the returned function runs it after parsing.
+using CommandFn = std::function<int()>;
+CommandFn RegisterRun(CLI::App& app, const RuntimeOptions& rt);
+CommandFn RegisterInfo(CLI::App& app, const RuntimeOptions& rt);
+CommandFn RegisterBench(CLI::App& app, const RuntimeOptions& rt);
+CommandFn RegisterConvert(CLI::App& app, const RuntimeOptions& rt);
+CommandFn RegisterTokenize(CLI::App& app, const RuntimeOptions& rt);
+CommandFn RegisterEvalLogits(CLI::App& app, const RuntimeOptions& rt);
+
+}  // namespace infera::cli

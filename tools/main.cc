@@ -1,0 +1,64 @@
+// infera: one program from a model file to generated text.
+#include <unistd.h>
+
+#include <cstdio>
+#include <map>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+
+#include "base/logging.h"
+#include "build_paths.h"
+#include "tools/commands.h"
+
+int main(int argc, char** argv) {
+  using namespace infera;
+  CLI::App app{"infera: run large language models fast", "infera"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string(INFERA_VERSION));
+  std::string log_level = isatty(STDERR_FILENO) ? "info" : "warn";
+  auto* log_opt = app.add_option("--log-level", log_level, "trace|debug|info|warn|error|off (default: info on a terminal, else warn)");
+  (void)log_opt;
+  cli::RuntimeOptions rt;
+  app.add_option("--cpu-isa", rt.cpu_isa, "force a kernel ISA: scalar, avx2, avx512 (default: best available)");
+
+  std::map<CLI::App*, cli::CommandFn> commands;
+  auto add = [&](const char* name, const char* help, cli::CommandFn (*reg)(CLI::App&, const cli::RuntimeOptions&)) {
+    CLI::App* sub = app.add_subcommand(name, help);
+    commands[sub] = reg(*sub, rt);
+  };
+  add("run", "generate text from a prompt", cli::RegisterRun);
+  add("info", "print a model's architecture, tensors and memory needs", cli::RegisterInfo);
+  add("bench", "measure prompt-processing and generation speed", cli::RegisterBench);
+  add("convert", "write a GGUF from a GGUF, Hugging Face folder or llama2.c checkpoint", cli::RegisterConvert);
+  add("tokenize", "print the token ids of a text", cli::RegisterTokenize);
+  add("eval-logits", "print the logits of a token sequence (testing aid)", cli::RegisterEvalLogits);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return cli::ReportError(e.what());
+  }
+  LogLevel level;
+  if (!ParseLogLevel(log_level, &level)) return cli::ReportError("--log-level must be one of trace, debug, info, warn, error, off");
+  InitLogging(level);
+  for (auto& [sub, fn] : commands) {
+    if (sub->parsed()) {
+      try {
+        return fn();
+      } catch (const std::bad_alloc&) {
+        return cli::ReportError("out of memory");
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "infera: internal error: %s\n", e.what());
+        return cli::kExitInternal;
+      }
+    }
+  }
+  return cli::kExitBadInput;
+}
