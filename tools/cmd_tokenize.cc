@@ -42,6 +42,7 @@ int Tokenize(const TokenizeArgs& a) {
 struct EvalArgs {
   std::string model, tokens, out, mode = "full";
   int threads = 0;
+  int32_t greedy = 0;
 };
 
 // Prints (or writes as raw f32) the logits at every position of a token
@@ -64,8 +65,21 @@ int EvalLogits(const EvalArgs& a, const RuntimeOptions& rt) {
   auto lm = LoadModelAndTokenizer(a.model, "", false);
   if (!lm.ok()) return ReportError(lm.status());
   ThreadPool pool(a.threads);
-  Generator gen(*lm->model, nullptr, *kernels, pool, static_cast<int32_t>(ids.size()), chunk);
+  if (a.greedy < 0) return ReportError("--greedy must be >= 0");
+  Generator gen(*lm->model, nullptr, *kernels, pool, static_cast<int32_t>(ids.size()) + a.greedy, chunk);
   std::vector<float> logits;
+  if (a.greedy > 0) {
+    GenerateOptions go;
+    go.sampling.temperature = 0;
+    go.max_tokens = a.greedy;
+    go.ignore_eos = true;
+    auto r = gen.Generate(ids, go, nullptr, false);
+    if (!r.ok()) return ReportError(r.status());
+    std::string line;
+    for (int32_t t : r->tokens) line += (line.empty() ? "" : " ") + std::to_string(t);
+    std::printf("%s\n", line.c_str());
+    return kExitOk;
+  }
   if (Status st = gen.FeedAllLogits(ids, &logits); !st.ok()) return ReportError(st);
   if (!a.out.empty()) {
     std::string bytes(reinterpret_cast<const char*>(logits.data()), logits.size() * sizeof(float));
@@ -101,6 +115,7 @@ CommandFn RegisterEvalLogits(CLI::App& app, const RuntimeOptions& rt) {
   app.add_option("--mode", a->mode, "full, incremental or chunk:N");
   app.add_option("--out", a->out, "write logits [n_tokens, n_vocab] as raw f32 to this file");
   app.add_option("-t,--threads", a->threads, "threads (0: all cores)");
+  app.add_option("--greedy", a->greedy, "instead: generate N tokens greedily after the given ones and print their ids");
   return [a, &rt]() { return EvalLogits(*a, rt); };
 }
 

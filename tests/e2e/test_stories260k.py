@@ -1,0 +1,102 @@
+"""stories260K (a real trained model): infera's greedy output equals the
+reference implementation's texts A, B and D, from the GGUF and llama2.c files."""
+import os
+import re
+import tempfile
+import unittest
+
+from common import infera, shared
+
+DIR = shared("models", "stories260K")
+
+
+def expected(label):
+    with open(os.path.join(DIR, "EXPECTED_OUTPUT.txt"), encoding="utf-8") as f:
+        text = f.read()
+    m = re.search(rf"---BEGIN {label}---\n(.*?)\n---END {label}---", text, re.S)
+    return m.group(1)
+
+
+SOURCES = {
+    "gguf": ["--model", os.path.join(DIR, "stories260K.gguf")],
+    "llama2c": ["--model", os.path.join(DIR, "stories260K.bin"), "--tokenizer", os.path.join(DIR, "tok512.bin")],
+}
+
+
+@unittest.skipUnless(os.path.exists(DIR), "../shared not present")
+class Stories260KTest(unittest.TestCase):
+    def generate(self, source, prompt_args, n, temp="0"):
+        r = infera("run", *SOURCES[source], *prompt_args, "-n", str(n), "--temp", temp)
+        self.assertEqual(r.returncode, 0, r.stderr.decode())
+        return r.stdout.decode("utf-8")
+
+    def test_texts(self):
+        for source in SOURCES:
+            for label, args, n in (("A", ["-p", ""], 200), ("B", ["-p", ""], 256), ("D", ["-p", "Zoo"], 57)):
+                with self.subTest(source=source, text=label):
+                    out = self.generate(source, args, n)
+                    self.assertEqual(out.rstrip("\n"), expected(label))
+
+    def test_prompt_from_file(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+            f.write("Zoo")
+        try:
+            out = self.generate("gguf", ["-f", f.name], 57)
+        finally:
+            os.unlink(f.name)
+        self.assertEqual(out.rstrip("\n"), expected("D"))
+
+    def test_stdout_has_only_text(self):
+        r = infera("--log-level", "info", "run", *SOURCES["gguf"], "-p", "Zoo", "-n", "5", "--temp", "0")
+        self.assertEqual(r.returncode, 0)
+        self.assertTrue(r.stdout.decode().startswith("Zoo was"), r.stdout)
+        self.assertNotIn("kernels", r.stdout.decode())
+        self.assertIn("kernels", r.stderr.decode())  # the chosen kernel variant is logged to stderr
+        self.assertIn("tok/s", r.stderr.decode())
+
+    def test_seeded_sampling_is_reproducible(self):
+        args = ["-p", "Once", "--seed", "7"]
+        a = self.generate("gguf", args, 40, temp="1.0")
+        b = self.generate("gguf", args, 40, temp="1.0")
+        c = self.generate("gguf", ["-p", "Once", "--seed", "8"], 40, temp="1.0")
+        self.assertEqual(a, b)
+        self.assertNotEqual(a, c)
+
+    def test_stop_string(self):
+        out = self.generate("gguf", ["-p", "Zoo", "--stop", "Lily"], 57)
+        self.assertEqual(out.rstrip("\n"), "Zoo was a little girl named ")
+
+    def test_info_and_bench(self):
+        r = infera("info", os.path.join(DIR, "stories260K.gguf"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = r.stdout.decode()
+        for needle in ("architecture:      llama", "layers:            5", "heads:             8 (kv heads 4",
+                       "memory needed:"):
+            self.assertIn(needle, out)
+        r = infera("bench", *SOURCES["gguf"][:2], "-p", "32", "-n", "8", "-r", "2", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        import json
+        rows = json.loads(r.stdout)
+        self.assertEqual([x["test"] for x in rows], ["pp32", "tg8"])
+        for x in rows:
+            self.assertGreater(x["tokens_per_second"], 0)
+            self.assertEqual(x["model_type"], "F32")
+            self.assertEqual(x["repetitions"], 2)
+
+    def test_convert_llama2c_to_gguf_round_trip(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "s.gguf")
+            r = infera("convert", os.path.join(DIR, "stories260K.bin"), out, "--tokenizer", os.path.join(DIR, "tok512.bin"))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            r = infera("run", "--model", out, "-p", "Zoo", "-n", "57", "--temp", "0")
+            self.assertEqual(r.stdout.decode().rstrip("\n"), expected("D"))
+            f16 = os.path.join(d, "s16.gguf")
+            r = infera("convert", out, f16, "--outtype", "f16")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            r = infera("run", "--model", f16, "-p", "Zoo", "-n", "10", "--temp", "0")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertTrue(r.stdout.decode().startswith("Zoo"))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,104 @@
+"""Writers for test model files, independent of infera's C++ code.
+
+GGUF (v3) and safetensors are written from numpy arrays following the public
+format specifications; HF-layout weights are permuted for GGUF the way
+llama.cpp's converter does.
+"""
+import json
+import struct
+
+import numpy as np
+
+GGUF_TYPES = {"u32": 4, "i32": 5, "f32": 6, "bool": 7, "str": 8, "arr": 9}
+GGML_F32, GGML_F16, GGML_BF16 = 0, 1, 30
+
+
+def _gguf_str(s):
+    b = s.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+def _gguf_value(kind, v):
+    if kind == "u32":
+        return struct.pack("<I", v)
+    if kind == "i32":
+        return struct.pack("<i", v)
+    if kind == "f32":
+        return struct.pack("<f", v)
+    if kind == "bool":
+        return struct.pack("<B", 1 if v else 0)
+    if kind == "str":
+        return _gguf_str(v)
+    raise ValueError(kind)
+
+
+def write_gguf(path, kvs, tensors, alignment=32):
+    """kvs: list of (key, kind, value) with kind in u32/i32/f32/bool/str or
+    ("arr", elem_kind); tensors: list of (name, ndarray, ggml_type)."""
+    out = bytearray()
+    out += struct.pack("<IIQQ", 0x46554747, 3, len(tensors), len(kvs))
+    for key, kind, value in kvs:
+        out += _gguf_str(key)
+        if isinstance(kind, tuple):
+            out += struct.pack("<I", GGUF_TYPES["arr"])
+            out += struct.pack("<IQ", GGUF_TYPES[kind[1]], len(value))
+            for v in value:
+                out += _gguf_value(kind[1], v)
+        else:
+            out += struct.pack("<I", GGUF_TYPES[kind]) + _gguf_value(kind, value)
+    blobs, offset = [], 0
+    for name, arr, gtype in tensors:
+        if gtype == GGML_F32:
+            data = np.ascontiguousarray(arr, dtype="<f4").tobytes()
+        elif gtype == GGML_F16:
+            data = np.ascontiguousarray(arr, dtype="<f2").tobytes()
+        elif gtype == GGML_BF16:
+            data = to_bf16_bits(arr).tobytes()
+        else:
+            raise ValueError(gtype)
+        out += _gguf_str(name)
+        dims = list(reversed(arr.shape))  # ne[0] is the innermost dim
+        out += struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
+        out += struct.pack("<IQ", gtype, offset)
+        blobs.append(data)
+        offset += (len(data) + alignment - 1) // alignment * alignment
+    out += b"\0" * ((-len(out)) % alignment)
+    for data in blobs:
+        out += data + b"\0" * ((-len(data)) % alignment)
+    with open(path, "wb") as f:
+        f.write(out)
+
+
+def to_bf16_bits(arr):
+    """float -> bf16 bits, round to nearest even."""
+    u = np.ascontiguousarray(arr, dtype="<f4").view("<u4").astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    return u.astype("<u2")
+
+
+def from_bf16_bits(bits):
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def write_safetensors(path, tensors, dtype="F32"):
+    """tensors: dict name -> ndarray (HF shape)."""
+    header, blobs, offset = {}, [], 0
+    for name, arr in tensors.items():
+        if dtype == "F32":
+            data = np.ascontiguousarray(arr, dtype="<f4").tobytes()
+        elif dtype == "F16":
+            data = np.ascontiguousarray(arr, dtype="<f2").tobytes()
+        else:
+            data = to_bf16_bits(arr).tobytes()
+        header[name] = {"dtype": dtype, "shape": list(arr.shape), "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    h = json.dumps(header).encode()
+    h += b" " * ((-len(h)) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def permute_for_gguf(w, n_head):
+    """llama.cpp's convert permutation: HF 'halves' rotary rows -> pairs."""
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)

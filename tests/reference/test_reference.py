@@ -1,0 +1,228 @@
+"""infera's logits vs the numpy reference, for small random models of every
+supported variant, loaded from both GGUF and Hugging Face safetensors."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import model_files as mf  # noqa: E402
+import reference as ref  # noqa: E402
+
+INFERA = os.environ.get("INFERA_BIN", "build/tools/infera")
+
+VARIANTS = {
+    # name: (arch, overrides)
+    "llama_gqa": ("llama", dict(num_attention_heads=4, num_key_value_heads=2)),
+    "llama_mqa_tied": ("llama", dict(num_attention_heads=4, num_key_value_heads=1, tie_word_embeddings=True)),
+    "llama3_rope_scaling": ("llama", dict(num_attention_heads=4, num_key_value_heads=2, rope_theta=500000.0,
+                                          rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
+                                                            high_freq_factor=4.0,
+                                                            original_max_position_embeddings=64))),
+    "qwen2_bias_tied": ("qwen2", dict(num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
+                                      rope_theta=1000000.0)),
+    "mistral_sliding_window": ("mistral", dict(num_attention_heads=4, num_key_value_heads=2, sliding_window=8)),
+}
+
+
+def make_model(arch, overrides, seed):
+    rng = np.random.default_rng(seed)
+    cfg = dict(model_type=arch, architectures=[{"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
+                                                  "qwen2": "Qwen2ForCausalLM"}[arch]],
+               vocab_size=96, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+               num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256,
+               rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False)
+    cfg.update(overrides)
+    if arch == "qwen2":
+        cfg["use_sliding_window"] = False
+    cfg["head_dim"] = cfg["hidden_size"] // cfg["num_attention_heads"]
+    d, ff, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
+    H, KV, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+
+    def mat(n_out, n_in):
+        return (rng.standard_normal((n_out, n_in)) / np.sqrt(n_in)).astype(np.float32)
+
+    def norm(n):
+        return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
+
+    W = {"model.embed_tokens.weight": rng.standard_normal((V, d)).astype(np.float32),
+         "model.norm.weight": norm(d)}
+    if not cfg["tie_word_embeddings"]:
+        W["lm_head.weight"] = mat(V, d)
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        W[p + "input_layernorm.weight"] = norm(d)
+        W[p + "post_attention_layernorm.weight"] = norm(d)
+        W[p + "self_attn.q_proj.weight"] = mat(H * hd, d)
+        W[p + "self_attn.k_proj.weight"] = mat(KV * hd, d)
+        W[p + "self_attn.v_proj.weight"] = mat(KV * hd, d)
+        W[p + "self_attn.o_proj.weight"] = mat(d, H * hd)
+        W[p + "mlp.gate_proj.weight"] = mat(ff, d)
+        W[p + "mlp.up_proj.weight"] = mat(ff, d)
+        W[p + "mlp.down_proj.weight"] = mat(d, ff)
+        if arch == "qwen2":
+            for n, m in (("q", H), ("k", KV), ("v", KV)):
+                W[p + f"self_attn.{n}_proj.bias"] = (0.1 * rng.standard_normal(m * hd)).astype(np.float32)
+    return cfg, W
+
+
+def write_hf(folder, cfg, W, dtype="F32"):
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump({k: v for k, v in cfg.items() if k != "head_dim"}, f)
+    mf.write_safetensors(os.path.join(folder, "model.safetensors"), W, dtype)
+
+
+def write_gguf(path, cfg, W, gtype=mf.GGML_F32):
+    arch = "qwen2" if cfg["model_type"] == "qwen2" else "llama"
+    H, KV = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    a = arch + "."
+    kvs = [("general.architecture", "str", arch), ("general.name", "str", "ref-test"),
+           (a + "context_length", "u32", cfg["max_position_embeddings"]),
+           (a + "embedding_length", "u32", cfg["hidden_size"]),
+           (a + "block_count", "u32", cfg["num_hidden_layers"]),
+           (a + "feed_forward_length", "u32", cfg["intermediate_size"]),
+           (a + "attention.head_count", "u32", H), (a + "attention.head_count_kv", "u32", KV),
+           (a + "attention.layer_norm_rms_epsilon", "f32", cfg["rms_norm_eps"]),
+           (a + "rope.freq_base", "f32", cfg["rope_theta"]),
+           (a + "rope.dimension_count", "u32", cfg["head_dim"]),
+           (a + "vocab_size", "u32", cfg["vocab_size"])]
+    if cfg.get("sliding_window"):
+        kvs.append((a + "attention.sliding_window", "u32", cfg["sliding_window"]))
+    permute = arch == "llama"  # qwen2 keeps the HF rotary layout (NEOX)
+    T = [("token_embd.weight", W["model.embed_tokens.weight"], gtype),
+         ("output_norm.weight", W["model.norm.weight"], mf.GGML_F32)]
+    if "lm_head.weight" in W:
+        T.append(("output.weight", W["lm_head.weight"], gtype))
+    rs = cfg.get("rope_scaling")
+    if rs and rs.get("rope_type") == "llama3":
+        base = 1.0 / cfg["rope_theta"] ** (np.arange(0, cfg["head_dim"], 2) / cfg["head_dim"])
+        factors = base / ref.inv_frequencies(cfg)
+        T.append(("rope_freqs.weight", factors.astype(np.float32), mf.GGML_F32))
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        q, k = W[p + "self_attn.q_proj.weight"], W[p + "self_attn.k_proj.weight"]
+        if permute:
+            q, k = mf.permute_for_gguf(q, H), mf.permute_for_gguf(k, KV)
+        b = f"blk.{l}."
+        T += [(b + "attn_norm.weight", W[p + "input_layernorm.weight"], mf.GGML_F32),
+              (b + "attn_q.weight", q, gtype), (b + "attn_k.weight", k, gtype),
+              (b + "attn_v.weight", W[p + "self_attn.v_proj.weight"], gtype),
+              (b + "attn_output.weight", W[p + "self_attn.o_proj.weight"], gtype),
+              (b + "ffn_norm.weight", W[p + "post_attention_layernorm.weight"], mf.GGML_F32),
+              (b + "ffn_gate.weight", W[p + "mlp.gate_proj.weight"], gtype),
+              (b + "ffn_up.weight", W[p + "mlp.up_proj.weight"], gtype),
+              (b + "ffn_down.weight", W[p + "mlp.down_proj.weight"], gtype)]
+        if arch == "qwen2":
+            T += [(b + f"attn_{n}.bias", W[p + f"self_attn.{n}_proj.bias"], mf.GGML_F32) for n in "qkv"]
+    mf.write_gguf(path, kvs, T)
+
+
+def infera_logits(model, tokens, mode="full"):
+    with tempfile.NamedTemporaryFile(suffix=".f32") as out:
+        subprocess.run([INFERA, "--log-level", "warn", "eval-logits", "--model", model,
+                        "--tokens", " ".join(map(str, tokens)), "--mode", mode, "--out", out.name],
+                       check=True, capture_output=True)
+        return np.fromfile(out.name, dtype=np.float32).reshape(len(tokens), -1)
+
+
+def infera_greedy(model, tokens, n):
+    r = subprocess.run([INFERA, "--log-level", "warn", "eval-logits", "--model", model,
+                        "--tokens", " ".join(map(str, tokens)), "--greedy", str(n)],
+                       check=True, capture_output=True, text=True)
+    return [int(t) for t in r.stdout.split()]
+
+
+def max_rel_err(a, b):
+    """Worst over positions of max|a-b| / max|b| (per position)."""
+    return float(np.max(np.max(np.abs(a - b), axis=-1) / np.max(np.abs(b), axis=-1)))
+
+
+class ReferenceTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def check_variant(self, name, arch, overrides, seed):
+        cfg, W = make_model(arch, overrides, seed)
+        rng = np.random.default_rng(seed + 1)
+        tokens = [int(t) for t in rng.integers(0, cfg["vocab_size"], 24)]
+        expected = ref.forward(cfg, {k: v.astype(np.float64) for k, v in W.items()}, tokens)
+        hf = os.path.join(self.tmp.name, name + "_hf")
+        gg = os.path.join(self.tmp.name, name + ".gguf")
+        write_hf(hf, cfg, W)
+        write_gguf(gg, cfg, W)
+        results = {}
+        for label, path in (("gguf", gg), ("safetensors", hf)):
+            got = infera_logits(path, tokens)
+            err = max_rel_err(got, expected)
+            self.assertLess(err, 1e-4, f"{name} {label}: max relative error {err:.2e}")
+            results[label] = got
+        # The same model in both formats gives the same logits.
+        self.assertLess(max_rel_err(results["gguf"], results["safetensors"]), 1e-5)
+        # Greedy decoding agrees for 32 steps.
+        want = ref.greedy(cfg, {k: v.astype(np.float64) for k, v in W.items()}, tokens[:8], 32)
+        for label, path in (("gguf", gg), ("safetensors", hf)):
+            self.assertEqual(infera_greedy(path, tokens[:8], 32), want, f"{name} {label} greedy")
+        return cfg, W, tokens
+
+    def test_llama_gqa(self):
+        self.check_variant("llama_gqa", *VARIANTS["llama_gqa"], seed=1)
+
+    def test_llama_mqa_tied(self):
+        self.check_variant("llama_mqa_tied", *VARIANTS["llama_mqa_tied"], seed=2)
+
+    def test_llama3_rope_scaling(self):
+        self.check_variant("llama3_rope_scaling", *VARIANTS["llama3_rope_scaling"], seed=3)
+
+    def test_qwen2_bias_tied(self):
+        self.check_variant("qwen2_bias_tied", *VARIANTS["qwen2_bias_tied"], seed=4)
+
+    def test_mistral_sliding_window(self):
+        self.check_variant("mistral_sliding_window", *VARIANTS["mistral_sliding_window"], seed=5)
+
+    def test_f16_and_bf16_weights(self):
+        cfg, W = make_model("llama", dict(num_attention_heads=4, num_key_value_heads=2), 6)
+        tokens = list(range(3, 27))
+        for dtype, gtype, rnd in (("F16", mf.GGML_F16, lambda a: a.astype(np.float16).astype(np.float64)),
+                                  ("BF16", mf.GGML_BF16, lambda a: mf.from_bf16_bits(mf.to_bf16_bits(a)).astype(np.float64))):
+            # Matrices are stored in the low-precision type, norms in f32 (GGUF) / dtype (HF).
+            hf = os.path.join(self.tmp.name, "lp_" + dtype)
+            write_hf(hf, cfg, W, dtype)
+            gg = os.path.join(self.tmp.name, "lp_" + dtype + ".gguf")
+            write_gguf(gg, cfg, W, gtype)
+            Wr_hf = {k: rnd(v) for k, v in W.items()}
+            Wr_gg = {k: (rnd(v) if v.ndim == 2 else v.astype(np.float64)) for k, v in W.items()}
+            for path, Wr in ((gg, Wr_gg), (hf, Wr_hf)):
+                err = max_rel_err(infera_logits(path, tokens), ref.forward(cfg, Wr, tokens))
+                self.assertLess(err, 1e-4, f"{dtype} {path}: {err:.2e}")
+
+    def test_incremental_equals_full(self):
+        cfg, W = make_model("llama", dict(num_attention_heads=4, num_key_value_heads=2), 7)
+        gg = os.path.join(self.tmp.name, "inc.gguf")
+        write_gguf(gg, cfg, W)
+        tokens = list(range(5, 45))
+        full = infera_logits(gg, tokens, "full")
+        for mode in ("incremental", "chunk:5"):
+            self.assertLess(max_rel_err(infera_logits(gg, tokens, mode), full), 1e-5, mode)
+
+    def test_convert_hf_to_gguf_matches(self):
+        cfg, W = make_model("llama", dict(num_attention_heads=4, num_key_value_heads=2), 8)
+        hf = os.path.join(self.tmp.name, "conv_hf")
+        write_hf(hf, cfg, W)
+        out = os.path.join(self.tmp.name, "conv.gguf")
+        subprocess.run([INFERA, "--log-level", "warn", "convert", hf, out], check=True, capture_output=True)
+        tokens = list(range(10, 30))
+        self.assertLess(max_rel_err(infera_logits(out, tokens), infera_logits(hf, tokens)), 1e-6)
+
+
+if __name__ == "__main__":
+    unittest.main()

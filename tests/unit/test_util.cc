@@ -1,0 +1,55 @@
+#include "unit/test_util.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "model/random_model.h"
+
+namespace infera::testing {
+namespace {
+struct TempRoot {
+  std::string path;
+  TempRoot() {
+    char tmpl[] = "/tmp/infera_test_XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~TempRoot() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+}  // namespace
+
+std::string TempDir() {
+  static TempRoot root;
+  return root.path;
+}
+
+std::string SharedDir() { return INFERA_SHARED_DIR; }
+bool SharedAvailable() { return std::filesystem::exists(SharedDir() + "/models/stories260K/stories260K.gguf"); }
+
+ModelConfig TinyConfig() {
+  ModelConfig c = *RandomModelShape("tiny");
+  c.n_embd = 64;
+  c.n_head = 4;
+  c.n_head_kv = 2;
+  c.head_dim = 16;
+  c.rope_dim = 16;
+  c.n_ff = 96;
+  c.n_layer = 2;
+  c.n_vocab = 320;
+  return c;
+}
+
+std::string WriteTinyModel(const ModelConfig& c, DType type, uint64_t seed, const std::string& name) {
+  const std::string path = TempDir() + "/" + name;
+  Status st = WriteRandomGguf(c, MakeSyntheticVocab(c.n_vocab), type, seed, path);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return path;
+}
+
+}  // namespace infera::testing
