@@ -88,6 +88,11 @@ int Info(const InfoArgs& a) {
   std::printf("weights in memory: %s\n", Human(static_cast<double>(w.total_bytes)).c_str());
   std::printf("kv cache:          %s for %d tokens (f32)\n", Human(static_cast<double>(kv)).c_str(), n_ctx);
   std::printf("memory needed:     %s\n", Human(static_cast<double>(w.total_bytes + kv)).c_str());
+  if (!m.extra_eog_ids.empty()) {
+    std::string ids;
+    for (int32_t id : m.extra_eog_ids) ids += (ids.empty() ? "" : " ") + std::to_string(id);
+    std::printf("eos ids (config):  %s\n", ids.c_str());
+  }
   if (lm->tokenizer) std::printf("tokenizer:         %d tokens, bos %d, eos %d\n", lm->tokenizer->n_vocab(),
                                  lm->tokenizer->vocab().bos, lm->tokenizer->vocab().eos);
   return kExitOk;

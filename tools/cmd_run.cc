@@ -78,6 +78,7 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
   go.max_tokens = a.n_predict;
   go.ignore_eos = a.ignore_eos;
   go.stop = a.stop;
+  go.extra_eog = model.extra_eog_ids;
 
   if (!a.no_display_prompt && !prompt.empty()) {
     std::fwrite(prompt.data(), 1, prompt.size(), stdout);

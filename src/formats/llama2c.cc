@@ -1,5 +1,6 @@
 #include "formats/llama2c.h"
 
+#include <climits>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -58,8 +59,9 @@ StatusOr<std::unique_ptr<Llama2cCheckpoint>> Llama2cCheckpoint::Parse(const uint
   h.dim = p[0]; h.hidden_dim = p[1]; h.n_layers = p[2]; h.n_heads = p[3]; h.n_kv_heads = p[4];
   h.vocab_size = p[5]; h.seq_len = p[6];
   if (h.version == 0) {
+    // A negative vocab size marks an unshared classifier.
     h.shared_classifier = h.vocab_size > 0;
-    if (h.vocab_size < 0) h.vocab_size = -h.vocab_size;
+    if (h.vocab_size < 0 && h.vocab_size > INT32_MIN) h.vocab_size = -h.vocab_size;
   }
   RETURN_IF_ERROR(ValidateHeader(h, name));
 

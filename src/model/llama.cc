@@ -49,11 +49,9 @@ Status LlamaRunner::Validate(const ForwardBatch& b, const KvStorage& kv) const {
     if (b.positions[t] < 0 || b.positions[t] >= static_cast<int32_t>(slots.size())) {
       return Internal(fmt::format("position {} has no KV slot", b.positions[t]));
     }
-  }
-  for (const auto* s : b.seq_slots) {
-    for (int32_t slot : *s) {
-      if (slot < 0 || slot >= kv.n_slots()) return Internal("KV slot out of range");
-    }
+    // Earlier slots were checked when their tokens were written.
+    const int32_t slot = slots[b.positions[t]];
+    if (slot < 0 || slot >= kv.n_slots()) return Internal("KV slot out of range");
   }
   for (int32_t r : b.logit_rows) {
     if (r < 0 || r >= T) return Internal("logit row out of range");

@@ -1,10 +1,12 @@
 #include "model/loader.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <map>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "base/file_util.h"
 #include "formats/llama2c.h"
@@ -70,6 +72,28 @@ StatusOr<std::unique_ptr<Model>> LoadGguf(const std::string& path) {
   return m;
 }
 
+// eos_token_id of a JSON file (an int or a list of ints); missing files and
+// keys are fine, a malformed file is reported.
+Status ReadEosIds(const std::string& path, int32_t n_vocab, std::vector<int32_t>* out) {
+  if (!FileExists(path)) return Status::Ok();
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return DataLoss(path + ": not a JSON object");
+  auto it = j.find("eos_token_id");
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  std::vector<nlohmann::json> ids;
+  if (it->is_array()) ids.assign(it->begin(), it->end());
+  else ids.push_back(*it);
+  for (const auto& id : ids) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= n_vocab) {
+      return DataLoss(path + ": eos_token_id must be token ids below the vocab size");
+    }
+    const int32_t v = id.get<int32_t>();
+    if (std::find(out->begin(), out->end(), v) == out->end()) out->push_back(v);
+  }
+  return Status::Ok();
+}
+
 StatusOr<std::unique_ptr<Model>> LoadHfFolder(const std::string& dir) {
   const std::string cfg_path = dir + "/config.json";
   if (!FileExists(cfg_path)) return NotFound(dir + ": folder has no config.json (not a Hugging Face model folder)");
@@ -90,6 +114,8 @@ StatusOr<std::unique_ptr<Model>> LoadHfFolder(const std::string& dir) {
   m->weights = std::move(w);
   m->format = ModelFormat::kSafetensors;
   m->path = dir;
+  RETURN_IF_ERROR(ReadEosIds(cfg_path, c.n_vocab, &m->extra_eog_ids));
+  RETURN_IF_ERROR(ReadEosIds(dir + "/generation_config.json", c.n_vocab, &m->extra_eog_ids));
   m->keep_alive.push_back(set);
   m->weight_type_summary = SummarizeTypes(*m->weights);
   return m;

@@ -21,6 +21,9 @@ struct Model {
   ModelFormat format = ModelFormat::kGguf;
   std::string path;
   std::string weight_type_summary;   // e.g. "f32" or "f16 (mostly)"
+  // End-of-generation ids beyond the tokenizer's own: eos_token_id of an HF
+  // folder's config.json and generation_config.json (int or list).
+  std::vector<int32_t> extra_eog_ids;
   std::shared_ptr<const GgufFile> gguf;  // set for GGUF models (tokenizer metadata)
   std::vector<std::shared_ptr<const void>> keep_alive;  // mmaps backing weights
 };

@@ -120,7 +120,8 @@ std::vector<int32_t> SpmTokenizer::Encode(std::string_view text, bool add_specia
   auto flush_raw = [&](size_t end) {
     if (end <= frag_start) return;
     std::string raw;
-    if (vocab_.add_space_prefix && prev_special) raw = " ";
+    raw.reserve(end - frag_start + 1);
+    if (vocab_.add_space_prefix && prev_special) raw.push_back(' ');
     raw.append(text.substr(frag_start, end - frag_start));
     EncodeFragment(EscapeSpaces(raw), &out);
     prev_special = false;

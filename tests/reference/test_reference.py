@@ -214,6 +214,21 @@ class ReferenceTest(unittest.TestCase):
         for mode in ("incremental", "chunk:5"):
             self.assertLess(max_rel_err(infera_logits(gg, tokens, mode), full), 1e-5, mode)
 
+    def test_hf_eos_ids_from_config_files(self):
+        cfg, W = make_model("llama", dict(num_attention_heads=4, num_key_value_heads=2), 9)
+        hf = os.path.join(self.tmp.name, "eos_hf")
+        write_hf(hf, dict(cfg, eos_token_id=2), W)
+        with open(os.path.join(hf, "generation_config.json"), "w") as f:
+            json.dump({"eos_token_id": [2, 7, 11]}, f)
+        r = subprocess.run([INFERA, "info", hf], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("eos ids (config):  2 7 11", r.stdout)
+        with open(os.path.join(hf, "generation_config.json"), "w") as f:
+            f.write('{"eos_token_id": "x"}')
+        r = subprocess.run([INFERA, "info", hf], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("generation_config.json", r.stderr)
+
     def test_convert_hf_to_gguf_matches(self):
         cfg, W = make_model("llama", dict(num_attention_heads=4, num_key_value_heads=2), 8)
         hf = os.path.join(self.tmp.name, "conv_hf")

@@ -1,3 +1,4 @@
+#include <climits>
 #include <cstring>
 
 #include <gtest/gtest.h>
@@ -19,6 +20,8 @@ TEST(Llama2c, RejectsBadHeaders) {
   EXPECT_NE(P(Header({0, 8, 1, 1, 1, 16, 8})).status().message().find("dim"), std::string::npos);
   EXPECT_NE(P(Header({8, 8, 1, 3, 1, 16, 8})).status().message().find("n_heads"), std::string::npos);
   EXPECT_NE(P(Header({8, 8, 1, 2, 1, 16, 8})).status().message().find("implies"), std::string::npos);
+  // Found by the fuzzer: INT32_MIN vocab size (negation overflow).
+  EXPECT_NE(P(Header({8, 8, 1, 2, 1, INT32_MIN, 8})).status().message().find("vocab_size"), std::string::npos);
 }
 
 TEST(Llama2c, ParsesSizedFile) {

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (.ci/run calls this):
+#   1. installs dependencies (Debian packages),
+#   2. Release build with -Werror, every test through ctest,
+#   3. ASan+UBSan build, every test again,
+#   4. each file-format fuzzer for a bounded time (default 60 s each).
+# Environment: INFERA_FUZZ_SECONDS (default 60), INFERA_SKIP_ASAN=1, INFERA_SKIP_FUZZ=1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JOBS="$(nproc)"
+rm -f build/ctest.log build-asan/ctest.log
+
+bash scripts/install-deps.sh
+
+run_ctest() {  # $1 = build dir
+  (cd "$1" && ctest --output-on-failure -j "$JOBS" --timeout 900) | tee "$1/ctest.log"
+}
+
+echo "== release build (-Werror)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DINFERA_WERROR=ON >/dev/null
+cmake --build build -j "$JOBS"
+run_ctest build
+
+if [ "${INFERA_SKIP_ASAN:-0}" != 1 ]; then
+  echo "== ASan + UBSan build"
+  # (-Werror stays with the release build: GCC 12 emits false positives under sanitizers.)
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DINFERA_SANITIZE=address,undefined -DINFERA_BENCH=OFF >/dev/null
+  cmake --build build-asan -j "$JOBS"
+  ASAN_OPTIONS=detect_leaks=1 run_ctest build-asan
+fi
+
+if [ "${INFERA_SKIP_FUZZ:-0}" != 1 ]; then
+  echo "== fuzzing"
+  bash scripts/fuzz.sh "${INFERA_FUZZ_SECONDS:-60}"
+fi
+
+passed=0
+for log in build/ctest.log build-asan/ctest.log; do
+  [ -f "$log" ] || continue
+  n=$(sed -n 's/.*tests passed, 0 tests failed out of \([0-9]*\).*/\1/p' "$log" | tail -n 1)
+  passed=$((passed + ${n:-0}))
+done
+echo "all test stages finished"
+echo "$passed passed, 0 failed"

@@ -1,0 +1,59 @@
+"""Writes the small seed corpus of the fuzzers (committed under corpus/)."""
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "reference"))
+import model_files as mf  # noqa: E402
+
+
+def main():
+    rng = np.random.default_rng(0)
+    out = os.path.join(HERE, "corpus")
+    for d in ("gguf", "safetensors", "llama2c"):
+        os.makedirs(os.path.join(out, d), exist_ok=True)
+    d, ff, V, H, KV = 8, 16, 12, 2, 1
+    hd = d // H
+    tokens = ["<unk>", "<s>", "</s>", "\u2581", "a", "b", "\u2581a", "ab", "<0x41>", "<0xE2>", "<0x82>", "<0xAC>"]
+    kvs = [("general.architecture", "str", "llama"), ("llama.context_length", "u32", 32),
+           ("llama.embedding_length", "u32", d), ("llama.block_count", "u32", 1),
+           ("llama.feed_forward_length", "u32", ff), ("llama.attention.head_count", "u32", H),
+           ("llama.attention.head_count_kv", "u32", KV), ("llama.attention.layer_norm_rms_epsilon", "f32", 1e-5),
+           ("tokenizer.ggml.model", "str", "llama"), ("tokenizer.ggml.tokens", ("arr", "str"), tokens),
+           ("tokenizer.ggml.scores", ("arr", "f32"), [0.0] * 3 + [-float(i) for i in range(V - 3)]),
+           ("tokenizer.ggml.token_type", ("arr", "i32"), [2, 3, 3] + [1] * 5 + [6] * 4),
+           ("tokenizer.ggml.bos_token_id", "u32", 1), ("tokenizer.ggml.eos_token_id", "u32", 2)]
+    m = lambda o, i: rng.standard_normal((o, i)).astype(np.float32)  # noqa: E731
+    T = [("token_embd.weight", m(V, d), mf.GGML_F32), ("output_norm.weight", np.ones(d, np.float32), mf.GGML_F32),
+         ("blk.0.attn_norm.weight", np.ones(d, np.float32), mf.GGML_F32),
+         ("blk.0.attn_q.weight", m(d, d), mf.GGML_F16), ("blk.0.attn_k.weight", m(KV * hd, d), mf.GGML_F16),
+         ("blk.0.attn_v.weight", m(KV * hd, d), mf.GGML_BF16), ("blk.0.attn_output.weight", m(d, d), mf.GGML_F32),
+         ("blk.0.ffn_norm.weight", np.ones(d, np.float32), mf.GGML_F32),
+         ("blk.0.ffn_gate.weight", m(ff, d), mf.GGML_F32), ("blk.0.ffn_up.weight", m(ff, d), mf.GGML_F32),
+         ("blk.0.ffn_down.weight", m(d, ff), mf.GGML_F32)]
+    mf.write_gguf(os.path.join(out, "gguf", "tiny_model.gguf"), kvs, T)
+    mf.write_gguf(os.path.join(out, "gguf", "vocab_only.gguf"), kvs[8:], [])
+    mf.write_safetensors(os.path.join(out, "safetensors", "tiny.safetensors"),
+                         {"a": m(2, 3), "b": np.ones(4, np.float32)})
+    with open(os.path.join(out, "safetensors", "config.json"), "w") as f:
+        json.dump({"model_type": "llama", "vocab_size": 12, "hidden_size": 8, "num_hidden_layers": 1,
+                   "num_attention_heads": 2, "num_key_value_heads": 1, "intermediate_size": 16,
+                   "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                    "high_freq_factor": 4.0, "original_max_position_embeddings": 64}}, f)
+    # llama2.c v0: dim 8, hidden 16, 1 layer, 2 heads, 1 kv head, vocab 12, seq 4.
+    n = V * d + d + d * d + 2 * d * hd + d * d + d + 3 * d * ff + d + 2 * 4 * hd // 2
+    with open(os.path.join(out, "llama2c", "tiny.bin"), "wb") as f:
+        f.write(struct.pack("<7i", d, ff, 1, H, KV, V, 4) + rng.standard_normal(n).astype("<f4").tobytes())
+    with open(os.path.join(out, "llama2c", "tok.bin"), "wb") as f:
+        f.write(struct.pack("<i", 3))
+        for i, t in enumerate(["<unk>", "\n<s>\n", "\n</s>\n", " a", "b"]):
+            b = t.encode()
+            f.write(struct.pack("<fi", -float(i), len(b)) + b)
+
+
+if __name__ == "__main__":
+    main()
