@@ -6,7 +6,7 @@ set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build pkg-config git
   # C++ libraries
-  nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
+  nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libpcre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # fuzzing (libFuzzer + sanitizers come with clang's runtime)
   clang libclang-rt-14-dev

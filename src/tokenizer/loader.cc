@@ -6,11 +6,12 @@
 #include <fmt/format.h>
 
 #include "formats/llama2c.h"
+#include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/spm_tokenizer.h"
 
 namespace infera {
 
-StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromGguf(const GgufFile& f) {
+StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromGguf(const GgufFile& f, const std::string& pre_override) {
   auto model = f.GetString("tokenizer.ggml.model");
   if (!model) return DataLoss(f.name() + ": no tokenizer in file (missing tokenizer.ggml.model)");
   const GgufValue* tokens = f.Find("tokenizer.ggml.tokens");
@@ -54,7 +55,27 @@ StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromGguf(const GgufFile& f) {
   v.Finalize();
   for (int32_t e : {eot, eom}) if (e >= 0 && !v.IsEog(e)) v.eog.push_back(e);
   if (*model == "llama") return std::unique_ptr<Tokenizer>(new SpmTokenizer(std::move(v)));
-  return Unimplemented(f.name() + ": tokenizer model '" + *model + "' is not supported yet (supported: llama)");
+  if (*model == "gpt2") {
+    v.add_space_prefix = false;
+    v.add_bos = f.GetBool("tokenizer.ggml.add_bos_token").value_or(false);
+    const GgufValue* m = f.Find("tokenizer.ggml.merges");
+    if (!m || m->type != GgufType::kArray || m->elem_type != GgufType::kString) {
+      return DataLoss(f.name() + ": gpt2 tokenizer without tokenizer.ggml.merges");
+    }
+    std::vector<std::pair<std::string, std::string>> merges;
+    merges.reserve(m->arr_s.size());
+    for (const auto& line : m->arr_s) {
+      const size_t sp = line.find(' ', 1);
+      if (sp == std::string::npos) return DataLoss(f.name() + ": malformed merge '" + line + "'");
+      merges.emplace_back(line.substr(0, sp), line.substr(sp + 1));
+    }
+    const std::string pre_name = !pre_override.empty() ? pre_override : f.GetString("tokenizer.ggml.pre").value_or("default");
+    auto pre = PreTokenizer::FromPresetName(pre_name);
+    if (!pre.ok()) return pre.status().WithPrefix(f.name());
+    const bool ignore_merges = pre_name == "llama-bpe" || pre_name == "llama3" || pre_name == "llama-v3";
+    return std::unique_ptr<Tokenizer>(new BpeTokenizer(std::move(v), merges, std::move(pre).value(), ignore_merges));
+  }
+  return Unimplemented(f.name() + ": tokenizer model '" + *model + "' is not supported (supported: llama, gpt2)");
 }
 
 StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromLlama2c(const std::string& path, int n_vocab) {

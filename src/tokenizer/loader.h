@@ -11,7 +11,8 @@
 
 namespace infera {
 
-StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromGguf(const GgufFile& f);
+// pre_override: a pre-tokenizer name replacing tokenizer.ggml.pre.
+StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromGguf(const GgufFile& f, const std::string& pre_override = "");
 // llama2.c tokenizer file; n_vocab < 0 reads every entry.
 StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromLlama2c(const std::string& path, int n_vocab);
 // Any supported tokenizer file, chosen by content.

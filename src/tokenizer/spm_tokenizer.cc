@@ -38,16 +38,7 @@ struct Bigram {
 
 }  // namespace
 
-SpmTokenizer::SpmTokenizer(Vocab v) : Tokenizer(std::move(v)) {
-  for (int32_t id = 0; id < vocab_.size(); ++id) {
-    const auto t = vocab_.types[id];
-    if ((t == TokenType::kControl || t == TokenType::kUserDefined) && !vocab_.pieces[id].empty()) special_.push_back(id);
-  }
-  std::stable_sort(special_.begin(), special_.end(), [&](int32_t a, int32_t b) {
-    return vocab_.pieces[a].size() > vocab_.pieces[b].size();
-  });
-  for (int32_t id : special_) special_first_byte_[static_cast<unsigned char>(vocab_.pieces[id][0])] = true;
-}
+SpmTokenizer::SpmTokenizer(Vocab v) : Tokenizer(std::move(v)) {}
 
 void SpmTokenizer::EncodeFragment(const std::string& text, std::vector<int32_t>* out) const {
   std::vector<Symbol> sym;
@@ -114,43 +105,20 @@ void SpmTokenizer::EncodeFragment(const std::string& text, std::vector<int32_t>*
 std::vector<int32_t> SpmTokenizer::Encode(std::string_view text, bool add_special, bool parse_special) const {
   std::vector<int32_t> out;
   if (add_special && vocab_.add_bos && vocab_.bos >= 0) out.push_back(vocab_.bos);
-  // Split into raw-text fragments and special tokens.
-  bool prev_special = true;
-  size_t pos = 0, frag_start = 0;
-  auto flush_raw = [&](size_t end) {
-    if (end <= frag_start) return;
+  bool prev_special = true;  // the first raw fragment gets the dummy prefix
+  for (const Fragment& f : SplitSpecial(text, parse_special)) {
+    if (f.token >= 0) {
+      out.push_back(f.token);
+      prev_special = true;
+      continue;
+    }
     std::string raw;
-    raw.reserve(end - frag_start + 1);
+    raw.reserve(f.text.size() + 1);
     if (vocab_.add_space_prefix && prev_special) raw.push_back(' ');
-    raw.append(text.substr(frag_start, end - frag_start));
+    raw.append(f.text);
     EncodeFragment(EscapeSpaces(raw), &out);
     prev_special = false;
-  };
-  while (pos < text.size()) {
-    int32_t match = -1;
-    if (!special_first_byte_[static_cast<unsigned char>(text[pos])]) {
-      pos += 1;
-      continue;
-    }
-    for (int32_t id : special_) {
-      if (vocab_.types[id] == TokenType::kControl && !parse_special) continue;
-      const std::string& p = vocab_.pieces[id];
-      if (text.compare(pos, p.size(), p) == 0) {
-        match = id;
-        break;
-      }
-    }
-    if (match < 0) {
-      pos += 1;
-      continue;
-    }
-    flush_raw(pos);
-    out.push_back(match);
-    prev_special = true;
-    pos += vocab_.pieces[match].size();
-    frag_start = pos;
   }
-  flush_raw(text.size());
   if (add_special && vocab_.add_eos && vocab_.eos >= 0) out.push_back(vocab_.eos);
   return out;
 }

@@ -19,8 +19,6 @@ class SpmTokenizer : public Tokenizer {
  private:
   // Appends the tokens of one raw-text fragment (already space-escaped).
   void EncodeFragment(const std::string& text, std::vector<int32_t>* out) const;
-  std::vector<int32_t> special_;  // control / user-defined ids, longest text first
-  std::array<bool, 256> special_first_byte_{};
 };
 
 }  // namespace infera

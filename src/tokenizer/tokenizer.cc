@@ -1,5 +1,6 @@
 #include "tokenizer/tokenizer.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "tokenizer/utf8.h"
@@ -38,6 +39,45 @@ void Vocab::Finalize() {
     int32_t id = Find(s);
     if (id >= 0 && (types[id] == TokenType::kControl || types[id] == TokenType::kUserDefined)) add_eog(id);
   }
+}
+
+Tokenizer::Tokenizer(Vocab v) : vocab_(std::move(v)) {
+  for (int32_t id = 0; id < vocab_.size(); ++id) {
+    const auto t = vocab_.types[id];
+    if ((t == TokenType::kControl || t == TokenType::kUserDefined) && !vocab_.pieces[id].empty()) special_.push_back(id);
+  }
+  std::stable_sort(special_.begin(), special_.end(), [&](int32_t a, int32_t b) {
+    return vocab_.pieces[a].size() > vocab_.pieces[b].size();
+  });
+  for (int32_t id : special_) special_first_byte_[static_cast<unsigned char>(vocab_.pieces[id][0])] = true;
+}
+
+std::vector<Tokenizer::Fragment> Tokenizer::SplitSpecial(std::string_view text, bool parse_special) const {
+  std::vector<Fragment> out;
+  size_t pos = 0, raw_start = 0;
+  while (pos < text.size()) {
+    int32_t match = -1;
+    if (special_first_byte_[static_cast<unsigned char>(text[pos])]) {
+      for (int32_t id : special_) {
+        if (vocab_.types[id] == TokenType::kControl && !parse_special) continue;
+        const std::string& p = vocab_.pieces[id];
+        if (text.compare(pos, p.size(), p) == 0) {
+          match = id;
+          break;
+        }
+      }
+    }
+    if (match < 0) {
+      ++pos;
+      continue;
+    }
+    if (pos > raw_start) out.push_back({-1, text.substr(raw_start, pos - raw_start)});
+    out.push_back({match, {}});
+    pos += vocab_.pieces[match].size();
+    raw_start = pos;
+  }
+  if (raw_start < text.size()) out.push_back({-1, text.substr(raw_start)});
+  return out;
 }
 
 std::string Tokenizer::Decode(const std::vector<int32_t>& ids, bool render_special) const {

@@ -2,6 +2,7 @@
 // after construction and safe to use from several threads.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -32,8 +33,22 @@ class Tokenizer {
   std::string Decode(const std::vector<int32_t>& ids, bool render_special = false) const;
 
  protected:
-  explicit Tokenizer(Vocab v) : vocab_(std::move(v)) {}
+  explicit Tokenizer(Vocab v);
+
+  // A piece of input: a special token (token >= 0) or raw text.
+  struct Fragment {
+    int32_t token = -1;
+    std::string_view text;
+  };
+  // Splits out control tokens (only when parse_special) and user-defined
+  // tokens (always), longest match first, as llama.cpp does.
+  std::vector<Fragment> SplitSpecial(std::string_view text, bool parse_special) const;
+
   Vocab vocab_;
+
+ private:
+  std::vector<int32_t> special_;  // control / user-defined ids, longest text first
+  std::array<bool, 256> special_first_byte_{};
 };
 
 // Streams detokenized text as valid UTF-8: bytes of a character split over
