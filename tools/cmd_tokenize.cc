@@ -14,7 +14,7 @@ namespace infera::cli {
 namespace {
 
 struct TokenizeArgs {
-  std::string model, text, file;
+  std::string model, text, file, pre;
   bool pieces = false, add_special = false, parse_special = false;
 };
 
@@ -26,7 +26,7 @@ int Tokenize(const TokenizeArgs& a) {
     if (!t.ok()) return ReportError(t.status());
     text = *t;
   }
-  auto tok = TokenizerFromFile(a.model, -1);
+  auto tok = TokenizerFromFile(a.model, -1, a.pre);
   if (!tok.ok()) return ReportError(tok.status());
   const auto ids = (*tok)->Encode(text, a.add_special, a.parse_special);
   std::string out;
@@ -36,6 +36,28 @@ int Tokenize(const TokenizeArgs& a) {
     if (a.pieces) out += ":'" + (*tok)->TokenToPiece(ids[i], true) + "'";
   }
   std::printf("%s\n", out.c_str());
+  return kExitOk;
+}
+
+struct DetokenizeArgs {
+  std::string model, ids, pre;
+  bool special = false;
+};
+
+int Detokenize(const DetokenizeArgs& a) {
+  std::vector<int32_t> ids;
+  std::istringstream in(a.ids);
+  long long v;
+  while (in >> v) ids.push_back(static_cast<int32_t>(v));
+  if (!in.eof()) return ReportError("ids must be space-separated integers");
+  auto tok = TokenizerFromFile(a.model, -1, a.pre);
+  if (!tok.ok()) return ReportError(tok.status());
+  for (int32_t id : ids) {
+    if (id < 0 || id >= (*tok)->n_vocab()) return ReportError("token id " + std::to_string(id) + " is out of range");
+  }
+  const std::string text = (*tok)->Decode(ids, a.special);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fputc('\n', stdout);
   return kExitOk;
 }
 
@@ -99,13 +121,23 @@ int EvalLogits(const EvalArgs& a, const RuntimeOptions& rt) {
 
 CommandFn RegisterTokenize(CLI::App& app, const RuntimeOptions&) {
   auto a = std::make_shared<TokenizeArgs>();
-  app.add_option("-m,--model", a->model, "GGUF (vocab-only is fine) or llama2.c tokenizer file");
+  app.add_option("-m,--model", a->model, "GGUF (vocab-only is fine), tokenizer.json, vocab.json, tokenizer.model, tiktoken or llama2.c file, or a model folder")->required();
   app.add_option("text", a->text, "text to tokenize");
   app.add_option("--file", a->file, "read the text from a file");
+  app.add_option("--pre", a->pre, "pre-tokenizer for byte-level BPE files that do not name one (llama3, qwen2, gpt2, ...)");
   app.add_flag("--pieces", a->pieces, "print each token's piece too");
   app.add_flag("--add-special", a->add_special, "add BOS/EOS as the model does");
   app.add_flag("--parse-special", a->parse_special, "recognize special-token text");
   return [a]() { return Tokenize(*a); };
+}
+
+CommandFn RegisterDetokenize(CLI::App& app, const RuntimeOptions&) {
+  auto a = std::make_shared<DetokenizeArgs>();
+  app.add_option("-m,--model", a->model, "tokenizer file or model (as for tokenize)")->required();
+  app.add_option("ids", a->ids, "space-separated token ids")->required();
+  app.add_option("--pre", a->pre, "pre-tokenizer name (byte-level BPE files)");
+  app.add_flag("--special", a->special, "render special tokens as text");
+  return [a]() { return Detokenize(*a); };
 }
 
 CommandFn RegisterEvalLogits(CLI::App& app, const RuntimeOptions& rt) {

@@ -17,6 +17,7 @@ CommandFn RegisterInfo(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterBench(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterConvert(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterTokenize(CLI::App& app, const RuntimeOptions& rt);
+CommandFn RegisterDetokenize(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterEvalLogits(CLI::App& app, const RuntimeOptions& rt);
 
 }  // namespace infera::cli

@@ -32,9 +32,15 @@ BpeTokenizer::BpeTokenizer(Vocab v, const std::vector<std::pair<std::string, std
   }
 }
 
-int BpeTokenizer::Rank(const std::string& left, const std::string& right) const {
-  if (rank_by_token_) return vocab_.Find(left + right);
-  auto it = merge_rank_.find(left + '\0' + right);
+int BpeTokenizer::Rank(std::string_view left, std::string_view right, std::string* scratch) const {
+  scratch->assign(left);
+  if (rank_by_token_) {
+    scratch->append(right);
+    return vocab_.Find(*scratch);
+  }
+  scratch->push_back('\0');
+  scratch->append(right);
+  auto it = merge_rank_.find(*scratch);
   return it == merge_rank_.end() ? -1 : it->second;
 }
 
@@ -55,9 +61,11 @@ void BpeTokenizer::EncodeWord(const std::string& w, std::vector<int32_t>* out) c
   if (sym.empty()) return;
   sym.back().next = -1;
   std::priority_queue<Pair> queue;
+  const std::string_view view(w);
+  std::string scratch;
   auto try_add = [&](int l, int r) {
     if (l < 0 || r < 0) return;
-    const int rank = Rank(w.substr(sym[l].start, sym[l].len), w.substr(sym[r].start, sym[r].len));
+    const int rank = Rank(view.substr(sym[l].start, sym[l].len), view.substr(sym[r].start, sym[r].len), &scratch);
     if (rank >= 0) queue.push({rank, l, r, sym[l].len + sym[r].len});
   };
   for (size_t i = 1; i < sym.size(); ++i) try_add(static_cast<int>(i) - 1, static_cast<int>(i));
@@ -76,7 +84,7 @@ void BpeTokenizer::EncodeWord(const std::string& w, std::vector<int32_t>* out) c
   }
   for (int i = 0; i >= 0; i = sym[i].next) {
     if (sym[i].len == 0) continue;
-    const std::string piece = w.substr(sym[i].start, sym[i].len);
+    const std::string_view piece = view.substr(sym[i].start, sym[i].len);
     const int32_t id = vocab_.Find(piece);
     if (id >= 0) {
       out->push_back(id);

@@ -29,13 +29,15 @@ class BpeTokenizer : public Tokenizer {
   std::string TokenToPiece(int32_t id, bool render_special = false) const override;
 
  private:
-  int Rank(const std::string& left, const std::string& right) const;
+  // Merge rank of (left, right), -1 if they do not merge. `scratch` avoids
+  // an allocation per lookup.
+  int Rank(std::string_view left, std::string_view right, std::string* scratch) const;
   void EncodeWord(const std::string& mapped, std::vector<int32_t>* out) const;
 
   std::unique_ptr<PreTokenizer> pre_;
   bool ignore_merges_;
   bool rank_by_token_;
-  std::unordered_map<std::string, int> merge_rank_;  // left + '\0' + right -> rank
+  std::unordered_map<std::string, int, StringHash, std::equal_to<>> merge_rank_;  // left + '\0' + right -> rank
 };
 
 }  // namespace infera

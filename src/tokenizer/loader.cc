@@ -1,12 +1,15 @@
 #include "tokenizer/loader.h"
 
+#include <cctype>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
 
 #include "formats/llama2c.h"
 #include "tokenizer/bpe_tokenizer.h"
+#include "tokenizer/file_loaders.h"
 #include "tokenizer/spm_tokenizer.h"
 
 namespace infera {
@@ -52,6 +55,7 @@ StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromGguf(const GgufFile& f, const 
   v.add_bos = f.GetBool("tokenizer.ggml.add_bos_token").value_or(true);
   v.add_eos = f.GetBool("tokenizer.ggml.add_eos_token").value_or(false);
   v.add_space_prefix = f.GetBool("tokenizer.ggml.add_space_prefix").value_or(true);
+  v.chat_template = f.GetString("tokenizer.chat_template").value_or("");
   v.Finalize();
   for (int32_t e : {eot, eom}) if (e >= 0 && !v.IsEog(e)) v.eog.push_back(e);
   if (*model == "llama") return std::unique_ptr<Tokenizer>(new SpmTokenizer(std::move(v)));
@@ -103,16 +107,56 @@ StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromLlama2c(const std::string& pat
   return std::unique_ptr<Tokenizer>(new SpmTokenizer(std::move(v)));
 }
 
-StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromFile(const std::string& path, int n_vocab) {
-  char magic[4] = {};
+StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromFile(const std::string& path, int n_vocab, const std::string& pre) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    if (fs::exists(path + "/tokenizer.json", ec)) return TokenizerFromTokenizerJson(path + "/tokenizer.json", pre);
+    if (fs::exists(path + "/tokenizer.model", ec)) return TokenizerFromFile(path + "/tokenizer.model", n_vocab, pre);
+    if (fs::exists(path + "/vocab.json", ec) && fs::exists(path + "/merges.txt", ec)) {
+      return TokenizerFromVocabMerges(path + "/vocab.json", path + "/merges.txt", pre);
+    }
+    return NotFound(path + ": no tokenizer.json, tokenizer.model or vocab.json + merges.txt in this folder");
+  }
+  char head[16] = {};
+  size_t got = 0;
   {
     std::ifstream in(path, std::ios::binary);
     if (!in) return NotFound(path + ": cannot open tokenizer file");
-    in.read(magic, 4);
+    in.read(head, sizeof(head));
+    got = static_cast<size_t>(in.gcount());
   }
-  if (std::memcmp(magic, "GGUF", 4) == 0) {
+  if (got >= 4 && std::memcmp(head, "GGUF", 4) == 0) {
     ASSIGN_OR_RETURN(auto f, GgufFile::Open(path));
-    return TokenizerFromGguf(*f);
+    return TokenizerFromGguf(*f, pre);
+  }
+  const std::string name = fs::path(path).filename().string();
+  auto ends_with = [&](const std::string& suffix) {
+    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  if (ends_with(".json")) {
+    if (name.find("vocab") != std::string::npos) {
+      // merges.txt beside it, or the same name with "vocab.json" -> "merges.txt".
+      std::string merges = (fs::path(path).parent_path() / "merges.txt").string();
+      const size_t at = name.rfind("vocab.json");
+      if (!fs::exists(merges, ec) && at != std::string::npos) {
+        merges = (fs::path(path).parent_path() / (name.substr(0, at) + "merges.txt")).string();
+      }
+      if (!fs::exists(merges, ec)) return NotFound(path + ": a vocab.json needs merges.txt beside it");
+      return TokenizerFromVocabMerges(path, merges, pre);
+    }
+    return TokenizerFromTokenizerJson(path, pre);
+  }
+  if (got > 0 && head[0] == 0x0A) return TokenizerFromSentencePiece(path);  // protobuf: field 1, bytes
+  // tiktoken: "base64 rank" lines.
+  bool b64 = got > 0;
+  size_t k = 0;
+  while (k < got && head[k] != ' ') {
+    const char c = head[k++];
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '/' || c == '=')) b64 = false;
+  }
+  if (b64 && k > 0 && k < got && (ends_with(".tiktoken") || ends_with(".model") || std::isdigit(static_cast<unsigned char>(head[k + 1])))) {
+    return TokenizerFromTiktoken(path, pre);
   }
   return TokenizerFromLlama2c(path, n_vocab);
 }

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <map>
 #include <queue>
 
 #include "tokenizer/utf8.h"
@@ -38,9 +37,35 @@ struct Bigram {
 
 }  // namespace
 
-SpmTokenizer::SpmTokenizer(Vocab v) : Tokenizer(std::move(v)) {}
+SpmTokenizer::SpmTokenizer(Vocab v) : Tokenizer(std::move(v)) {
+  split_words_ = true;
+  for (int32_t id = 0; id < vocab_.size() && split_words_; ++id) {
+    const std::string& p = vocab_.pieces[id];
+    for (size_t pos = p.find(kSpace, 1); pos != std::string::npos; pos = p.find(kSpace, pos + 1)) {
+      if (pos < 3 || p.compare(pos - 3, 3, kSpace) != 0) {
+        split_words_ = false;
+        break;
+      }
+    }
+  }
+}
 
 void SpmTokenizer::EncodeFragment(const std::string& text, std::vector<int32_t>* out) const {
+  if (!split_words_) {
+    EncodeWord(text, out);
+    return;
+  }
+  // Cut before every U+2581 that follows another character.
+  size_t start = 0;
+  for (size_t pos = text.find(kSpace, 1); pos != std::string::npos; pos = text.find(kSpace, pos + 3)) {
+    if (pos >= 3 && text.compare(pos - 3, 3, kSpace) == 0) continue;
+    EncodeWord(std::string_view(text).substr(start, pos - start), out);
+    start = pos;
+  }
+  EncodeWord(std::string_view(text).substr(start), out);
+}
+
+void SpmTokenizer::EncodeWord(std::string_view text, std::vector<int32_t>* out) const {
   std::vector<Symbol> sym;
   for (size_t i = 0; i < text.size();) {
     const size_t n = std::min(Utf8SeqLen(static_cast<unsigned char>(text[i])), text.size() - i);
@@ -51,14 +76,13 @@ void SpmTokenizer::EncodeFragment(const std::string& text, std::vector<int32_t>*
   sym.back().next = -1;
 
   std::priority_queue<Bigram> queue;
-  std::map<std::string, std::pair<int, int>> rev_merge;
+  const std::string_view view = text;
   auto try_add = [&](int left, int right) {
     if (left < 0 || right < 0) return;
-    const std::string piece = text.substr(sym[left].start, sym[left].len + sym[right].len);
-    const int32_t id = vocab_.Find(piece);
+    const size_t len = sym[left].len + sym[right].len;
+    const int32_t id = vocab_.Find(view.substr(sym[left].start, len));
     if (id < 0) return;
-    queue.push({left, right, vocab_.scores[id], piece.size()});
-    rev_merge[piece] = {left, right};
+    queue.push({left, right, vocab_.scores[id], len});
   };
   for (size_t i = 1; i < sym.size(); ++i) try_add(static_cast<int>(i) - 1, static_cast<int>(i));
 
@@ -76,29 +100,20 @@ void SpmTokenizer::EncodeFragment(const std::string& text, std::vector<int32_t>*
     try_add(b.left, l.next);
   }
 
-  // Emit: whole pieces when in the vocab, else undo merges, else bytes.
-  auto resegment = [&](auto&& self, size_t start, size_t len) -> void {
-    const std::string piece = text.substr(start, len);
-    const int32_t id = vocab_.Find(piece);
+  // Emit: merged symbols are always vocab pieces; a single character that is
+  // not in the vocab falls back to its bytes' <0xXX> tokens.
+  for (int i = 0; i >= 0; i = sym[i].next) {
+    if (sym[i].len == 0) continue;
+    const int32_t id = vocab_.Find(view.substr(sym[i].start, sym[i].len));
     if (id >= 0) {
       out->push_back(id);
-      return;
+      continue;
     }
-    auto it = rev_merge.find(piece);
-    if (it != rev_merge.end()) {
-      const Symbol& a = sym[it->second.first];
-      const size_t left_len = sym[it->second.second].start - a.start;
-      self(self, start, left_len);
-      self(self, start + left_len, len - left_len);
-      return;
+    for (size_t k = 0; k < sym[i].len; ++k) {
+      const int32_t bt = vocab_.byte_token[static_cast<unsigned char>(text[sym[i].start + k])];
+      const int32_t id2 = bt >= 0 ? bt : vocab_.unk;
+      if (id2 >= 0) out->push_back(id2);  // a vocab with neither cannot represent the byte: drop it
     }
-    for (size_t k = 0; k < len; ++k) {
-      const int32_t bt = vocab_.byte_token[static_cast<unsigned char>(text[start + k])];
-      out->push_back(bt >= 0 ? bt : vocab_.unk);
-    }
-  };
-  for (int i = 0; i >= 0; i = sym[i].next) {
-    if (sym[i].len > 0) resegment(resegment, sym[i].start, sym[i].len);
   }
 }
 
@@ -133,7 +148,7 @@ std::string SpmTokenizer::TokenToPiece(int32_t id, bool render_special) const {
       return render_special ? p : (t == TokenType::kUnknown ? "\xE2\x96\x85" : "");
     case TokenType::kByte: {
       unsigned v = 0;
-      std::sscanf(p.c_str() + 3, "%2x", &v);
+      if (!ParseByteToken(p, &v)) return p;
       return std::string(1, static_cast<char>(v));
     }
     case TokenType::kUnused: return render_special ? p : "";

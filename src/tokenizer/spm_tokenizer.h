@@ -19,6 +19,11 @@ class SpmTokenizer : public Tokenizer {
  private:
   // Appends the tokens of one raw-text fragment (already space-escaped).
   void EncodeFragment(const std::string& text, std::vector<int32_t>* out) const;
+  void EncodeWord(std::string_view text, std::vector<int32_t>* out) const;
+  // True when no piece joins a non-U+2581 character to a following U+2581:
+  // then no merge crosses such a boundary and words can be merged one at a
+  // time with the same result (and a small heap each).
+  bool split_words_ = false;
 };
 
 }  // namespace infera

@@ -20,14 +20,13 @@ void Vocab::Finalize() {
   if (types.size() < pieces.size()) types.resize(pieces.size(), TokenType::kNormal);
   for (int32_t id = 0; id < size(); ++id) {
     index.emplace(pieces[id], id);  // first id wins on duplicates
-    const std::string& p = pieces[id];
-    if (p.size() == 6 && p.rfind("<0x", 0) == 0 && p[5] == '>') {
-      unsigned v = 0;
-      if (std::sscanf(p.c_str() + 3, "%2x", &v) == 1 && (types[id] == TokenType::kByte || types[id] == TokenType::kNormal ||
-                                                         types[id] == TokenType::kUndefined)) {
-        types[id] = TokenType::kByte;
-        if (byte_token[v] < 0) byte_token[v] = static_cast<int32_t>(id);
-      }
+    unsigned v = 0;
+    if (ParseByteToken(pieces[id], &v) &&
+        (types[id] == TokenType::kByte || types[id] == TokenType::kNormal || types[id] == TokenType::kUndefined)) {
+      types[id] = TokenType::kByte;
+      if (byte_token[v] < 0) byte_token[v] = static_cast<int32_t>(id);
+    } else if (types[id] == TokenType::kByte) {
+      types[id] = TokenType::kNormal;  // malformed byte token: treat as text
     }
   }
   auto add_eog = [&](int32_t id) {

@@ -4,7 +4,9 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -15,20 +17,43 @@ enum class TokenType : int32_t {
   kUndefined = 0, kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6,
 };
 
+// Hash for heterogeneous lookup: find(std::string_view) without a copy.
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+// Parses a "<0xAB>" byte-token piece (exactly two hex digits).
+inline bool ParseByteToken(std::string_view p, unsigned* value) {
+  if (p.size() != 6 || p.substr(0, 3) != "<0x" || p[5] != '>') return false;
+  unsigned v = 0;
+  for (int i = 3; i < 5; ++i) {
+    const char c = p[i];
+    v <<= 4;
+    if (c >= '0' && c <= '9') v |= static_cast<unsigned>(c - '0');
+    else if (c >= 'A' && c <= 'F') v |= static_cast<unsigned>(c - 'A' + 10);
+    else if (c >= 'a' && c <= 'f') v |= static_cast<unsigned>(c - 'a' + 10);
+    else return false;
+  }
+  *value = v;
+  return true;
+}
+
 struct Vocab {
   std::vector<std::string> pieces;  // as stored (SPM: spaces as U+2581)
   std::vector<float> scores;
   std::vector<TokenType> types;
-  std::unordered_map<std::string, int32_t> index;  // piece -> id
+  std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> index;  // piece -> id
   std::array<int32_t, 256> byte_token{};           // <0xXX> ids, -1 if absent
   int32_t bos = -1, eos = -1, unk = -1, pad = -1;
   std::vector<int32_t> eog;  // every end-of-generation id (eos, eot, ...)
   bool add_bos = true;
   bool add_eos = false;
   bool add_space_prefix = true;
+  std::string chat_template;  // tokenizer.chat_template / tokenizer_config.json, may be empty
 
   int32_t size() const { return static_cast<int32_t>(pieces.size()); }
-  int32_t Find(const std::string& piece) const {
+  int32_t Find(std::string_view piece) const {
     auto it = index.find(piece);
     return it == index.end() ? -1 : it->second;
   }

@@ -16,6 +16,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const GgufFile& file = **f;
   if (auto tok = TokenizerFromGguf(file); tok.ok()) {
     auto ids = (*tok)->Encode("Hello world <s> \xE2\x82\xAC!", true, true);
+    for (int32_t id : ids) {
+      if (id < 0 || id >= (*tok)->n_vocab()) __builtin_trap();  // every id must be valid
+    }
     (void)(*tok)->Decode(ids);
   }
   auto cfg = ConfigFromGguf(file);

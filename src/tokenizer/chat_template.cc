@@ -1,0 +1,158 @@
+#include "tokenizer/chat_template.h"
+
+namespace infera {
+namespace {
+
+bool Has(const std::string& s, const char* needle) { return s.find(needle) != std::string::npos; }
+
+// Folds a leading system message into the first user turn (families with no
+// system role).
+std::vector<ChatMessage> FoldSystem(const std::vector<ChatMessage>& in, const std::string& sep) {
+  std::vector<ChatMessage> out;
+  std::string system;
+  for (const auto& m : in) {
+    if (m.role == "system") {
+      system += (system.empty() ? "" : "\n") + m.content;
+      continue;
+    }
+    out.push_back(m);
+    if (!system.empty() && m.role == "user") {
+      out.back().content = system + sep + m.content;
+      system.clear();
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* ChatFormatName(ChatFormat f) {
+  switch (f) {
+    case ChatFormat::kPlain: return "plain";
+    case ChatFormat::kChatml: return "chatml";
+    case ChatFormat::kLlama2: return "llama2";
+    case ChatFormat::kLlama3: return "llama3";
+    case ChatFormat::kMistral: return "mistral";
+    case ChatFormat::kPhi3: return "phi3";
+    case ChatFormat::kZephyr: return "zephyr";
+    case ChatFormat::kGemma: return "gemma";
+  }
+  return "?";
+}
+
+bool ParseChatFormat(const std::string& name, ChatFormat* out) {
+  for (ChatFormat f : {ChatFormat::kPlain, ChatFormat::kChatml, ChatFormat::kLlama2, ChatFormat::kLlama3,
+                       ChatFormat::kMistral, ChatFormat::kPhi3, ChatFormat::kZephyr, ChatFormat::kGemma}) {
+    if (name == ChatFormatName(f)) {
+      *out = f;
+      return true;
+    }
+  }
+  if (name == "qwen" || name == "qwen2") { *out = ChatFormat::kChatml; return true; }
+  return false;
+}
+
+ChatFormat DetectChatFormat(const std::string& t, bool* known) {
+  *known = true;
+  if (Has(t, "<|im_start|>")) return ChatFormat::kChatml;
+  if (Has(t, "<|start_header_id|>")) return ChatFormat::kLlama3;
+  if (Has(t, "<|user|>") && Has(t, "<|end|>")) return ChatFormat::kPhi3;
+  if (Has(t, "<|user|>")) return ChatFormat::kZephyr;
+  if (Has(t, "<start_of_turn>")) return ChatFormat::kGemma;
+  if (Has(t, "[INST]") && Has(t, "<<SYS>>")) return ChatFormat::kLlama2;
+  if (Has(t, "[INST]")) return ChatFormat::kMistral;
+  *known = false;
+  return ChatFormat::kPlain;
+}
+
+std::string RenderChat(ChatFormat f, const std::vector<ChatMessage>& messages, bool gen) {
+  std::string s;
+  switch (f) {
+    case ChatFormat::kChatml:
+      for (const auto& m : messages) s += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+      if (gen) s += "<|im_start|>assistant\n";
+      return s;
+    case ChatFormat::kLlama3:
+      s = "<|begin_of_text|>";
+      for (const auto& m : messages) s += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + m.content + "<|eot_id|>";
+      if (gen) s += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+      return s;
+    case ChatFormat::kPhi3:
+      for (const auto& m : messages) s += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
+      if (gen) s += "<|assistant|>\n";
+      return s;
+    case ChatFormat::kZephyr:
+      for (const auto& m : messages) s += "<|" + m.role + "|>\n" + m.content + "</s>\n";
+      if (gen) s += "<|assistant|>\n";
+      return s;
+    case ChatFormat::kGemma:
+      s = "<bos>";
+      for (const auto& m : FoldSystem(messages, "\n\n")) {
+        s += "<start_of_turn>" + std::string(m.role == "assistant" ? "model" : "user") + "\n" + m.content + "<end_of_turn>\n";
+      }
+      if (gen) s += "<start_of_turn>model\n";
+      return s;
+    case ChatFormat::kLlama2: {
+      // <s>[INST] <<SYS>>\nsys\n<</SYS>>\n\nuser [/INST] answer </s><s>[INST] user2 [/INST]
+      std::string system;
+      bool first_user = true;
+      for (const auto& m : messages) {
+        if (m.role == "system") {
+          system = m.content;
+        } else if (m.role == "user") {
+          s += "<s>[INST] ";
+          if (first_user && !system.empty()) s += "<<SYS>>\n" + system + "\n<</SYS>>\n\n";
+          s += m.content + " [/INST]";
+          first_user = false;
+        } else {
+          s += " " + m.content + " </s>";
+        }
+      }
+      return s;
+    }
+    case ChatFormat::kMistral: {
+      s = "<s>";
+      for (const auto& m : FoldSystem(messages, "\n\n")) {
+        if (m.role == "user") s += "[INST] " + m.content + " [/INST]";
+        else s += " " + m.content + "</s>";
+      }
+      return s;
+    }
+    case ChatFormat::kPlain:
+      for (const auto& m : messages) {
+        const std::string who = m.role == "system" ? "System" : m.role == "user" ? "User" : "Assistant";
+        s += who + ": " + m.content + "\n";
+      }
+      if (gen) s += "Assistant:";
+      return s;
+  }
+  return s;
+}
+
+std::vector<int32_t> EncodeChat(const Tokenizer& tok, ChatFormat f, const std::vector<ChatMessage>& messages, bool gen) {
+  if (f != ChatFormat::kMistral) {
+    const bool bos_in_text = f == ChatFormat::kLlama3 || f == ChatFormat::kLlama2 || f == ChatFormat::kGemma;
+    std::vector<int32_t> ids;
+    if (!bos_in_text && tok.vocab().add_bos && tok.vocab().bos >= 0) ids.push_back(tok.vocab().bos);
+    auto body = tok.Encode(RenderChat(f, messages, gen), false, true);
+    ids.insert(ids.end(), body.begin(), body.end());
+    return ids;
+  }
+  // mistral-common (v1): BOS, then each turn tokenized on its own:
+  // user -> "[INST] {content} [/INST]", assistant -> "{content}" + EOS.
+  std::vector<int32_t> ids;
+  if (tok.vocab().bos >= 0) ids.push_back(tok.vocab().bos);
+  for (const auto& m : FoldSystem(messages, "\n\n")) {
+    std::vector<int32_t> t;
+    if (m.role == "user") {
+      t = tok.Encode("[INST] " + m.content + " [/INST]", false, false);
+    } else {
+      t = tok.Encode(m.content, false, false);
+      if (tok.vocab().eos >= 0) t.push_back(tok.vocab().eos);
+    }
+    ids.insert(ids.end(), t.begin(), t.end());
+  }
+  return ids;
+}
+
+}  // namespace infera

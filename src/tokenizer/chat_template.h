@@ -1,0 +1,37 @@
+// Chat formats of the common model families. A model's Jinja template
+// (tokenizer.chat_template) is recognized by its markers, as llama.cpp does,
+// and rendered by C++ code for that family; an unknown or missing template
+// falls back to a plain "User:/Assistant:" format with a warning.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "infera/status.h"
+#include "tokenizer/tokenizer.h"
+
+namespace infera {
+
+enum class ChatFormat { kPlain, kChatml, kLlama2, kLlama3, kMistral, kPhi3, kZephyr, kGemma };
+
+struct ChatMessage {
+  std::string role;  // "system", "user" or "assistant"
+  std::string content;
+};
+
+const char* ChatFormatName(ChatFormat f);
+bool ParseChatFormat(const std::string& name, ChatFormat* out);
+// Recognizes a Jinja chat template; kPlain (and *known = false) if unknown.
+ChatFormat DetectChatFormat(const std::string& jinja, bool* known);
+
+// The prompt text for `messages` (BOS included where the family writes it).
+// add_generation_prompt: end with the assistant header, ready for a reply.
+std::string RenderChat(ChatFormat f, const std::vector<ChatMessage>& messages, bool add_generation_prompt);
+
+// Token ids of the conversation. Mistral is tokenized turn by turn (as
+// mistral-common does); the others render text and tokenize it with special
+// tokens recognized.
+std::vector<int32_t> EncodeChat(const Tokenizer& tok, ChatFormat f, const std::vector<ChatMessage>& messages,
+                                bool add_generation_prompt);
+
+}  // namespace infera
