@@ -59,11 +59,12 @@ StatusOr<LoadedModel> LoadModelAndTokenizer(const std::string& model_path, const
     auto t = TokenizerFromGguf(*lm.model->gguf);
     if (!t.ok() && need_tokenizer) return t.status();
     if (t.ok()) lm.tokenizer = std::move(t).value();
+  } else if (lm.model->format == ModelFormat::kSafetensors) {
+    auto t = TokenizerFromFile(lm.model->path, c.n_vocab);  // tokenizer.json / tokenizer.model / vocab.json
+    if (!t.ok() && need_tokenizer) return t.status();
+    if (t.ok()) lm.tokenizer = std::move(t).value();
   } else if (need_tokenizer) {
-    if (lm.model->format == ModelFormat::kLlama2c) {
-      return InvalidArgument(path + ": llama2.c checkpoints need --tokenizer PATH (the tokenizer .bin)");
-    }
-    return InvalidArgument(path + ": no supported tokenizer found in the folder; pass --tokenizer PATH (a GGUF or llama2.c tokenizer)");
+    return InvalidArgument(path + ": llama2.c checkpoints need --tokenizer PATH (the tokenizer .bin)");
   }
   if (lm.tokenizer && lm.tokenizer->n_vocab() != c.n_vocab) {
     if (lm.tokenizer->n_vocab() > c.n_vocab) {

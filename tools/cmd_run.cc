@@ -9,6 +9,7 @@
 #include "base/logging.h"
 #include "engine/generator.h"
 #include "sampling/sampler.h"
+#include "tools/chat_repl.h"
 #include "tools/commands.h"
 
 namespace infera::cli {
@@ -24,6 +25,8 @@ struct RunArgs {
   bool ignore_eos = false;
   bool no_display_prompt = false;
   bool no_special = false;
+  bool interactive = false;
+  std::string chat_template, system_prompt;
   std::vector<std::string> stop;
   SamplingParams sampling;
   int64_t seed = -1;
@@ -41,9 +44,9 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
     sp.has_seed = true;
   }
   if (Status st = ValidateSamplingParams(sp); !st.ok()) return ReportError(st);
-  if (!a.prompt_set && a.prompt_file.empty()) {
-    if (isatty(STDIN_FILENO)) return ReportError("interactive chat is not available yet: pass -p PROMPT or -f FILE");
-    return ReportError("no prompt: pass -p PROMPT or -f FILE");
+  const bool chat = a.interactive || (!a.prompt_set && a.prompt_file.empty() && isatty(STDIN_FILENO));
+  if (!chat && !a.prompt_set && a.prompt_file.empty()) {
+    return ReportError("no prompt: pass -p PROMPT or -f FILE (or -i for a chat)");
   }
   std::string prompt = a.prompt;
   if (!a.prompt_file.empty()) {
@@ -64,12 +67,6 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
   LOG_INFO("context: {} tokens (model trained on {}), KV cache {:.1f} MiB", n_ctx, model.config.n_ctx_train,
            KvStorage::BytesFor(model.config.n_layer, n_ctx, model.config.kv_dim()) / 1048576.0);
 
-  std::vector<int32_t> ids = tok.Encode(prompt, /*add_special=*/true, /*parse_special=*/!a.no_special);
-  if (ids.empty()) return ReportError("the prompt encodes to no tokens and the model adds no BOS");
-  if (static_cast<int32_t>(ids.size()) > n_ctx) {
-    return ReportError(fmt::format("the prompt has {} tokens but the context holds {}; raise -c or shorten the prompt",
-                                   ids.size(), n_ctx));
-  }
   ThreadPool pool(a.threads);
   LOG_INFO("threads: {}", pool.size());
   Generator gen(model, &tok, *kernels, pool, n_ctx, a.batch);
@@ -79,7 +76,20 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
   go.ignore_eos = a.ignore_eos;
   go.stop = a.stop;
   go.extra_eog = model.extra_eog_ids;
+  if (chat) {
+    ChatOptions co;
+    co.gen = go;
+    co.chat_template = a.chat_template;
+    co.system_prompt = a.system_prompt;
+    return RunChatRepl(gen, tok, co);
+  }
 
+  std::vector<int32_t> ids = tok.Encode(prompt, /*add_special=*/true, /*parse_special=*/!a.no_special);
+  if (ids.empty()) return ReportError("the prompt encodes to no tokens and the model adds no BOS");
+  if (static_cast<int32_t>(ids.size()) > n_ctx) {
+    return ReportError(fmt::format("the prompt has {} tokens but the context holds {}; raise -c or shorten the prompt",
+                                   ids.size(), n_ctx));
+  }
   if (!a.no_display_prompt && !prompt.empty()) {
     std::fwrite(prompt.data(), 1, prompt.size(), stdout);
     std::fflush(stdout);
@@ -124,6 +134,9 @@ CommandFn RegisterRun(CLI::App& app, const RuntimeOptions& rt) {
   app.add_flag("--ignore-eos", a->ignore_eos, "keep generating past end-of-generation tokens");
   app.add_flag("--no-display-prompt", a->no_display_prompt, "do not echo the prompt");
   app.add_flag("--no-special", a->no_special, "treat special-token text in the prompt as plain text");
+  app.add_flag("-i,--interactive", a->interactive, "chat (the default without -p/-f on a terminal)");
+  app.add_option("--chat-template", a->chat_template, "chat format: chatml, llama2, llama3, mistral, phi3, zephyr, gemma, plain (default: from the model)");
+  app.add_option("--system", a->system_prompt, "system prompt for the chat");
   return [a, p, &rt]() {
     a->prompt_set = p->count() > 0;
     return Run(*a, rt);

@@ -22,6 +22,13 @@ void Generator::Reset() {
   history_.clear();
 }
 
+void Generator::Truncate(int32_t n) {
+  if (n < 0) n = 0;
+  if (n >= n_past()) return;
+  slot_pool_.Truncate(&slots_, n);
+  history_.resize(n);
+}
+
 Status Generator::FeedImpl(const std::vector<int32_t>& tokens, bool all_logits, std::vector<float>* out) {
   if (tokens.empty()) return InvalidArgument("nothing to feed");
   if (n_past() + static_cast<int32_t>(tokens.size()) > n_ctx_) {
@@ -96,6 +103,10 @@ StatusOr<GenerateResult> Generator::Generate(const std::vector<int32_t>& prompt,
   for (;;) {
     if (opts.max_tokens >= 0 && static_cast<int32_t>(res.tokens.size()) >= opts.max_tokens) {
       res.finish = FinishReason::kLength;
+      break;
+    }
+    if (opts.cancel != nullptr && opts.cancel->load(std::memory_order_relaxed)) {
+      res.finish = FinishReason::kCancelled;
       break;
     }
     const int32_t next = sampler.Sample(logits.data(), V, history_);

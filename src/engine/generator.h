@@ -6,6 +6,7 @@
 // Thread-safety: one call at a time per Generator.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -28,6 +29,9 @@ struct GenerateOptions {
   bool ignore_eos = false;
   std::vector<std::string> stop;
   std::vector<int32_t> extra_eog;  // e.g. generation_config.json eos ids
+  // Checked before every token; when it becomes true the generation ends
+  // with FinishReason::kCancelled. May be null.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct GenerateResult {
@@ -49,6 +53,8 @@ class Generator {
   int32_t n_past() const { return static_cast<int32_t>(history_.size()); }
   const std::vector<int32_t>& history() const { return history_; }
   void Reset();
+  // Drops positions >= n (their KV slots return to the pool).
+  void Truncate(int32_t n);
 
   // Appends tokens to the sequence; fills logits of the last one.
   Status Feed(const std::vector<int32_t>& tokens, std::vector<float>* last_logits);

@@ -119,9 +119,13 @@ std::string RenderChat(ChatFormat f, const std::vector<ChatMessage>& messages, b
       return s;
     }
     case ChatFormat::kPlain:
+      // "Who: text" lines. A generated reply usually starts with its own
+      // space, so no second one is added: rendering the conversation then
+      // extends the text the model saw, token for token.
       for (const auto& m : messages) {
         const std::string who = m.role == "system" ? "System" : m.role == "user" ? "User" : "Assistant";
-        s += who + ": " + m.content + "\n";
+        const bool spaced = !m.content.empty() && (m.content[0] == ' ' || m.content[0] == '\n');
+        s += who + ":" + (spaced ? "" : " ") + m.content + "\n";
       }
       if (gen) s += "Assistant:";
       return s;

@@ -118,9 +118,18 @@ void SpmTokenizer::EncodeWord(std::string_view text, std::vector<int32_t>* out) 
 }
 
 std::vector<int32_t> SpmTokenizer::Encode(std::string_view text, bool add_special, bool parse_special) const {
+  return EncodeImpl(text, add_special, parse_special, true);
+}
+
+std::vector<int32_t> SpmTokenizer::EncodeContinuation(std::string_view text) const {
+  return EncodeImpl(text, false, true, false);
+}
+
+std::vector<int32_t> SpmTokenizer::EncodeImpl(std::string_view text, bool add_special, bool parse_special,
+                                              bool dummy_prefix) const {
   std::vector<int32_t> out;
   if (add_special && vocab_.add_bos && vocab_.bos >= 0) out.push_back(vocab_.bos);
-  bool prev_special = true;  // the first raw fragment gets the dummy prefix
+  bool prev_special = dummy_prefix;  // the first raw fragment gets the dummy prefix
   for (const Fragment& f : SplitSpecial(text, parse_special)) {
     if (f.token >= 0) {
       out.push_back(f.token);

@@ -22,6 +22,10 @@ class Tokenizer {
   // match as whole tokens.
   virtual std::vector<int32_t> Encode(std::string_view text, bool add_special, bool parse_special) const = 0;
 
+  // Text that continues an already-tokenized sequence (the next chat turn):
+  // special tokens are recognized and no BOS or dummy-prefix space is added.
+  virtual std::vector<int32_t> EncodeContinuation(std::string_view text) const { return Encode(text, false, true); }
+
   // The bytes a token stands for. Control tokens give "" unless
   // render_special. May be a partial UTF-8 sequence (byte tokens).
   virtual std::string TokenToPiece(int32_t id, bool render_special = false) const = 0;
