@@ -29,7 +29,8 @@ void Generator::Truncate(int32_t n) {
   history_.resize(n);
 }
 
-Status Generator::FeedImpl(const std::vector<int32_t>& tokens, bool all_logits, std::vector<float>* out) {
+Status Generator::FeedImpl(const std::vector<int32_t>& tokens, int32_t first_logit, std::vector<float>* out) {
+  const bool all_logits = first_logit >= 0;
   if (tokens.empty()) return InvalidArgument("nothing to feed");
   if (n_past() + static_cast<int32_t>(tokens.size()) > n_ctx_) {
     return OutOfRange(fmt::format("{} tokens do not fit: {} of the context's {} are used", tokens.size(), n_past(), n_ctx_));
@@ -45,7 +46,7 @@ Status Generator::FeedImpl(const std::vector<int32_t>& tokens, bool all_logits, 
     batch_.Clear();
     batch_.seq_slots.push_back(&slots_);
     for (size_t i = start; i < end; ++i) {
-      const bool want = all_logits || i + 1 == tokens.size();
+      const bool want = all_logits ? static_cast<int32_t>(i) >= first_logit : i + 1 == tokens.size();
       batch_.Add(tokens[i], n_past(), 0, want);
       history_.push_back(tokens[i]);
     }
@@ -64,11 +65,16 @@ Status Generator::FeedImpl(const std::vector<int32_t>& tokens, bool all_logits, 
 }
 
 Status Generator::Feed(const std::vector<int32_t>& tokens, std::vector<float>* last_logits) {
-  return FeedImpl(tokens, false, last_logits);
+  return FeedImpl(tokens, -1, last_logits);
 }
 
 Status Generator::FeedAllLogits(const std::vector<int32_t>& tokens, std::vector<float>* all_logits) {
-  return FeedImpl(tokens, true, all_logits);
+  return FeedImpl(tokens, 0, all_logits);
+}
+
+Status Generator::FeedLogitsFrom(const std::vector<int32_t>& tokens, int32_t first, std::vector<float>* logits) {
+  if (first < 0 || first >= static_cast<int32_t>(tokens.size())) return InvalidArgument("first logit row out of range");
+  return FeedImpl(tokens, first, logits);
 }
 
 StatusOr<GenerateResult> Generator::Generate(const std::vector<int32_t>& prompt, const GenerateOptions& opts,

@@ -60,6 +60,9 @@ class Generator {
   Status Feed(const std::vector<int32_t>& tokens, std::vector<float>* last_logits);
   // Logits of every fed token (for tests / perplexity): [n, n_vocab].
   Status FeedAllLogits(const std::vector<int32_t>& tokens, std::vector<float>* all_logits);
+  // Logits of fed tokens [first, n) only: [n - first, n_vocab] (perplexity
+  // scores the second half of a window; no output matmul for the rest).
+  Status FeedLogitsFrom(const std::vector<int32_t>& tokens, int32_t first, std::vector<float>* logits);
 
   // Feeds `prompt` and samples until a stop condition. on_text receives
   // decoded, UTF-8-complete, stop-string-safe text as it is produced.
@@ -70,7 +73,8 @@ class Generator {
                                     bool echo_started);
 
  private:
-  Status FeedImpl(const std::vector<int32_t>& tokens, bool all_logits, std::vector<float>* logits);
+  // Logits for fed tokens with index >= first_logit (-1: only the last).
+  Status FeedImpl(const std::vector<int32_t>& tokens, int32_t first_logit, std::vector<float>* logits);
 
   const Model& model_;
   const Tokenizer* tok_;

@@ -9,4 +9,4 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends python3-torch python3-sentencepiece python3-numpy \
-  libopenblas0-pthread bible-kjv-text >/dev/null
+  libopenblas0-pthread bible-kjv-text bible-kjv >/dev/null

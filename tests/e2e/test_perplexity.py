@@ -1,0 +1,75 @@
+"""`infera perplexity` follows llama-perplexity's method: on tinystories-3m
+(F32/F16) it reproduces llama.cpp's own numbers; KL divergence against a
+base run works; bad input is refused."""
+import csv
+import json
+import os
+import tempfile
+import unittest
+
+from common import infera, shared
+
+TS3M = shared("models", "tinystories-3m")
+STORIES = shared("models", "stories260K", "stories260K.gguf")
+
+
+def ppl(*args):
+    r = infera("perplexity", *args, "--json")
+    if r.returncode != 0:
+        raise AssertionError(r.stderr.decode())
+    return json.loads(r.stdout)
+
+
+@unittest.skipUnless(os.path.exists(TS3M), "../shared not present")
+class PerplexityTest(unittest.TestCase):
+    def test_matches_llama_cpp(self):
+        with open(os.path.join(TS3M, "EXPECTED.tsv")) as f:
+            expected = {row["file"]: row for row in csv.DictReader(f, delimiter="\t")}
+        for t in ("f32", "f16"):
+            name = f"tinystories-3m-{t}.gguf"
+            got = ppl("-m", os.path.join(TS3M, name), "-f", os.path.join(TS3M, "heldout.txt"), "--ctx", "128",
+                      "--chunks", "40")
+            want = float(expected[name]["ppl"])
+            self.assertLess(abs(got["ppl"] - want) / want, 0.005, f"{name}: {got['ppl']} vs llama.cpp {want}")
+            self.assertAlmostEqual(got["ppl_stderr"], float(expected[name]["ppl_stderr"]), delta=0.01)
+            self.assertEqual((got["chunks"], got["ctx"], got["tokens"]), (40, 128, 40 * 63))
+
+    def test_kl_divergence(self):
+        text = os.path.join(TS3M, "heldout.txt")
+        with tempfile.TemporaryDirectory() as d:
+            base = os.path.join(d, "base.kld")
+            ppl("-m", os.path.join(TS3M, "tinystories-3m-f32.gguf"), "-f", text, "--ctx", "128", "--chunks", "8",
+                "--kl-divergence-base", base)
+            same = ppl("-m", os.path.join(TS3M, "tinystories-3m-f32.gguf"), "-f", text, "--ctx", "128", "--chunks", "8",
+                       "--kl-divergence-base", base, "--kl-divergence")
+            self.assertLess(same["kld"], 1e-9)
+            self.assertEqual(same["top1_agreement"], 1.0)
+            f16 = ppl("-m", os.path.join(TS3M, "tinystories-3m-f16.gguf"), "-f", text, "--ctx", "128", "--chunks", "8",
+                      "--kl-divergence-base", base, "--kl-divergence")
+            self.assertGreater(f16["kld"], 0)
+            self.assertLess(f16["kld"], 1e-4)
+            self.assertGreater(f16["top1_agreement"], 0.98)
+            # A base made with other settings is refused.
+            r = infera("perplexity", "-m", os.path.join(TS3M, "tinystories-3m-f16.gguf"), "-f", text, "--ctx", "64",
+                       "--kl-divergence-base", base, "--kl-divergence")
+            self.assertEqual(r.returncode, 2)
+
+    @unittest.skipUnless(os.path.exists(STORIES), "../shared not present")
+    def test_wikitext_and_tinystories_give_finite_values(self):
+        for model, text in ((STORIES, shared("data", "eval", "tinystories", "tinystories_197k.txt")),
+                            (STORIES, shared("data", "eval", "wikitext-2", "wiki.test.raw"))):
+            got = ppl("-m", model, "-f", text, "--ctx", "256", "--chunks", "4")
+            self.assertGreater(got["ppl"], 1.0)
+            self.assertLess(got["ppl"], 1e6)
+
+    def test_bad_input(self):
+        for args in (["-f", "/nonexistent.txt"], ["-f", os.path.join(TS3M, "heldout.txt"), "--ctx", "2"],
+                     ["-f", os.path.join(TS3M, "heldout.txt"), "--chunks", "0"],
+                     ["-f", os.path.join(TS3M, "heldout.txt"), "--kl-divergence"]):
+            r = infera("perplexity", "-m", os.path.join(TS3M, "tinystories-3m-f32.gguf"), *args)
+            self.assertEqual(r.returncode, 2, args)
+            self.assertEqual(len(r.stderr.decode().strip().splitlines()), 1, r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
