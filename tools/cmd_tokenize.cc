@@ -14,7 +14,7 @@ namespace infera::cli {
 namespace {
 
 struct TokenizeArgs {
-  std::string model, text, file, pre;
+  std::string model, text, file, pre, split;
   bool pieces = false, add_special = false, parse_special = false;
 };
 
@@ -28,14 +28,27 @@ int Tokenize(const TokenizeArgs& a) {
   }
   auto tok = TokenizerFromFile(a.model, -1, a.pre);
   if (!tok.ok()) return ReportError(tok.status());
-  const auto ids = (*tok)->Encode(text, a.add_special, a.parse_special);
-  std::string out;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (i) out += ' ';
-    out += std::to_string(ids[i]);
-    if (a.pieces) out += ":'" + (*tok)->TokenToPiece(ids[i], true) + "'";
+  // --split SEP: tokenize each SEP-separated piece, one output line each.
+  std::vector<std::string> texts;
+  if (a.split.empty()) {
+    texts.push_back(text);
+  } else {
+    size_t pos = 0;
+    for (size_t next; (next = text.find(a.split, pos)) != std::string::npos; pos = next + a.split.size()) {
+      texts.push_back(text.substr(pos, next - pos));
+    }
+    if (pos < text.size()) texts.push_back(text.substr(pos));
   }
-  std::printf("%s\n", out.c_str());
+  for (const auto& t : texts) {
+    const auto ids = (*tok)->Encode(t, a.add_special, a.parse_special);
+    std::string out;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (i) out += ' ';
+      out += std::to_string(ids[i]);
+      if (a.pieces) out += ":'" + (*tok)->TokenToPiece(ids[i], true) + "'";
+    }
+    std::printf("%s\n", out.c_str());
+  }
   return kExitOk;
 }
 
@@ -125,6 +138,7 @@ CommandFn RegisterTokenize(CLI::App& app, const RuntimeOptions&) {
   app.add_option("text", a->text, "text to tokenize");
   app.add_option("--file", a->file, "read the text from a file");
   app.add_option("--pre", a->pre, "pre-tokenizer for byte-level BPE files that do not name one (llama3, qwen2, gpt2, ...)");
+  app.add_option("--split", a->split, "tokenize each SEP-separated part of the text; one line of ids per part");
   app.add_flag("--pieces", a->pieces, "print each token's piece too");
   app.add_flag("--add-special", a->add_special, "add BOS/EOS as the model does");
   app.add_flag("--parse-special", a->parse_special, "recognize special-token text");

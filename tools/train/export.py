@@ -3,6 +3,7 @@ tensor names, tokenizer and chat template embedded, Q/K permuted to GGUF's
 rotary layout) and a Hugging Face folder (LlamaForCausalLM config.json,
 model.safetensors, tokenizer files). Weights in F16, norms in F32 (GGUF)."""
 import json
+import math
 import os
 import shutil
 import sys
@@ -12,6 +13,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "py"))
+sys.path.insert(0, HERE)
 import model_files as mf  # noqa: E402
 
 CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
@@ -112,3 +114,46 @@ def export(work, dest):
         json.dump({"steps": state["step"], "minutes": round(state["seconds"] / 60, 1),
                    "best_heldout_loss": state["best"], "train_loss_at_best": ck.get("train_loss")}, f, indent=2)
     print("exported", dest)
+
+
+@torch.no_grad()
+def perplexity(model, sp, text, ctx, max_chunks=None):
+    """llama-perplexity's method, as infera implements it: BOS + tokens, cut
+    into chunks of ctx, first token of each chunk replaced by BOS, the second
+    half of each chunk scored."""
+    import torch.nn.functional as F
+    tokens = [sp.bos_id()] + sp.encode(text)
+    n = len(tokens) // ctx
+    if max_chunks:
+        n = min(n, max_chunks)
+    nll, count = 0.0, 0
+    first = ctx // 2
+    model.eval()
+    for c in range(n):
+        chunk = list(tokens[c * ctx:(c + 1) * ctx])
+        orig = list(chunk)
+        chunk[0] = sp.bos_id()
+        logp = F.log_softmax(model(torch.tensor([chunk]))[0].double(), dim=-1)
+        for j in range(first, ctx - 1):
+            nll -= logp[j, orig[j + 1]].item()
+            count += 1
+    return math.exp(nll / count), count, n
+
+
+def evaluate(work, dest, ctx=128):
+    """Held-out perplexity of the exported (F16-rounded) weights, by the tool."""
+    import sentencepiece as spm
+    from model import Config, Llama
+    ck = torch.load(os.path.join(work, "best.pt"))
+    model = Llama(Config(**ck["cfg"]))
+    model.load_state_dict({k: v.half().float() for k, v in ck["model"].items()})
+    sp = spm.SentencePieceProcessor(model_file=os.path.join(work, "tokenizer.model"))
+    with open(os.path.join(work, "heldout.txt")) as f:
+        text = f.read()
+    ppl, count, n = perplexity(model, sp, text, ctx)
+    result = {"heldout_ppl": ppl, "ctx": ctx, "chunks": n, "tokens_scored": count,
+              "method": "llama-perplexity (BOS per chunk, second half scored), F16-rounded weights"}
+    with open(os.path.join(dest, "tool_eval.json"), "w") as f:
+        json.dump(result, f, indent=2)
+    print("training tool's held-out evaluation:", result)
+    return result

@@ -155,6 +155,7 @@ def main():
     if args.export:
         import export
         export.export(args.out, args.export)
+        export.evaluate(args.out, args.export)
     else:
         train(args)
 
