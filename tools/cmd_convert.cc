@@ -93,8 +93,13 @@ int Convert(const ConvertArgs& a) {
   }
   WriteModelMetadata(c, out_type.value_or(w.layers[0].wq.type), &gw);
   if (!m.gguf || !a.tokenizer.empty()) {
-    if (lm->tokenizer) WriteTokenizerMetadata(lm->tokenizer->vocab(), &gw);
-    else LOG_WARN("no tokenizer: the output has no tokenizer metadata (pass --tokenizer)");
+    if (lm->tokenizer && std::string(lm->tokenizer->GgufModelName()) == "llama") {
+      WriteTokenizerMetadata(lm->tokenizer->vocab(), &gw);
+    } else if (lm->tokenizer) {
+      LOG_WARN("byte-level BPE tokenizers are not embedded by convert yet: the output has no tokenizer metadata");
+    } else {
+      LOG_WARN("no tokenizer: the output has no tokenizer metadata (pass --tokenizer)");
+    }
   }
   auto mat = [&](const std::string& name, const WeightMatrix& x) {
     if (out_type && *out_type != x.type) {

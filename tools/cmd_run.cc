@@ -64,8 +64,6 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
   const Model& model = *lm->model;
   const Tokenizer& tok = *lm->tokenizer;
   const int32_t n_ctx = ChooseContextSize(model.config, a.ctx);
-  LOG_INFO("context: {} tokens (model trained on {}), KV cache {:.1f} MiB", n_ctx, model.config.n_ctx_train,
-           KvStorage::BytesFor(model.config.n_layer, n_ctx, model.config.kv_dim()) / 1048576.0);
 
   ThreadPool pool(a.threads);
   LOG_INFO("threads: {}", pool.size());
@@ -76,7 +74,15 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
   go.ignore_eos = a.ignore_eos;
   go.stop = a.stop;
   go.extra_eog = model.extra_eog_ids;
+  // Always shown (stderr): the context actually in force; a too-small
+  // default would otherwise be invisible.
+  auto print_context = [&] {
+    std::fprintf(stderr, "context: %d tokens (model trained on %d%s), KV cache %.1f MiB\n", n_ctx, model.config.n_ctx_train,
+                 a.ctx > 0 ? ", set by -c" : n_ctx < model.config.n_ctx_train ? ", capped to fit in memory" : "",
+                 KvStorage::BytesFor(model.config.n_layer, n_ctx, model.config.kv_dim()) / 1048576.0);
+  };
   if (chat) {
+    print_context();
     ChatOptions co;
     co.gen = go;
     co.chat_template = a.chat_template;
@@ -90,6 +96,7 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
     return ReportError(fmt::format("the prompt has {} tokens but the context holds {}; raise -c or shorten the prompt",
                                    ids.size(), n_ctx));
   }
+  print_context();
   if (!a.no_display_prompt && !prompt.empty()) {
     std::fwrite(prompt.data(), 1, prompt.size(), stdout);
     std::fflush(stdout);

@@ -112,6 +112,7 @@ void WriteTokenizerMetadata(const Vocab& v, GgufWriter* w) {
   w->SetBool("tokenizer.ggml.add_bos_token", v.add_bos);
   w->SetBool("tokenizer.ggml.add_eos_token", v.add_eos);
   w->SetBool("tokenizer.ggml.add_space_prefix", v.add_space_prefix);
+  if (!v.chat_template.empty()) w->SetString("tokenizer.chat_template", v.chat_template);
 }
 
 Status WriteRandomGguf(const ModelConfig& c, const Vocab& vocab, DType type, uint64_t seed, const std::string& path) {

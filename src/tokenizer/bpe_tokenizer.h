@@ -27,6 +27,7 @@ class BpeTokenizer : public Tokenizer {
 
   std::vector<int32_t> Encode(std::string_view text, bool add_special, bool parse_special) const override;
   std::string TokenToPiece(int32_t id, bool render_special = false) const override;
+  const char* GgufModelName() const override { return "gpt2"; }
 
  private:
   // Merge rank of (left, right), -1 if they do not merge. `scratch` avoids

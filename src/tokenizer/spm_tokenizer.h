@@ -16,6 +16,7 @@ class SpmTokenizer : public Tokenizer {
   std::vector<int32_t> Encode(std::string_view text, bool add_special, bool parse_special) const override;
   std::vector<int32_t> EncodeContinuation(std::string_view text) const override;
   std::string TokenToPiece(int32_t id, bool render_special = false) const override;
+  const char* GgufModelName() const override { return "llama"; }
 
  private:
   // Appends the tokens of one raw-text fragment (already space-escaped).

@@ -30,6 +30,9 @@ class Tokenizer {
   // render_special. May be a partial UTF-8 sequence (byte tokens).
   virtual std::string TokenToPiece(int32_t id, bool render_special = false) const = 0;
 
+  // GGUF's tokenizer.ggml.model for this algorithm: "llama" or "gpt2".
+  virtual const char* GgufModelName() const = 0;
+
   const Vocab& vocab() const { return vocab_; }
   int32_t n_vocab() const { return vocab_.size(); }
 

@@ -102,3 +102,28 @@ def write_safetensors(path, tensors, dtype="F32"):
 def permute_for_gguf(w, n_head):
     """llama.cpp's convert permutation: HF 'halves' rotary rows -> pairs."""
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def read_safetensors(path):
+    """name -> float64 ndarray (HF shape), for F32/F16/BF16 tensors."""
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    base = 8 + n
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        b, end = e["data_offsets"]
+        raw = data[base + b:base + end]
+        if e["dtype"] == "F32":
+            a = np.frombuffer(raw, dtype="<f4")
+        elif e["dtype"] == "F16":
+            a = np.frombuffer(raw, dtype="<f2")
+        elif e["dtype"] == "BF16":
+            a = from_bf16_bits(np.frombuffer(raw, dtype="<u2"))
+        else:
+            raise ValueError(e["dtype"])
+        out[name] = a.astype(np.float64).reshape(e["shape"])
+    return out

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 class Config:
     vocab_size: int = 4096
     dim: int = 256
-    n_layers: int = 8
+    n_layers: int = 6
     n_heads: int = 8
     n_kv_heads: int = 4
     ffn_dim: int = 768

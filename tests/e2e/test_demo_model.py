@@ -1,0 +1,87 @@
+"""The bundled demo model (models/kjv-7m, trained by tools/train): exact
+against the numpy reference, the same logits from its GGUF and its HF
+export, infera's held-out perplexity equal to the training tool's own
+evaluation, and the default model of `infera run`."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+from common import INFERA, REPO, infera, shared
+
+sys.path.insert(0, os.path.join(REPO, "tools", "py"))
+sys.path.insert(0, os.path.join(REPO, "tests", "reference"))
+import model_files as mf  # noqa: E402
+import reference as ref  # noqa: E402
+
+DEMO = os.path.join(REPO, "models", "kjv-7m")
+GGUF = os.path.join(DEMO, "kjv-7m.gguf")
+HF = os.path.join(DEMO, "hf")
+
+
+def logits(model, tokens):
+    with tempfile.NamedTemporaryFile(suffix=".f32") as out:
+        subprocess.run([INFERA, "eval-logits", "--model", model, "--tokens", " ".join(map(str, tokens)), "--out", out.name],
+                       check=True, capture_output=True)
+        return np.fromfile(out.name, dtype=np.float32).reshape(len(tokens), -1)
+
+
+def rel_err(a, b):
+    return float(np.max(np.max(np.abs(a - b), axis=-1) / np.max(np.abs(b), axis=-1)))
+
+
+@unittest.skipUnless(os.path.exists(GGUF), "demo model not present")
+class DemoModelTest(unittest.TestCase):
+    def test_matches_numpy_reference_and_formats_agree(self):
+        with open(os.path.join(HF, "config.json")) as f:
+            cfg = json.load(f)
+        cfg["head_dim"] = cfg["hidden_size"] // cfg["num_attention_heads"]
+        W = mf.read_safetensors(os.path.join(HF, "model.safetensors"))
+        tokens = [1] + list(range(300, 340))
+        want = ref.forward(cfg, W, tokens)
+        got_gguf, got_hf = logits(GGUF, tokens), logits(HF, tokens)
+        self.assertLess(rel_err(got_hf, want), 1e-4)
+        self.assertLess(rel_err(got_gguf, want), 1e-4)
+        self.assertEqual(got_gguf.tobytes(), got_hf.tobytes())  # same canonical layout: bit-identical
+
+    def test_perplexity_matches_training_tool(self):
+        with open(os.path.join(DEMO, "tool_eval.json")) as f:
+            tool = json.load(f)
+        r = infera("perplexity", "--model", GGUF, "-f", os.path.join(DEMO, "heldout.txt"), "--ctx", str(tool["ctx"]), "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = json.loads(r.stdout)
+        self.assertEqual(got["chunks"], tool["chunks"])
+        self.assertLess(abs(got["ppl"] - tool["heldout_ppl"]) / tool["heldout_ppl"], 0.01, (got, tool))
+
+    def test_wikitext_perplexity_is_finite(self):
+        r = infera("perplexity", "--model", GGUF, "-f", shared("data", "eval", "wikitext-2", "wiki.test.raw"),
+                   "--ctx", "256", "--chunks", "4", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        ppl = json.loads(r.stdout)["ppl"]
+        self.assertTrue(1 < ppl < 1e5, ppl)
+
+    def test_default_model_writes_text(self):
+        with tempfile.TemporaryDirectory() as d:  # from any working directory
+            r = subprocess.run([INFERA, "run", "-p", "In the beginning", "-n", "48", "--temp", "0"], capture_output=True,
+                               cwd=d)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        text = r.stdout.decode()
+        self.assertTrue(text.startswith("In the beginning"))
+        words = text.split()
+        self.assertGreater(len(words), 20)
+        letters = sum(c.isalpha() or c.isspace() for c in text)
+        self.assertGreater(letters / len(text), 0.85, text)  # readable words, not byte noise
+
+    def test_chat_template_is_chatml(self):
+        r = infera("info", GGUF)
+        self.assertEqual(r.returncode, 0)
+        ids = infera("tokenize", "--model", GGUF, "--parse-special", "<|im_start|>user").stdout.decode().split()
+        self.assertEqual(len(ids), 2)  # <|im_start|> is one token
+
+
+if __name__ == "__main__":
+    unittest.main()
