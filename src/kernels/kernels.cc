@@ -15,7 +15,10 @@ DotRowsFn KernelTable::DotRowsFor(DType t) const {
     case DType::kF32: return dot_rows_f32;
     case DType::kF16: return dot_rows_f16;
     case DType::kBF16: return dot_rows_bf16;
-    default: return nullptr;
+    default: {
+      const auto i = static_cast<size_t>(t);
+      return i < dot_rows_quant.size() ? dot_rows_quant[i] : nullptr;
+    }
   }
 }
 

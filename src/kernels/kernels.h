@@ -8,6 +8,7 @@
 // results do not depend on how many tokens or threads share a call.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -27,6 +28,8 @@ struct KernelTable {
   DotRowsFn dot_rows_f32 = nullptr;
   DotRowsFn dot_rows_f16 = nullptr;
   DotRowsFn dot_rows_bf16 = nullptr;
+  // Quantized block types, indexed by DType value (null: unsupported).
+  std::array<DotRowsFn, 64> dot_rows_quant{};
   // Plain f32 dot product (attention scores).
   float (*dot_f32)(const float* a, const float* b, int64_t n) = nullptr;
   // y += a * x (attention value accumulation).

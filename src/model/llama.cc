@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "attention/naive_attention.h"
-#include "tensor/fp16.h"
+#include "tensor/quant_blocks.h"
 
 namespace infera {
 
@@ -81,16 +81,7 @@ void LlamaRunner::EmbedTokens(const ForwardBatch& b) {
   for (int32_t t = 0; t < b.size(); ++t) {
     const uint8_t* row = e.data + static_cast<size_t>(b.tokens[t]) * e.row_bytes;
     float* out = x_.data() + static_cast<size_t>(t) * d;
-    switch (e.type) {
-      case DType::kF32: std::memcpy(out, row, sizeof(float) * d); break;
-      case DType::kF16:
-        for (int i = 0; i < d; ++i) { uint16_t h; std::memcpy(&h, row + 2 * i, 2); out[i] = Fp16ToFp32(h); }
-        break;
-      case DType::kBF16:
-        for (int i = 0; i < d; ++i) { uint16_t h; std::memcpy(&h, row + 2 * i, 2); out[i] = Bf16ToFp32(h); }
-        break;
-      default: break;  // excluded by the loader
-    }
+    DequantizeRow(e.type, row, out, d);
   }
 }
 

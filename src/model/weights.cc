@@ -64,7 +64,7 @@ class Builder {
     const TensorView* t;
     RETURN_IF_ERROR(Get(name, {n_in, n_out}, &t));
     if (!IsSupportedWeightType(t->type)) {
-      return Unimplemented(fmt::format("{}: tensor '{}' has type {}, which this build cannot run yet (supported: f32, f16, bf16)",
+      return Unimplemented(fmt::format("{}: tensor '{}' has type {}, which this build cannot run yet",
                                        source_, name, DTypeName(t->type)));
     }
     m->type = t->type;

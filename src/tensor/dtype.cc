@@ -3,6 +3,7 @@
 #include <array>
 
 #include "base/check.h"
+#include "tensor/quant_blocks.h"
 
 namespace infera {
 namespace {
@@ -66,8 +67,6 @@ std::optional<uint64_t> RowBytes(DType t, int64_t n) {
   return static_cast<uint64_t>(n / info.block_size) * static_cast<uint64_t>(info.type_size);
 }
 
-bool IsSupportedWeightType(DType t) {
-  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16;
-}
+bool IsSupportedWeightType(DType t) { return CanDequantize(t); }
 
 }  // namespace infera

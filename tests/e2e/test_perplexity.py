@@ -1,5 +1,6 @@
 """`infera perplexity` follows llama-perplexity's method: on tinystories-3m
-(F32/F16) it reproduces llama.cpp's own numbers; KL divergence against a
+(F32, F16 and every quantized file llama.cpp made) it reproduces llama.cpp's
+own numbers within 0.5 %; KL divergence against a
 base run works; bad input is refused."""
 import csv
 import json
@@ -25,8 +26,7 @@ class PerplexityTest(unittest.TestCase):
     def test_matches_llama_cpp(self):
         with open(os.path.join(TS3M, "EXPECTED.tsv")) as f:
             expected = {row["file"]: row for row in csv.DictReader(f, delimiter="\t")}
-        for t in ("f32", "f16"):
-            name = f"tinystories-3m-{t}.gguf"
+        for name in sorted(expected):
             got = ppl("-m", os.path.join(TS3M, name), "-f", os.path.join(TS3M, "heldout.txt"), "--ctx", "128",
                       "--chunks", "40")
             want = float(expected[name]["ppl"])

@@ -10,7 +10,7 @@ import struct
 import numpy as np
 
 GGUF_TYPES = {"u32": 4, "i32": 5, "f32": 6, "bool": 7, "str": 8, "arr": 9}
-GGML_F32, GGML_F16, GGML_BF16 = 0, 1, 30
+GGML_F32, GGML_F16, GGML_BF16, GGML_I8 = 0, 1, 30, 24
 
 
 def _gguf_str(s):
@@ -54,6 +54,8 @@ def write_gguf(path, kvs, tensors, alignment=32):
             data = np.ascontiguousarray(arr, dtype="<f2").tobytes()
         elif gtype == GGML_BF16:
             data = to_bf16_bits(arr).tobytes()
+        elif gtype == GGML_I8:
+            data = np.ascontiguousarray(arr, dtype=np.int8).tobytes()
         else:
             raise ValueError(gtype)
         out += _gguf_str(name)

@@ -2,7 +2,10 @@
 
 #include <cstring>
 
+#include <vector>
+
 #include "tensor/fp16.h"
+#include "tensor/quant_blocks.h"
 
 namespace infera::reference {
 namespace {
@@ -42,6 +45,18 @@ void DotRows(const uint8_t* w, size_t row_bytes, int64_t n_rows, const float* x,
   for (int64_t r = 0; r < n_rows; ++r) y[r] = DotGeneric(w + r * row_bytes, x, n_in, L);
 }
 
+// Quantized rows: dequantize into a per-thread buffer, then the f32 dot.
+// The portable oracle for the integer kernels of each block type.
+template <DType kType>
+void DotRowsDequant(const uint8_t* w, size_t row_bytes, int64_t n_rows, const float* x, int64_t n_in, float* y) {
+  thread_local std::vector<float> row;
+  row.resize(n_in);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    DequantizeRow(kType, w + r * row_bytes, row.data(), n_in);
+    y[r] = DotGeneric(reinterpret_cast<const uint8_t*>(row.data()), x, n_in, LoadF32);
+  }
+}
+
 float DotF32(const float* a, const float* b, int64_t n) {
   return DotGeneric(reinterpret_cast<const uint8_t*>(a), b, n, LoadF32);
 }
@@ -59,6 +74,18 @@ void Fill(KernelTable* t) {
   t->dot_rows_bf16 = DotRows<LoadBf16>;
   t->dot_f32 = DotF32;
   t->axpy_f32 = AxpyF32;
+  auto set = [&](DType d, DotRowsFn fn) { t->dot_rows_quant[static_cast<size_t>(d)] = fn; };
+  set(DType::kQ4_0, DotRowsDequant<DType::kQ4_0>);
+  set(DType::kQ4_1, DotRowsDequant<DType::kQ4_1>);
+  set(DType::kQ5_0, DotRowsDequant<DType::kQ5_0>);
+  set(DType::kQ5_1, DotRowsDequant<DType::kQ5_1>);
+  set(DType::kQ8_0, DotRowsDequant<DType::kQ8_0>);
+  set(DType::kIQ4_NL, DotRowsDequant<DType::kIQ4_NL>);
+  set(DType::kQ2_K, DotRowsDequant<DType::kQ2_K>);
+  set(DType::kQ3_K, DotRowsDequant<DType::kQ3_K>);
+  set(DType::kQ4_K, DotRowsDequant<DType::kQ4_K>);
+  set(DType::kQ5_K, DotRowsDequant<DType::kQ5_K>);
+  set(DType::kQ6_K, DotRowsDequant<DType::kQ6_K>);
 }
 
 }  // namespace infera::reference

@@ -1,0 +1,247 @@
+#include "tensor/quant_blocks.h"
+
+#include <cstring>
+
+#include "base/check.h"
+#include "tensor/fp16.h"
+
+namespace infera {
+
+const int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+namespace {
+
+constexpr int kQK = 32;    // elements per block of the 32-element types
+constexpr int kQKK = 256;  // elements per K-quant super-block
+
+float Half(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return Fp16ToFp32(h);
+}
+
+// Q4_0: {f16 d; u8 qs[16]}: x[j] = (lo nibble - 8) d, x[j+16] = (hi - 8) d.
+void DeqQ4_0(const uint8_t* b, float* y) {
+  const float d = Half(b);
+  const uint8_t* qs = b + 2;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = static_cast<float>((qs[j] & 0x0F) - 8) * d;
+    y[j + 16] = static_cast<float>((qs[j] >> 4) - 8) * d;
+  }
+}
+
+// Q4_1: {f16 d; f16 m; u8 qs[16]}: x = q d + m.
+void DeqQ4_1(const uint8_t* b, float* y) {
+  const float d = Half(b), m = Half(b + 2);
+  const uint8_t* qs = b + 4;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = static_cast<float>(qs[j] & 0x0F) * d + m;
+    y[j + 16] = static_cast<float>(qs[j] >> 4) * d + m;
+  }
+}
+
+// Q5_0: {f16 d; u8 qh[4]; u8 qs[16]}: 5th bit of element j in bit j of qh.
+void DeqQ5_0(const uint8_t* b, float* y) {
+  const float d = Half(b);
+  uint32_t qh;
+  std::memcpy(&qh, b + 2, 4);
+  const uint8_t* qs = b + 6;
+  for (int j = 0; j < 16; ++j) {
+    const int hi0 = ((qh >> j) & 1) << 4, hi1 = ((qh >> (j + 16)) & 1) << 4;
+    y[j] = static_cast<float>(((qs[j] & 0x0F) | hi0) - 16) * d;
+    y[j + 16] = static_cast<float>(((qs[j] >> 4) | hi1) - 16) * d;
+  }
+}
+
+// Q5_1: {f16 d; f16 m; u8 qh[4]; u8 qs[16]}: x = q d + m.
+void DeqQ5_1(const uint8_t* b, float* y) {
+  const float d = Half(b), m = Half(b + 2);
+  uint32_t qh;
+  std::memcpy(&qh, b + 4, 4);
+  const uint8_t* qs = b + 8;
+  for (int j = 0; j < 16; ++j) {
+    const int hi0 = ((qh >> j) & 1) << 4, hi1 = ((qh >> (j + 16)) & 1) << 4;
+    y[j] = static_cast<float>((qs[j] & 0x0F) | hi0) * d + m;
+    y[j + 16] = static_cast<float>((qs[j] >> 4) | hi1) * d + m;
+  }
+}
+
+// Q8_0: {f16 d; i8 qs[32]}.
+void DeqQ8_0(const uint8_t* b, float* y) {
+  const float d = Half(b);
+  for (int j = 0; j < kQK; ++j) y[j] = static_cast<float>(static_cast<int8_t>(b[2 + j])) * d;
+}
+
+// IQ4_NL: {f16 d; u8 qs[16]}: nibbles index kIq4nlValues.
+void DeqIq4Nl(const uint8_t* b, float* y) {
+  const float d = Half(b);
+  const uint8_t* qs = b + 2;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = d * kIq4nlValues[qs[j] & 0x0F];
+    y[j + 16] = d * kIq4nlValues[qs[j] >> 4];
+  }
+}
+
+// Q2_K: {u8 scales[16]; u8 qs[64]; f16 d; f16 dmin}. 16 sub-blocks of 16,
+// each with a 4-bit scale and 4-bit min; 2-bit quants.
+void DeqQ2_K(const uint8_t* b, float* y) {
+  const uint8_t* scales = b;
+  const uint8_t* q = b + 16;
+  const float d = Half(b + 80), dmin = Half(b + 82);
+  int is = 0;
+  for (int n = 0; n < kQKK; n += 128) {
+    for (int shift = 0; shift < 8; shift += 2) {
+      for (int half = 0; half < 2; ++half) {
+        const uint8_t sc = scales[is++];
+        const float dl = d * (sc & 0x0F), ml = dmin * (sc >> 4);
+        for (int l = 0; l < 16; ++l) *y++ = dl * ((q[l + 16 * half] >> shift) & 3) - ml;
+      }
+    }
+    q += 32;
+  }
+}
+
+// Q3_K: {u8 hmask[32]; u8 qs[64]; u8 scales[12]; f16 d}. 16 sub-blocks of 16
+// with 6-bit signed scales (bias 32) packed in 12 bytes; 3-bit quants whose
+// high bit is in hmask (bit clear means subtract 4).
+void DeqQ3_K(const uint8_t* b, float* y) {
+  const uint8_t* hm = b;
+  const uint8_t* q = b + 32;
+  const uint8_t* s = b + 96;
+  const float d_all = Half(b + 108);
+  int8_t scales[16];
+  for (int j = 0; j < 16; ++j) {
+    const int low = j < 8 ? (s[j] & 0x0F) : (s[j - 8] >> 4);
+    const int high = (s[8 + (j % 4)] >> (2 * (j / 4))) & 3;
+    scales[j] = static_cast<int8_t>((low | (high << 4)) - 32);
+  }
+  int is = 0;
+  uint8_t m = 1;
+  for (int n = 0; n < kQKK; n += 128) {
+    for (int shift = 0; shift < 8; shift += 2) {
+      for (int half = 0; half < 2; ++half) {
+        const float dl = d_all * scales[is++];
+        for (int l = 0; l < 16; ++l) {
+          const int idx = l + 16 * half;
+          *y++ = dl * (((q[idx] >> shift) & 3) - ((hm[idx] & m) ? 0 : 4));
+        }
+      }
+      m <<= 1;
+    }
+    q += 32;
+  }
+}
+
+// 6-bit scale and min j (0..7) of the 12-byte K-quant scale block.
+void ScaleMinK4(int j, const uint8_t* q, uint8_t* sc, uint8_t* mn) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *mn = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4);
+    *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// Q4_K: {f16 d; f16 dmin; u8 scales[12]; u8 qs[128]}. 8 sub-blocks of 32.
+void DeqQ4_K(const uint8_t* b, float* y) {
+  const float d = Half(b), dmin = Half(b + 2);
+  const uint8_t* s = b + 4;
+  const uint8_t* q = b + 16;
+  for (int j = 0, is = 0; j < kQKK; j += 64, is += 2, q += 32) {
+    uint8_t sc, mn;
+    ScaleMinK4(is, s, &sc, &mn);
+    const float d1 = d * sc, m1 = dmin * mn;
+    ScaleMinK4(is + 1, s, &sc, &mn);
+    const float d2 = d * sc, m2 = dmin * mn;
+    for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0x0F) - m1;
+    for (int l = 0; l < 32; ++l) *y++ = d2 * (q[l] >> 4) - m2;
+  }
+}
+
+// Q5_K: {f16 d; f16 dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]}.
+void DeqQ5_K(const uint8_t* b, float* y) {
+  const float d = Half(b), dmin = Half(b + 2);
+  const uint8_t* s = b + 4;
+  const uint8_t* qh = b + 16;
+  const uint8_t* ql = b + 48;
+  uint8_t u1 = 1, u2 = 2;
+  for (int j = 0, is = 0; j < kQKK; j += 64, is += 2, ql += 32, u1 <<= 2, u2 <<= 2) {
+    uint8_t sc, mn;
+    ScaleMinK4(is, s, &sc, &mn);
+    const float d1 = d * sc, m1 = dmin * mn;
+    ScaleMinK4(is + 1, s, &sc, &mn);
+    const float d2 = d * sc, m2 = dmin * mn;
+    for (int l = 0; l < 32; ++l) *y++ = d1 * ((ql[l] & 0x0F) + ((qh[l] & u1) ? 16 : 0)) - m1;
+    for (int l = 0; l < 32; ++l) *y++ = d2 * ((ql[l] >> 4) + ((qh[l] & u2) ? 16 : 0)) - m2;
+  }
+}
+
+// Q6_K: {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d}. 16 sub-blocks of 16.
+void DeqQ6_K(const uint8_t* b, float* y) {
+  const uint8_t* ql = b;
+  const uint8_t* qh = b + 128;
+  const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+  const float d = Half(b + 208);
+  for (int n = 0; n < kQKK; n += 128, ql += 64, qh += 32, sc += 8, y += 128) {
+    for (int l = 0; l < 32; ++l) {
+      const int is = l / 16;
+      const int q1 = ((ql[l] & 0x0F) | (((qh[l] >> 0) & 3) << 4)) - 32;
+      const int q2 = ((ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4)) - 32;
+      const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+      const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+      y[l] = d * sc[is] * q1;
+      y[l + 32] = d * sc[is + 2] * q2;
+      y[l + 64] = d * sc[is + 4] * q3;
+      y[l + 96] = d * sc[is + 6] * q4;
+    }
+  }
+}
+
+using BlockFn = void (*)(const uint8_t*, float*);
+
+BlockFn BlockDequantizer(DType t) {
+  switch (t) {
+    case DType::kQ4_0: return DeqQ4_0;
+    case DType::kQ4_1: return DeqQ4_1;
+    case DType::kQ5_0: return DeqQ5_0;
+    case DType::kQ5_1: return DeqQ5_1;
+    case DType::kQ8_0: return DeqQ8_0;
+    case DType::kIQ4_NL: return DeqIq4Nl;
+    case DType::kQ2_K: return DeqQ2_K;
+    case DType::kQ3_K: return DeqQ3_K;
+    case DType::kQ4_K: return DeqQ4_K;
+    case DType::kQ5_K: return DeqQ5_K;
+    case DType::kQ6_K: return DeqQ6_K;
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+bool CanDequantize(DType t) {
+  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || BlockDequantizer(t) != nullptr;
+}
+
+void DequantizeRow(DType t, const uint8_t* src, float* dst, int64_t n) {
+  switch (t) {
+    case DType::kF32: std::memcpy(dst, src, sizeof(float) * n); return;
+    case DType::kF16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = Half(src + 2 * i);
+      return;
+    case DType::kBF16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * i, 2);
+        dst[i] = Bf16ToFp32(h);
+      }
+      return;
+    default: break;
+  }
+  const BlockFn fn = BlockDequantizer(t);
+  CHECK(fn != nullptr);
+  const DTypeInfo& info = GetDTypeInfo(t);
+  for (int64_t b = 0; b < n / info.block_size; ++b) fn(src + b * info.type_size, dst + b * info.block_size);
+}
+
+}  // namespace infera
