@@ -7,6 +7,8 @@
 
 #include "base/file_util.h"
 #include "engine/generator.h"
+#include "formats/gguf_reader.h"
+#include "tensor/quant_blocks.h"
 #include "tokenizer/loader.h"
 #include "tools/commands.h"
 
@@ -49,6 +51,27 @@ int Tokenize(const TokenizeArgs& a) {
     }
     std::printf("%s\n", out.c_str());
   }
+  return kExitOk;
+}
+
+struct DumpTensorArgs {
+  std::string model, tensor, out;
+};
+
+// Writes one tensor of a GGUF file, dequantized to f32, as raw floats.
+int DumpTensor(const DumpTensorArgs& a) {
+  auto f = GgufFile::Open(a.model);
+  if (!f.ok()) return ReportError(f.status());
+  const TensorView* t = (*f)->FindTensor(a.tensor);
+  if (t == nullptr) return ReportError(a.model + ": no tensor '" + a.tensor + "'");
+  if (!CanDequantize(t->type)) return ReportError(std::string("cannot dequantize type ") + DTypeName(t->type));
+  const int64_t n = t->NumElements();
+  std::vector<float> out(n);
+  const int64_t row = t->ne[0];
+  const uint64_t row_bytes = *RowBytes(t->type, row);
+  for (int64_t r = 0; r < n / row; ++r) DequantizeRow(t->type, t->data + r * row_bytes, out.data() + r * row, row);
+  std::string bytes(reinterpret_cast<const char*>(out.data()), out.size() * sizeof(float));
+  if (Status st = WriteStringToFile(a.out, bytes); !st.ok()) return ReportError(st);
   return kExitOk;
 }
 
@@ -143,6 +166,14 @@ CommandFn RegisterTokenize(CLI::App& app, const RuntimeOptions&) {
   app.add_flag("--add-special", a->add_special, "add BOS/EOS as the model does");
   app.add_flag("--parse-special", a->parse_special, "recognize special-token text");
   return [a]() { return Tokenize(*a); };
+}
+
+CommandFn RegisterDumpTensor(CLI::App& app, const RuntimeOptions&) {
+  auto a = std::make_shared<DumpTensorArgs>();
+  app.add_option("-m,--model", a->model, "GGUF file")->required();
+  app.add_option("--tensor", a->tensor, "tensor name")->required();
+  app.add_option("--out", a->out, "output file (raw f32)")->required();
+  return [a]() { return DumpTensor(*a); };
 }
 
 CommandFn RegisterDetokenize(CLI::App& app, const RuntimeOptions&) {

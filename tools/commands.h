@@ -18,6 +18,7 @@ CommandFn RegisterBench(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterConvert(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterTokenize(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterDetokenize(CLI::App& app, const RuntimeOptions& rt);
+CommandFn RegisterDumpTensor(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterPerplexity(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterEvalLogits(CLI::App& app, const RuntimeOptions& rt);
 

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   add("perplexity", "perplexity of a text (llama-perplexity's method), KL divergence against a base", cli::RegisterPerplexity);
   add("tokenize", "print the token ids of a text", cli::RegisterTokenize);
   add("detokenize", "print the text of token ids", cli::RegisterDetokenize);
+  add("dump-tensor", "write one GGUF tensor dequantized to raw f32 (testing aid)", cli::RegisterDumpTensor);
   add("eval-logits", "print the logits of a token sequence (testing aid)", cli::RegisterEvalLogits);
 
   try {

@@ -110,6 +110,7 @@ def export(work, dest):
     mf.write_safetensors(os.path.join(hf, "model.safetensors"), W, "F16")
     shutil.copy(os.path.join(work, "tokenizer.model"), os.path.join(hf, "tokenizer.model"))
     shutil.copy(os.path.join(work, "heldout.txt"), os.path.join(dest, "heldout.txt"))
+    shutil.copy(os.path.join(work, "train.log"), os.path.join(dest, "train.log"))
     with open(os.path.join(dest, "training.json"), "w") as f:
         json.dump({"steps": state["step"], "minutes": round(state["seconds"] / 60, 1),
                    "best_heldout_loss": state["best"], "train_loss_at_best": ck.get("train_loss")}, f, indent=2)

@@ -1,0 +1,180 @@
+"""Independent numpy implementation of GGUF reading and of the dequantization
+of each block format (written from the block layouts, vectorized over
+blocks, float32 arithmetic in the same order as the C++ reference so results
+can be compared bit for bit)."""
+import struct
+
+import numpy as np
+
+# ggml type -> (name, elements per block, bytes per block)
+TYPES = {0: ("f32", 1, 4), 1: ("f16", 1, 2), 2: ("q4_0", 32, 18), 3: ("q4_1", 32, 20), 6: ("q5_0", 32, 22),
+         7: ("q5_1", 32, 24), 8: ("q8_0", 32, 34), 10: ("q2_K", 256, 84), 11: ("q3_K", 256, 110),
+         12: ("q4_K", 256, 144), 13: ("q5_K", 256, 176), 14: ("q6_K", 256, 210), 20: ("iq4_nl", 32, 18),
+         30: ("bf16", 1, 2)}
+IQ4NL = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], dtype=np.float32)
+F32 = np.float32
+
+
+def read_gguf_tensors(path):
+    """{name: (type, ne, raw bytes)} from a GGUF v2/v3 file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    pos = 0
+
+    def take(fmt):
+        nonlocal pos
+        v = struct.unpack_from("<" + fmt, data, pos)
+        pos += struct.calcsize("<" + fmt)
+        return v[0]
+
+    def string():
+        n = take("Q")
+        nonlocal pos
+        s = data[pos:pos + n].decode("utf-8", errors="replace")
+        pos += n
+        return s
+
+    sizes = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "B", 10: "Q", 11: "q", 12: "d"}
+
+    def value(t):
+        if t == 8:
+            return string()
+        if t == 9:
+            et, n = take("I"), take("Q")
+            return [value(et) for _ in range(n)]
+        return take(sizes[t])
+
+    assert take("I") == 0x46554747
+    take("I")
+    n_tensors, n_kv = take("Q"), take("Q")
+    align = 32
+    for _ in range(n_kv):
+        key = string()
+        v = value(take("I"))
+        if key == "general.alignment":
+            align = v
+    infos = []
+    for _ in range(n_tensors):
+        name = string()
+        nd = take("I")
+        ne = [take("Q") for _ in range(nd)]
+        infos.append((name, ne, take("I"), take("Q")))
+    start = (pos + align - 1) // align * align
+    out = {}
+    for name, ne, t, off in infos:
+        _, bs, ts = TYPES[t]
+        n = int(np.prod(ne))
+        out[name] = (t, ne, data[start + off:start + off + n // bs * ts])
+    return out
+
+
+def _f16(b):
+    return np.frombuffer(b.tobytes(), dtype="<f2").astype(F32)
+
+
+def dequantize(t, raw):
+    name, bs, ts = TYPES[t]
+    if name == "f32":
+        return np.frombuffer(raw, dtype="<f4")
+    if name == "f16":
+        return np.frombuffer(raw, dtype="<f2").astype(F32)
+    if name == "bf16":
+        return (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(F32)
+    b = np.frombuffer(raw, dtype=np.uint8).reshape(-1, ts)
+    nb = b.shape[0]
+    if name in ("q4_0", "iq4_nl"):
+        d = _f16(b[:, 0:2])[:, None]
+        qs = b[:, 2:18].astype(np.int32)
+        q = np.concatenate([qs & 15, qs >> 4], axis=1)
+        if name == "q4_0":
+            return ((q - 8).astype(F32) * d).reshape(-1)
+        return (d * IQ4NL[q]).reshape(-1)
+    if name == "q4_1":
+        d, m = _f16(b[:, 0:2])[:, None], _f16(b[:, 2:4])[:, None]
+        qs = b[:, 4:20].astype(np.int32)
+        q = np.concatenate([qs & 15, qs >> 4], axis=1)
+        return (q.astype(F32) * d + m).reshape(-1)
+    if name in ("q5_0", "q5_1"):
+        off = 2 if name == "q5_0" else 4
+        d = _f16(b[:, 0:2])[:, None]
+        qh = b[:, off:off + 4].copy().view("<u4").astype(np.int64)  # [nb, 1]
+        qs = b[:, off + 4:off + 20].astype(np.int64)
+        j = np.arange(16)
+        lo = (qs & 15) | (((qh >> j) & 1) << 4)
+        hi = (qs >> 4) | (((qh >> (j + 16)) & 1) << 4)
+        q = np.concatenate([lo, hi], axis=1)
+        if name == "q5_0":
+            return ((q - 16).astype(F32) * d).reshape(-1)
+        return (q.astype(F32) * d + _f16(b[:, 2:4])[:, None]).reshape(-1)
+    if name == "q8_0":
+        d = _f16(b[:, 0:2])[:, None]
+        return (b[:, 2:34].view(np.int8).astype(F32) * d).reshape(-1)
+    y = np.zeros((nb, 256), dtype=F32)
+    if name == "q2_K":
+        sc, qs = b[:, 0:16].astype(np.int32), b[:, 16:80].astype(np.int32)
+        d, dmin = _f16(b[:, 80:82])[:, None], _f16(b[:, 82:84])[:, None]
+        for n in range(2):
+            for k in range(4):
+                for h in range(2):
+                    s = sc[:, n * 8 + k * 2 + h][:, None]
+                    q = (qs[:, n * 32 + 16 * h:n * 32 + 16 * h + 16] >> (2 * k)) & 3
+                    o = n * 128 + k * 32 + h * 16
+                    y[:, o:o + 16] = (d * (s & 15).astype(F32)) * q.astype(F32) - dmin * (s >> 4).astype(F32)
+        return y.reshape(-1)
+    if name == "q3_K":
+        hm, qs, s = b[:, 0:32].astype(np.int32), b[:, 32:96].astype(np.int32), b[:, 96:108].astype(np.int32)
+        d = _f16(b[:, 108:110])[:, None]
+        scales = np.zeros((nb, 16), dtype=np.int32)
+        for j in range(16):
+            low = (s[:, j] & 15) if j < 8 else (s[:, j - 8] >> 4)
+            high = (s[:, 8 + j % 4] >> (2 * (j // 4))) & 3
+            scales[:, j] = (low | (high << 4)) - 32
+        is_ = 0
+        for n in range(2):
+            for k in range(4):
+                m = 1 << (n * 4 + k)
+                for h in range(2):
+                    idx = slice(16 * h, 16 * h + 16)
+                    q = ((qs[:, n * 32 + 16 * h:n * 32 + 16 * h + 16] >> (2 * k)) & 3) - np.where(hm[:, idx] & m, 0, 4)
+                    o = n * 128 + k * 32 + h * 16
+                    y[:, o:o + 16] = (d * scales[:, is_][:, None].astype(F32)) * q.astype(F32)
+                    is_ += 1
+        return y.reshape(-1)
+    if name in ("q4_K", "q5_K"):
+        d, dmin = _f16(b[:, 0:2])[:, None], _f16(b[:, 2:4])[:, None]
+        s = b[:, 4:16].astype(np.int32)
+
+        def scale_min(j):
+            if j < 4:
+                return s[:, j] & 63, s[:, j + 4] & 63
+            return (s[:, j + 4] & 15) | ((s[:, j - 4] >> 6) << 4), (s[:, j + 4] >> 4) | ((s[:, j] >> 6) << 4)
+        if name == "q4_K":
+            ql, qh = b[:, 16:144].astype(np.int32), None
+        else:
+            qh, ql = b[:, 16:48].astype(np.int32), b[:, 48:176].astype(np.int32)
+        for g in range(4):
+            q = ql[:, g * 32:(g + 1) * 32]
+            for h in range(2):
+                sc, mn = scale_min(2 * g + h)
+                v = (q & 15) if h == 0 else (q >> 4)
+                if qh is not None:
+                    v = v + np.where(qh & (1 << (2 * g + h)), 16, 0)
+                o = g * 64 + h * 32
+                y[:, o:o + 32] = (d * sc[:, None].astype(F32)) * v.astype(F32) - dmin * mn[:, None].astype(F32)
+        return y.reshape(-1)
+    if name == "q6_K":
+        ql, qh = b[:, 0:128].astype(np.int32), b[:, 128:192].astype(np.int32)
+        sc = b[:, 192:208].view(np.int8).astype(np.int32)
+        d = _f16(b[:, 208:210])[:, None]
+        for n in range(2):
+            L, H, S = ql[:, n * 64:(n + 1) * 64], qh[:, n * 32:(n + 1) * 32], sc[:, n * 8:(n + 1) * 8]
+            for l in range(32):
+                is_ = l // 16
+                q1 = ((L[:, l] & 15) | (((H[:, l] >> 0) & 3) << 4)) - 32
+                q2 = ((L[:, l + 32] & 15) | (((H[:, l] >> 2) & 3) << 4)) - 32
+                q3 = ((L[:, l] >> 4) | (((H[:, l] >> 4) & 3) << 4)) - 32
+                q4 = ((L[:, l + 32] >> 4) | (((H[:, l] >> 6) & 3) << 4)) - 32
+                for k, q in enumerate((q1, q2, q3, q4)):
+                    y[:, n * 128 + l + 32 * k] = (d[:, 0] * S[:, is_ + 2 * k].astype(F32)) * q.astype(F32)
+        return y.reshape(-1)
+    raise ValueError(name)
