@@ -19,6 +19,7 @@ CommandFn RegisterConvert(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterTokenize(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterDetokenize(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterDumpTensor(CLI::App& app, const RuntimeOptions& rt);
+CommandFn RegisterQuantize(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterPerplexity(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterEvalLogits(CLI::App& app, const RuntimeOptions& rt);
 

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   add("info", "print a model's architecture, tensors and memory needs", cli::RegisterInfo);
   add("bench", "measure prompt-processing and generation speed", cli::RegisterBench);
   add("convert", "write a GGUF from a GGUF, Hugging Face folder or llama2.c checkpoint", cli::RegisterConvert);
+  add("quantize", "write a GGUF with quantized weights (q8_0, q4_0, q4_1, q5_0, q5_1)", cli::RegisterQuantize);
   add("perplexity", "perplexity of a text (llama-perplexity's method), KL divergence against a base", cli::RegisterPerplexity);
   add("tokenize", "print the token ids of a text", cli::RegisterTokenize);
   add("detokenize", "print the text of token ids", cli::RegisterDetokenize);

@@ -1,0 +1,172 @@
+#include "quant/quantize.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+
+#include "base/check.h"
+#include "tensor/fp16.h"
+
+namespace infera {
+namespace {
+
+void PutHalf(uint8_t* p, float v) {
+  const uint16_t h = Fp32ToFp16(v);
+  std::memcpy(p, &h, 2);
+}
+
+// Q8_0: d = amax / 127, q = round(x / d).
+void QuantQ8_0(const float* x, uint8_t* b) {
+  float amax = 0;
+  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  PutHalf(b, d);
+  for (int j = 0; j < 32; ++j) b[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::roundf(x[j] * id)));
+}
+
+// Largest-magnitude value of the block, sign included.
+float SignedMax(const float* x) {
+  float amax = 0, max = 0;
+  for (int j = 0; j < 32; ++j) {
+    if (amax < std::fabs(x[j])) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  return max;
+}
+
+// Q4_0: d = max / -8; q = min(15, (int8)(x / d + 8.5)).
+void QuantQ4_0(const float* x, uint8_t* b) {
+  const float d = SignedMax(x) / -8.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  PutHalf(b, d);
+  for (int j = 0; j < 16; ++j) {
+    const uint8_t lo = static_cast<uint8_t>(std::min<int>(15, static_cast<int8_t>(x[j] * id + 8.5f)));
+    const uint8_t hi = static_cast<uint8_t>(std::min<int>(15, static_cast<int8_t>(x[j + 16] * id + 8.5f)));
+    b[2 + j] = static_cast<uint8_t>(lo | (hi << 4));
+  }
+}
+
+void MinMax(const float* x, float* mn, float* mx) {
+  *mn = FLT_MAX;
+  *mx = -FLT_MAX;
+  for (int j = 0; j < 32; ++j) {
+    *mn = std::min(*mn, x[j]);
+    *mx = std::max(*mx, x[j]);
+  }
+}
+
+// Q4_1: d = (max - min) / 15, m = min, q = min(15, (int8)((x - m) / d + 0.5)).
+void QuantQ4_1(const float* x, uint8_t* b) {
+  float mn, mx;
+  MinMax(x, &mn, &mx);
+  const float d = (mx - mn) / 15.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  PutHalf(b, d);
+  PutHalf(b + 2, mn);
+  for (int j = 0; j < 16; ++j) {
+    const uint8_t lo = static_cast<uint8_t>(std::min<int>(15, static_cast<int8_t>((x[j] - mn) * id + 0.5f)));
+    const uint8_t hi = static_cast<uint8_t>(std::min<int>(15, static_cast<int8_t>((x[j + 16] - mn) * id + 0.5f)));
+    b[4 + j] = static_cast<uint8_t>(lo | (hi << 4));
+  }
+}
+
+// Q5_0: d = max / -16; q = min(31, (int8)(x / d + 16.5)); 5th bits in qh.
+void QuantQ5_0(const float* x, uint8_t* b) {
+  const float d = SignedMax(x) / -16.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  PutHalf(b, d);
+  uint32_t qh = 0;
+  for (int j = 0; j < 16; ++j) {
+    const uint8_t q0 = static_cast<uint8_t>(std::min<int>(31, static_cast<int8_t>(x[j] * id + 16.5f)));
+    const uint8_t q1 = static_cast<uint8_t>(std::min<int>(31, static_cast<int8_t>(x[j + 16] * id + 16.5f)));
+    b[6 + j] = static_cast<uint8_t>((q0 & 0x0F) | ((q1 & 0x0F) << 4));
+    qh |= static_cast<uint32_t>((q0 & 0x10) >> 4) << j;
+    qh |= static_cast<uint32_t>((q1 & 0x10) >> 4) << (j + 16);
+  }
+  std::memcpy(b + 2, &qh, 4);
+}
+
+// Q5_1: d = (max - min) / 31, m = min, q = (uint8)((x - m) / d + 0.5).
+void QuantQ5_1(const float* x, uint8_t* b) {
+  float mn, mx;
+  MinMax(x, &mn, &mx);
+  const float d = (mx - mn) / 31.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  PutHalf(b, d);
+  PutHalf(b + 2, mn);
+  uint32_t qh = 0;
+  for (int j = 0; j < 16; ++j) {
+    const uint8_t q0 = static_cast<uint8_t>((x[j] - mn) * id + 0.5f);
+    const uint8_t q1 = static_cast<uint8_t>((x[j + 16] - mn) * id + 0.5f);
+    b[8 + j] = static_cast<uint8_t>((q0 & 0x0F) | ((q1 & 0x0F) << 4));
+    qh |= static_cast<uint32_t>((q0 & 0x10) >> 4) << j;
+    qh |= static_cast<uint32_t>((q1 & 0x10) >> 4) << (j + 16);
+  }
+  std::memcpy(b + 4, &qh, 4);
+}
+
+using BlockFn = void (*)(const float*, uint8_t*);
+BlockFn BlockQuantizer(DType t) {
+  switch (t) {
+    case DType::kQ8_0: return QuantQ8_0;
+    case DType::kQ4_0: return QuantQ4_0;
+    case DType::kQ4_1: return QuantQ4_1;
+    case DType::kQ5_0: return QuantQ5_0;
+    case DType::kQ5_1: return QuantQ5_1;
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+bool CanQuantize(DType t) {
+  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || BlockQuantizer(t) != nullptr;
+}
+
+void QuantizeRow(DType t, const float* x, uint8_t* dst, int64_t n) {
+  switch (t) {
+    case DType::kF32: std::memcpy(dst, x, sizeof(float) * n); return;
+    case DType::kF16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = Fp32ToFp16(x[i]);
+        std::memcpy(dst + 2 * i, &h, 2);
+      }
+      return;
+    case DType::kBF16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = Fp32ToBf16(x[i]);
+        std::memcpy(dst + 2 * i, &h, 2);
+      }
+      return;
+    default: break;
+  }
+  const BlockFn fn = BlockQuantizer(t);
+  CHECK(fn != nullptr);
+  const DTypeInfo& info = GetDTypeInfo(t);
+  for (int64_t b = 0; b < n / info.block_size; ++b) fn(x + b * info.block_size, dst + b * info.type_size);
+}
+
+uint32_t LlamaFileType(DType t) {
+  switch (t) {
+    case DType::kF32: return 0;
+    case DType::kF16: return 1;
+    case DType::kQ4_0: return 2;
+    case DType::kQ4_1: return 3;
+    case DType::kQ8_0: return 7;
+    case DType::kQ5_0: return 8;
+    case DType::kQ5_1: return 9;
+    case DType::kQ2_K: return 10;
+    case DType::kQ4_K: return 15;
+    case DType::kQ5_K: return 17;
+    case DType::kQ6_K: return 18;
+    case DType::kIQ4_NL: return 25;
+    case DType::kBF16: return 32;
+    default: return 0;
+  }
+}
+
+}  // namespace infera

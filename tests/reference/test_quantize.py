@@ -1,0 +1,52 @@
+"""`infera quantize --pure` writes exactly the bytes llama.cpp's llama-quantize
+wrote for the same F32 model (tinystories-3m in ../shared), for every block
+type infera can write; the default rule keeps the output tensor at Q8_0."""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import quant_reference as qr  # noqa: E402
+
+INFERA = os.environ.get("INFERA_BIN", "build/tools/infera")
+SHARED = os.environ.get("INFERA_SHARED_DIR", os.path.join(HERE, "..", "..", "..", "shared"))
+TS3M = os.path.join(SHARED, "models", "tinystories-3m")
+
+
+@unittest.skipUnless(os.path.exists(TS3M), "../shared not present")
+class QuantizeTest(unittest.TestCase):
+    def test_byte_identical_to_llama_cpp(self):
+        with tempfile.TemporaryDirectory() as d:
+            for t in ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1"):
+                out = os.path.join(d, t + ".gguf")
+                r = subprocess.run([INFERA, "quantize", os.path.join(TS3M, "tinystories-3m-f32.gguf"), out, "--type", t,
+                                    "--pure"], capture_output=True, text=True)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertIn("bits per weight", r.stderr)
+                ours = qr.read_gguf_tensors(out)
+                theirs = qr.read_gguf_tensors(os.path.join(TS3M, f"tinystories-3m-{t}.gguf"))
+                self.assertEqual(sorted(ours), sorted(theirs))
+                for name, (typ, ne, raw) in theirs.items():
+                    self.assertEqual((ours[name][0], ours[name][1]), (typ, ne), name)
+                    self.assertEqual(ours[name][2], raw, f"{t} {name}: bytes differ")
+
+    def test_output_rule_and_keep(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "mix.gguf")
+            r = subprocess.run([INFERA, "quantize", os.path.join(TS3M, "tinystories-3m-f32.gguf"), out, "--type", "q4_0",
+                                "--keep", "blk.0.*=f16"], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            t = qr.read_gguf_tensors(out)
+            self.assertEqual(qr.TYPES[t["output.weight"][0]][0], "q8_0")
+            self.assertEqual(qr.TYPES[t["blk.0.attn_q.weight"][0]][0], "f16")
+            self.assertEqual(qr.TYPES[t["blk.1.attn_q.weight"][0]][0], "q4_0")
+            r = subprocess.run([INFERA, "quantize", os.path.join(TS3M, "tinystories-3m-f32.gguf"), out, "--type", "q9_9"],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,110 @@
+#include "tools/model_writer.h"
+
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "base/logging.h"
+#include "formats/gguf_writer.h"
+#include "model/random_model.h"
+#include "quant/quantize.h"
+#include "tensor/quant_blocks.h"
+
+namespace infera::cli {
+namespace {
+
+// Rows of m re-encoded as `to` (through f32).
+std::vector<uint8_t> Recode(const WeightMatrix& m, DType to) {
+  const uint64_t out_row = *RowBytes(to, m.n_in);
+  std::vector<uint8_t> out(out_row * m.n_out);
+  std::vector<float> row(m.n_in);
+  for (int64_t r = 0; r < m.n_out; ++r) {
+    DequantizeRow(m.type, m.data + r * m.row_bytes, row.data(), m.n_in);
+    QuantizeRow(to, row.data(), out.data() + r * out_row, m.n_in);
+  }
+  return out;
+}
+
+}  // namespace
+
+StatusOr<ModelWriteSummary> WriteModelGguf(const LoadedModel& lm, const TypeChooser& choose,
+                                           const ModelWriteOptions& opts, const std::string& path) {
+  const Model& m = *lm.model;
+  const ModelConfig& c = m.config;
+  const auto& w = *m.weights;
+  GgufWriter gw;
+  if (m.gguf) {
+    for (const auto& [k, v] : m.gguf->metadata()) {
+      if (k != "general.alignment") gw.SetValue(k, v);
+    }
+  }
+  WriteModelMetadata(c, opts.file_type, &gw);
+  gw.SetU32("general.file_type", LlamaFileType(opts.file_type));
+  if (GetDTypeInfo(opts.file_type).quantized) gw.SetU32("general.quantization_version", 2);
+  if (opts.embed_tokenizer) {
+    if (lm.tokenizer && std::string(lm.tokenizer->GgufModelName()) == "llama") {
+      WriteTokenizerMetadata(lm.tokenizer->vocab(), &gw);
+    } else if (lm.tokenizer) {
+      LOG_WARN("byte-level BPE tokenizers are not embedded yet: the output has no tokenizer metadata");
+    } else {
+      LOG_WARN("no tokenizer: the output has no tokenizer metadata (pass --tokenizer)");
+    }
+  }
+  ModelWriteSummary sum;
+  const int total = 2 + (c.tied_embeddings ? 0 : 1) + c.n_layer * 7;
+  int done = 0;
+  auto mat = [&](const std::string& name, const WeightMatrix& x) -> Status {
+    DType to = choose(name, x);
+    if (!RowBytes(to, x.n_in)) to = DType::kF16;  // row not a whole number of blocks
+    if (!CanQuantize(to)) return Unimplemented(std::string("cannot write type ") + DTypeName(to));
+    if (to == x.type) {
+      gw.AddTensor(name, x.type, {x.n_in, x.n_out}, x.data, x.row_bytes * x.n_out);
+    } else {
+      gw.AddTensorCopy(name, to, {x.n_in, x.n_out}, Recode(x, to));
+    }
+    sum.bytes += *RowBytes(to, x.n_in) * x.n_out;
+    sum.elements += static_cast<uint64_t>(x.n_in) * x.n_out;
+    sum.tensors_per_type[DTypeName(to)]++;
+    if (opts.show_progress) {
+      ++done;
+      const int width = 30, fill = done * width / total;
+      std::fprintf(stderr, "\r[%s%s] %d/%d %-28s %s", std::string(fill, '#').c_str(), std::string(width - fill, '-').c_str(),
+                   done, total, name.c_str(), DTypeName(to));
+      std::fflush(stderr);
+    }
+    return Status::Ok();
+  };
+  auto vec = [&](const std::string& name, const std::vector<float>& v) {
+    gw.AddTensor(name, DType::kF32, {static_cast<int64_t>(v.size())}, v.data(), v.size() * 4);
+    sum.bytes += v.size() * 4;
+    sum.elements += v.size();
+    sum.tensors_per_type["f32"]++;
+  };
+  RETURN_IF_ERROR(mat("token_embd.weight", w.tok_embd));
+  vec("output_norm.weight", w.output_norm);
+  if (!c.tied_embeddings) RETURN_IF_ERROR(mat("output.weight", w.output));
+  if (!w.rope_freq_factors.empty()) vec("rope_freqs.weight", w.rope_freq_factors);
+  for (int l = 0; l < c.n_layer; ++l) {
+    const auto& L = w.layers[l];
+    auto n = [&](const char* s) { return fmt::format("blk.{}.{}", l, s); };
+    vec(n("attn_norm.weight"), L.attn_norm);
+    RETURN_IF_ERROR(mat(n("attn_q.weight"), L.wq));
+    RETURN_IF_ERROR(mat(n("attn_k.weight"), L.wk));
+    RETURN_IF_ERROR(mat(n("attn_v.weight"), L.wv));
+    RETURN_IF_ERROR(mat(n("attn_output.weight"), L.wo));
+    if (c.qkv_bias) {
+      vec(n("attn_q.bias"), L.bq);
+      vec(n("attn_k.bias"), L.bk);
+      vec(n("attn_v.bias"), L.bv);
+    }
+    vec(n("ffn_norm.weight"), L.ffn_norm);
+    RETURN_IF_ERROR(mat(n("ffn_gate.weight"), L.w_gate));
+    RETURN_IF_ERROR(mat(n("ffn_up.weight"), L.w_up));
+    RETURN_IF_ERROR(mat(n("ffn_down.weight"), L.w_down));
+  }
+  if (opts.show_progress) std::fputc('\n', stderr);
+  RETURN_IF_ERROR(gw.Write(path));
+  return sum;
+}
+
+}  // namespace infera::cli

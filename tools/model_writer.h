@@ -1,0 +1,31 @@
+// Writes a loaded model as a llama.cpp-style GGUF, choosing the stored type
+// of each weight matrix (used by `convert` and `quantize`).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+
+#include "tools/cli_common.h"
+
+namespace infera::cli {
+
+// (GGUF tensor name, matrix) -> the type to store it in.
+using TypeChooser = std::function<DType(const std::string& name, const WeightMatrix& m)>;
+
+struct ModelWriteOptions {
+  bool embed_tokenizer = true;  // write tokenizer metadata from lm.tokenizer when the source has none
+  DType file_type = DType::kF32;  // for general.file_type
+  bool show_progress = false;     // a progress bar on stderr
+};
+
+struct ModelWriteSummary {
+  uint64_t bytes = 0;       // tensor data
+  uint64_t elements = 0;    // of all tensors
+  std::map<std::string, int> tensors_per_type;
+};
+
+StatusOr<ModelWriteSummary> WriteModelGguf(const LoadedModel& lm, const TypeChooser& choose,
+                                           const ModelWriteOptions& opts, const std::string& path);
+
+}  // namespace infera::cli
