@@ -4,7 +4,7 @@ import subprocess
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-INFERA = os.environ.get("INFERA_BIN", os.path.join(REPO, "build", "tools", "infera"))
+INFERA = os.path.abspath(os.environ.get("INFERA_BIN", os.path.join(REPO, "build", "tools", "infera")))
 SHARED = os.environ.get("INFERA_SHARED_DIR", os.path.join(REPO, "..", "shared"))
 
 

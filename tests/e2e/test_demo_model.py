@@ -79,8 +79,10 @@ class DemoModelTest(unittest.TestCase):
     def test_chat_template_is_chatml(self):
         r = infera("info", GGUF)
         self.assertEqual(r.returncode, 0)
-        ids = infera("tokenize", "--model", GGUF, "--parse-special", "<|im_start|>user").stdout.decode().split()
-        self.assertEqual(len(ids), 2)  # <|im_start|> is one token
+        ids = infera("tokenize", "--model", GGUF, "--parse-special", "<|im_start|>").stdout.decode().split()
+        self.assertEqual(len(ids), 1)  # one token
+        with open(os.path.join(HF, "tokenizer_config.json")) as f:
+            self.assertIn("<|im_start|>", json.load(f)["chat_template"])
 
 
 if __name__ == "__main__":

@@ -78,6 +78,9 @@ def export(work, dest):
            ("tokenizer.ggml.add_eos_token", "bool", False), ("tokenizer.ggml.add_space_prefix", "bool", True),
            ("tokenizer.chat_template", "str", CHATML)]
     F16, F32 = mf.GGML_F16, mf.GGML_F32
+    # Norms are stored as F32 (llama.cpp's convention) but hold the F16-rounded
+    # values of the HF export, so both exports compute the same logits.
+    W = {k: (v.astype(np.float16).astype(np.float32) if v.ndim == 1 else v) for k, v in W.items()}
     T = [("token_embd.weight", W["model.embed_tokens.weight"], F16), ("output_norm.weight", W["model.norm.weight"], F32),
          ("output.weight", W["lm_head.weight"], F16)]
     for i in range(cfg["n_layers"]):
@@ -109,7 +112,13 @@ def export(work, dest):
                    "add_bos_token": True, "add_eos_token": False, "chat_template": CHATML}, f, indent=2)
     mf.write_safetensors(os.path.join(hf, "model.safetensors"), W, "F16")
     shutil.copy(os.path.join(work, "tokenizer.model"), os.path.join(hf, "tokenizer.model"))
-    shutil.copy(os.path.join(work, "heldout.txt"), os.path.join(dest, "heldout.txt"))
+    # The held-out split as the model saw text in training: SentencePiece's
+    # default nmt_nfkc normalization turned newlines into spaces, so verses and
+    # chapters are joined by single spaces (infera tokenizes this identically).
+    with open(os.path.join(work, "heldout.txt")) as f:
+        held = " ".join(f.read().split())
+    with open(os.path.join(dest, "heldout.txt"), "w") as f:
+        f.write(held)
     shutil.copy(os.path.join(work, "train.log"), os.path.join(dest, "train.log"))
     with open(os.path.join(dest, "training.json"), "w") as f:
         json.dump({"steps": state["step"], "minutes": round(state["seconds"] / 60, 1),
@@ -149,7 +158,7 @@ def evaluate(work, dest, ctx=128):
     model = Llama(Config(**ck["cfg"]))
     model.load_state_dict({k: v.half().float() for k, v in ck["model"].items()})
     sp = spm.SentencePieceProcessor(model_file=os.path.join(work, "tokenizer.model"))
-    with open(os.path.join(work, "heldout.txt")) as f:
+    with open(os.path.join(dest, "heldout.txt")) as f:
         text = f.read()
     ppl, count, n = perplexity(model, sp, text, ctx)
     result = {"heldout_ppl": ppl, "ctx": ctx, "chunks": n, "tokens_scored": count,
