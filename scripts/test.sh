@@ -12,8 +12,10 @@ rm -f build/ctest.log build-asan/ctest.log
 
 bash scripts/install-deps.sh
 
-run_ctest() {  # $1 = build dir
-  (cd "$1" && ctest --output-on-failure -j "$JOBS" --timeout 900) | tee "$1/ctest.log"
+run_ctest() {  # $1 = build dir, then extra ctest arguments
+  local dir="$1"
+  shift
+  (cd "$dir" && ctest --output-on-failure -j "$JOBS" --timeout 900 "$@") | tee "$dir/ctest.log"
 }
 
 echo "== release build (-Werror)"
@@ -27,7 +29,10 @@ if [ "${INFERA_SKIP_ASAN:-0}" != 1 ]; then
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DINFERA_SANITIZE=address,undefined -DINFERA_BENCH=OFF >/dev/null
   cmake --build build-asan -j "$JOBS"
-  ASAN_OPTIONS=detect_leaks=1 run_ctest build-asan
+  # The llama.cpp perplexity sweep (14 files x 40 chunks through the scalar
+  # dequantize path) takes ~10 min under ASan; its code is covered there by
+  # the bit-exact dequantization test, so the sanitizer stage skips it.
+  ASAN_OPTIONS=detect_leaks=1 run_ctest build-asan -E '^py_test_perplexity$'
 fi
 
 if [ "${INFERA_SKIP_FUZZ:-0}" != 1 ]; then
