@@ -15,6 +15,14 @@
 namespace infera::cli {
 namespace {
 
+// Parses space-separated token ids; false if anything else is in the text.
+bool ParseIds(const std::string& text, std::vector<int32_t>* ids) {
+  std::istringstream in(text);
+  long long v;
+  while (in >> v) ids->push_back(static_cast<int32_t>(v));
+  return in.eof();
+}
+
 struct TokenizeArgs {
   std::string model, text, file, pre, split;
   bool pieces = false, add_special = false, parse_special = false;
@@ -82,10 +90,7 @@ struct DetokenizeArgs {
 
 int Detokenize(const DetokenizeArgs& a) {
   std::vector<int32_t> ids;
-  std::istringstream in(a.ids);
-  long long v;
-  while (in >> v) ids.push_back(static_cast<int32_t>(v));
-  if (!in.eof()) return ReportError("ids must be space-separated integers");
+  if (!ParseIds(a.ids, &ids)) return ReportError("ids must be space-separated integers");
   auto tok = TokenizerFromFile(a.model, -1, a.pre);
   if (!tok.ok()) return ReportError(tok.status());
   for (int32_t id : ids) {
@@ -108,10 +113,7 @@ struct EvalArgs {
 // ("incremental"), or in chunks of N ("chunk:N").
 int EvalLogits(const EvalArgs& a, const RuntimeOptions& rt) {
   std::vector<int32_t> ids;
-  std::istringstream in(a.tokens);
-  long long v;
-  while (in >> v) ids.push_back(static_cast<int32_t>(v));
-  if (!in.eof()) return ReportError("--tokens must be space-separated integers");
+  if (!ParseIds(a.tokens, &ids)) return ReportError("--tokens must be space-separated integers");
   if (ids.empty()) return ReportError("--tokens is empty");
   int32_t chunk = 0;
   if (a.mode == "full") chunk = static_cast<int32_t>(ids.size());
