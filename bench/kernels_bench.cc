@@ -1,6 +1,7 @@
 // Matmul throughput per ISA and weight type (Google Benchmark).
 //   build/bench/kernels_bench --benchmark_filter=Decode
 // Decode: one token (M = 1), bandwidth-bound. Prefill: M = 64, compute-bound.
+// Args: n_in, n_out, threads.
 #include <cstring>
 #include <random>
 #include <vector>
@@ -8,7 +9,7 @@
 #include <benchmark/benchmark.h>
 
 #include "kernels/kernels.h"
-#include "tensor/fp16.h"
+#include "quant/quantize.h"
 
 namespace infera {
 namespace {
@@ -19,22 +20,20 @@ void RunMatmul(benchmark::State& state, CpuIsa isa, DType type, int64_t m) {
     return;
   }
   const int64_t n_in = state.range(0), n_out = state.range(1);
-  const size_t esz = type == DType::kF32 ? 4 : 2;
-  std::vector<uint8_t> w(n_in * n_out * esz);
+  const size_t row_bytes = *RowBytes(type, n_in);
+  std::vector<uint8_t> w(row_bytes * n_out);
   std::mt19937 rng(1);
   std::normal_distribution<float> d(0, 0.02f);
-  for (int64_t i = 0; i < n_in * n_out; ++i) {
-    const float x = d(rng);
-    if (type == DType::kF32) std::memcpy(&w[i * 4], &x, 4);
-    else {
-      const uint16_t h = type == DType::kF16 ? Fp32ToFp16(x) : Fp32ToBf16(x);
-      std::memcpy(&w[i * 2], &h, 2);
-    }
+  std::vector<float> row(n_in);
+  for (int64_t r = 0; r < n_out; ++r) {
+    for (auto& v : row) v = d(rng);
+    QuantizeRow(type, row.data(), w.data() + r * row_bytes, n_in);
   }
-  std::vector<float> x(m * n_in, 0.5f), y(m * n_out);
+  std::vector<float> x(m * n_in), y(m * n_out);
+  for (auto& v : x) v = d(rng);
   const KernelTable k = MakeKernelTable(isa);
   ThreadPool pool(static_cast<int>(state.range(2)));
-  WeightMatrix W{type, n_in, n_out, w.data(), static_cast<size_t>(n_in * esz)};
+  WeightMatrix W{type, n_in, n_out, w.data(), row_bytes};
   for (auto _ : state) {
     Matmul(k, pool, W, x.data(), m, y.data());
     benchmark::DoNotOptimize(y.data());
@@ -54,8 +53,13 @@ MATMUL_BENCH(kAvx512, kF32, 1, Decode_Avx512_F32);
 MATMUL_BENCH(kAvx2, kF16, 1, Decode_Avx2_F16);
 MATMUL_BENCH(kAvx512, kF16, 1, Decode_Avx512_F16);
 MATMUL_BENCH(kAvx512, kBF16, 1, Decode_Avx512_BF16);
+MATMUL_BENCH(kAvx2, kQ8_0, 1, Decode_Avx2_Q8_0);
+MATMUL_BENCH(kAvx512, kQ8_0, 1, Decode_Avx512_Q8_0);
+MATMUL_BENCH(kAvx512, kQ4_0, 1, Decode_Avx512_Q4_0);
 MATMUL_BENCH(kAvx512, kF32, 64, Prefill64_Avx512_F32);
 MATMUL_BENCH(kAvx512, kF16, 64, Prefill64_Avx512_F16);
+MATMUL_BENCH(kAvx512, kQ8_0, 64, Prefill64_Avx512_Q8_0);
+MATMUL_BENCH(kAvx512, kQ4_0, 64, Prefill64_Avx512_Q4_0);
 
 }  // namespace
 }  // namespace infera

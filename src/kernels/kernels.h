@@ -3,14 +3,25 @@
 // entry; each ISA level overrides only what it speeds up. Every override is
 // tested against the reference (tests/unit/kernels_test.cc).
 //
-// Batch invariance: every output element is produced by one call of a
-// per-row function whose reduction order depends only on n_in and the ISA, so
-// results do not depend on how many tokens or threads share a call.
+// Numerics are defined by the scalar reference, and every ISA reproduces them
+// bit for bit: a dot product of length n is 16 "lanes" (lane l takes elements
+// l, l+16, ... for float weights; bytes 4l..4l+3 of each 64-byte chunk for
+// quantized ones), each accumulated with fused multiply-adds in k order and
+// summed by one fixed tree (Reduce16). So a token's output never depends on
+// how many tokens, rows or threads share a call (batch invariance), nor on the
+// ISA.
+//
+// Quantized weights: the activations are quantized once per matmul to 8-bit
+// blocks of 32 (QuantActs), each weight row is unpacked into unsigned bytes u
+// plus a scale s and min m per 16 elements (weight = s * (u - offset) + m,
+// offset = 2^shift), and the dot product is integer within 4 elements
+// (AVX-512 VNNI vpdpbusd, AVX2 vpmaddwd), float across groups.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "base/cpu_features.h"
 #include "base/thread_pool.h"
@@ -18,24 +29,68 @@
 
 namespace infera {
 
-// y[r] = W[r, :] · x for r in [0, n_rows). W rows are `row_bytes` apart, each
-// n_in elements of the table entry's weight type; x is f32 [n_in].
-using DotRowsFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t n_rows, const float* x,
-                           int64_t n_in, float* y);
+// Elements per unpack unit; quantized rows are padded with zeros to a multiple.
+inline constexpr int64_t kQUnit = 256;
+
+inline int64_t RoundUpToUnit(int64_t n) { return (n + kQUnit - 1) / kQUnit * kQUnit; }
+
+// Activations of nt tokens quantized to int8, rows padded to n_pad (a multiple
+// of kQUnit) with zeros. Per token t (views into one buffer owned elsewhere):
+//   q     [n_pad]      int8, x ≈ da * q, blocks of 32 with their own da
+//   bias4 [n_pad / 4]  -(sum of each 4 q) << shift: folds the weight offset in
+//   da16  [n_pad / 16] da of the block holding each 16-group
+//   ms16  [n_pad / 16] da * (sum of the 16-group's q): for weight mins
+struct QuantActs {
+  int64_t n_pad = 0;
+  const int8_t* q = nullptr;
+  const int32_t* bias4 = nullptr;
+  const float* da16 = nullptr;
+  const float* ms16 = nullptr;
+  const int8_t* Q(int64_t t) const { return q + t * n_pad; }
+  const int32_t* Bias4(int64_t t) const { return bias4 + t * (n_pad / 4); }
+  const float* Da16(int64_t t) const { return da16 + t * (n_pad / 16); }
+  const float* Ms16(int64_t t) const { return ms16 + t * (n_pad / 16); }
+};
+
+// How a quantized weight type maps onto the unpacked form.
+struct QuantTraits {
+  bool supported = false;
+  int shift = -1;        // weight offset 2^shift, or -1 for none
+  bool has_min = false;  // per-group float min m (otherwise m = 0)
+};
+QuantTraits GetQuantTraits(DType t);
+
+// x [nt, n] (row stride ldx) -> acts in `buf` (grown as needed, reused).
+QuantActs QuantizeActs(const float* x, int64_t nt, int64_t ldx, int64_t n, int shift,
+                       std::vector<uint8_t>* buf);
+
+// Float weights: y[t * ldy + r] = W[r, :] · x[t * ldx + :] for r < nr <= 4,
+// t < nt <= 4; W rows are row_bytes apart.
+using FloatTileFn = void (*)(const uint8_t* w, size_t row_bytes, int nr, const float* x, int64_t ldx,
+                             int nt, int64_t n, float* y, int64_t ldy);
+// One quantized row of n elements -> u [n_pad], s16, m16 [n_pad / 16] (zeros
+// in the padding).
+using UnpackRowFn = void (*)(const uint8_t* row, int64_t n, uint8_t* u, float* s16, float* m16);
+// Unpacked row · tokens t0 .. t0+nt-1 (nt <= 4): y[i * ldy] for token t0+i.
+using QDotFn = void (*)(const uint8_t* u, const float* s16, const float* m16, bool has_min,
+                        const QuantActs& a, int64_t t0, int nt, float* y, int64_t ldy);
 
 struct KernelTable {
   CpuIsa isa = CpuIsa::kScalar;
-  DotRowsFn dot_rows_f32 = nullptr;
-  DotRowsFn dot_rows_f16 = nullptr;
-  DotRowsFn dot_rows_bf16 = nullptr;
-  // Quantized block types, indexed by DType value (null: unsupported).
-  std::array<DotRowsFn, 64> dot_rows_quant{};
+  const char* qdot_variant = "scalar";
+  FloatTileFn tile_f32 = nullptr;
+  FloatTileFn tile_f16 = nullptr;
+  FloatTileFn tile_bf16 = nullptr;
+  // Indexed by DType value (null: unsupported).
+  std::array<UnpackRowFn, 64> unpack{};
+  QDotFn qdot = nullptr;
   // Plain f32 dot product (attention scores).
   float (*dot_f32)(const float* a, const float* b, int64_t n) = nullptr;
   // y += a * x (attention value accumulation).
   void (*axpy_f32)(float a, const float* x, float* y, int64_t n) = nullptr;
 
-  DotRowsFn DotRowsFor(DType t) const;
+  FloatTileFn FloatTileFor(DType t) const;
+  UnpackRowFn UnpackFor(DType t) const;
 };
 
 // Fills the table for `isa` (clamped to what `DetectCpuFeatures` reports).
@@ -52,9 +107,20 @@ struct WeightMatrix {
 };
 
 // y [m, n_out] = x [m, n_in] · W^T, split over output rows across the pool.
-// Each thread walks blocks of W rows and reuses each block for all m tokens.
+// Each thread takes a contiguous range of rows (multiples of 16: no two
+// threads write one cache line) and walks tokens in L2-sized blocks, so each
+// weight row (or unpacked quantized row) is reused by every token of a block.
+// Uses per-thread scratch that grows once; no allocation in steady state.
 void Matmul(const KernelTable& k, ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t m,
             float* y);
+
+// The sum of 16 lanes in the fixed order every kernel uses.
+inline float Reduce16(const float* v) {
+  float h[8], q[4];
+  for (int i = 0; i < 8; ++i) h[i] = v[i] + v[i + 8];
+  for (int i = 0; i < 4; ++i) q[i] = h[i] + h[i + 4];
+  return (q[0] + q[2]) + (q[1] + q[3]);
+}
 
 // Element-wise ops (single-threaded, called per row).
 // y[i] = x[i] / rms(x) * w[i]; accumulates in double.

@@ -1,5 +1,8 @@
 // Every ISA variant of every kernel against the scalar reference, over many
-// shapes (odd sizes and tails), plus batch/thread invariance of Matmul.
+// shapes (odd sizes and tails): bit-identical, since the reference defines the
+// lane structure and every ISA reproduces it. The reference itself is checked
+// against double-precision dot products of the dequantized weights. Plus
+// batch/thread invariance of Matmul for every weight type.
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -9,6 +12,7 @@
 
 #include "kernels/kernels.h"
 #include "tensor/fp16.h"
+#include "tensor/quant_blocks.h"
 
 namespace infera {
 namespace {
@@ -21,44 +25,100 @@ std::vector<CpuIsa> AvailableIsas() {
   return v;
 }
 
-std::vector<uint8_t> RandomWeights(DType t, int64_t n, std::mt19937& rng) {
-  std::normal_distribution<float> d(0, 1);
-  const size_t esz = t == DType::kF32 ? 4 : 2;
-  std::vector<uint8_t> w(n * esz);
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = d(rng);
-    if (t == DType::kF32) std::memcpy(&w[i * 4], &x, 4);
-    else {
-      uint16_t h = t == DType::kF16 ? Fp32ToFp16(x) : Fp32ToBf16(x);
-      std::memcpy(&w[i * 2], &h, 2);
+const DType kFloatTypes[] = {DType::kF32, DType::kF16, DType::kBF16};
+const DType kQuantTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kIQ4_NL,
+                             DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+
+// Offsets of the f16 scale fields inside one block of each type.
+std::vector<int> HalfFields(DType t) {
+  switch (t) {
+    case DType::kQ4_1:
+    case DType::kQ5_1:
+    case DType::kQ4_K:
+    case DType::kQ5_K: return {0, 2};
+    case DType::kQ2_K: return {80, 82};
+    case DType::kQ3_K: return {108};
+    case DType::kQ6_K: return {208};
+    default: return {0};
+  }
+}
+
+// Random weights of any type: random bits in the quants, sane f16 scales.
+std::vector<uint8_t> RandomWeights(DType t, int64_t rows, int64_t n, std::mt19937& rng) {
+  const DTypeInfo& info = GetDTypeInfo(t);
+  const size_t row_bytes = *RowBytes(t, n);
+  std::vector<uint8_t> w(rows * row_bytes);
+  std::normal_distribution<float> nd(0, 1);
+  if (!info.quantized) {
+    for (int64_t i = 0; i < rows * n; ++i) {
+      const float x = nd(rng);
+      if (t == DType::kF32) std::memcpy(&w[i * 4], &x, 4);
+      else {
+        const uint16_t h = t == DType::kF16 ? Fp32ToFp16(x) : Fp32ToBf16(x);
+        std::memcpy(&w[i * 2], &h, 2);
+      }
+    }
+    return w;
+  }
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (auto& b : w) b = static_cast<uint8_t>(byte(rng));
+  std::uniform_real_distribution<float> scale(0.001f, 0.05f);
+  for (size_t b = 0; b < w.size() / info.type_size; ++b) {
+    for (int off : HalfFields(t)) {
+      const uint16_t h = Fp32ToFp16(scale(rng) * (off == 2 || off == 82 ? -1.0f : 1.0f) * 0.5f);
+      std::memcpy(&w[b * info.type_size + off], &h, 2);
     }
   }
   return w;
 }
 
-const int64_t kSizes[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128, 255, 256, 257, 1000, 4097};
+std::vector<float> RandomVec(int64_t n, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0, 1);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+
+std::vector<int64_t> QuantSizes(DType t) {
+  if (GetDTypeInfo(t).block_size == 256) return {256, 512, 768, 2560};
+  return {32, 64, 96, 160, 224, 256, 288, 480, 960};
+}
+
+const int64_t kFloatSizes[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128, 255, 256, 257, 1000, 4097};
+
+double DotDouble(DType t, const uint8_t* row, const float* x, int64_t n) {
+  std::vector<float> w(n);
+  DequantizeRow(t, row, w.data(), n);
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(w[i]) * x[i];
+  return s;
+}
 
 class KernelIsaTest : public ::testing::TestWithParam<CpuIsa> {};
 
-TEST_P(KernelIsaTest, DotRowsMatchReference) {
+TEST_P(KernelIsaTest, FloatTilesMatchReferenceExactly) {
   const KernelTable ref = MakeKernelTable(CpuIsa::kScalar);
   const KernelTable k = MakeKernelTable(GetParam());
   ASSERT_EQ(k.isa, GetParam());
   std::mt19937 rng(7);
-  std::normal_distribution<float> d(0, 1);
-  for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
-    for (int64_t n : kSizes) {
-      const int64_t rows = 5;
-      auto w = RandomWeights(t, rows * n, rng);
-      std::vector<float> x(n);
-      for (auto& v : x) v = d(rng);
-      std::vector<float> y_ref(rows), y(rows);
-      const size_t row_bytes = n * (t == DType::kF32 ? 4 : 2);
-      ref.DotRowsFor(t)(w.data(), row_bytes, rows, x.data(), n, y_ref.data());
-      k.DotRowsFor(t)(w.data(), row_bytes, rows, x.data(), n, y.data());
-      for (int64_t r = 0; r < rows; ++r) {
-        EXPECT_NEAR(y[r], y_ref[r], 1e-5 * std::sqrt(static_cast<double>(n)) * 4)
-            << DTypeName(t) << " n=" << n << " row " << r;
+  for (DType t : kFloatTypes) {
+    for (int64_t n : kFloatSizes) {
+      const int rows = 4, toks = 4;
+      auto w = RandomWeights(t, rows, n, rng);
+      auto x = RandomVec(toks * n, rng);
+      const size_t rb = *RowBytes(t, n);
+      for (int nr : {1, 3, 4}) {
+        for (int nt : {1, 2, 4}) {
+          std::vector<float> y_ref(toks * rows, -1), y(toks * rows, -1);
+          ref.FloatTileFor(t)(w.data(), rb, nr, x.data(), n, nt, n, y_ref.data(), rows);
+          k.FloatTileFor(t)(w.data(), rb, nr, x.data(), n, nt, n, y.data(), rows);
+          ASSERT_EQ(std::memcmp(y.data(), y_ref.data(), y.size() * 4), 0) << DTypeName(t) << " n=" << n;
+        }
+      }
+      for (int r = 0; r < rows; ++r) {
+        std::vector<float> y(1);
+        ref.FloatTileFor(t)(w.data() + r * rb, rb, 1, x.data(), n, 1, n, y.data(), 1);
+        EXPECT_NEAR(y[0], DotDouble(t, w.data() + r * rb, x.data(), n), 1e-5 * std::sqrt(double(n)) * 4);
       }
     }
   }
@@ -68,46 +128,146 @@ TEST_P(KernelIsaTest, DotAndAxpyMatchReference) {
   const KernelTable ref = MakeKernelTable(CpuIsa::kScalar);
   const KernelTable k = MakeKernelTable(GetParam());
   std::mt19937 rng(3);
-  std::normal_distribution<float> d(0, 1);
-  for (int64_t n : kSizes) {
-    std::vector<float> a(n), b(n), y1(n), y2(n);
-    for (int64_t i = 0; i < n; ++i) { a[i] = d(rng); b[i] = d(rng); y1[i] = y2[i] = d(rng); }
-    EXPECT_NEAR(k.dot_f32(a.data(), b.data(), n), ref.dot_f32(a.data(), b.data(), n), 1e-4 * std::sqrt(double(n)));
+  for (int64_t n : kFloatSizes) {
+    auto a = RandomVec(n, rng), b = RandomVec(n, rng), y1 = RandomVec(n, rng);
+    auto y2 = y1;
+    EXPECT_EQ(k.dot_f32(a.data(), b.data(), n), ref.dot_f32(a.data(), b.data(), n)) << n;
     ref.axpy_f32(0.37f, a.data(), y1.data(), n);
     k.axpy_f32(0.37f, a.data(), y2.data(), n);
-    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(y1[i], y2[i], 1e-6) << n;
+    EXPECT_EQ(std::memcmp(y1.data(), y2.data(), n * 4), 0) << n;
   }
 }
 
-// Batch invariance: the output row of one token is bit-identical whether it
-// is computed alone (M = 1) or inside a batch of 64, with 1 or 2 threads.
-TEST_P(KernelIsaTest, MatmulIsBatchAndThreadInvariant) {
+TEST_P(KernelIsaTest, UnpackersMatchReferenceAndDequantization) {
+  const KernelTable ref = MakeKernelTable(CpuIsa::kScalar);
   const KernelTable k = MakeKernelTable(GetParam());
+  std::mt19937 rng(5);
+  for (DType t : kQuantTypes) {
+    const QuantTraits tr = GetQuantTraits(t);
+    ASSERT_TRUE(tr.supported) << DTypeName(t);
+    for (int64_t n : QuantSizes(t)) {
+      auto w = RandomWeights(t, 1, n, rng);
+      const int64_t n_pad = RoundUpToUnit(n);
+      std::vector<uint8_t> u1(n_pad, 0xAA), u2(n_pad, 0x55);
+      std::vector<float> s1(n_pad / 16, 7), s2(n_pad / 16, 9), m1(n_pad / 16, 7), m2(n_pad / 16, 9);
+      ref.UnpackFor(t)(w.data(), n, u1.data(), s1.data(), m1.data());
+      k.UnpackFor(t)(w.data(), n, u2.data(), s2.data(), m2.data());
+      ASSERT_EQ(u1, u2) << DTypeName(t) << " n=" << n;
+      ASSERT_EQ(std::memcmp(s1.data(), s2.data(), s1.size() * 4), 0) << DTypeName(t);
+      if (tr.has_min) {
+        ASSERT_EQ(std::memcmp(m1.data(), m2.data(), m1.size() * 4), 0) << DTypeName(t);
+      }
+      // The unpacked form means the same weights as the block format.
+      std::vector<float> deq(n);
+      DequantizeRow(t, w.data(), deq.data(), n);
+      const float off = tr.shift >= 0 ? static_cast<float>(1 << tr.shift) : 0.0f;
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = s1[i / 16] * (static_cast<float>(u1[i]) - off) + (tr.has_min ? m1[i / 16] : 0.0f);
+        ASSERT_NEAR(v, deq[i], 1e-6f + 1e-6f * std::fabs(deq[i])) << DTypeName(t) << " i=" << i;
+      }
+      for (int64_t i = n; i < n_pad; ++i) ASSERT_EQ(u1[i], 0);
+    }
+  }
+}
+
+TEST_P(KernelIsaTest, QuantDotMatchesReferenceExactly) {
+  const KernelTable ref = MakeKernelTable(CpuIsa::kScalar);
+  const KernelTable k = MakeKernelTable(GetParam());
+  std::mt19937 rng(9);
+  for (DType t : kQuantTypes) {
+    const QuantTraits tr = GetQuantTraits(t);
+    for (int64_t n : QuantSizes(t)) {
+      const int toks = 4;
+      auto w = RandomWeights(t, 1, n, rng);
+      auto x = RandomVec(toks * n, rng);
+      std::vector<uint8_t> buf;
+      const QuantActs a = QuantizeActs(x.data(), toks, n, n, tr.shift, &buf);
+      const int64_t n_pad = RoundUpToUnit(n);
+      std::vector<uint8_t> u(n_pad);
+      std::vector<float> s(n_pad / 16), m(n_pad / 16);
+      ref.UnpackFor(t)(w.data(), n, u.data(), s.data(), m.data());
+      for (int nt : {1, 2, 3, 4}) {
+        std::vector<float> y_ref(toks, -1), y(toks, -1);
+        ref.qdot(u.data(), s.data(), m.data(), tr.has_min, a, 0, nt, y_ref.data(), 1);
+        k.qdot(u.data(), s.data(), m.data(), tr.has_min, a, 0, nt, y.data(), 1);
+        ASSERT_EQ(std::memcmp(y.data(), y_ref.data(), toks * 4), 0) << DTypeName(t) << " n=" << n << " nt=" << nt;
+      }
+      // The integer dot approximates the exact one within the 8-bit
+      // activation rounding (|dq| <= da / 2 per element).
+      std::vector<float> y(toks);
+      ref.qdot(u.data(), s.data(), m.data(), tr.has_min, a, 0, toks, y.data(), 1);
+      std::vector<float> deq(n);
+      DequantizeRow(t, w.data(), deq.data(), n);
+      for (int i = 0; i < toks; ++i) {
+        double bound = 0;
+        for (int64_t e = 0; e < n; ++e) bound += std::fabs(deq[e]) * a.Da16(i)[e / 16] * 0.5;
+        EXPECT_NEAR(y[i], DotDouble(t, w.data(), x.data() + i * n, n), bound * 1.01 + 1e-4)
+            << DTypeName(t) << " n=" << n;
+      }
+    }
+  }
+}
+
+// Batch invariance: a token's output row is bit-identical whether it is
+// computed alone (M = 1) or inside a batch of 64, with 1 or 2 threads, for
+// every weight type; and identical across ISAs.
+TEST_P(KernelIsaTest, MatmulIsBatchThreadAndIsaInvariant) {
+  const KernelTable k = MakeKernelTable(GetParam());
+  const KernelTable ref = MakeKernelTable(CpuIsa::kScalar);
   std::mt19937 rng(11);
-  std::normal_distribution<float> d(0, 1);
   ThreadPool p1(1), p2(2);
-  for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
-    for (int64_t n_in : {64, 100, 257}) {
+  std::vector<DType> types(std::begin(kFloatTypes), std::end(kFloatTypes));
+  types.insert(types.end(), std::begin(kQuantTypes), std::end(kQuantTypes));
+  for (DType t : types) {
+    const bool k256 = GetDTypeInfo(t).block_size == 256;
+    const std::vector<int64_t> ins = GetDTypeInfo(t).quantized ? std::vector<int64_t>{k256 ? 256 : 96, k256 ? 512 : 288}
+                                                                 : std::vector<int64_t>{64, 100, 257};
+    for (int64_t n_in : ins) {
       const int64_t n_out = 75, m = 64;
-      auto w = RandomWeights(t, n_in * n_out, rng);
-      WeightMatrix W{t, n_in, n_out, w.data(), static_cast<size_t>(n_in * (t == DType::kF32 ? 4 : 2))};
-      std::vector<float> x(m * n_in);
-      for (auto& v : x) v = d(rng);
-      std::vector<float> y_batch1(m * n_out), y_batch2(m * n_out), y_one(n_out);
-      Matmul(k, p1, W, x.data(), m, y_batch1.data());
-      Matmul(k, p2, W, x.data(), m, y_batch2.data());
-      EXPECT_EQ(std::memcmp(y_batch1.data(), y_batch2.data(), y_batch1.size() * 4), 0);
+      auto w = RandomWeights(t, n_out, n_in, rng);
+      WeightMatrix W{t, n_in, n_out, w.data(), *RowBytes(t, n_in)};
+      auto x = RandomVec(m * n_in, rng);
+      std::vector<float> y1(m * n_out), y2(m * n_out), y_ref(m * n_out), y_one(n_out);
+      Matmul(k, p1, W, x.data(), m, y1.data());
+      Matmul(k, p2, W, x.data(), m, y2.data());
+      Matmul(ref, p2, W, x.data(), m, y_ref.data());
+      EXPECT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * 4), 0) << DTypeName(t);
+      EXPECT_EQ(std::memcmp(y1.data(), y_ref.data(), y1.size() * 4), 0) << DTypeName(t);
       for (int64_t row : {0L, 17L, 63L}) {
         Matmul(k, p2, W, x.data() + row * n_in, 1, y_one.data());
-        EXPECT_EQ(std::memcmp(y_one.data(), y_batch1.data() + row * n_out, n_out * 4), 0)
+        EXPECT_EQ(std::memcmp(y_one.data(), y1.data() + row * n_out, n_out * 4), 0)
             << DTypeName(t) << " n_in=" << n_in << " row " << row;
       }
+      // Chunked: tokens 0..9 then 10..63 give the same rows.
+      std::vector<float> yc(m * n_out);
+      Matmul(k, p2, W, x.data(), 10, yc.data());
+      Matmul(k, p2, W, x.data() + 10 * n_in, m - 10, yc.data() + 10 * n_out);
+      EXPECT_EQ(std::memcmp(yc.data(), y1.data(), yc.size() * 4), 0) << DTypeName(t);
     }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllIsas, KernelIsaTest, ::testing::ValuesIn(AvailableIsas()),
                          [](const auto& info) { return std::string(CpuIsaName(info.param)); });
+
+TEST(Kernels, QuantizeActsRoundTrips) {
+  std::mt19937 rng(1);
+  auto x = RandomVec(96, rng);
+  x[5] = 0;
+  std::vector<uint8_t> buf;
+  const QuantActs a = QuantizeActs(x.data(), 1, 96, 96, 3, &buf);
+  ASSERT_EQ(a.n_pad, 256);
+  for (int i = 0; i < 96; ++i) EXPECT_NEAR(a.Q(0)[i] * a.Da16(0)[i / 16], x[i], a.Da16(0)[i / 16] * 0.5f + 1e-7f);
+  for (int l = 0; l < 24; ++l) {
+    const int8_t* q = a.Q(0) + 4 * l;
+    EXPECT_EQ(a.Bias4(0)[l], -8 * (q[0] + q[1] + q[2] + q[3]));
+  }
+  for (int i = 96; i < 256; ++i) EXPECT_EQ(a.Q(0)[i], 0);
+  std::vector<float> zeros(32, 0.0f);
+  const QuantActs z = QuantizeActs(zeros.data(), 1, 32, 32, 7, &buf);
+  EXPECT_EQ(z.Da16(0)[0], 0.0f);
+  EXPECT_EQ(z.Q(0)[3], 0);
+}
 
 TEST(Kernels, RmsNormSiluSoftmax) {
   std::vector<float> x = {1, -2, 3, -4}, w = {1, 1, 2, 0.5f}, y(4);
