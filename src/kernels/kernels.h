@@ -4,18 +4,17 @@
 // tested against the reference (tests/unit/kernels_test.cc).
 //
 // Numerics are defined by the scalar reference, and every ISA reproduces them
-// bit for bit: a dot product of length n is 16 "lanes" (lane l takes elements
-// l, l+16, ... for float weights; bytes 4l..4l+3 of each 64-byte chunk for
-// quantized ones), each accumulated with fused multiply-adds in k order and
-// summed by one fixed tree (Reduce16). So a token's output never depends on
-// how many tokens, rows or threads share a call (batch invariance), nor on the
-// ISA.
+// bit for bit. A float dot product of length n is 16 "lanes" (lane l takes
+// elements l, l+16, ...), each accumulated with fused multiply-adds in k
+// order and summed by one fixed tree (Reduce16). So a token's output never
+// depends on how many tokens, rows or threads share a call (batch
+// invariance), nor on the ISA.
 //
 // Quantized weights: the activations are quantized once per matmul to 8-bit
-// blocks of 32 (QuantActs), each weight row is unpacked into unsigned bytes u
-// plus a scale s and min m per 16 elements (weight = s * (u - offset) + m,
-// offset = 2^shift), and the dot product is integer within 4 elements
-// (AVX-512 VNNI vpdpbusd, AVX2 vpmaddwd), float across groups.
+// blocks of 32 (QuantActs), the weights are repacked at load (packed.h), and
+// each output is an exact integer dot per k-block (AVX-512 VNNI vpdpbusd,
+// AVX2 vpmaddubsw / vpmaddwd), accumulated in float across k-blocks in order
+// (QGemmFn): again one fixed order per output, whatever M, ISA or threads.
 #pragma once
 
 #include <array>
@@ -25,72 +24,43 @@
 
 #include "base/cpu_features.h"
 #include "base/thread_pool.h"
+#include "kernels/packed.h"
 #include "tensor/dtype.h"
 
 namespace infera {
 
-// Elements per unpack unit; quantized rows are padded with zeros to a multiple.
+// Elements per unpack unit; unpacked rows are padded with zeros to a multiple.
 inline constexpr int64_t kQUnit = 256;
 
 inline int64_t RoundUpToUnit(int64_t n) { return (n + kQUnit - 1) / kQUnit * kQUnit; }
-
-// Activations of nt tokens quantized to int8, rows padded to n_pad (a multiple
-// of kQUnit) with zeros. Per token t (views into one buffer owned elsewhere):
-//   q     [n_pad]      int8, x ≈ da * q, blocks of 32 with their own da
-//   bias4 [n_pad / 4]  -(sum of each 4 q) << shift: folds the weight offset in
-//   da16  [n_pad / 16] da of the block holding each 16-group
-//   ms16  [n_pad / 16] da * (sum of the 16-group's q): for weight mins
-struct QuantActs {
-  int64_t n_pad = 0;
-  const int8_t* q = nullptr;
-  const int32_t* bias4 = nullptr;
-  const float* da16 = nullptr;
-  const float* ms16 = nullptr;
-  const int8_t* Q(int64_t t) const { return q + t * n_pad; }
-  const int32_t* Bias4(int64_t t) const { return bias4 + t * (n_pad / 4); }
-  const float* Da16(int64_t t) const { return da16 + t * (n_pad / 16); }
-  const float* Ms16(int64_t t) const { return ms16 + t * (n_pad / 16); }
-};
-
-// How a quantized weight type maps onto the unpacked form.
-struct QuantTraits {
-  bool supported = false;
-  int shift = -1;        // weight offset 2^shift, or -1 for none
-  bool has_min = false;  // per-group float min m (otherwise m = 0)
-};
-QuantTraits GetQuantTraits(DType t);
-
-// x [nt, n] (row stride ldx) -> acts in `buf` (grown as needed, reused).
-QuantActs QuantizeActs(const float* x, int64_t nt, int64_t ldx, int64_t n, int shift,
-                       std::vector<uint8_t>* buf);
 
 // Float weights: y[t * ldy + r] = W[r, :] · x[t * ldx + :] for r < nr <= 4,
 // t < nt <= 4; W rows are row_bytes apart.
 using FloatTileFn = void (*)(const uint8_t* w, size_t row_bytes, int nr, const float* x, int64_t ldx,
                              int nt, int64_t n, float* y, int64_t ldy);
 // One quantized row of n elements -> u [n_pad], s16, m16 [n_pad / 16] (zeros
-// in the padding).
+// in the padding); weight = s16 * (u - 2^shift) + m16 per 16-group.
 using UnpackRowFn = void (*)(const uint8_t* row, int64_t n, uint8_t* u, float* s16, float* m16);
-// Unpacked row · tokens t0 .. t0+nt-1 (nt <= 4): y[i * ldy] for token t0+i.
-using QDotFn = void (*)(const uint8_t* u, const float* s16, const float* m16, bool has_min,
-                        const QuantActs& a, int64_t t0, int nt, float* y, int64_t ldy);
+// Packed quantized rows of one 16-row group · tokens t0 .. t0+nt-1 (nt <= 4):
+// y[i * 16 + r] for token t0+i and row r of the group. For each row and
+// token, in k-block order: isum = bias + sum(u * q) (exact integer),
+// acc = fma(float(isum), s * da, acc), and with mins macc = fma(m, dsum, macc);
+// the result is acc + macc.
+using QGemmFn = void (*)(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y);
 
 struct KernelTable {
   CpuIsa isa = CpuIsa::kScalar;
-  const char* qdot_variant = "scalar";
+  const char* qgemm_variant = "scalar";
   FloatTileFn tile_f32 = nullptr;
   FloatTileFn tile_f16 = nullptr;
   FloatTileFn tile_bf16 = nullptr;
-  // Indexed by DType value (null: unsupported).
-  std::array<UnpackRowFn, 64> unpack{};
-  QDotFn qdot = nullptr;
+  QGemmFn qgemm = nullptr;
   // Plain f32 dot product (attention scores).
   float (*dot_f32)(const float* a, const float* b, int64_t n) = nullptr;
   // y += a * x (attention value accumulation).
   void (*axpy_f32)(float a, const float* x, float* y, int64_t n) = nullptr;
 
   FloatTileFn FloatTileFor(DType t) const;
-  UnpackRowFn UnpackFor(DType t) const;
 };
 
 // Fills the table for `isa` (clamped to what `DetectCpuFeatures` reports).
@@ -104,12 +74,15 @@ struct WeightMatrix {
   int64_t n_out = 0;
   const uint8_t* data = nullptr;
   size_t row_bytes = 0;
+  // For quantized types: the packed copy the kernels read (owned by the
+  // model). Null: Matmul packs on the fly (tests, tools; slow).
+  const PackedMatrix* packed = nullptr;
 };
 
 // y [m, n_out] = x [m, n_in] · W^T, split over output rows across the pool.
 // Each thread takes a contiguous range of rows (multiples of 16: no two
 // threads write one cache line) and walks tokens in L2-sized blocks, so each
-// weight row (or unpacked quantized row) is reused by every token of a block.
+// weight tile is reused by every token of a block.
 // Uses per-thread scratch that grows once; no allocation in steady state.
 void Matmul(const KernelTable& k, ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t m,
             float* y);

@@ -100,35 +100,46 @@ Status LlamaRunner::Forward(const ForwardBatch& b, KvStorage& kv, std::vector<fl
   EmbedTokens(b);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const auto& W = *model_.weights;
+  // Per-token work split over the pool (inline for a single token).
+  auto for_tokens = [&](FunctionRef<void(int64_t, int64_t)> fn) {
+    if (T > 1) pool_.ParallelFor(T, 1, fn);
+    else fn(0, T);
+  };
+  auto add_residual = [&](int64_t t0, int64_t t1) {
+    for (size_t i = size_t(t0) * d; i < size_t(t1) * d; ++i) x_[i] += tmp_[i];
+  };
   for (int l = 0; l < c_.n_layer; ++l) {
     const LayerWeights& L = W.layers[l];
-    for (int32_t t = 0; t < T; ++t) RmsNorm(&x_[size_t(t) * d], L.attn_norm.data(), &xn_[size_t(t) * d], d, c_.rms_eps);
+    for_tokens([&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) RmsNorm(&x_[size_t(t) * d], L.attn_norm.data(), &xn_[size_t(t) * d], d, c_.rms_eps);
+    });
     Matmul(k_, pool_, L.wq, xn_.data(), T, q_.data());
     Matmul(k_, pool_, L.wk, xn_.data(), T, kk_.data());
     Matmul(k_, pool_, L.wv, xn_.data(), T, vv_.data());
     float* kc = kv.k(l);
     float* vc = kv.v(l);
-    for (int32_t t = 0; t < T; ++t) {
-      float* q = &q_[size_t(t) * qd];
-      float* k = &kk_[size_t(t) * kvd];
-      float* v = &vv_[size_t(t) * kvd];
-      if (c_.qkv_bias) {
-        for (int i = 0; i < qd; ++i) q[i] += L.bq[i];
-        for (int i = 0; i < kvd; ++i) { k[i] += L.bk[i]; v[i] += L.bv[i]; }
+    for_tokens([&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        float* q = &q_[size_t(t) * qd];
+        float* k = &kk_[size_t(t) * kvd];
+        float* v = &vv_[size_t(t) * kvd];
+        if (c_.qkv_bias) {
+          for (int i = 0; i < qd; ++i) q[i] += L.bq[i];
+          for (int i = 0; i < kvd; ++i) { k[i] += L.bk[i]; v[i] += L.bv[i]; }
+        }
+        Rope(q, c_.n_head, b.positions[t]);
+        Rope(k, c_.n_head_kv, b.positions[t]);
+        const int32_t slot = (*b.seq_slots[b.seq[t]])[b.positions[t]];
+        std::memcpy(kc + size_t(slot) * kvd, k, sizeof(float) * kvd);
+        std::memcpy(vc + size_t(slot) * kvd, v, sizeof(float) * kvd);
       }
-      Rope(q, c_.n_head, b.positions[t]);
-      Rope(k, c_.n_head_kv, b.positions[t]);
-      const int32_t slot = (*b.seq_slots[b.seq[t]])[b.positions[t]];
-      std::memcpy(kc + size_t(slot) * kvd, k, sizeof(float) * kvd);
-      std::memcpy(vc + size_t(slot) * kvd, v, sizeof(float) * kvd);
-    }
-    // Attention: one work item per (token, head).
+    });
+    // Attention: one work item per (token, head), dealt round-robin so the
+    // long causal rows of late tokens spread over all threads.
     const int64_t items = int64_t(T) * c_.n_head;
     pool_.Run([&](int thread, int n_threads) {
-      const int64_t per = (items + n_threads - 1) / n_threads;
-      const int64_t begin = thread * per, end = std::min(items, begin + per);
       const int group = c_.n_head / c_.n_head_kv;
-      for (int64_t it = begin; it < end; ++it) {
+      for (int64_t it = thread; it < items; it += n_threads) {
         const int32_t t = static_cast<int32_t>(it / c_.n_head);
         const int h = static_cast<int>(it % c_.n_head);
         const int32_t p = b.positions[t];
@@ -140,14 +151,17 @@ Status LlamaRunner::Forward(const ForwardBatch& b, KvStorage& kv, std::vector<fl
       }
     });
     Matmul(k_, pool_, L.wo, att_.data(), T, tmp_.data());
-    for (size_t i = 0; i < size_t(T) * d; ++i) x_[i] += tmp_[i];
-
-    for (int32_t t = 0; t < T; ++t) RmsNorm(&x_[size_t(t) * d], L.ffn_norm.data(), &xn_[size_t(t) * d], d, c_.rms_eps);
+    for_tokens([&](int64_t t0, int64_t t1) {
+      add_residual(t0, t1);
+      for (int64_t t = t0; t < t1; ++t) RmsNorm(&x_[size_t(t) * d], L.ffn_norm.data(), &xn_[size_t(t) * d], d, c_.rms_eps);
+    });
     Matmul(k_, pool_, L.w_gate, xn_.data(), T, gate_.data());
     Matmul(k_, pool_, L.w_up, xn_.data(), T, up_.data());
-    for (int32_t t = 0; t < T; ++t) SiluMul(&gate_[size_t(t) * ff], &up_[size_t(t) * ff], ff);
+    for_tokens([&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) SiluMul(&gate_[size_t(t) * ff], &up_[size_t(t) * ff], ff);
+    });
     Matmul(k_, pool_, L.w_down, gate_.data(), T, tmp_.data());
-    for (size_t i = 0; i < size_t(T) * d; ++i) x_[i] += tmp_[i];
+    for_tokens(add_residual);
   }
 
   const int32_t R = static_cast<int32_t>(b.logit_rows.size());

@@ -1,5 +1,8 @@
 #include "model/weights.h"
 
+#include <atomic>
+#include <thread>
+
 #include <cstring>
 
 #include <fmt/format.h>
@@ -133,7 +136,41 @@ class Builder {
       RETURN_IF_ERROR(Matrix(n("ffn_up.weight"), d, ff, &L.w_up));
       RETURN_IF_ERROR(Matrix(n("ffn_down.weight"), ff, d, &L.w_down));
     }
+    PackQuantized();
     return Status::Ok();
+  }
+
+  // Repacks every quantized matrix used in a matmul (not an untied token
+  // embedding, which is only looked up by row) for the integer kernels, on
+  // all cores.
+  void PackQuantized() {
+    std::vector<WeightMatrix*> todo;
+    auto add = [&](WeightMatrix* m) {
+      if (GetPackFormat(m->type).supported) todo.push_back(m);
+    };
+    add(&w_->output);
+    for (auto& L : w_->layers) {
+      for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) add(m);
+    }
+    if (todo.empty()) return;
+    w_->packed.resize(todo.size());
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i; (i = next.fetch_add(1)) < todo.size();) {
+        const WeightMatrix& m = *todo[i];
+        w_->packed[i] = std::make_unique<PackedMatrix>(
+            PackedMatrix::Pack(m.type, m.data, m.row_bytes, m.n_in, m.n_out));
+      }
+    };
+    const int n_threads = std::max(1, std::min<int>(ThreadPool::DefaultThreadCount(), static_cast<int>(todo.size())));
+    std::vector<std::thread> threads;
+    for (int t = 1; t < n_threads; ++t) threads.emplace_back(work);
+    work();
+    for (auto& th : threads) th.join();
+    for (size_t i = 0; i < todo.size(); ++i) {
+      todo[i]->packed = w_->packed[i].get();
+      w_->packed_bytes += w_->packed[i]->bytes();
+    }
   }
 
  private:

@@ -31,6 +31,9 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   std::vector<float> rope_freq_factors;  // empty, or rope_dim/2 divisors
   std::deque<std::vector<uint8_t>> owned;  // buffers for converted tensors
+  // Packed copies of the quantized matrices (WeightMatrix::packed points here).
+  std::vector<std::unique_ptr<PackedMatrix>> packed;
+  uint64_t packed_bytes = 0;
   uint64_t total_bytes = 0;                // bytes of all weight tensors
 };
 

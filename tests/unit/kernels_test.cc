@@ -138,71 +138,75 @@ TEST_P(KernelIsaTest, DotAndAxpyMatchReference) {
   }
 }
 
-TEST_P(KernelIsaTest, UnpackersMatchReferenceAndDequantization) {
-  const KernelTable ref = MakeKernelTable(CpuIsa::kScalar);
-  const KernelTable k = MakeKernelTable(GetParam());
+// The packed form (via the scalar unpackers) means the same weights as the
+// GGUF blocks: s * (u - 2^shift) + m == dequantized value, for every row,
+// including a last group padded with zero rows.
+TEST(PackedMatrix, PacksEveryTypeFaithfully) {
   std::mt19937 rng(5);
   for (DType t : kQuantTypes) {
-    const QuantTraits tr = GetQuantTraits(t);
-    ASSERT_TRUE(tr.supported) << DTypeName(t);
+    const PackFormat f = GetPackFormat(t);
+    ASSERT_TRUE(f.supported) << DTypeName(t);
     for (int64_t n : QuantSizes(t)) {
-      auto w = RandomWeights(t, 1, n, rng);
-      const int64_t n_pad = RoundUpToUnit(n);
-      std::vector<uint8_t> u1(n_pad, 0xAA), u2(n_pad, 0x55);
-      std::vector<float> s1(n_pad / 16, 7), s2(n_pad / 16, 9), m1(n_pad / 16, 7), m2(n_pad / 16, 9);
-      ref.UnpackFor(t)(w.data(), n, u1.data(), s1.data(), m1.data());
-      k.UnpackFor(t)(w.data(), n, u2.data(), s2.data(), m2.data());
-      ASSERT_EQ(u1, u2) << DTypeName(t) << " n=" << n;
-      ASSERT_EQ(std::memcmp(s1.data(), s2.data(), s1.size() * 4), 0) << DTypeName(t);
-      if (tr.has_min) {
-        ASSERT_EQ(std::memcmp(m1.data(), m2.data(), m1.size() * 4), 0) << DTypeName(t);
-      }
-      // The unpacked form means the same weights as the block format.
+      const int64_t rows = 21;
+      auto w = RandomWeights(t, rows, n, rng);
+      const size_t rb = *RowBytes(t, n);
+      const PackedMatrix pm = PackedMatrix::Pack(t, w.data(), rb, n, rows);
+      ASSERT_EQ(pm.n_groups(), 2);
+      const float off = f.shift >= 0 ? static_cast<float>(1 << f.shift) : 0.0f;
       std::vector<float> deq(n);
-      DequantizeRow(t, w.data(), deq.data(), n);
-      const float off = tr.shift >= 0 ? static_cast<float>(1 << tr.shift) : 0.0f;
-      for (int64_t i = 0; i < n; ++i) {
-        const float v = s1[i / 16] * (static_cast<float>(u1[i]) - off) + (tr.has_min ? m1[i / 16] : 0.0f);
-        ASSERT_NEAR(v, deq[i], 1e-6f + 1e-6f * std::fabs(deq[i])) << DTypeName(t) << " i=" << i;
+      for (int64_t row = 0; row < 32; ++row) {
+        if (row < rows) DequantizeRow(t, w.data() + row * rb, deq.data(), n);
+        const int r = static_cast<int>(row % 16);
+        for (int64_t e = 0; e < n; ++e) {
+          const uint8_t* blk = pm.Block(row / 16, e / f.block);
+          const auto* sm = reinterpret_cast<const float*>(blk + pm.quant_bytes());
+          const int u = PackedMatrix::Quant(f, blk, r, static_cast<int>(e % f.block));
+          if (row >= rows) {
+            ASSERT_EQ(u, 0);
+            continue;
+          }
+          const float v = sm[r] * (static_cast<float>(u) - off) + (f.has_min ? sm[16 + r] : 0.0f);
+          ASSERT_NEAR(v, deq[e], 1e-6f + 1e-6f * std::fabs(deq[e])) << DTypeName(t) << " row " << row << " e " << e;
+        }
       }
-      for (int64_t i = n; i < n_pad; ++i) ASSERT_EQ(u1[i], 0);
     }
   }
 }
 
-TEST_P(KernelIsaTest, QuantDotMatchesReferenceExactly) {
+TEST_P(KernelIsaTest, QuantGemmMatchesReferenceExactly) {
   const KernelTable ref = MakeKernelTable(CpuIsa::kScalar);
   const KernelTable k = MakeKernelTable(GetParam());
   std::mt19937 rng(9);
   for (DType t : kQuantTypes) {
-    const QuantTraits tr = GetQuantTraits(t);
+    const PackFormat f = GetPackFormat(t);
     for (int64_t n : QuantSizes(t)) {
       const int toks = 4;
-      auto w = RandomWeights(t, 1, n, rng);
+      const int64_t rows = 16;
+      auto w = RandomWeights(t, rows, n, rng);
+      const size_t rb = *RowBytes(t, n);
+      const PackedMatrix pm = PackedMatrix::Pack(t, w.data(), rb, n, rows);
       auto x = RandomVec(toks * n, rng);
       std::vector<uint8_t> buf;
-      const QuantActs a = QuantizeActs(x.data(), toks, n, n, tr.shift, &buf);
-      const int64_t n_pad = RoundUpToUnit(n);
-      std::vector<uint8_t> u(n_pad);
-      std::vector<float> s(n_pad / 16), m(n_pad / 16);
-      ref.UnpackFor(t)(w.data(), n, u.data(), s.data(), m.data());
+      const QuantActs a = QuantizeActs(x.data(), toks, n, n, f, &buf);
       for (int nt : {1, 2, 3, 4}) {
-        std::vector<float> y_ref(toks, -1), y(toks, -1);
-        ref.qdot(u.data(), s.data(), m.data(), tr.has_min, a, 0, nt, y_ref.data(), 1);
-        k.qdot(u.data(), s.data(), m.data(), tr.has_min, a, 0, nt, y.data(), 1);
-        ASSERT_EQ(std::memcmp(y.data(), y_ref.data(), toks * 4), 0) << DTypeName(t) << " n=" << n << " nt=" << nt;
+        std::vector<float> y_ref(toks * 16, -1), y(toks * 16, -1);
+        ref.qgemm(pm, 0, a, 0, nt, y_ref.data());
+        k.qgemm(pm, 0, a, 0, nt, y.data());
+        ASSERT_EQ(std::memcmp(y.data(), y_ref.data(), y.size() * 4), 0) << DTypeName(t) << " n=" << n << " nt=" << nt;
       }
       // The integer dot approximates the exact one within the 8-bit
       // activation rounding (|dq| <= da / 2 per element).
-      std::vector<float> y(toks);
-      ref.qdot(u.data(), s.data(), m.data(), tr.has_min, a, 0, toks, y.data(), 1);
+      std::vector<float> y(toks * 16);
+      ref.qgemm(pm, 0, a, 0, toks, y.data());
       std::vector<float> deq(n);
-      DequantizeRow(t, w.data(), deq.data(), n);
-      for (int i = 0; i < toks; ++i) {
-        double bound = 0;
-        for (int64_t e = 0; e < n; ++e) bound += std::fabs(deq[e]) * a.Da16(i)[e / 16] * 0.5;
-        EXPECT_NEAR(y[i], DotDouble(t, w.data(), x.data() + i * n, n), bound * 1.01 + 1e-4)
-            << DTypeName(t) << " n=" << n;
+      for (int r = 0; r < rows; ++r) {
+        DequantizeRow(t, w.data() + r * rb, deq.data(), n);
+        for (int i = 0; i < toks; ++i) {
+          double bound = 0;
+          for (int64_t e = 0; e < n; ++e) bound += std::fabs(deq[e]) * a.Da(i)[e / f.block] * 0.5;
+          EXPECT_NEAR(y[i * 16 + r], DotDouble(t, w.data() + r * rb, x.data() + i * n, n), bound * 1.01 + 1e-4)
+              << DTypeName(t) << " n=" << n;
+        }
       }
     }
   }
@@ -223,7 +227,7 @@ TEST_P(KernelIsaTest, MatmulIsBatchThreadAndIsaInvariant) {
     const std::vector<int64_t> ins = GetDTypeInfo(t).quantized ? std::vector<int64_t>{k256 ? 256 : 96, k256 ? 512 : 288}
                                                                  : std::vector<int64_t>{64, 100, 257};
     for (int64_t n_in : ins) {
-      const int64_t n_out = 75, m = 64;
+      const int64_t n_out = 75, m = 64;  // 75: a partial last row group
       auto w = RandomWeights(t, n_out, n_in, rng);
       WeightMatrix W{t, n_in, n_out, w.data(), *RowBytes(t, n_in)};
       auto x = RandomVec(m * n_in, rng);
@@ -255,17 +259,21 @@ TEST(Kernels, QuantizeActsRoundTrips) {
   auto x = RandomVec(96, rng);
   x[5] = 0;
   std::vector<uint8_t> buf;
-  const QuantActs a = QuantizeActs(x.data(), 1, 96, 96, 3, &buf);
-  ASSERT_EQ(a.n_pad, 256);
-  for (int i = 0; i < 96; ++i) EXPECT_NEAR(a.Q(0)[i] * a.Da16(0)[i / 16], x[i], a.Da16(0)[i / 16] * 0.5f + 1e-7f);
-  for (int l = 0; l < 24; ++l) {
-    const int8_t* q = a.Q(0) + 4 * l;
-    EXPECT_EQ(a.Bias4(0)[l], -8 * (q[0] + q[1] + q[2] + q[3]));
+  for (DType t : {DType::kQ4_0, DType::kQ6_K, DType::kQ4_K}) {
+    const PackFormat f = GetPackFormat(t);
+    const QuantActs a = QuantizeActs(x.data(), 1, 96, 96, f, &buf);
+    ASSERT_EQ(a.nb(), 96 / f.block);
+    for (int i = 0; i < 96; ++i) EXPECT_NEAR(a.Q(0)[i] * a.Da(0)[i / f.block], x[i], a.Da(0)[i / f.block] * 0.5f + 1e-7f);
+    for (int b = 0; b < a.nb(); ++b) {
+      int sum = 0;
+      for (int i = 0; i < f.block; ++i) sum += a.Q(0)[b * f.block + i];
+      EXPECT_EQ(a.Bias(0)[b], f.shift >= 0 ? -sum * (1 << f.shift) : 0);
+      EXPECT_EQ(a.Dsum(0)[b], a.Da(0)[b] * static_cast<float>(sum));
+    }
   }
-  for (int i = 96; i < 256; ++i) EXPECT_EQ(a.Q(0)[i], 0);
   std::vector<float> zeros(32, 0.0f);
-  const QuantActs z = QuantizeActs(zeros.data(), 1, 32, 32, 7, &buf);
-  EXPECT_EQ(z.Da16(0)[0], 0.0f);
+  const QuantActs z = QuantizeActs(zeros.data(), 1, 32, 32, GetPackFormat(DType::kQ8_0), &buf);
+  EXPECT_EQ(z.Da(0)[0], 0.0f);
   EXPECT_EQ(z.Q(0)[3], 0);
 }
 

@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/reference/unpack.h"
 #include "tensor/fp16.h"
 
 namespace infera::reference {
@@ -47,35 +46,27 @@ void FloatTile(const uint8_t* w, size_t row_bytes, int nr, const float* x, int64
   }
 }
 
-// The defining quantized dot: per 256-element unit, c[g] = s16[g] * da16[g];
-// lane l of 64-byte chunk j holds the integer sum of 4 products u * q plus
-// bias4 and accumulates fma(isum, c[4j + l/4]); with mins, lane g of a second
-// accumulator takes fma(m16[g], ms16[g]) per unit.
-void QDot(const uint8_t* u, const float* s16, const float* m16, bool has_min, const QuantActs& a, int64_t t0, int nt,
-          float* y, int64_t ldy) {
+// The defining quantized matmul on packed weights (see QGemmFn).
+void QGemm(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
+  const PackFormat& f = w.format();
+  constexpr int kR = PackedMatrix::kRows;
   for (int i = 0; i < nt; ++i) {
     const int8_t* q = a.Q(t0 + i);
-    const int32_t* bias4 = a.Bias4(t0 + i);
-    const float* da16 = a.Da16(t0 + i);
-    const float* ms16 = a.Ms16(t0 + i);
-    float acc[16] = {}, macc[16] = {};
-    for (int64_t k = 0; k < a.n_pad; k += kQUnit) {
-      const int64_t g0 = k / 16;
-      float c[16];
-      for (int g = 0; g < 16; ++g) c[g] = s16[g0 + g] * da16[g0 + g];
-      if (has_min) {
-        for (int g = 0; g < 16; ++g) macc[g] = std::fma(m16[g0 + g], ms16[g0 + g], macc[g]);
+    const int32_t* bias = a.Bias(t0 + i);
+    const float* da = a.Da(t0 + i);
+    const float* dsum = a.Dsum(t0 + i);
+    for (int r = 0; r < kR; ++r) {
+      float acc = 0, macc = 0;
+      for (int64_t b = 0; b < w.n_blocks(); ++b) {
+        const uint8_t* blk = w.Block(group, b);
+        const auto* s = reinterpret_cast<const float*>(blk + w.quant_bytes());
+        int32_t isum = bias[b];
+        for (int e = 0; e < f.block; ++e) isum += PackedMatrix::Quant(f, blk, r, e) * q[b * f.block + e];
+        acc = std::fma(static_cast<float>(isum), s[r] * da[b], acc);
+        if (f.has_min) macc = std::fma(s[kR + r], dsum[b], macc);
       }
-      for (int j = 0; j < 4; ++j) {
-        for (int l = 0; l < 16; ++l) {
-          const int64_t e = k + 64 * j + 4 * l;
-          int32_t isum = bias4[e / 4];
-          for (int b = 0; b < 4; ++b) isum += static_cast<int32_t>(u[e + b]) * q[e + b];
-          acc[l] = std::fma(static_cast<float>(isum), c[4 * j + l / 4], acc[l]);
-        }
-      }
+      y[i * kR + r] = acc + macc;
     }
-    y[i * ldy] = Reduce16(acc) + (has_min ? Reduce16(macc) : 0.0f);
   }
 }
 
@@ -91,14 +82,13 @@ void AxpyF32(float a, const float* x, float* y, int64_t n) {
 
 void Fill(KernelTable* t) {
   t->isa = CpuIsa::kScalar;
-  t->qdot_variant = "scalar";
+  t->qgemm_variant = "scalar";
   t->tile_f32 = FloatTile<LoadF32>;
   t->tile_f16 = FloatTile<LoadF16>;
   t->tile_bf16 = FloatTile<LoadBf16>;
-  t->qdot = QDot;
+  t->qgemm = QGemm;
   t->dot_f32 = DotF32;
   t->axpy_f32 = AxpyF32;
-  for (size_t i = 0; i < t->unpack.size(); ++i) t->unpack[i] = ScalarUnpacker(static_cast<DType>(i));
 }
 
 }  // namespace infera::reference

@@ -99,60 +99,97 @@ void AxpyF32(float a, const float* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = __builtin_fmaf(a, x[i], y[i]);
 }
 
-// Sums of 4 products u8 × s8 for the 8 lanes of 32 bytes, exactly (no
-// saturation, unlike vpmaddubsw with u up to 255).
-inline __m256i Sum4(const uint8_t* u, const int8_t* q) {
-  const __m256i pa = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(u))),
-                                       _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q))));
-  const __m256i pb =
-      _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(u + 16))),
-                        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16))));
-  // hadd gives lanes 0 1 4 5 2 3 6 7.
-  return _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(pa, pb), _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
-}
-
-void QDot(const uint8_t* u, const float* s16, const float* m16, bool has_min, const QuantActs& a, int64_t t0, int nt,
-          float* y, int64_t ldy) {
-  for (int i = 0; i < nt; ++i) {
-    const int8_t* q = a.Q(t0 + i);
-    const int32_t* bias4 = a.Bias4(t0 + i);
-    const float* da16 = a.Da16(t0 + i);
-    const float* ms16 = a.Ms16(t0 + i);
-    V16 acc = {_mm256_setzero_ps(), _mm256_setzero_ps()}, macc = acc;
-    for (int64_t k = 0; k < a.n_pad; k += kQUnit) {
-      const int64_t g0 = k / 16;
-      alignas(32) float c[16];
-      _mm256_store_ps(c, _mm256_mul_ps(_mm256_loadu_ps(s16 + g0), _mm256_loadu_ps(da16 + g0)));
-      _mm256_store_ps(c + 8, _mm256_mul_ps(_mm256_loadu_ps(s16 + g0 + 8), _mm256_loadu_ps(da16 + g0 + 8)));
-      if (has_min) {
-        macc.lo = _mm256_fmadd_ps(_mm256_loadu_ps(m16 + g0), _mm256_loadu_ps(ms16 + g0), macc.lo);
-        macc.hi = _mm256_fmadd_ps(_mm256_loadu_ps(m16 + g0 + 8), _mm256_loadu_ps(ms16 + g0 + 8), macc.hi);
-      }
-      for (int j = 0; j < 4; ++j) {
-        for (int h = 0; h < 2; ++h) {
-          const int64_t e = k + 64 * j + 32 * h;
-          const __m256i isum =
-              _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias4 + e / 4)), Sum4(u + e, q + e));
-          const int g = 4 * j + 2 * h;
-          const __m256 cv = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_broadcast_ss(&c[g])), _mm_broadcast_ss(&c[g + 1]), 1);
-          __m256& dst = h == 0 ? acc.lo : acc.hi;
-          dst = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), cv, dst);
+// Packed quantized matmul, one 16-row group (rows 0-7 in .lo, 8-15 in .hi)
+// × kT (<= 2) tokens. vpmaddubsw on 4-bit values cannot saturate
+// (15 * 127 * 2 < 2^15); 8-bit quants are split into two nibbles.
+template <int kBits, int kBlock, bool kMin, int kT>
+void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, float* y) {
+  constexpr int kChunks = kBits == 8 ? kBlock / 4 : kBlock / 8;
+  const size_t qbytes = w.quant_bytes();
+  const size_t stride = w.block_bytes();
+  const int64_t nb = w.n_blocks();
+  const __m256i lo4 = _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1), sixteen = _mm256_set1_epi16(16);
+  V16 acc[kT], macc[kT];
+  for (int t = 0; t < kT; ++t) acc[t] = macc[t] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  const uint8_t* blk = w.Block(group, 0);
+  for (int64_t b = 0; b < nb; ++b, blk += stride) {
+    __m256i isum[kT][2];
+    for (int t = 0; t < kT; ++t) isum[t][0] = isum[t][1] = _mm256_set1_epi32(a.Bias(t0 + t)[b]);
+    for (int c = 0; c < kChunks; ++c) {
+      for (int h = 0; h < 2; ++h) {
+        const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(blk + 64 * c + 32 * h));
+        const __m256i wl = _mm256_and_si256(raw, lo4);
+        const __m256i wh = _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4);
+        for (int t = 0; t < kT; ++t) {
+          const int8_t* qt = a.Q(t0 + t) + b * kBlock;
+          int32_t a_lo, a_hi;
+          if constexpr (kBits == 8) {
+            std::memcpy(&a_lo, qt + 4 * c, 4);
+            const __m256i av = _mm256_set1_epi32(a_lo);
+            const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wh, av), sixteen),
+                                               _mm256_madd_epi16(_mm256_maddubs_epi16(wl, av), ones));
+            isum[t][h] = _mm256_add_epi32(isum[t][h], p);
+          } else {
+            std::memcpy(&a_lo, qt + 4 * c, 4);
+            std::memcpy(&a_hi, qt + kBlock / 2 + 4 * c, 4);
+            const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wl, _mm256_set1_epi32(a_lo)), ones),
+                                               _mm256_madd_epi16(_mm256_maddubs_epi16(wh, _mm256_set1_epi32(a_hi)), ones));
+            isum[t][h] = _mm256_add_epi32(isum[t][h], p);
+          }
         }
       }
     }
-    y[i * ldy] = Sum(acc) + (has_min ? Sum(macc) : 0.0f);
+    const auto* sp = reinterpret_cast<const float*>(blk + qbytes);
+    for (int t = 0; t < kT; ++t) {
+      const __m256 d = _mm256_set1_ps(a.Da(t0 + t)[b]);
+      acc[t].lo = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t][0]), _mm256_mul_ps(_mm256_load_ps(sp), d), acc[t].lo);
+      acc[t].hi = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t][1]), _mm256_mul_ps(_mm256_load_ps(sp + 8), d), acc[t].hi);
+      if constexpr (kMin) {
+        const __m256 ds = _mm256_set1_ps(a.Dsum(t0 + t)[b]);
+        macc[t].lo = _mm256_fmadd_ps(_mm256_load_ps(sp + 16), ds, macc[t].lo);
+        macc[t].hi = _mm256_fmadd_ps(_mm256_load_ps(sp + 24), ds, macc[t].hi);
+      }
+    }
   }
+  for (int t = 0; t < kT; ++t) {
+    _mm256_storeu_ps(y + 16 * t, _mm256_add_ps(acc[t].lo, macc[t].lo));
+    _mm256_storeu_ps(y + 16 * t + 8, _mm256_add_ps(acc[t].hi, macc[t].hi));
+  }
+}
+
+template <int kBits, int kBlock, bool kMin>
+void QGemmFormat(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
+  for (int t = 0; t < nt; t += 2) {
+    if (nt - t >= 2) QGemmT<kBits, kBlock, kMin, 2>(w, group, a, t0 + t, y + 16 * t);
+    else QGemmT<kBits, kBlock, kMin, 1>(w, group, a, t0 + t, y + 16 * t);
+  }
+}
+
+void QGemm(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
+  const PackFormat& f = w.format();
+  if (f.bits == 4) {
+    if (f.block == 32) {
+      return f.has_min ? QGemmFormat<4, 32, true>(w, group, a, t0, nt, y)
+                       : QGemmFormat<4, 32, false>(w, group, a, t0, nt, y);
+    }
+    return f.has_min ? QGemmFormat<4, 16, true>(w, group, a, t0, nt, y) : QGemmFormat<4, 16, false>(w, group, a, t0, nt, y);
+  }
+  if (f.block == 32) {
+    return f.has_min ? QGemmFormat<8, 32, true>(w, group, a, t0, nt, y) : QGemmFormat<8, 32, false>(w, group, a, t0, nt, y);
+  }
+  return f.has_min ? QGemmFormat<8, 16, true>(w, group, a, t0, nt, y) : QGemmFormat<8, 16, false>(w, group, a, t0, nt, y);
 }
 
 }  // namespace
 
 void Fill(KernelTable* t) {
   t->isa = CpuIsa::kAvx2;
-  t->qdot_variant = "avx2";
+  t->qgemm_variant = "avx2";
   t->tile_f32 = FloatTile<4, LoadF32>;
   t->tile_f16 = FloatTile<2, LoadF16>;
   t->tile_bf16 = FloatTile<2, LoadBf16>;
-  t->qdot = QDot;
+  t->qgemm = QGemm;
   t->dot_f32 = DotF32;
   t->axpy_f32 = AxpyF32;
 }

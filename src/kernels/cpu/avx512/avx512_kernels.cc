@@ -4,7 +4,6 @@
 
 #include <cstring>
 
-#include "kernels/cpu/avx512/avx512_unpack.h"
 
 namespace infera::avx512 {
 namespace {
@@ -110,7 +109,6 @@ void Fill(KernelTable* t) {
   t->tile_bf16 = FloatTile<2, LoadBf16, MaskLoadBf16>;
   t->dot_f32 = DotF32;
   t->axpy_f32 = AxpyF32;
-  FillUnpackers(t);
 }
 
 }  // namespace infera::avx512

@@ -2,79 +2,100 @@
 
 #include <immintrin.h>
 
+#include <cstring>
+
 namespace infera::avx512vnni {
 namespace {
 
-inline float Sum(__m512 v) {
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, v);
-  return Reduce16(lanes);
-}
-
-// One unpacked row × kT tokens; the reference QDot's lanes exactly. The row's
-// bytes are loaded once per chunk and used by every token.
-template <int kT>
-void QDotT(const uint8_t* u, const float* s16, const float* m16, bool has_min, const QuantActs& a, int64_t t0, float* y,
-           int64_t ldy) {
-  // Lane l of chunk j takes c[4j + l/4].
-  const __m512i idx0 = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-  const __m512i four = _mm512_set1_epi32(4);
-  const __m512i idx[4] = {idx0, _mm512_add_epi32(idx0, four), _mm512_add_epi32(idx0, _mm512_add_epi32(four, four)),
-                          _mm512_add_epi32(idx0, _mm512_set1_epi32(12))};
+// One 16-row group × kT tokens: lane r of each vector is row r. Per k-block
+// the quants are loaded (and for 4-bit split into nibbles) once and used by
+// every token; vpdpbusd against 4 broadcast activation bytes accumulates the
+// exact integer dot of the block for all 16 rows at once.
+template <int kBits, int kBlock, bool kMin, int kT>
+void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, float* y) {
+  constexpr int kVecs = kBlock / 4;  // 4-element groups per block
+  constexpr int kLoads = kBits == 8 ? kVecs : kVecs / 2;
+  const size_t qbytes = w.quant_bytes();
+  const size_t stride = w.block_bytes();
+  const int64_t nb = w.n_blocks();
+  const __m512i lo = _mm512_set1_epi8(0x0F);
   __m512 acc[kT], macc[kT];
   const int8_t* q[kT];
-  const int32_t* bias4[kT];
-  const float* da16[kT];
-  const float* ms16[kT];
-#pragma GCC unroll 4
+  const int32_t* bias[kT];
+  const float* da[kT];
+  const float* dsum[kT];
   for (int t = 0; t < kT; ++t) {
     acc[t] = _mm512_setzero_ps();
     macc[t] = _mm512_setzero_ps();
     q[t] = a.Q(t0 + t);
-    bias4[t] = a.Bias4(t0 + t);
-    da16[t] = a.Da16(t0 + t);
-    ms16[t] = a.Ms16(t0 + t);
+    bias[t] = a.Bias(t0 + t);
+    da[t] = a.Da(t0 + t);
+    dsum[t] = a.Dsum(t0 + t);
   }
-  for (int64_t k = 0; k < a.n_pad; k += kQUnit) {
-    const int64_t g0 = k / 16;
-    const __m512 s = _mm512_loadu_ps(s16 + g0);
-    __m512 c[kT];
-#pragma GCC unroll 4
-    for (int t = 0; t < kT; ++t) c[t] = _mm512_mul_ps(s, _mm512_loadu_ps(da16[t] + g0));
-    if (has_min) {
-      const __m512 m = _mm512_loadu_ps(m16 + g0);
-#pragma GCC unroll 4
-      for (int t = 0; t < kT; ++t) macc[t] = _mm512_fmadd_ps(m, _mm512_loadu_ps(ms16[t] + g0), macc[t]);
-    }
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      const __m512i w = _mm512_loadu_si512(u + k + 64 * j);
-#pragma GCC unroll 4
-      for (int t = 0; t < kT; ++t) {
-        const __m512i isum = _mm512_dpbusd_epi32(_mm512_loadu_si512(bias4[t] + (k + 64 * j) / 4), w,
-                                                 _mm512_loadu_si512(q[t] + k + 64 * j));
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_permutexvar_ps(idx[j], c[t]), acc[t]);
+  const uint8_t* blk = w.Block(group, 0);
+  for (int64_t b = 0; b < nb; ++b, blk += stride) {
+    __m512i wv[kVecs];
+#pragma GCC unroll 8
+    for (int c = 0; c < kLoads; ++c) {
+      const __m512i raw = _mm512_load_si512(blk + 64 * c);
+      if constexpr (kBits == 8) {
+        wv[c] = raw;
+      } else {
+        wv[c] = _mm512_and_si512(raw, lo);
+        wv[kLoads + c] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), lo);
       }
     }
+    const __m512 s = _mm512_load_ps(blk + qbytes);
+    __m512 m = _mm512_setzero_ps();
+    if constexpr (kMin) m = _mm512_load_ps(blk + qbytes + 64);
+#pragma GCC unroll 4
+    for (int t = 0; t < kT; ++t) {
+      const int8_t* qt = q[t] + b * kBlock;
+      __m512i isum = _mm512_set1_epi32(bias[t][b]);
+#pragma GCC unroll 8
+      for (int c = 0; c < kVecs; ++c) {
+        const int e = kBits == 8 ? 4 * c : (c < kLoads ? 4 * c : kBlock / 2 + 4 * (c - kLoads));
+        int32_t a4;
+        std::memcpy(&a4, qt + e, 4);
+        isum = _mm512_dpbusd_epi32(isum, wv[c], _mm512_set1_epi32(a4));
+      }
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(s, _mm512_set1_ps(da[t][b])), acc[t]);
+      if constexpr (kMin) macc[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(dsum[t][b]), macc[t]);
+    }
   }
-  for (int t = 0; t < kT; ++t) y[t * ldy] = Sum(acc[t]) + (has_min ? Sum(macc[t]) : 0.0f);
+  for (int t = 0; t < kT; ++t) _mm512_storeu_ps(y + 16 * t, _mm512_add_ps(acc[t], macc[t]));
 }
 
-void QDot(const uint8_t* u, const float* s16, const float* m16, bool has_min, const QuantActs& a, int64_t t0, int nt,
-          float* y, int64_t ldy) {
+template <int kBits, int kBlock, bool kMin>
+void QGemmFormat(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
   switch (nt) {
-    case 4: return QDotT<4>(u, s16, m16, has_min, a, t0, y, ldy);
-    case 3: return QDotT<3>(u, s16, m16, has_min, a, t0, y, ldy);
-    case 2: return QDotT<2>(u, s16, m16, has_min, a, t0, y, ldy);
-    default: return QDotT<1>(u, s16, m16, has_min, a, t0, y, ldy);
+    case 4: return QGemmT<kBits, kBlock, kMin, 4>(w, group, a, t0, y);
+    case 3: return QGemmT<kBits, kBlock, kMin, 3>(w, group, a, t0, y);
+    case 2: return QGemmT<kBits, kBlock, kMin, 2>(w, group, a, t0, y);
+    default: return QGemmT<kBits, kBlock, kMin, 1>(w, group, a, t0, y);
   }
+}
+
+void QGemm(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
+  const PackFormat& f = w.format();
+  if (f.bits == 4) {
+    if (f.block == 32) {
+      return f.has_min ? QGemmFormat<4, 32, true>(w, group, a, t0, nt, y)
+                       : QGemmFormat<4, 32, false>(w, group, a, t0, nt, y);
+    }
+    return f.has_min ? QGemmFormat<4, 16, true>(w, group, a, t0, nt, y) : QGemmFormat<4, 16, false>(w, group, a, t0, nt, y);
+  }
+  if (f.block == 32) {
+    return f.has_min ? QGemmFormat<8, 32, true>(w, group, a, t0, nt, y) : QGemmFormat<8, 32, false>(w, group, a, t0, nt, y);
+  }
+  return f.has_min ? QGemmFormat<8, 16, true>(w, group, a, t0, nt, y) : QGemmFormat<8, 16, false>(w, group, a, t0, nt, y);
 }
 
 }  // namespace
 
 void Fill(KernelTable* t) {
-  t->qdot = QDot;
-  t->qdot_variant = "avx512vnni";
+  t->qgemm = QGemm;
+  t->qgemm_variant = "avx512vnni";
 }
 
 }  // namespace infera::avx512vnni

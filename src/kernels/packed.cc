@@ -1,0 +1,128 @@
+#include "kernels/packed.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "base/check.h"
+#include "kernels/reference/unpack.h"
+
+namespace infera {
+
+PackFormat GetPackFormat(DType t) {
+  switch (t) {
+    case DType::kQ4_0: return {true, 4, 32, false, 3};
+    case DType::kQ4_1: return {true, 4, 32, true, -1};
+    case DType::kQ4_K: return {true, 4, 32, true, -1};
+    case DType::kQ2_K: return {true, 4, 16, true, -1};
+    case DType::kQ3_K: return {true, 4, 16, false, 2};
+    case DType::kQ8_0: return {true, 8, 32, false, 7};
+    case DType::kIQ4_NL: return {true, 8, 32, false, 7};
+    case DType::kQ5_0: return {true, 8, 32, false, 4};
+    case DType::kQ5_1: return {true, 8, 32, true, -1};
+    case DType::kQ5_K: return {true, 8, 32, true, -1};
+    case DType::kQ6_K: return {true, 8, 16, false, 5};
+    default: return {};
+  }
+}
+
+void AlignedFree::operator()(uint8_t* p) const { std::free(p); }
+
+PackedMatrix PackedMatrix::Pack(DType t, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_out) {
+  PackedMatrix pm;
+  pm.type_ = t;
+  pm.fmt_ = GetPackFormat(t);
+  CHECK(pm.fmt_.supported);
+  CHECK(n_in % 32 == 0);
+  pm.n_in_ = n_in;
+  pm.n_out_ = n_out;
+  const size_t bytes = (pm.bytes() + 63) / 64 * 64;
+  pm.data_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, std::max<size_t>(bytes, 64))));
+  CHECK(pm.data_ != nullptr);
+  std::memset(pm.data_.get(), 0, bytes);
+  const UnpackRowFn unpack = reference::ScalarUnpacker(t);
+  const PackFormat& f = pm.fmt_;
+  const int64_t n_pad = RoundUpToUnit(n_in);
+  std::vector<uint8_t> u(n_pad);
+  std::vector<float> s16(n_pad / 16), m16(n_pad / 16);
+  const int half = f.block / 2;
+  for (int64_t row = 0; row < n_out; ++row) {
+    const int64_t g = row / kRows;
+    const int r = static_cast<int>(row % kRows);
+    unpack(w + row * row_bytes, n_in, u.data(), s16.data(), m16.data());
+    for (int64_t b = 0; b < pm.n_blocks(); ++b) {
+      uint8_t* blk = pm.data_.get() + (static_cast<size_t>(g) * pm.n_blocks() + b) * pm.block_bytes();
+      const uint8_t* ub = u.data() + b * f.block;
+      if (f.bits == 8) {
+        for (int e = 0; e < f.block; ++e) blk[(e / 4) * 64 + 4 * r + e % 4] = ub[e];
+      } else {
+        for (int e = 0; e < half; ++e) {
+          blk[(e / 4) * 64 + 4 * r + e % 4] = static_cast<uint8_t>(ub[e] | (ub[e + half] << 4));
+        }
+      }
+      auto* s = reinterpret_cast<float*>(blk + pm.quant_bytes());
+      s[r] = s16[b * f.block / 16];
+      if (f.has_min) s[16 + r] = m16[b * f.block / 16];
+    }
+  }
+  return pm;
+}
+
+namespace {
+
+// Round half to even for |v| < 2^22, as nearbyint in the default rounding
+// mode, in plain arithmetic the compiler vectorizes.
+inline float RoundEven(float v) {
+  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
+  return (v + kMagic) - kMagic;
+}
+
+void QuantizeToken(const float* xt, int64_t n, int64_t B, int32_t mul, int8_t* qt, int32_t* bias, float* da,
+                   float* dsum) {
+  for (int64_t b32 = 0; b32 < n / 32; ++b32) {
+    const float* xb = xt + b32 * 32;
+    float amax = 0;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    int8_t* qb = qt + b32 * 32;
+    for (int i = 0; i < 32; ++i) qb[i] = static_cast<int8_t>(RoundEven(xb[i] * id));
+    for (int64_t b = b32 * 32 / B; b < (b32 + 1) * 32 / B; ++b) {
+      int32_t sum = 0;
+      for (int64_t i = 0; i < B; ++i) sum += qt[b * B + i];
+      bias[b] = -sum * mul;
+      da[b] = d;
+      dsum[b] = d * static_cast<float>(sum);
+    }
+  }
+}
+
+}  // namespace
+
+QuantActs QuantizeActs(const float* x, int64_t nt, int64_t ldx, int64_t n, const PackFormat& f,
+                       std::vector<uint8_t>* buf, ThreadPool* pool) {
+  CHECK(n % 32 == 0);
+  const int64_t B = f.block, nb = n / B;
+  // Per token: q n bytes, bias/da/dsum 4 bytes per k-block each.
+  const size_t q_bytes = (static_cast<size_t>(nt * n) + 63) / 64 * 64;
+  const size_t need = q_bytes + static_cast<size_t>(nt * nb) * 12 + 64;
+  if (buf->size() < need) buf->resize(need);
+  uint8_t* base = buf->data();
+  base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
+  auto* q = reinterpret_cast<int8_t*>(base);
+  auto* bias = reinterpret_cast<int32_t*>(base + q_bytes);
+  auto* da = reinterpret_cast<float*>(bias + nt * nb);
+  float* dsum = da + nt * nb;
+  const int32_t mul = f.shift >= 0 ? (1 << f.shift) : 0;
+  auto run = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      QuantizeToken(x + t * ldx, n, B, mul, q + t * n, bias + t * nb, da + t * nb, dsum + t * nb);
+    }
+  };
+  if (pool != nullptr && nt > 1) pool->ParallelFor(nt, 1, run);
+  else run(0, nt);
+  return QuantActs{n, B, q, bias, da, dsum};
+}
+
+}  // namespace infera

@@ -1,0 +1,107 @@
+// Quantized weights repacked at load into the row-interleaved layout the
+// integer kernels stream: one 64-byte vector holds 4 consecutive elements of
+// each of 16 rows, so a vpdpbusd computes 16 output rows at once against 4
+// broadcast activation bytes and each weight byte is read once per token
+// tile. The layout is defined here (portable), the same for every ISA.
+//
+// Every quantized GGUF type maps onto: weight = s * (u - 2^shift) + m with u
+// an unsigned 4- or 8-bit integer, and s, m one float each per row and
+// k-block of `block` (16 or 32) elements (m = 0 unless has_min).
+//
+// Layout: rows in groups of 16 (zero rows pad the last group); per group,
+// n_in / block k-blocks, each:
+//   quants  block * 16 * bits / 8 bytes, as 64-byte chunks; chunk c holds
+//           4 elements of each row (row r at bytes 4r .. 4r+3):
+//             8-bit: elements 4c .. 4c+3 of the block
+//             4-bit: low nibbles elements 4c .. 4c+3, high nibbles elements
+//                    block/2 + 4c .. block/2 + 4c + 3
+//   s [16]  f32, one per row
+//   m [16]  f32, one per row (only if has_min)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "tensor/dtype.h"
+
+namespace infera {
+
+struct PackFormat {
+  bool supported = false;
+  int bits = 8;          // 4 or 8
+  int block = 32;        // 16 or 32 elements per scale
+  bool has_min = false;
+  int shift = -1;        // weight offset 2^shift; -1: none
+};
+PackFormat GetPackFormat(DType t);
+
+struct AlignedFree {
+  void operator()(uint8_t* p) const;
+};
+
+class PackedMatrix {
+ public:
+  static constexpr int kRows = 16;
+
+  DType type() const { return type_; }
+  const PackFormat& format() const { return fmt_; }
+  int64_t n_in() const { return n_in_; }
+  int64_t n_out() const { return n_out_; }
+  int64_t n_groups() const { return (n_out_ + kRows - 1) / kRows; }
+  int64_t n_blocks() const { return n_in_ / fmt_.block; }
+  size_t quant_bytes() const { return static_cast<size_t>(fmt_.block) * kRows * fmt_.bits / 8; }
+  size_t block_bytes() const { return quant_bytes() + (fmt_.has_min ? 128 : 64); }
+  size_t bytes() const { return static_cast<size_t>(n_groups()) * n_blocks() * block_bytes(); }
+  const uint8_t* Block(int64_t group, int64_t b) const {
+    return data_.get() + (static_cast<size_t>(group) * n_blocks() + b) * block_bytes();
+  }
+
+  // W [n_out, n_in] of a quantized type, rows row_bytes apart -> packed.
+  // Single-threaded; call from several threads on disjoint matrices.
+  static PackedMatrix Pack(DType t, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_out);
+
+  // The quant u of (row r of the group, element e of the block).
+  static int Quant(const PackFormat& f, const uint8_t* block, int r, int e) {
+    if (f.bits == 8) return block[(e / 4) * 64 + 4 * r + e % 4];
+    const int half = f.block / 2;
+    const int e2 = e % half;
+    const uint8_t byte = block[(e2 / 4) * 64 + 4 * r + e2 % 4];
+    return e < half ? (byte & 0x0F) : (byte >> 4);
+  }
+
+ private:
+  DType type_ = DType::kF32;
+  PackFormat fmt_;
+  int64_t n_in_ = 0, n_out_ = 0;
+  std::unique_ptr<uint8_t[], AlignedFree> data_;
+};
+
+// Activations of nt tokens quantized to int8 in blocks of 32 (x ≈ da * q),
+// with per-k-block (of the weight format's `block`) values folded in. Per
+// token t (views into a buffer owned by the caller):
+//   q    [n]           int8
+//   bias [n / block]   -(sum of the block's q) << shift (0 without shift)
+//   da   [n / block]   the scale of the 32-block holding the k-block
+//   dsum [n / block]   da * (sum of the block's q): for weight mins
+struct QuantActs {
+  int64_t n = 0, block = 32;
+  const int8_t* q = nullptr;
+  const int32_t* bias = nullptr;
+  const float* da = nullptr;
+  const float* dsum = nullptr;
+  int64_t nb() const { return n / block; }
+  const int8_t* Q(int64_t t) const { return q + t * n; }
+  const int32_t* Bias(int64_t t) const { return bias + t * nb(); }
+  const float* Da(int64_t t) const { return da + t * nb(); }
+  const float* Dsum(int64_t t) const { return dsum + t * nb(); }
+};
+
+// x [nt, n] (row stride ldx) -> acts in `buf` (grown as needed, reused).
+// n must be a multiple of 32. Tokens are split over `pool` when given.
+QuantActs QuantizeActs(const float* x, int64_t nt, int64_t ldx, int64_t n, const PackFormat& f,
+                       std::vector<uint8_t>* buf, ThreadPool* pool = nullptr);
+
+}  // namespace infera
