@@ -22,6 +22,8 @@ inline __m512 MaskLoadBf16(const uint8_t* p, __mmask16 m) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
 }
 
+constexpr int kPrefetchBytes = 512;
+
 inline float Sum(__m512 v) {
   alignas(64) float lanes[16];
   _mm512_store_ps(lanes, v);
@@ -44,7 +46,11 @@ void Tile(const uint8_t* w, size_t row_bytes, int nr, const float* x, int64_t ld
   for (; i + 16 <= n; i += 16) {
     __m512 wv[4];
 #pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) wv[r] = Load(rows[r] + i * kEsz);
+    for (int r = 0; r < 4; ++r) {
+      // Stream ahead: short rows end before the hardware prefetcher ramps up.
+      _mm_prefetch(reinterpret_cast<const char*>(rows[r] + i * kEsz + kPrefetchBytes), _MM_HINT_T0);
+      wv[r] = Load(rows[r] + i * kEsz);
+    }
 #pragma GCC unroll 4
     for (int t = 0; t < kT; ++t) {
       const __m512 xv = _mm512_loadu_ps(x + t * ldx + i);
