@@ -1,6 +1,7 @@
 // infera quantize IN OUT --type T: writes a llama.cpp-compatible GGUF whose
 // weight matrices are stored in T (norms stay f32), with mixed precision by
-// --keep PATTERN=TYPE and llama.cpp's rule for the output tensor.
+// --keep PATTERN=TYPE, llama.cpp's presets (Q4_K_M, ...), its rule for the
+// output tensor and its fallback for rows that do not fit a K-quant block.
 #include <fnmatch.h>
 
 #include <cstdio>
@@ -9,6 +10,7 @@
 
 #include "base/file_util.h"
 #include "base/logging.h"
+#include "quant/policy.h"
 #include "quant/quantize.h"
 #include "tools/commands.h"
 #include "tools/model_writer.h"
@@ -26,8 +28,11 @@ struct QuantizeArgs {
 
 int Quantize(const QuantizeArgs& a) {
   if (a.paths.size() != 2) return ReportError("usage: infera quantize IN OUT.gguf --type T");
-  auto type = ParseDTypeName(a.type);
-  if (!type || !CanQuantize(*type)) return ReportError("--type must be one of q8_0, q4_0, q4_1, q5_0, q5_1, f16, bf16, f32");
+  const auto target = ParseQuantTarget(a.type);
+  if (!target) {
+    return ReportError("--type must be one of q8_0, q6_k, q5_k_m, q5_k_s, q5_k, q5_1, q5_0, q4_k_m, q4_k_s, q4_k, "
+                       "q4_1, q4_0, iq4_nl, q3_k_m, q3_k, q2_k, f16, bf16, f32");
+  }
   struct Rule { std::string pattern; DType type; };
   std::vector<Rule> rules;
   for (const auto& k : a.keep) {
@@ -40,19 +45,19 @@ int Quantize(const QuantizeArgs& a) {
   auto lm = LoadModelAndTokenizer(a.paths[0], a.tokenizer, false);
   if (!lm.ok()) return ReportError(lm.status());
   const bool tied = lm->model->config.tied_embeddings;
-  // The tensor that produces the logits: llama.cpp keeps it at higher
-  // precision (Q6_K for most types; Q8_0 here until K-quants can be written).
+  const int n_layer = lm->model->config.n_layer;
+  // The tensor that produces the logits gets llama.cpp's rule (Q6_K).
   const std::string output_name = tied ? "token_embd.weight" : "output.weight";
-  auto choose = [&](const std::string& name, const WeightMatrix&) -> DType {
+  auto choose = [&](const std::string& name, const WeightMatrix& m) -> DType {
     for (const auto& r : rules) {
-      if (fnmatch(r.pattern.c_str(), name.c_str(), 0) == 0) return r.type;
+      if (fnmatch(r.pattern.c_str(), name.c_str(), 0) == 0) return FallbackForShape(r.type, m.n_in);
     }
-    if (!a.pure && name == output_name && GetDTypeInfo(*type).quantized && *type != DType::kQ8_0) return DType::kQ8_0;
-    return *type;
+    return ChooseTensorType(*target, name, m.n_in, n_layer, output_name, a.pure);
   };
   ModelWriteOptions wo;
   wo.embed_tokenizer = !lm->model->gguf || !a.tokenizer.empty();
-  wo.file_type = *type;
+  wo.file_type = target->base;
+  wo.llama_ftype = target->ftype;
   wo.show_progress = true;
   auto sum = WriteModelGguf(*lm, choose, wo, a.paths[1]);
   if (!sum.ok()) return ReportError(sum.status());
@@ -69,7 +74,9 @@ int Quantize(const QuantizeArgs& a) {
 CommandFn RegisterQuantize(CLI::App& app, const RuntimeOptions&) {
   auto a = std::make_shared<QuantizeArgs>();
   app.add_option("paths", a->paths, "IN (GGUF, HF folder or llama2.c checkpoint) OUT.gguf")->required();
-  app.add_option("--type", a->type, "q8_0, q4_0, q4_1, q5_0, q5_1, f16, bf16 or f32")->required();
+  app.add_option("--type", a->type,
+                 "a type (q8_0, q6_k, q5_k, q5_1, q5_0, q4_k, q4_1, q4_0, iq4_nl, q3_k, q2_k, f16, bf16, f32) or a "
+                 "llama.cpp mixture (q5_k_m, q5_k_s, q4_k_m, q4_k_s, q3_k_m)")->required();
   app.add_option("--keep", a->keep, "PATTERN=TYPE: store tensors whose name matches the glob in TYPE (repeatable)");
   app.add_flag("--pure", a->pure, "every weight matrix in --type, the output tensor too (llama-quantize --pure)");
   app.add_option("--tokenizer", a->tokenizer, "tokenizer to embed (llama2.c checkpoints)");

@@ -39,7 +39,7 @@ StatusOr<ModelWriteSummary> WriteModelGguf(const LoadedModel& lm, const TypeChoo
     }
   }
   WriteModelMetadata(c, opts.file_type, &gw);
-  gw.SetU32("general.file_type", LlamaFileType(opts.file_type));
+  gw.SetU32("general.file_type", opts.llama_ftype.value_or(LlamaFileType(opts.file_type)));
   if (GetDTypeInfo(opts.file_type).quantized) gw.SetU32("general.quantization_version", 2);
   if (opts.embed_tokenizer) {
     if (lm.tokenizer && std::string(lm.tokenizer->GgufModelName()) == "llama") {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <map>
 #include <string>
 
@@ -15,7 +16,8 @@ using TypeChooser = std::function<DType(const std::string& name, const WeightMat
 
 struct ModelWriteOptions {
   bool embed_tokenizer = true;  // write tokenizer metadata from lm.tokenizer when the source has none
-  DType file_type = DType::kF32;  // for general.file_type
+  DType file_type = DType::kF32;  // the file's main type
+  std::optional<uint32_t> llama_ftype;  // general.file_type (default: from file_type)
   bool show_progress = false;     // a progress bar on stderr
 };
 

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "base/check.h"
+#include "quant/kquants.h"
 #include "tensor/fp16.h"
 
 namespace infera {
@@ -117,6 +118,12 @@ BlockFn BlockQuantizer(DType t) {
     case DType::kQ4_1: return QuantQ4_1;
     case DType::kQ5_0: return QuantQ5_0;
     case DType::kQ5_1: return QuantQ5_1;
+    case DType::kQ2_K: return kquants::QuantizeQ2_K;
+    case DType::kQ3_K: return kquants::QuantizeQ3_K;
+    case DType::kQ4_K: return kquants::QuantizeQ4_K;
+    case DType::kQ5_K: return kquants::QuantizeQ5_K;
+    case DType::kQ6_K: return kquants::QuantizeQ6_K;
+    case DType::kIQ4_NL: return kquants::QuantizeIq4Nl;
     default: return nullptr;
   }
 }
@@ -160,6 +167,7 @@ uint32_t LlamaFileType(DType t) {
     case DType::kQ5_0: return 8;
     case DType::kQ5_1: return 9;
     case DType::kQ2_K: return 10;
+    case DType::kQ3_K: return 12;  // llama-quantize's "Q3_K" is Q3_K_M
     case DType::kQ4_K: return 15;
     case DType::kQ5_K: return 17;
     case DType::kQ6_K: return 18;

@@ -20,14 +20,19 @@ TS3M = os.path.join(SHARED, "models", "tinystories-3m")
 class QuantizeTest(unittest.TestCase):
     def test_byte_identical_to_llama_cpp(self):
         with tempfile.TemporaryDirectory() as d:
-            for t in ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1"):
+            cases = [(t, t, True) for t in ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k",
+                                            "q6_k", "iq4_nl")]
+            # llama-quantize's default Q4_K_M mixture (Q6_K for the output tensor
+            # and for attn_v / ffn_down of the layers use_more_bits picks).
+            cases.append(("q4_k_m", "q4_k_m-mix", False))
+            for t, ref, pure in cases:
                 out = os.path.join(d, t + ".gguf")
-                r = subprocess.run([INFERA, "quantize", os.path.join(TS3M, "tinystories-3m-f32.gguf"), out, "--type", t,
-                                    "--pure"], capture_output=True, text=True)
+                r = subprocess.run([INFERA, "quantize", os.path.join(TS3M, "tinystories-3m-f32.gguf"), out, "--type", t]
+                                   + (["--pure"] if pure else []), capture_output=True, text=True)
                 self.assertEqual(r.returncode, 0, r.stderr)
                 self.assertIn("bits per weight", r.stderr)
                 ours = qr.read_gguf_tensors(out)
-                theirs = qr.read_gguf_tensors(os.path.join(TS3M, f"tinystories-3m-{t}.gguf"))
+                theirs = qr.read_gguf_tensors(os.path.join(TS3M, f"tinystories-3m-{ref}.gguf"))
                 self.assertEqual(sorted(ours), sorted(theirs))
                 for name, (typ, ne, raw) in theirs.items():
                     self.assertEqual((ours[name][0], ours[name][1]), (typ, ne), name)
@@ -40,7 +45,7 @@ class QuantizeTest(unittest.TestCase):
                                 "--keep", "blk.0.*=f16"], capture_output=True, text=True)
             self.assertEqual(r.returncode, 0, r.stderr)
             t = qr.read_gguf_tensors(out)
-            self.assertEqual(qr.TYPES[t["output.weight"][0]][0], "q8_0")
+            self.assertEqual(qr.TYPES[t["output.weight"][0]][0], "q6_K")
             self.assertEqual(qr.TYPES[t["blk.0.attn_q.weight"][0]][0], "f16")
             self.assertEqual(qr.TYPES[t["blk.1.attn_q.weight"][0]][0], "q4_0")
             r = subprocess.run([INFERA, "quantize", os.path.join(TS3M, "tinystories-3m-f32.gguf"), out, "--type", "q9_9"],
