@@ -41,11 +41,13 @@ KernelTable MakeBestKernelTable() { return MakeKernelTable(DetectCpuFeatures().B
 namespace {
 
 constexpr int64_t kRowAlign = 16;
+constexpr int64_t kFloatTileTokens = 6;
 constexpr int64_t kL2Budget = 384 * 1024;  // bytes of activations per token block
 
+// Tokens per block: a multiple of 12 (whole 4- and 6-token tiles).
 int64_t TokenBlock(int64_t bytes_per_token) {
   const int64_t tb = kL2Budget / std::max<int64_t>(bytes_per_token, 1);
-  return std::clamp<int64_t>(tb / 4 * 4, 4, 256);
+  return std::clamp<int64_t>(tb / 12 * 12, 12, 252);
 }
 
 void MatmulFloat(const KernelTable& k, ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t m,
@@ -58,8 +60,8 @@ void MatmulFloat(const KernelTable& k, ThreadPool& pool, const WeightMatrix& w, 
       const int64_t t1 = std::min(m, t0 + tb);
       for (int64_t r = r0; r < r1; r += 4) {
         const int nr = static_cast<int>(std::min<int64_t>(4, r1 - r));
-        for (int64_t t = t0; t < t1; t += 4) {
-          const int nt = static_cast<int>(std::min<int64_t>(4, t1 - t));
+        for (int64_t t = t0; t < t1; t += kFloatTileTokens) {
+          const int nt = static_cast<int>(std::min<int64_t>(kFloatTileTokens, t1 - t));
           tile(w.data + r * w.row_bytes, w.row_bytes, nr, x + t * w.n_in, w.n_in, nt, w.n_in, y + t * w.n_out + r,
                w.n_out);
         }

@@ -35,7 +35,7 @@ inline constexpr int64_t kQUnit = 256;
 inline int64_t RoundUpToUnit(int64_t n) { return (n + kQUnit - 1) / kQUnit * kQUnit; }
 
 // Float weights: y[t * ldy + r] = W[r, :] · x[t * ldx + :] for r < nr <= 4,
-// t < nt <= 4; W rows are row_bytes apart.
+// t < nt <= 6; W rows are row_bytes apart.
 using FloatTileFn = void (*)(const uint8_t* w, size_t row_bytes, int nr, const float* x, int64_t ldx,
                              int nt, int64_t n, float* y, int64_t ldy);
 // One quantized row of n elements -> u [n_pad], s16, m16 [n_pad / 16] (zeros
@@ -59,6 +59,12 @@ struct KernelTable {
   float (*dot_f32)(const float* a, const float* b, int64_t n) = nullptr;
   // y += a * x (attention value accumulation).
   void (*axpy_f32)(float a, const float* x, float* y, int64_t n) = nullptr;
+  // One query head over its cached K/V (see attend_generic.h for the
+  // definition): q [head_dim] -> out [head_dim], positions [first, last],
+  // row of position p at base + slots[p] * row_stride; scores [last + 1].
+  void (*attend_head)(const float* q, const float* k_base, const float* v_base, int64_t row_stride, int head_dim,
+                      float scale, const int32_t* slots, int32_t first, int32_t last, float* scores,
+                      float* out) = nullptr;
 
   FloatTileFn FloatTileFor(DType t) const;
 };

@@ -138,6 +138,30 @@ TEST_P(KernelIsaTest, DotAndAxpyMatchReference) {
   }
 }
 
+TEST_P(KernelIsaTest, AttendHeadMatchesReferenceExactly) {
+  const KernelTable ref = MakeKernelTable(CpuIsa::kScalar);
+  const KernelTable k = MakeKernelTable(GetParam());
+  std::mt19937 rng(13);
+  for (int head_dim : {16, 64, 80, 100, 128}) {
+    const int64_t stride = 3 * head_dim + 5, n_pos = 37;
+    auto cache_k = RandomVec(n_pos * stride, rng), cache_v = RandomVec(n_pos * stride, rng);
+    auto q = RandomVec(head_dim, rng);
+    std::vector<int32_t> slots(n_pos);
+    for (int i = 0; i < n_pos; ++i) slots[i] = (i * 17) % n_pos;  // scattered rows
+    for (int32_t first : {0, 5}) {
+      for (int32_t last : {0, 6, 36}) {
+        if (last < first) continue;
+        std::vector<float> s1(n_pos), s2(n_pos), o1(head_dim), o2(head_dim);
+        ref.attend_head(q.data(), cache_k.data() + 3, cache_v.data() + 3, stride, head_dim, 0.125f, slots.data(),
+                        first, last, s1.data(), o1.data());
+        k.attend_head(q.data(), cache_k.data() + 3, cache_v.data() + 3, stride, head_dim, 0.125f, slots.data(),
+                      first, last, s2.data(), o2.data());
+        ASSERT_EQ(std::memcmp(o1.data(), o2.data(), head_dim * 4), 0) << head_dim << " " << first << ".." << last;
+      }
+    }
+  }
+}
+
 // The packed form (via the scalar unpackers) means the same weights as the
 // GGUF blocks: s * (u - 2^shift) + m == dequantized value, for every row,
 // including a last group padded with zero rows.

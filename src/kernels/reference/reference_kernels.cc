@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/attend_generic.h"
 #include "tensor/fp16.h"
 
 namespace infera::reference {
@@ -89,6 +90,7 @@ void Fill(KernelTable* t) {
   t->qgemm = QGemm;
   t->dot_f32 = DotF32;
   t->axpy_f32 = AxpyF32;
+  t->attend_head = AttendHeadComposed<DotF32, AxpyF32>;
 }
 
 }  // namespace infera::reference

@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "kernels/attend_generic.h"
+
 namespace infera::avx2 {
 namespace {
 
@@ -12,11 +14,12 @@ struct V16 {
   __m256 lo, hi;
 };
 
+// Reduce16's order in registers: lanes i + i+8, then + i+4, then (0+2)+(1+3).
 inline float Sum(const V16& v) {
-  alignas(32) float lanes[16];
-  _mm256_store_ps(lanes, v.lo);
-  _mm256_store_ps(lanes + 8, v.hi);
-  return Reduce16(lanes);
+  const __m256 h = _mm256_add_ps(v.lo, v.hi);
+  const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  const __m128 e = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  return _mm_cvtss_f32(_mm_add_ss(e, _mm_movehdup_ps(e)));
 }
 
 inline __m256 LoadF32(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
@@ -192,6 +195,7 @@ void Fill(KernelTable* t) {
   t->qgemm = QGemm;
   t->dot_f32 = DotF32;
   t->axpy_f32 = AxpyF32;
+  t->attend_head = AttendHeadComposed<DotF32, AxpyF32>;
 }
 
 }  // namespace infera::avx2

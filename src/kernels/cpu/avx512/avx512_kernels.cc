@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "kernels/attend_generic.h"
+
 
 namespace infera::avx512 {
 namespace {
@@ -24,10 +26,12 @@ inline __m512 MaskLoadBf16(const uint8_t* p, __mmask16 m) {
 
 constexpr int kPrefetchBytes = 512;
 
+// Reduce16's order in registers: lanes i + i+8, then + i+4, then (0+2)+(1+3).
 inline float Sum(__m512 v) {
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, v);
-  return Reduce16(lanes);
+  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  const __m128 e = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  return _mm_cvtss_f32(_mm_add_ss(e, _mm_movehdup_ps(e)));
 }
 
 // 4 weight rows × kT tokens, one 16-lane accumulator each (the reference's
@@ -47,11 +51,12 @@ void Tile(const uint8_t* w, size_t row_bytes, int nr, const float* x, int64_t ld
     __m512 wv[4];
 #pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) {
-      // Stream ahead: short rows end before the hardware prefetcher ramps up.
-      _mm_prefetch(reinterpret_cast<const char*>(rows[r] + i * kEsz + kPrefetchBytes), _MM_HINT_T0);
+      // Decode streams each row once: fetch ahead, as short rows end before
+      // the hardware prefetcher ramps up. (Prefill re-reads rows from cache.)
+      if constexpr (kT == 1) _mm_prefetch(reinterpret_cast<const char*>(rows[r] + i * kEsz + kPrefetchBytes), _MM_HINT_T0);
       wv[r] = Load(rows[r] + i * kEsz);
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 6
     for (int t = 0; t < kT; ++t) {
       const __m512 xv = _mm512_loadu_ps(x + t * ldx + i);
 #pragma GCC unroll 4
@@ -76,6 +81,8 @@ template <int kEsz, __m512 (*Load)(const uint8_t*), __m512 (*MaskLoad)(const uin
 void FloatTile(const uint8_t* w, size_t row_bytes, int nr, const float* x, int64_t ldx, int nt, int64_t n, float* y,
                int64_t ldy) {
   switch (nt) {
+    case 6: return Tile<6, kEsz, Load, MaskLoad>(w, row_bytes, nr, x, ldx, n, y, ldy);
+    case 5: return Tile<5, kEsz, Load, MaskLoad>(w, row_bytes, nr, x, ldx, n, y, ldy);
     case 4: return Tile<4, kEsz, Load, MaskLoad>(w, row_bytes, nr, x, ldx, n, y, ldy);
     case 3: return Tile<3, kEsz, Load, MaskLoad>(w, row_bytes, nr, x, ldx, n, y, ldy);
     case 2: return Tile<2, kEsz, Load, MaskLoad>(w, row_bytes, nr, x, ldx, n, y, ldy);
@@ -106,6 +113,36 @@ void AxpyF32(float a, const float* x, float* y, int64_t n) {
   }
 }
 
+// The composed attention with the head's query and output kept in registers
+// (head_dim a multiple of 16, at most 256): the same operations in the same
+// order as AttendHeadComposed, without a call per cached position.
+void AttendHead(const float* q, const float* k_base, const float* v_base, int64_t row_stride, int head_dim, float scale,
+                const int32_t* slots, int32_t first, int32_t last, float* scores, float* out) {
+  if (head_dim % 16 != 0 || head_dim > 256) {
+    return AttendHeadComposed<DotF32, AxpyF32>(q, k_base, v_base, row_stride, head_dim, scale, slots, first, last,
+                                                scores, out);
+  }
+  const int nv = head_dim / 16;
+  const int32_t n = last - first + 1;
+  __m512 qv[16];
+  for (int c = 0; c < nv; ++c) qv[c] = _mm512_loadu_ps(q + 16 * c);
+  for (int32_t i = 0; i < n; ++i) {
+    const float* kr = k_base + static_cast<int64_t>(slots[first + i]) * row_stride;
+    __m512 acc = _mm512_setzero_ps();
+    for (int c = 0; c < nv; ++c) acc = _mm512_fmadd_ps(qv[c], _mm512_loadu_ps(kr + 16 * c), acc);
+    scores[i] = Sum(acc) * scale;
+  }
+  Softmax(scores, n);
+  __m512 o[16];
+  for (int c = 0; c < nv; ++c) o[c] = _mm512_setzero_ps();
+  for (int32_t i = 0; i < n; ++i) {
+    const float* vr = v_base + static_cast<int64_t>(slots[first + i]) * row_stride;
+    const __m512 p = _mm512_set1_ps(scores[i]);
+    for (int c = 0; c < nv; ++c) o[c] = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr + 16 * c), o[c]);
+  }
+  for (int c = 0; c < nv; ++c) _mm512_storeu_ps(out + 16 * c, o[c]);
+}
+
 }  // namespace
 
 void Fill(KernelTable* t) {
@@ -115,6 +152,7 @@ void Fill(KernelTable* t) {
   t->tile_bf16 = FloatTile<2, LoadBf16, MaskLoadBf16>;
   t->dot_f32 = DotF32;
   t->axpy_f32 = AxpyF32;
+  t->attend_head = AttendHead;
 }
 
 }  // namespace infera::avx512
