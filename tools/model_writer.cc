@@ -1,8 +1,13 @@
 #include "tools/model_writer.h"
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <thread>
 
 #include <fmt/format.h>
+
+#include "base/thread_pool.h"
 
 #include "base/logging.h"
 #include "formats/gguf_writer.h"
@@ -14,14 +19,25 @@ namespace infera::cli {
 namespace {
 
 // Rows of m re-encoded as `to` (through f32).
+// Rows are independent: split them over all cores (the K-quant searches are
+// slow). Each output row depends only on its input row, so the bytes do not
+// depend on the thread count.
 std::vector<uint8_t> Recode(const WeightMatrix& m, DType to) {
   const uint64_t out_row = *RowBytes(to, m.n_in);
   std::vector<uint8_t> out(out_row * m.n_out);
-  std::vector<float> row(m.n_in);
-  for (int64_t r = 0; r < m.n_out; ++r) {
-    DequantizeRow(m.type, m.data + r * m.row_bytes, row.data(), m.n_in);
-    QuantizeRow(to, row.data(), out.data() + r * out_row, m.n_in);
-  }
+  auto run = [&](int64_t r0, int64_t r1) {
+    std::vector<float> row(m.n_in);
+    for (int64_t r = r0; r < r1; ++r) {
+      DequantizeRow(m.type, m.data + r * m.row_bytes, row.data(), m.n_in);
+      QuantizeRow(to, row.data(), out.data() + r * out_row, m.n_in);
+    }
+  };
+  const int64_t n_threads = std::min<int64_t>(ThreadPool::DefaultThreadCount(), std::max<int64_t>(1, m.n_out / 64));
+  std::vector<std::thread> threads;
+  const int64_t per = (m.n_out + n_threads - 1) / n_threads;
+  for (int64_t t = 1; t < n_threads; ++t) threads.emplace_back(run, std::min(m.n_out, t * per), std::min(m.n_out, (t + 1) * per));
+  run(0, std::min(m.n_out, per));
+  for (auto& th : threads) th.join();
   return out;
 }
 
@@ -53,6 +69,7 @@ StatusOr<ModelWriteSummary> WriteModelGguf(const LoadedModel& lm, const TypeChoo
   ModelWriteSummary sum;
   const int total = 2 + (c.tied_embeddings ? 0 : 1) + c.n_layer * 7;
   int done = 0;
+  const bool tty = isatty(fileno(stderr)) != 0;
   auto mat = [&](const std::string& name, const WeightMatrix& x) -> Status {
     DType to = choose(name, x);
     if (!RowBytes(to, x.n_in)) to = DType::kF16;  // row not a whole number of blocks
@@ -67,10 +84,15 @@ StatusOr<ModelWriteSummary> WriteModelGguf(const LoadedModel& lm, const TypeChoo
     sum.tensors_per_type[DTypeName(to)]++;
     if (opts.show_progress) {
       ++done;
-      const int width = 30, fill = done * width / total;
-      std::fprintf(stderr, "\r[%s%s] %d/%d %-28s %s", std::string(fill, '#').c_str(), std::string(width - fill, '-').c_str(),
-                   done, total, name.c_str(), DTypeName(to));
-      std::fflush(stderr);
+      if (tty) {
+        const int width = 30, fill = done * width / total;
+        std::fprintf(stderr, "\r[%s%s] %d/%d %-28s %s", std::string(fill, '#').c_str(),
+                     std::string(width - fill, '-').c_str(), done, total, name.c_str(), DTypeName(to));
+        std::fflush(stderr);
+      } else if (done * 10 / total != (done - 1) * 10 / total) {
+        // Not a terminal (a log): one line per 10 %.
+        std::fprintf(stderr, "quantize: %d/%d tensors\n", done, total);
+      }
     }
     return Status::Ok();
   };
@@ -102,7 +124,7 @@ StatusOr<ModelWriteSummary> WriteModelGguf(const LoadedModel& lm, const TypeChoo
     RETURN_IF_ERROR(mat(n("ffn_up.weight"), L.w_up));
     RETURN_IF_ERROR(mat(n("ffn_down.weight"), L.w_down));
   }
-  if (opts.show_progress) std::fputc('\n', stderr);
+  if (opts.show_progress && tty) std::fputc('\n', stderr);
   RETURN_IF_ERROR(gw.Write(path));
   return sum;
 }
