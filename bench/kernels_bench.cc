@@ -3,6 +3,7 @@
 // Decode: one token (M = 1), bandwidth-bound. Prefill: M = 64, compute-bound.
 // Args: n_in, n_out, threads.
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -34,6 +35,11 @@ void RunMatmul(benchmark::State& state, CpuIsa isa, DType type, int64_t m) {
   const KernelTable k = MakeKernelTable(isa);
   ThreadPool pool(static_cast<int>(state.range(2)));
   WeightMatrix W{type, n_in, n_out, w.data(), row_bytes};
+  std::unique_ptr<PackedMatrix> packed;
+  if (GetPackFormat(type).supported) {
+    packed = std::make_unique<PackedMatrix>(PackedMatrix::Pack(type, w.data(), row_bytes, n_in, n_out));
+    W.packed = packed.get();  // as the model loader does
+  }
   for (auto _ : state) {
     Matmul(k, pool, W, x.data(), m, y.data());
     benchmark::DoNotOptimize(y.data());

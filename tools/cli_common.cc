@@ -35,7 +35,8 @@ StatusOr<KernelTable> SelectKernels(const RuntimeOptions& opts) {
     isa = want;
   }
   KernelTable k = MakeKernelTable(isa);
-  LOG_INFO("cpu: {} | features: {} | kernels: {}", CpuModelName(), f.ToString(), CpuIsaName(k.isa));
+  LOG_INFO("cpu: {} | features: {} | kernels: {}, quantized: {}", CpuModelName(), f.ToString(), CpuIsaName(k.isa),
+           k.qgemm_variant);
   return k;
 }
 
