@@ -1,0 +1,139 @@
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "base/check.h"
+
+namespace infera {
+
+Scheduler::Scheduler(const SchedulerConfig& cfg, BlockManager* blocks) : cfg_(cfg), blocks_(blocks) {
+  CHECK(cfg_.max_batched_tokens > 0 && cfg_.max_num_seqs > 0);
+}
+
+Status Scheduler::Add(uint64_t id, std::vector<int32_t> prompt, int32_t max_tokens, int32_t priority) {
+  if (Has(id)) return InvalidArgument(fmt::format("request {} already exists", id));
+  if (prompt.empty()) return InvalidArgument("the prompt is empty");
+  const int64_t total = static_cast<int64_t>(prompt.size()) + max_tokens;
+  if (max_tokens < 1) return InvalidArgument("max_tokens must be at least 1");
+  if (total > cfg_.max_model_len) {
+    return InvalidArgument(fmt::format("prompt ({} tokens) + max_tokens ({}) exceeds the context of {} tokens",
+                                       prompt.size(), max_tokens, cfg_.max_model_len));
+  }
+  if (blocks_->BlocksFor(static_cast<int32_t>(total)) > blocks_->num_blocks()) {
+    return InvalidArgument(fmt::format("prompt + max_tokens ({} tokens) needs more KV blocks than the cache holds "
+                                       "({} blocks of {})", total, blocks_->num_blocks(), blocks_->block_size()));
+  }
+  Seq s;
+  s.id = id;
+  s.priority = priority;
+  s.arrival = next_arrival_++;
+  s.prompt_len = static_cast<int32_t>(prompt.size());
+  s.tokens = std::move(prompt);
+  s.max_tokens = max_tokens;
+  seqs_.emplace(id, std::move(s));
+  waiting_.push_back(id);
+  return Status::Ok();
+}
+
+void Scheduler::SortByPriority(std::vector<uint64_t>* ids) const {
+  std::stable_sort(ids->begin(), ids->end(), [&](uint64_t a, uint64_t b) { return Before(seqs_.at(a), seqs_.at(b)); });
+}
+
+void Scheduler::Preempt(uint64_t id) {
+  Seq& s = seqs_.at(id);
+  blocks_->Free(id);
+  s.computed = 0;
+  running_.erase(std::find(running_.begin(), running_.end(), id));
+  waiting_.push_back(id);
+  ++num_preemptions_;
+}
+
+SchedulerOutput Scheduler::Schedule() {
+  SchedulerOutput out;
+  int32_t budget = cfg_.max_batched_tokens;
+  SortByPriority(&running_);
+  const std::vector<uint64_t> order = running_;
+  std::set<uint64_t> gone;
+  for (uint64_t id : order) {
+    if (budget == 0) break;
+    if (gone.count(id)) continue;
+    Seq& s = seqs_.at(id);
+    const int32_t n = std::min(static_cast<int32_t>(s.tokens.size()) - s.computed, budget);
+    if (n <= 0) continue;
+    bool preempted_self = false;
+    while (!blocks_->Grow(id, s.computed + n)) {
+      // Out of blocks: the lowest-priority, latest-arrived running sequence
+      // goes (never one scheduled before this one: those rank higher).
+      CHECK(!cfg_.guaranteed_admission);
+      const uint64_t victim = running_.back();
+      Preempt(victim);
+      gone.insert(victim);
+      out.preempted.push_back(victim);
+      if (victim == id) {
+        preempted_self = true;
+        break;
+      }
+    }
+    if (preempted_self) continue;
+    out.chunks.push_back({id, s.computed, n, s.computed + n == static_cast<int32_t>(s.tokens.size())});
+    budget -= n;
+    out.num_tokens += n;
+  }
+  // New (or preempted) sequences join only when nothing had to be preempted.
+  if (out.preempted.empty()) {
+    SortByPriority(&waiting_);
+    while (!waiting_.empty() && budget > 0 && static_cast<int32_t>(running_.size()) < cfg_.max_num_seqs) {
+      const uint64_t id = waiting_.front();
+      Seq& s = seqs_.at(id);
+      const int32_t len = static_cast<int32_t>(s.tokens.size());
+      if (!blocks_->Has(id)) {
+        // At least the last token is computed, for its logits.
+        s.computed = blocks_->StartWithPrefix(id, s.tokens, len - 1);
+        if (!s.admitted_once) s.cached = s.computed;
+      }
+      const int32_t n = std::min(len - s.computed, budget);
+      const int32_t reserve = cfg_.guaranteed_admission ? s.prompt_len + s.max_tokens : s.computed + n;
+      if (!blocks_->Grow(id, reserve)) {
+        blocks_->Free(id);  // waits, in order, for blocks to come back
+        s.computed = 0;
+        break;
+      }
+      s.admitted_once = true;
+      waiting_.erase(waiting_.begin());
+      running_.push_back(id);
+      out.chunks.push_back({id, s.computed, n, s.computed + n == len});
+      budget -= n;
+      out.num_tokens += n;
+    }
+  }
+  return out;
+}
+
+void Scheduler::Computed(const SchedulerOutput& out) {
+  for (const ScheduledChunk& c : out.chunks) {
+    auto it = seqs_.find(c.id);
+    if (it == seqs_.end()) continue;  // finished meanwhile
+    Seq& s = it->second;
+    s.computed = c.start + c.n;
+    if (!(c.n == 1 && c.start >= s.prompt_len)) prefill_computed_ += c.n;
+    blocks_->Commit(c.id, s.tokens, s.computed);
+  }
+}
+
+void Scheduler::Append(uint64_t id, int32_t token) { seqs_.at(id).tokens.push_back(token); }
+
+void Scheduler::Finish(uint64_t id) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return;
+  blocks_->Free(id);
+  auto r = std::find(running_.begin(), running_.end(), id);
+  if (r != running_.end()) running_.erase(r);
+  auto w = std::find(waiting_.begin(), waiting_.end(), id);
+  if (w != waiting_.end()) waiting_.erase(w);
+  seqs_.erase(it);
+}
+
+}  // namespace infera
