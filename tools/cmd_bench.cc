@@ -9,7 +9,10 @@
 
 #include "base/logging.h"
 #include "engine/generator.h"
+#include "attention/kv_storage.h"
+#include "infera/engine.h"
 #include "tools/commands.h"
+#include "tools/engine_flags.h"
 
 namespace infera::cli {
 namespace {
@@ -23,6 +26,8 @@ struct BenchArgs {
   int32_t batch = 512;
   int32_t depth = 0;
   bool json = false;
+  std::string parallel;  // "1,8,32": batched-bench mode through the engine
+  EngineFlags engine;
 };
 
 struct Stat { double mean, sd; };
@@ -41,7 +46,94 @@ std::string Upper(std::string s) {
   return p == std::string::npos ? s : s.substr(0, p);
 }
 
+// For each N: N sequences of p random prompt tokens, then n generated tokens
+// each, through the serving engine together (llama-batched-bench's test).
+int BenchParallel(const BenchArgs& a, const RuntimeOptions& rt) {
+  std::vector<int32_t> ns;
+  for (size_t pos = 0; pos < a.parallel.size();) {
+    size_t end = a.parallel.find(',', pos);
+    if (end == std::string::npos) end = a.parallel.size();
+    const std::string item = a.parallel.substr(pos, end - pos);
+    char* rest = nullptr;
+    const long v = std::strtol(item.c_str(), &rest, 10);
+    if (item.empty() || *rest != '\0' || v < 1 || v > 4096) return ReportError("--parallel takes a list like 1,8,32");
+    ns.push_back(static_cast<int32_t>(v));
+    pos = end + 1;
+  }
+  if (a.n_prompt < 1 || a.n_gen < 1) return ReportError("--parallel needs -p and -n of at least 1");
+  auto kernels = SelectKernels(rt);
+  if (!kernels.ok()) return ReportError(kernels.status());
+  auto lm = LoadModelAndTokenizer(a.model, "", false);
+  if (!lm.ok()) return ReportError(lm.status());
+  const Model& m = *lm->model;
+  std::mt19937 rng(42);
+  std::uniform_int_distribution<int32_t> tok(0, m.config.n_vocab - 1);
+  nlohmann::json out = nlohmann::json::array();
+  if (!a.json) {
+    std::printf("| %8s | %6s | %6s | %10s | %10s | %10s | %8s |\n", "parallel", "pp", "tg", "pp t/s", "tg t/s",
+                "total t/s", "time s");
+    std::printf("|----------|--------|--------|------------|------------|------------|----------|\n");
+  }
+  auto run = [&](int32_t n_par, int32_t p, int32_t n, bool report) -> Status {
+    EngineFlags ef = a.engine;
+    if (std::string e = ResolveEngineFlags(&ef, a.threads); !e.empty()) return InvalidArgument(e);
+    EngineOptions o = ef.opts;
+    o.max_num_seqs = std::max(o.max_num_seqs, n_par);
+    const int32_t need = n_par * (p + n + o.kv_block_size);
+    if (o.kv_cache_mb == 0) {
+      o.kv_cache_mb = static_cast<int64_t>(KvStorage::BytesFor(m.config.n_layer, need, m.config.kv_dim()) >> 20) + 1;
+    }
+    if (o.max_model_len == 0) o.max_model_len = p + n;
+    ASSIGN_OR_RETURN(auto engine, Engine::Create(m, nullptr, *kernels, o));
+    RequestParams rp;
+    rp.max_tokens = n;
+    rp.ignore_eos = true;
+    rp.sampling.temperature = 0;
+    for (int32_t i = 0; i < n_par; ++i) {
+      std::vector<int32_t> prompt(p);
+      for (auto& t : prompt) t = tok(rng);
+      ASSIGN_OR_RETURN(uint64_t id, engine->Add(std::move(prompt), rp));
+      (void)id;
+    }
+    int32_t first_tokens = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto t_pp = t0;
+    while (engine->HasWork()) {
+      for (const RequestOutput& r : engine->Step()) {
+        if (r.finish_reason == FinishReason::kError) return Internal(r.error);
+        if (r.completion_tokens == 1 && !r.tokens.empty() && ++first_tokens == n_par) t_pp = std::chrono::steady_clock::now();
+      }
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    const double s_pp = std::chrono::duration<double>(t_pp - t0).count();
+    const double s_tg = std::chrono::duration<double>(t1 - t_pp).count();
+    const double s_all = std::chrono::duration<double>(t1 - t0).count();
+    const double pp = static_cast<double>(n_par) * p / s_pp;
+    const double tg = n > 1 ? static_cast<double>(n_par) * (n - 1) / s_tg : 0.0;
+    const double total = static_cast<double>(n_par) * (p + n) / s_all;
+    if (!report) return Status::Ok();
+    out.push_back({{"parallel", n_par}, {"pp", p}, {"tg", n}, {"pp_tokens_per_second", pp},
+                   {"tg_tokens_per_second", tg}, {"total_tokens_per_second", total}, {"seconds", s_all}});
+    if (!a.json) {
+      std::printf("| %8d | %6d | %6d | %10.2f | %10.2f | %10.2f | %8.2f |\n", n_par, p, n, pp, tg, total, s_all);
+      std::fflush(stdout);
+    }
+    return Status::Ok();
+  };
+  if (Status st = run(1, 8, 4, false); !st.ok()) return ReportError(st);  // warm-up
+  for (int32_t n_par : ns) {
+    if (Status st = run(n_par, a.n_prompt, a.n_gen, true); !st.ok()) return ReportError(st);
+  }
+  if (a.json) std::printf("%s\n", out.dump(2).c_str());
+  return kExitOk;
+}
+
 int Bench(const BenchArgs& a, const RuntimeOptions& rt_in) {
+  if (!a.parallel.empty()) {
+    RuntimeOptions rt = rt_in;
+    rt.threads = a.threads;
+    return BenchParallel(a, rt);
+  }
   if (a.n_prompt < 0 || a.n_gen < 0) return ReportError("-p and -n must be >= 0");
   if (a.reps <= 0) return ReportError("-r must be > 0");
   if (a.threads < 0) return ReportError("--threads must be >= 0");
@@ -122,6 +214,10 @@ CommandFn RegisterBench(CLI::App& app, const RuntimeOptions& rt) {
   app.add_option("-b,--batch-size", a->batch, "prompt tokens per forward pass");
   app.add_option("-d,--n-depth", a->depth, "tokens already in the KV cache when each test starts");
   app.add_flag("--json", a->json, "print a JSON array instead of a table");
+  app.add_option("--parallel", a->parallel,
+                 "N1,N2,...: for each N, N sequences of -p prompt and -n generated tokens through the serving engine "
+                 "together (llama-batched-bench)");
+  AddEngineFlags(app, &a->engine);
   return [a, &rt]() { return Bench(*a, rt); };
 }
 

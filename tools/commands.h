@@ -22,5 +22,6 @@ CommandFn RegisterDumpTensor(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterQuantize(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterPerplexity(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterEvalLogits(CLI::App& app, const RuntimeOptions& rt);
+CommandFn RegisterGenerate(CLI::App& app, const RuntimeOptions& rt);
 
 }  // namespace infera::cli

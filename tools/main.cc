@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
     commands[sub] = reg(*sub, rt);
   };
   add("run", "generate text from a prompt", cli::RegisterRun);
+  add("generate", "offline batch generation from a JSONL file through the serving engine", cli::RegisterGenerate);
   add("info", "print a model's architecture, tensors and memory needs", cli::RegisterInfo);
   add("bench", "measure prompt-processing and generation speed", cli::RegisterBench);
   add("convert", "write a GGUF from a GGUF, Hugging Face folder or llama2.c checkpoint", cli::RegisterConvert);

@@ -1,0 +1,95 @@
+// The serving engine: many requests share one model and one pool of paged KV
+// memory; each Step() runs one continuous-batching iteration
+// (schedule -> execute -> update) and reports what every request produced.
+// Used by `infera generate` (offline batch), `infera bench --parallel` and the
+// HTTP server.
+//
+// Thread-safety: an Engine is driven from one thread (the engine loop).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "infera/request.h"
+#include "infera/sampling_params.h"
+#include "infera/status.h"
+
+namespace infera {
+
+struct Model;
+class Tokenizer;
+struct KernelTable;
+
+struct EngineOptions {
+  int threads = 0;                  // 0: all cores
+  int64_t kv_cache_mb = 0;          // 0: a quarter of free RAM, at most what the limits below can use
+  int32_t kv_block_size = 16;       // tokens per KV block
+  int32_t max_num_seqs = 64;        // sequences in one batch
+  int32_t max_batched_tokens = 512; // tokens in one batch (prompt chunks + decodes)
+  int32_t max_model_len = 0;        // context per sequence; 0: the model's trained context
+  bool prefix_caching = true;
+  bool guaranteed_admission = false;  // reserve prompt + max_tokens at admission; never preempt
+};
+
+struct RequestParams {
+  SamplingParams sampling;
+  int32_t max_tokens = -1;  // -1: until a stop condition or the context end
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  int32_t priority = 0;     // lower first (then arrival order)
+};
+
+// What one request produced in one step (incremental).
+struct RequestOutput {
+  uint64_t id = 0;
+  std::vector<int32_t> tokens;  // new tokens
+  std::string text;             // new text (stop strings cut off)
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::kNone;
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+  int32_t cached_tokens = 0;    // prompt tokens served from the prefix cache
+  std::string error;            // with FinishReason::kError
+};
+
+struct EngineStats {
+  int32_t num_running = 0, num_waiting = 0;
+  int32_t kv_blocks_total = 0, kv_blocks_used = 0, kv_block_size = 0;
+  uint64_t prefix_cache_queries = 0, prefix_cache_hits = 0;  // tokens
+  uint64_t num_preemptions = 0;
+  uint64_t prefill_tokens_computed = 0;
+  uint64_t steps = 0;
+  uint64_t kv_cache_bytes = 0;
+};
+
+class Engine {
+ public:
+  // `model`, `tokenizer` (may be null: token ids only) and `kernels` must
+  // outlive the engine.
+  static StatusOr<std::unique_ptr<Engine>> Create(const Model& model, const Tokenizer* tokenizer,
+                                                  const KernelTable& kernels, const EngineOptions& opts);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request; InvalidArgument if it could never run (see Scheduler).
+  StatusOr<uint64_t> Add(std::vector<int32_t> prompt, const RequestParams& params);
+  // Ends a request at the next step (its blocks are freed then) with
+  // FinishReason::kCancelled. Unknown ids are ignored.
+  void Cancel(uint64_t id);
+  // One iteration; returns an output for every request that produced tokens
+  // or finished.
+  std::vector<RequestOutput> Step();
+  bool HasWork() const;
+  EngineStats Stats() const;
+  int32_t max_model_len() const;
+
+ private:
+  struct Impl;
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace infera

@@ -1,0 +1,254 @@
+#include "infera/engine.h"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "attention/kv_storage.h"
+#include "base/check.h"
+#include "base/logging.h"
+#include "engine/stop_checker.h"
+#include "kernels/kernels.h"
+#include "kv_cache/block_manager.h"
+#include "model/batch.h"
+#include "model/llama.h"
+#include "model/model.h"
+#include "sampling/sampler.h"
+#include "scheduler/scheduler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace infera {
+namespace {
+
+uint64_t AvailableRam() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  uint64_t kb;
+  while (in >> key >> kb >> unit) {
+    if (key == "MemAvailable:") return kb * 1024;
+  }
+  return 8ull << 30;
+}
+
+}  // namespace
+
+// One request's engine-side state: sampling, stop detection, text decoding.
+struct EngineRequest {
+  RequestParams params;
+  Sampler sampler;
+  StopChecker stops;
+  std::unique_ptr<StreamDecoder> decoder;
+  int32_t prompt_len = 0;
+  int32_t max_tokens = 0;  // resolved
+  int32_t generated = 0;
+  bool cancel = false;
+  EngineRequest(const RequestParams& p, const Tokenizer* tok)
+      : params(p), sampler(p.sampling), stops(p.stop) {
+    // The text continues the prompt: keep the leading space of the first piece.
+    if (tok != nullptr) decoder = std::make_unique<StreamDecoder>(*tok, false);
+  }
+};
+
+struct Engine::Impl {
+  const Model& model;
+  const Tokenizer* tok;
+  const KernelTable& kernels;
+  EngineOptions opts;
+  ThreadPool pool;
+  LlamaRunner runner;
+  KvStorage kv;
+  BlockManager blocks;
+  Scheduler sched;
+  std::map<uint64_t, std::unique_ptr<EngineRequest>> reqs;
+  uint64_t next_id = 1;
+  uint64_t steps = 0;
+  ForwardBatch batch;
+  std::vector<float> logits;
+
+  Impl(const Model& m, const Tokenizer* t, const KernelTable& k, const EngineOptions& o, int32_t n_blocks)
+      : model(m), tok(t), kernels(k), opts(o), pool(o.threads), runner(m, k, pool),
+        kv(m.config.n_layer, n_blocks * o.kv_block_size, m.config.kv_dim()),
+        blocks(n_blocks, o.kv_block_size, o.prefix_caching),
+        sched(SchedulerConfig{o.max_num_seqs, o.max_batched_tokens, o.max_model_len, o.guaranteed_admission},
+              &blocks) {}
+
+  bool IsEog(int32_t id) const {
+    if (tok != nullptr && tok->vocab().IsEog(id)) return true;
+    return std::find(model.extra_eog_ids.begin(), model.extra_eog_ids.end(), id) != model.extra_eog_ids.end();
+  }
+
+  // stopped_by_string: the text after the stop string is dropped, not flushed.
+  RequestOutput Finish(uint64_t id, FinishReason why, std::string error = {}, bool stopped_by_string = false) {
+    EngineRequest& r = *reqs.at(id);
+    RequestOutput o;
+    o.id = id;
+    o.finished = true;
+    o.finish_reason = why;
+    o.error = std::move(error);
+    if (r.decoder && !stopped_by_string) {
+      bool stopped = false;
+      o.text = r.stops.Push(r.decoder->Flush(), &stopped);
+      if (!stopped) o.text += r.stops.Flush();
+    }
+    o.prompt_tokens = r.prompt_len;
+    o.completion_tokens = r.generated;
+    o.cached_tokens = sched.Has(id) ? sched.CachedTokens(id) : 0;
+    sched.Finish(id);  // blocks back to the pool now
+    reqs.erase(id);
+    return o;
+  }
+};
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+
+StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokenizer* tokenizer,
+                                                 const KernelTable& kernels, const EngineOptions& given) {
+  EngineOptions o = given;
+  const ModelConfig& c = model.config;
+  if (o.kv_block_size < 1 || o.kv_block_size > 1024) return InvalidArgument("--kv-block-size must be in 1..1024");
+  if (o.max_num_seqs < 1) return InvalidArgument("--max-num-seqs must be at least 1");
+  if (o.max_batched_tokens < 1) return InvalidArgument("--max-batched-tokens must be at least 1");
+  if (o.max_model_len <= 0) o.max_model_len = c.n_ctx_train > 0 ? c.n_ctx_train : 2048;
+  const uint64_t per_token = KvStorage::BytesFor(c.n_layer, 1, c.kv_dim());
+  uint64_t bytes;
+  if (o.kv_cache_mb > 0) {
+    bytes = static_cast<uint64_t>(o.kv_cache_mb) << 20;
+  } else {
+    const uint64_t useful = per_token * static_cast<uint64_t>(o.max_model_len) * std::min(o.max_num_seqs, 16);
+    bytes = std::min(AvailableRam() / 4, std::max<uint64_t>(useful, per_token * o.max_model_len));
+  }
+  const int64_t n_blocks = static_cast<int64_t>(bytes / (per_token * o.kv_block_size));
+  if (n_blocks < 1) return InvalidArgument("--kv-cache-mb is too small for one KV block");
+  if (n_blocks * o.kv_block_size > (1ll << 31) - 1) return InvalidArgument("--kv-cache-mb is too large");
+  auto impl = std::make_unique<Impl>(model, tokenizer, kernels, o, static_cast<int32_t>(n_blocks));
+  LOG_INFO("engine: KV cache {:.1f} MiB = {} blocks of {} tokens ({} tokens), context {}, max {} seqs, {} tokens/step",
+           KvStorage::BytesFor(c.n_layer, n_blocks * o.kv_block_size, c.kv_dim()) / 1048576.0, n_blocks,
+           o.kv_block_size, n_blocks * o.kv_block_size, o.max_model_len, o.max_num_seqs, o.max_batched_tokens);
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+StatusOr<uint64_t> Engine::Add(std::vector<int32_t> prompt, const RequestParams& params) {
+  Impl& m = *impl_;
+  RETURN_IF_ERROR(ValidateSamplingParams(params.sampling));
+  for (int32_t t : prompt) {
+    if (t < 0 || t >= m.model.config.n_vocab) {
+      return InvalidArgument(fmt::format("token id {} is out of range [0, {})", t, m.model.config.n_vocab));
+    }
+  }
+  if (params.max_tokens == 0 || params.max_tokens < -1) return InvalidArgument("max_tokens must be positive");
+  const int32_t len = static_cast<int32_t>(prompt.size());
+  int32_t max_tokens = params.max_tokens;
+  if (max_tokens < 0) max_tokens = std::max(1, m.opts.max_model_len - len);
+  const uint64_t id = m.next_id++;
+  RETURN_IF_ERROR(m.sched.Add(id, std::move(prompt), max_tokens, params.priority));
+  auto r = std::make_unique<EngineRequest>(params, m.tok);
+  r->prompt_len = len;
+  r->max_tokens = max_tokens;
+  m.reqs.emplace(id, std::move(r));
+  return id;
+}
+
+void Engine::Cancel(uint64_t id) {
+  auto it = impl_->reqs.find(id);
+  if (it != impl_->reqs.end()) it->second->cancel = true;
+}
+
+bool Engine::HasWork() const { return !impl_->reqs.empty(); }
+
+int32_t Engine::max_model_len() const { return impl_->opts.max_model_len; }
+
+EngineStats Engine::Stats() const {
+  const Impl& m = *impl_;
+  EngineStats s;
+  s.num_running = m.sched.num_running();
+  s.num_waiting = m.sched.num_waiting();
+  s.kv_blocks_total = m.blocks.num_blocks();
+  s.kv_blocks_used = m.blocks.pool().num_used();
+  s.kv_block_size = m.blocks.block_size();
+  s.prefix_cache_queries = m.blocks.prefix_queries();
+  s.prefix_cache_hits = m.blocks.prefix_hits();
+  s.num_preemptions = m.sched.num_preemptions();
+  s.prefill_tokens_computed = m.sched.prefill_tokens_computed();
+  s.steps = m.steps;
+  s.kv_cache_bytes = KvStorage::BytesFor(m.model.config.n_layer, m.kv.n_slots(), m.model.config.kv_dim());
+  return s;
+}
+
+std::vector<RequestOutput> Engine::Step() {
+  Impl& m = *impl_;
+  std::vector<RequestOutput> outs;
+  // Cancelled requests leave first: their blocks are free for this step.
+  for (auto it = m.reqs.begin(); it != m.reqs.end();) {
+    const uint64_t id = it->first;
+    const bool cancel = it->second->cancel;
+    ++it;
+    if (cancel) outs.push_back(m.Finish(id, FinishReason::kCancelled));
+  }
+  SchedulerOutput so = m.sched.Schedule();
+  if (so.empty()) return outs;
+  ++m.steps;
+  // Execute: one flat batch of every scheduled chunk.
+  m.batch.Clear();
+  for (size_t s = 0; s < so.chunks.size(); ++s) {
+    const ScheduledChunk& c = so.chunks[s];
+    const std::vector<int32_t>& toks = m.sched.Tokens(c.id);
+    m.batch.seq_slots.push_back(&m.blocks.Slots(c.id));
+    for (int32_t i = c.start; i < c.start + c.n; ++i) {
+      m.batch.Add(toks[i], i, static_cast<int32_t>(s), c.want_logits && i == c.start + c.n - 1);
+    }
+  }
+  Status st = m.runner.Forward(m.batch, m.kv, &m.logits);
+  if (!st.ok()) {
+    // One failed batch fails its requests, never the loop.
+    LOG_ERROR("forward pass failed: {}", st.ToString());
+    for (const ScheduledChunk& c : so.chunks) {
+      if (m.reqs.count(c.id)) outs.push_back(m.Finish(c.id, FinishReason::kError, st.message()));
+    }
+    return outs;
+  }
+  m.sched.Computed(so);
+  // Update: sample every sequence whose newest token was computed.
+  const int32_t V = m.model.config.n_vocab;
+  int32_t row = 0;
+  for (const ScheduledChunk& c : so.chunks) {
+    if (!c.want_logits) continue;
+    float* lg = m.logits.data() + static_cast<size_t>(row++) * V;
+    EngineRequest& r = *m.reqs.at(c.id);
+    const int32_t next = r.sampler.Sample(lg, V, m.sched.Tokens(c.id));
+    if (!r.params.ignore_eos && m.IsEog(next)) {
+      outs.push_back(m.Finish(c.id, FinishReason::kStop));
+      continue;
+    }
+    m.sched.Append(c.id, next);
+    ++r.generated;
+    RequestOutput o;
+    o.id = c.id;
+    o.tokens.push_back(next);
+    bool stopped = false;
+    if (r.decoder) o.text = r.stops.Push(r.decoder->Push(next), &stopped);
+    FinishReason why = FinishReason::kNone;
+    if (stopped) why = FinishReason::kStop;
+    else if (r.generated >= r.max_tokens) why = FinishReason::kLength;
+    else if (static_cast<int32_t>(m.sched.Tokens(c.id).size()) >= m.opts.max_model_len) why = FinishReason::kLength;
+    if (why != FinishReason::kNone) {
+      RequestOutput f = m.Finish(c.id, why, {}, stopped);
+      o.text += f.text;
+      o.finished = true;
+      o.finish_reason = why;
+      o.prompt_tokens = f.prompt_tokens;
+      o.completion_tokens = f.completion_tokens;
+      o.cached_tokens = f.cached_tokens;
+    } else {
+      o.prompt_tokens = r.prompt_len;
+      o.completion_tokens = r.generated;
+      o.cached_tokens = m.sched.CachedTokens(c.id);
+    }
+    outs.push_back(std::move(o));
+  }
+  return outs;
+}
+
+}  // namespace infera

@@ -1,0 +1,30 @@
+#include "tools/engine_flags.h"
+
+namespace infera::cli {
+
+void AddEngineFlags(CLI::App& app, EngineFlags* f) {
+  app.add_option("--kv-cache-mb", f->opts.kv_cache_mb, "KV cache size (default: a quarter of free RAM, capped)");
+  app.add_option("--kv-block-size", f->opts.kv_block_size, "tokens per KV block (default 16)");
+  app.add_option("--max-num-seqs", f->opts.max_num_seqs, "sequences per batch (default 64)");
+  app.add_option("--max-batched-tokens", f->opts.max_batched_tokens, "tokens per batch (default 512)");
+  app.add_option("--max-model-len", f->opts.max_model_len, "context per sequence (default: the model's)");
+  app.add_flag("--no-prefix-cache", f->no_prefix_cache, "do not reuse the KV blocks of shared prefixes");
+  app.add_option("--admission", f->admission,
+                 "preempt (admit when the next chunk fits; preempt and recompute when memory runs out) or "
+                 "guaranteed (admit only when prompt + max_tokens fit; never preempt)");
+}
+
+std::string ResolveEngineFlags(EngineFlags* f, int threads) {
+  f->opts.threads = threads;
+  f->opts.prefix_caching = !f->no_prefix_cache;
+  if (f->admission == "guaranteed") f->opts.guaranteed_admission = true;
+  else if (f->admission != "preempt") return "--admission must be preempt or guaranteed";
+  if (f->opts.kv_cache_mb < 0) return "--kv-cache-mb must be >= 0";
+  if (f->opts.max_num_seqs < 1) return "--max-num-seqs must be >= 1";
+  if (f->opts.max_batched_tokens < 1) return "--max-batched-tokens must be >= 1";
+  if (f->opts.kv_block_size < 1 || f->opts.kv_block_size > 1024) return "--kv-block-size must be in 1..1024";
+  if (f->opts.max_model_len < 0) return "--max-model-len must be >= 0";
+  return {};
+}
+
+}  // namespace infera::cli

@@ -1,0 +1,22 @@
+// Engine flags shared by `generate`, `bench --parallel` and `serve`.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "infera/engine.h"
+
+namespace infera::cli {
+
+struct EngineFlags {
+  EngineOptions opts;
+  bool no_prefix_cache = false;
+  std::string admission = "preempt";
+};
+
+void AddEngineFlags(CLI::App& app, EngineFlags* f);
+// Resolved options, or an error message (empty when fine).
+std::string ResolveEngineFlags(EngineFlags* f, int threads);
+
+}  // namespace infera::cli
