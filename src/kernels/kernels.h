@@ -65,6 +65,11 @@ struct KernelTable {
   void (*attend_head)(const float* q, const float* k_base, const float* v_base, int64_t row_stride, int head_dim,
                       float scale, const int32_t* slots, int32_t first, int32_t last, float* scores,
                       float* out) = nullptr;
+  // Tiled online-softmax attention of one token's g query heads sharing one
+  // KV head (flash_generic.h): q, out [g, head_dim]; scratch g * 34 floats.
+  void (*flash_attend_group)(const float* q, int g, const float* k_base, const float* v_base, int64_t row_stride,
+                             int head_dim, float scale, const int32_t* slots, int32_t first, int32_t last, float* out,
+                             float* scratch) = nullptr;
 
   FloatTileFn FloatTileFor(DType t) const;
 };

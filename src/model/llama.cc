@@ -1,5 +1,7 @@
 #include "model/llama.h"
 
+#include "kernels/flash_generic.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -95,7 +97,8 @@ Status LlamaRunner::Forward(const ForwardBatch& b, KvStorage& kv, std::vector<fl
   grow(gate_, size_t(T) * ff); grow(up_, size_t(T) * ff);
   int32_t max_pos = 0;
   for (int32_t p : b.positions) max_pos = std::max(max_pos, p);
-  for (auto& s : scores_) grow(s, size_t(max_pos) + 1);
+  const size_t flash_scratch = size_t(c_.n_head / c_.n_head_kv) * (kFlashTile + 2);
+  for (auto& s : scores_) grow(s, std::max(size_t(max_pos) + 1, flash_scratch));
 
   EmbedTokens(b);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -134,20 +137,28 @@ Status LlamaRunner::Forward(const ForwardBatch& b, KvStorage& kv, std::vector<fl
         std::memcpy(vc + size_t(slot) * kvd, v, sizeof(float) * kvd);
       }
     });
-    // Attention: one work item per (token, head), dealt round-robin so the
-    // long causal rows of late tokens spread over all threads.
-    const int64_t items = int64_t(T) * c_.n_head;
+    // Attention: one work item per (token, KV head group), dealt round-robin
+    // so the long causal rows of late tokens spread over all threads. The
+    // tiled kernel reads each K/V row once per group and keeps O(tile) state.
+    const int group = c_.n_head / c_.n_head_kv;
+    const int64_t items = int64_t(T) * c_.n_head_kv;
     pool_.Run([&](int thread, int n_threads) {
-      const int group = c_.n_head / c_.n_head_kv;
       for (int64_t it = thread; it < items; it += n_threads) {
-        const int32_t t = static_cast<int32_t>(it / c_.n_head);
-        const int h = static_cast<int>(it % c_.n_head);
+        const int32_t t = static_cast<int32_t>(it / c_.n_head_kv);
+        const int kvh = static_cast<int>(it % c_.n_head_kv);
         const int32_t p = b.positions[t];
         const int32_t first = c_.sliding_window > 0 ? std::max(0, p - c_.sliding_window + 1) : 0;
-        // View the cache as kv_dim-wide rows starting at this head's K/V group.
-        AttendHead(k_, &q_[size_t(t) * qd + size_t(h) * hd], kc + (h / group) * hd, vc + (h / group) * hd,
-                   kvd, hd, scale, b.seq_slots[b.seq[t]]->data(), first, p, scores_[thread].data(),
-                   &att_[size_t(t) * qd + size_t(h) * hd]);
+        const size_t q_off = size_t(t) * qd + size_t(kvh) * group * hd;
+        const int32_t* slots = b.seq_slots[b.seq[t]]->data();
+        if (naive_attention_) {
+          for (int i = 0; i < group; ++i) {
+            AttendHead(k_, &q_[q_off + size_t(i) * hd], kc + kvh * hd, vc + kvh * hd, kvd, hd, scale, slots, first, p,
+                       scores_[thread].data(), &att_[q_off + size_t(i) * hd]);
+          }
+        } else {
+          k_.flash_attend_group(&q_[q_off], group, kc + kvh * hd, vc + kvh * hd, kvd, hd, scale, slots, first, p,
+                                &att_[q_off], scores_[thread].data());
+        }
       }
     });
     Matmul(k_, pool_, L.wo, att_.data(), T, tmp_.data());

@@ -26,6 +26,10 @@ class LlamaRunner {
   // batch.logit_rows into logits [logit_rows.size(), n_vocab].
   Status Forward(const ForwardBatch& batch, KvStorage& kv, std::vector<float>* logits);
 
+  // Use the naive reference attention (one score row per head) instead of the
+  // tiled kernel: for tests.
+  void set_naive_attention(bool on) { naive_attention_ = on; }
+
  private:
   Status Validate(const ForwardBatch& batch, const KvStorage& kv) const;
   void Rope(float* x, int n_heads, int pos) const;
@@ -39,6 +43,7 @@ class LlamaRunner {
   // Scratch, grown on demand: [T, width] row-major.
   std::vector<float> x_, xn_, q_, kk_, vv_, att_, tmp_, gate_, up_;
   std::vector<std::vector<float>> scores_;  // per thread [max_pos + 1]
+  bool naive_attention_ = false;
 };
 
 }  // namespace infera

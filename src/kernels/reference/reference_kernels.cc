@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/attend_generic.h"
+#include "kernels/flash_generic.h"
 #include "tensor/fp16.h"
 
 namespace infera::reference {
@@ -91,6 +92,7 @@ void Fill(KernelTable* t) {
   t->dot_f32 = DotF32;
   t->axpy_f32 = AxpyF32;
   t->attend_head = AttendHeadComposed<DotF32, AxpyF32>;
+  t->flash_attend_group = FlashAttendGroupScalar<DotF32>;
 }
 
 }  // namespace infera::reference

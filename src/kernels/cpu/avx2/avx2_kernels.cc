@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/attend_generic.h"
+#include "kernels/flash_generic.h"
 
 namespace infera::avx2 {
 namespace {
@@ -196,6 +197,7 @@ void Fill(KernelTable* t) {
   t->dot_f32 = DotF32;
   t->axpy_f32 = AxpyF32;
   t->attend_head = AttendHeadComposed<DotF32, AxpyF32>;
+  t->flash_attend_group = FlashAttendGroupScalar<DotF32>;
 }
 
 }  // namespace infera::avx2

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/attend_generic.h"
+#include "kernels/flash_generic.h"
 
 
 namespace infera::avx512 {
@@ -153,6 +154,7 @@ void Fill(KernelTable* t) {
   t->dot_f32 = DotF32;
   t->axpy_f32 = AxpyF32;
   t->attend_head = AttendHead;
+  t->flash_attend_group = FlashAttendGroupScalar<DotF32>;  // vectorized by the compiler here
 }
 
 }  // namespace infera::avx512
