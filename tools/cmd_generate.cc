@@ -129,13 +129,22 @@ int Generate(const GenerateArgs& a, const RuntimeOptions& rt_in) {
   }
   std::ofstream out(a.output, std::ios::trunc);
   if (!out) return ReportError(a.output + ": cannot open for writing");
-  struct Result { std::string text; FinishReason why = FinishReason::kNone; int32_t prompt = 0, completion = 0, cached = 0; };
+  struct Result {
+    std::string text;
+    FinishReason why = FinishReason::kNone;
+    int32_t prompt = 0, completion = 0, cached = 0;
+    double queue = 0, ttft = 0, e2e = 0;
+  };
   std::vector<Result> results(lines.size());
   const bool tty = isatty(fileno(stderr)) != 0;
   const auto t0 = std::chrono::steady_clock::now();
   size_t done = 0, last_shown = 0;
   uint64_t gen_tokens = 0;
+  double alloc_slots = 0, held_tokens = 0;  // summed over steps: KV memory use
   while (eng.HasWork()) {
+    const EngineStats before = eng.Stats();
+    alloc_slots += static_cast<double>(before.kv_blocks_used) * before.kv_block_size;
+    held_tokens += static_cast<double>(before.kv_tokens_held);
     for (RequestOutput& o : eng.Step()) {
       Result& r = results[index_of.at(o.id)];
       r.text += o.text;
@@ -145,6 +154,9 @@ int Generate(const GenerateArgs& a, const RuntimeOptions& rt_in) {
         r.prompt = o.prompt_tokens;
         r.completion = o.completion_tokens;
         r.cached = o.cached_tokens;
+        r.queue = o.queue_seconds;
+        r.ttft = o.ttft_seconds;
+        r.e2e = o.e2e_seconds;
         ++done;
       }
     }
@@ -171,7 +183,8 @@ int Generate(const GenerateArgs& a, const RuntimeOptions& rt_in) {
               {"usage", {{"prompt_tokens", r.prompt},
                          {"completion_tokens", r.completion},
                          {"total_tokens", r.prompt + r.completion},
-                         {"prompt_tokens_details", {{"cached_tokens", r.cached}}}}}};
+                         {"prompt_tokens_details", {{"cached_tokens", r.cached}}}}},
+              {"timing", {{"queue_ms", 1e3 * r.queue}, {"ttft_ms", 1e3 * r.ttft}, {"e2e_ms", 1e3 * r.e2e}}}};
     out << j.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
     prompt_tokens += r.prompt;
     cached += r.cached;
@@ -181,11 +194,13 @@ int Generate(const GenerateArgs& a, const RuntimeOptions& rt_in) {
   const EngineStats st = eng.Stats();
   std::fprintf(stderr,
                "generate: %zu requests in %.2f s | prompt %llu tokens (%llu from the prefix cache) | generated %llu "
-               "tokens | %.1f generated tok/s, %.1f total tok/s | %llu steps, %llu preemptions\n",
+               "tokens | %.1f generated tok/s, %.1f total tok/s | %llu steps, %llu preemptions | KV slots "
+               "allocated but unused: %.1f %%\n",
                lines.size(), secs, static_cast<unsigned long long>(prompt_tokens), static_cast<unsigned long long>(cached),
                static_cast<unsigned long long>(gen_tokens), gen_tokens / std::max(secs, 1e-9),
                (prompt_tokens + gen_tokens) / std::max(secs, 1e-9), static_cast<unsigned long long>(st.steps),
-               static_cast<unsigned long long>(st.num_preemptions));
+               static_cast<unsigned long long>(st.num_preemptions),
+               alloc_slots > 0 ? 100.0 * (1.0 - held_tokens / alloc_slots) : 0.0);
   return kExitOk;
 }
 

@@ -52,6 +52,9 @@ struct RequestOutput {
   int32_t completion_tokens = 0;
   int32_t cached_tokens = 0;    // prompt tokens served from the prefix cache
   std::string error;            // with FinishReason::kError
+  // Timing (seconds): queue = Add to first scheduled; ttft = first scheduled
+  // to first token (set from the first token on); e2e = Add to finish.
+  double queue_seconds = 0, ttft_seconds = 0, e2e_seconds = 0;
 };
 
 struct EngineStats {
@@ -62,6 +65,10 @@ struct EngineStats {
   uint64_t prefill_tokens_computed = 0;
   uint64_t steps = 0;
   uint64_t kv_cache_bytes = 0;
+  // Tokens whose K/V the running sequences hold (for the memory-waste ratio:
+  // 1 - kv_tokens_held / (kv_blocks_used * kv_block_size), with the prefix
+  // cache off).
+  uint64_t kv_tokens_held = 0;
 };
 
 class Engine {

@@ -1,6 +1,7 @@
 #include "infera/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <map>
 
@@ -44,6 +45,16 @@ struct EngineRequest {
   int32_t max_tokens = 0;  // resolved
   int32_t generated = 0;
   bool cancel = false;
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point t_add = Clock::now(), t_sched, t_first;
+  bool scheduled = false, has_first = false;
+  void Timing(RequestOutput* o) const {
+    const auto now = Clock::now();
+    auto secs = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+    o->queue_seconds = scheduled ? secs(t_add, t_sched) : secs(t_add, now);
+    o->ttft_seconds = has_first ? secs(t_sched, t_first) : 0.0;
+    o->e2e_seconds = secs(t_add, now);
+  }
   EngineRequest(const RequestParams& p, const Tokenizer* tok)
       : params(p), sampler(p.sampling), stops(p.stop) {
     // The text continues the prompt: keep the leading space of the first piece.
@@ -95,6 +106,7 @@ struct Engine::Impl {
     o.prompt_tokens = r.prompt_len;
     o.completion_tokens = r.generated;
     o.cached_tokens = sched.Has(id) ? sched.CachedTokens(id) : 0;
+    r.Timing(&o);
     sched.Finish(id);  // blocks back to the pool now
     reqs.erase(id);
     return o;
@@ -174,6 +186,7 @@ EngineStats Engine::Stats() const {
   s.prefill_tokens_computed = m.sched.prefill_tokens_computed();
   s.steps = m.steps;
   s.kv_cache_bytes = KvStorage::BytesFor(m.model.config.n_layer, m.kv.n_slots(), m.model.config.kv_dim());
+  s.kv_tokens_held = m.sched.TokensHeld();
   return s;
 }
 
@@ -190,6 +203,14 @@ std::vector<RequestOutput> Engine::Step() {
   SchedulerOutput so = m.sched.Schedule();
   if (so.empty()) return outs;
   ++m.steps;
+  const auto now = EngineRequest::Clock::now();
+  for (const ScheduledChunk& c : so.chunks) {
+    EngineRequest& r = *m.reqs.at(c.id);
+    if (!r.scheduled) {
+      r.scheduled = true;
+      r.t_sched = now;
+    }
+  }
   // Execute: one flat batch of every scheduled chunk.
   m.batch.Clear();
   for (size_t s = 0; s < so.chunks.size(); ++s) {
@@ -224,6 +245,10 @@ std::vector<RequestOutput> Engine::Step() {
     }
     m.sched.Append(c.id, next);
     ++r.generated;
+    if (!r.has_first) {
+      r.has_first = true;
+      r.t_first = EngineRequest::Clock::now();
+    }
     RequestOutput o;
     o.id = c.id;
     o.tokens.push_back(next);
@@ -241,10 +266,14 @@ std::vector<RequestOutput> Engine::Step() {
       o.prompt_tokens = f.prompt_tokens;
       o.completion_tokens = f.completion_tokens;
       o.cached_tokens = f.cached_tokens;
+      o.queue_seconds = f.queue_seconds;
+      o.ttft_seconds = f.ttft_seconds;
+      o.e2e_seconds = f.e2e_seconds;
     } else {
       o.prompt_tokens = r.prompt_len;
       o.completion_tokens = r.generated;
       o.cached_tokens = m.sched.CachedTokens(c.id);
+      r.Timing(&o);
     }
     outs.push_back(std::move(o));
   }

@@ -123,6 +123,12 @@ void Scheduler::Computed(const SchedulerOutput& out) {
   }
 }
 
+uint64_t Scheduler::TokensHeld() const {
+  uint64_t n = 0;
+  for (uint64_t id : running_) n += static_cast<uint64_t>(seqs_.at(id).computed);
+  return n;
+}
+
 void Scheduler::Append(uint64_t id, int32_t token) { seqs_.at(id).tokens.push_back(token); }
 
 void Scheduler::Finish(uint64_t id) {

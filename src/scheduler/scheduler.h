@@ -72,6 +72,8 @@ class Scheduler {
   bool HasWork() const { return !running_.empty() || !waiting_.empty(); }
   uint64_t num_preemptions() const { return num_preemptions_; }
   uint64_t prefill_tokens_computed() const { return prefill_computed_; }
+  // Sum over running sequences of the tokens whose K/V is in the cache.
+  uint64_t TokensHeld() const;
 
  private:
   struct Seq {
