@@ -9,6 +9,9 @@ void AddEngineFlags(CLI::App& app, EngineFlags* f) {
   app.add_option("--max-batched-tokens", f->opts.max_batched_tokens, "tokens per batch (default 512)");
   app.add_option("--max-model-len", f->opts.max_model_len, "context per sequence (default: the model's)");
   app.add_flag("--no-prefix-cache", f->no_prefix_cache, "do not reuse the KV blocks of shared prefixes");
+  app.add_flag("--context-shift", f->opts.context_shift,
+               "at the context end keep the first --context-keep tokens and the newer half of the rest, and go on");
+  app.add_option("--context-keep", f->opts.context_keep, "tokens kept at the start by --context-shift (default 4)");
   app.add_option("--admission", f->admission,
                  "preempt (admit when the next chunk fits; preempt and recompute when memory runs out) or "
                  "guaranteed (admit only when prompt + max_tokens fit; never preempt)");
@@ -24,6 +27,7 @@ std::string ResolveEngineFlags(EngineFlags* f, int threads) {
   if (f->opts.max_batched_tokens < 1) return "--max-batched-tokens must be >= 1";
   if (f->opts.kv_block_size < 1 || f->opts.kv_block_size > 1024) return "--kv-block-size must be in 1..1024";
   if (f->opts.max_model_len < 0) return "--max-model-len must be >= 0";
+  if (f->opts.context_keep < 0) return "--context-keep must be >= 0";
   return {};
 }
 

@@ -31,6 +31,10 @@ struct EngineOptions {
   int32_t max_model_len = 0;        // context per sequence; 0: the model's trained context
   bool prefix_caching = true;
   bool guaranteed_admission = false;  // reserve prompt + max_tokens at admission; never preempt
+  // Long generations: at the context end keep the first context_keep tokens
+  // and the newer half of the rest, and go on (instead of finishing).
+  bool context_shift = false;
+  int32_t context_keep = 4;
 };
 
 struct RequestParams {

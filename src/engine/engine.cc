@@ -82,7 +82,8 @@ struct Engine::Impl {
       : model(m), tok(t), kernels(k), opts(o), pool(o.threads), runner(m, k, pool),
         kv(m.config.n_layer, n_blocks * o.kv_block_size, m.config.kv_dim()),
         blocks(n_blocks, o.kv_block_size, o.prefix_caching),
-        sched(SchedulerConfig{o.max_num_seqs, o.max_batched_tokens, o.max_model_len, o.guaranteed_admission},
+        sched(SchedulerConfig{o.max_num_seqs, o.max_batched_tokens, o.max_model_len, o.guaranteed_admission,
+                              o.context_shift},
               &blocks) {}
 
   bool IsEog(int32_t id) const {
@@ -153,7 +154,11 @@ StatusOr<uint64_t> Engine::Add(std::vector<int32_t> prompt, const RequestParams&
   if (params.max_tokens == 0 || params.max_tokens < -1) return InvalidArgument("max_tokens must be positive");
   const int32_t len = static_cast<int32_t>(prompt.size());
   int32_t max_tokens = params.max_tokens;
-  if (max_tokens < 0) max_tokens = std::max(1, m.opts.max_model_len - len);
+  if (max_tokens < 0) {
+    // Without a limit: to the context end (with context shift: without end;
+    // a large cap keeps the count finite).
+    max_tokens = m.opts.context_shift ? (1 << 30) : std::max(1, m.opts.max_model_len - len);
+  }
   const uint64_t id = m.next_id++;
   RETURN_IF_ERROR(m.sched.Add(id, std::move(prompt), max_tokens, params.priority));
   auto r = std::make_unique<EngineRequest>(params, m.tok);
@@ -257,7 +262,10 @@ std::vector<RequestOutput> Engine::Step() {
     FinishReason why = FinishReason::kNone;
     if (stopped) why = FinishReason::kStop;
     else if (r.generated >= r.max_tokens) why = FinishReason::kLength;
-    else if (static_cast<int32_t>(m.sched.Tokens(c.id).size()) >= m.opts.max_model_len) why = FinishReason::kLength;
+    else if (static_cast<int32_t>(m.sched.Tokens(c.id).size()) >= m.opts.max_model_len) {
+      if (m.opts.context_shift) m.sched.Shift(c.id, m.opts.context_keep);
+      else why = FinishReason::kLength;
+    }
     if (why != FinishReason::kNone) {
       RequestOutput f = m.Finish(c.id, why, {}, stopped);
       o.text += f.text;

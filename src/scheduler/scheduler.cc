@@ -18,11 +18,11 @@ Status Scheduler::Add(uint64_t id, std::vector<int32_t> prompt, int32_t max_toke
   if (prompt.empty()) return InvalidArgument("the prompt is empty");
   const int64_t total = static_cast<int64_t>(prompt.size()) + max_tokens;
   if (max_tokens < 1) return InvalidArgument("max_tokens must be at least 1");
-  if (total > cfg_.max_model_len) {
+  if (total > cfg_.max_model_len && (!cfg_.context_shift || static_cast<int64_t>(prompt.size()) >= cfg_.max_model_len)) {
     return InvalidArgument(fmt::format("prompt ({} tokens) + max_tokens ({}) exceeds the context of {} tokens",
                                        prompt.size(), max_tokens, cfg_.max_model_len));
   }
-  if (blocks_->BlocksFor(static_cast<int32_t>(total)) > blocks_->num_blocks()) {
+  if (blocks_->BlocksFor(static_cast<int32_t>(std::min<int64_t>(total, cfg_.max_model_len))) > blocks_->num_blocks()) {
     return InvalidArgument(fmt::format("prompt + max_tokens ({} tokens) needs more KV blocks than the cache holds "
                                        "({} blocks of {})", total, blocks_->num_blocks(), blocks_->block_size()));
   }
@@ -95,7 +95,8 @@ SchedulerOutput Scheduler::Schedule() {
         if (!s.admitted_once) s.cached = s.computed;
       }
       const int32_t n = std::min(len - s.computed, budget);
-      const int32_t reserve = cfg_.guaranteed_admission ? s.prompt_len + s.max_tokens : s.computed + n;
+      const int32_t reserve = cfg_.guaranteed_admission ? std::min(s.prompt_len + s.max_tokens, cfg_.max_model_len)
+                                                        : s.computed + n;
       if (!blocks_->Grow(id, reserve)) {
         blocks_->Free(id);  // waits, in order, for blocks to come back
         s.computed = 0;
@@ -121,6 +122,17 @@ void Scheduler::Computed(const SchedulerOutput& out) {
     if (!(c.n == 1 && c.start >= s.prompt_len)) prefill_computed_ += c.n;
     blocks_->Commit(c.id, s.tokens, s.computed);
   }
+}
+
+void Scheduler::Shift(uint64_t id, int32_t keep) {
+  Seq& s = seqs_.at(id);
+  const int32_t len = static_cast<int32_t>(s.tokens.size());
+  keep = std::clamp(keep, 0, len - 1);
+  const int32_t discard = std::max(1, (len - keep) / 2);
+  s.tokens.erase(s.tokens.begin() + keep, s.tokens.begin() + keep + discard);
+  s.prompt_len = std::min(s.prompt_len, static_cast<int32_t>(s.tokens.size()));
+  blocks_->Free(id);  // recomputed at the next steps (chunked, like a prompt)
+  s.computed = 0;
 }
 
 uint64_t Scheduler::TokensHeld() const {

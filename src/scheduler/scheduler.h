@@ -28,6 +28,9 @@ struct SchedulerConfig {
   int32_t max_batched_tokens = 512;
   int32_t max_model_len = 2048;  // context per sequence
   bool guaranteed_admission = false;
+  // Long generations: a sequence may outgrow the context; Shift() then drops
+  // the older half of its tokens after the first `keep`.
+  bool context_shift = false;
 };
 
 // One sequence's work in a step: tokens [start, start + n) of its token list
@@ -62,6 +65,10 @@ class Scheduler {
   void Append(uint64_t id, int32_t token);
   // Ends a sequence (finished, cancelled or failed): its blocks go back now.
   void Finish(uint64_t id);
+  // Context shift (llama.cpp's): keeps tokens [0, keep) and the newer half of
+  // the rest, frees the blocks and lets the sequence recompute that context
+  // (its first `keep` positions stay those of the sink tokens).
+  void Shift(uint64_t id, int32_t keep);
 
   bool Has(uint64_t id) const { return seqs_.count(id) != 0; }
   const std::vector<int32_t>& Tokens(uint64_t id) const { return seqs_.at(id).tokens; }

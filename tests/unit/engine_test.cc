@@ -190,6 +190,27 @@ TEST_P(EngineTest, RefusesRequestsThatCanNeverFit) {
   EXPECT_TRUE(e->Add(Prompt(10, 1), Greedy(10)).ok());
 }
 
+// --context-shift: a generation longer than the context goes on (the older
+// half of the tokens after the first 4 dropped at each shift, the rest
+// recomputed) instead of being refused.
+TEST_P(EngineTest, ContextShiftGoesPastTheContext) {
+  Fixture f(GetParam());
+  EngineOptions o;
+  o.max_model_len = 48;
+  o.kv_cache_mb = 1;
+  auto plain = f.Make(o);
+  EXPECT_FALSE(plain->Add(Prompt(20, 2), Greedy(150)).ok());
+  o.context_shift = true;
+  auto e = f.Make(o);
+  auto out = RunAll(*e, {Prompt(20, 2), Prompt(30, 3)}, {Greedy(150), Greedy(100)});
+  EXPECT_EQ(out[0].size(), 150u);
+  EXPECT_EQ(out[1].size(), 100u);
+  EXPECT_EQ(e->Stats().kv_blocks_used, 0);
+  // Up to the first shift the tokens are those of a plain run.
+  auto ref = RunAll(*f.Make(EngineOptions{}), {Prompt(20, 2)}, {Greedy(28)});
+  EXPECT_EQ(std::vector<int32_t>(out[0].begin(), out[0].begin() + 28), ref[0]);
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, EngineTest, ::testing::Values(DType::kF32, DType::kF16),
                          [](const auto& info) { return std::string(DTypeName(info.param)); });
 
