@@ -30,6 +30,7 @@ struct PplArgs {
   int threads = 0;
   bool kld = false;
   bool json = false;
+  std::string kv_type = "f32";
 };
 
 constexpr char kKldMagic[8] = {'I', 'N', 'F', 'K', 'L', 'D', '1', '\0'};
@@ -114,7 +115,9 @@ int Perplexity(const PplArgs& a, const RuntimeOptions& rt) {
   }
 
   ThreadPool pool(a.threads);
-  Generator gen(m, &tok, *kernels, pool, a.ctx, std::min(a.batch, a.ctx));
+  KvType kv_type;
+  if (!ParseKvType(a.kv_type, &kv_type)) return ReportError("--kv-cache-type must be f32 or q8");
+  Generator gen(m, &tok, *kernels, pool, a.ctx, std::min(a.batch, a.ctx), kv_type);
   double nll = 0, nll2 = 0, kld_sum = 0, kld_sum2 = 0;
   int64_t count = 0, top1 = 0;
   std::vector<float> logits, lp, lp_base(V);
@@ -195,6 +198,7 @@ CommandFn RegisterPerplexity(CLI::App& app, const RuntimeOptions& rt) {
   app.add_option("--kl-divergence-base", a->kld_base, "file of base log-probabilities (written, or read with --kl-divergence)");
   app.add_flag("--kl-divergence", a->kld, "compare against --kl-divergence-base: mean KL divergence and top-1 agreement");
   app.add_flag("--json", a->json, "print one JSON object");
+  app.add_option("--kv-cache-type", a->kv_type, "f32 (default) or q8: int8 K/V with a scale per token and KV head");
   return [a, &rt]() { return Perplexity(*a, rt); };
 }
 

@@ -9,6 +9,7 @@ void AddEngineFlags(CLI::App& app, EngineFlags* f) {
   app.add_option("--max-batched-tokens", f->opts.max_batched_tokens, "tokens per batch (default 512)");
   app.add_option("--max-model-len", f->opts.max_model_len, "context per sequence (default: the model's)");
   app.add_flag("--no-prefix-cache", f->no_prefix_cache, "do not reuse the KV blocks of shared prefixes");
+  app.add_option("--kv-cache-type", f->opts.kv_cache_type, "f32 (default) or q8 (int8, a scale per token and KV head)");
   app.add_flag("--context-shift", f->opts.context_shift,
                "at the context end keep the first --context-keep tokens and the newer half of the rest, and go on");
   app.add_option("--context-keep", f->opts.context_keep, "tokens kept at the start by --context-shift (default 4)");
@@ -28,6 +29,7 @@ std::string ResolveEngineFlags(EngineFlags* f, int threads) {
   if (f->opts.kv_block_size < 1 || f->opts.kv_block_size > 1024) return "--kv-block-size must be in 1..1024";
   if (f->opts.max_model_len < 0) return "--max-model-len must be >= 0";
   if (f->opts.context_keep < 0) return "--context-keep must be >= 0";
+  if (f->opts.kv_cache_type != "f32" && f->opts.kv_cache_type != "q8") return "--kv-cache-type must be f32 or q8";
   return {};
 }
 

@@ -30,6 +30,7 @@ struct EngineOptions {
   int32_t max_batched_tokens = 512; // tokens in one batch (prompt chunks + decodes)
   int32_t max_model_len = 0;        // context per sequence; 0: the model's trained context
   bool prefix_caching = true;
+  std::string kv_cache_type = "f32";  // or "q8": int8 with a scale per token and KV head
   bool guaranteed_admission = false;  // reserve prompt + max_tokens at admission; never preempt
   // Long generations: at the context end keep the first context_keep tokens
   // and the newer half of the rest, and go on (instead of finishing).

@@ -78,9 +78,9 @@ struct Engine::Impl {
   ForwardBatch batch;
   std::vector<float> logits;
 
-  Impl(const Model& m, const Tokenizer* t, const KernelTable& k, const EngineOptions& o, int32_t n_blocks)
+  Impl(const Model& m, const Tokenizer* t, const KernelTable& k, const EngineOptions& o, int32_t n_blocks, KvType kt)
       : model(m), tok(t), kernels(k), opts(o), pool(o.threads), runner(m, k, pool),
-        kv(m.config.n_layer, n_blocks * o.kv_block_size, m.config.kv_dim()),
+        kv(m.config.n_layer, n_blocks * o.kv_block_size, m.config.kv_dim(), kt, m.config.head_dim),
         blocks(n_blocks, o.kv_block_size, o.prefix_caching),
         sched(SchedulerConfig{o.max_num_seqs, o.max_batched_tokens, o.max_model_len, o.guaranteed_admission,
                               o.context_shift},
@@ -125,7 +125,9 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Token
   if (o.max_num_seqs < 1) return InvalidArgument("--max-num-seqs must be at least 1");
   if (o.max_batched_tokens < 1) return InvalidArgument("--max-batched-tokens must be at least 1");
   if (o.max_model_len <= 0) o.max_model_len = c.n_ctx_train > 0 ? c.n_ctx_train : 2048;
-  const uint64_t per_token = KvStorage::BytesFor(c.n_layer, 1, c.kv_dim());
+  KvType kt;
+  if (!ParseKvType(o.kv_cache_type, &kt)) return InvalidArgument("--kv-cache-type must be f32 or q8");
+  const uint64_t per_token = KvStorage::BytesFor(c.n_layer, 1, c.kv_dim(), kt, c.head_dim);
   uint64_t bytes;
   if (o.kv_cache_mb > 0) {
     bytes = static_cast<uint64_t>(o.kv_cache_mb) << 20;
@@ -136,10 +138,11 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Token
   const int64_t n_blocks = static_cast<int64_t>(bytes / (per_token * o.kv_block_size));
   if (n_blocks < 1) return InvalidArgument("--kv-cache-mb is too small for one KV block");
   if (n_blocks * o.kv_block_size > (1ll << 31) - 1) return InvalidArgument("--kv-cache-mb is too large");
-  auto impl = std::make_unique<Impl>(model, tokenizer, kernels, o, static_cast<int32_t>(n_blocks));
-  LOG_INFO("engine: KV cache {:.1f} MiB = {} blocks of {} tokens ({} tokens), context {}, max {} seqs, {} tokens/step",
-           KvStorage::BytesFor(c.n_layer, n_blocks * o.kv_block_size, c.kv_dim()) / 1048576.0, n_blocks,
-           o.kv_block_size, n_blocks * o.kv_block_size, o.max_model_len, o.max_num_seqs, o.max_batched_tokens);
+  auto impl = std::make_unique<Impl>(model, tokenizer, kernels, o, static_cast<int32_t>(n_blocks), kt);
+  LOG_INFO("engine: KV cache {:.1f} MiB ({}) = {} blocks of {} tokens ({} tokens), context {}, max {} seqs, {} tokens/step",
+           KvStorage::BytesFor(c.n_layer, n_blocks * o.kv_block_size, c.kv_dim(), kt, c.head_dim) / 1048576.0,
+           o.kv_cache_type, n_blocks, o.kv_block_size, n_blocks * o.kv_block_size, o.max_model_len, o.max_num_seqs,
+           o.max_batched_tokens);
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
@@ -190,7 +193,8 @@ EngineStats Engine::Stats() const {
   s.num_preemptions = m.sched.num_preemptions();
   s.prefill_tokens_computed = m.sched.prefill_tokens_computed();
   s.steps = m.steps;
-  s.kv_cache_bytes = KvStorage::BytesFor(m.model.config.n_layer, m.kv.n_slots(), m.model.config.kv_dim());
+  s.kv_cache_bytes = KvStorage::BytesFor(m.model.config.n_layer, m.kv.n_slots(), m.model.config.kv_dim(), m.kv.type(),
+                                         m.model.config.head_dim);
   s.kv_tokens_held = m.sched.TokensHeld();
   return s;
 }

@@ -47,7 +47,7 @@ class Generator {
   // n_ctx: context size in tokens (KV slots). Model, kernels and pool must
   // outlive the generator; tokenizer may be null (token-id-only use).
   Generator(const Model& model, const Tokenizer* tokenizer, const KernelTable& kernels, ThreadPool& pool,
-            int32_t n_ctx, int32_t n_batch = 512);
+            int32_t n_ctx, int32_t n_batch = 512, KvType kv_type = KvType::kF32);
 
   int32_t n_ctx() const { return n_ctx_; }
   int32_t n_past() const { return static_cast<int32_t>(history_.size()); }

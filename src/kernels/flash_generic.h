@@ -17,10 +17,41 @@ inline constexpr int kFlashMaxGroup = 16;  // query heads per KV head
 // q [g, head_dim] -> out [g, head_dim]; positions [first, last]; the row of
 // position p is at base + slots[p] * row_stride. Dot is the f32 dot kernel;
 // scratch holds g * (kFlashTile + 2) floats.
-template <float (*Dot)(const float*, const float*, int64_t)>
-void FlashAttendGroupScalar(const float* q, int g, const float* k_base, const float* v_base, int64_t row_stride,
-                            int head_dim, float scale, const int32_t* slots, int32_t first, int32_t last, float* out,
-                            float* scratch) {
+// Row sources: the f32 row of a slot (f32 cache: in place; int8 cache:
+// dequantized into `buf`).
+struct F32Rows {
+  const float* base;
+  int64_t stride;
+  const float* Row(int32_t slot, float*) const { return base + static_cast<int64_t>(slot) * stride; }
+};
+struct Q8Rows {
+  const int8_t* base;     // this head's first element of slot 0
+  const float* scales;    // this head's scale of slot 0
+  int64_t stride;         // kv_dim
+  int64_t scale_stride;   // n_kv_heads
+  int head_dim;
+  const float* Row(int32_t slot, float* buf) const {
+    const int8_t* r = base + static_cast<int64_t>(slot) * stride;
+    const float s = scales[static_cast<int64_t>(slot) * scale_stride];
+    for (int d = 0; d < head_dim; ++d) buf[d] = s * static_cast<float>(r[d]);
+    return buf;
+  }
+};
+
+// Quantizes one head's row x [n] to int8 with one scale (amax / 127).
+inline float QuantizeKvRow(const float* x, int n, int8_t* q) {
+  float amax = 0;
+  for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  for (int i = 0; i < n; ++i) q[i] = static_cast<int8_t>(std::nearbyint(x[i] * id));
+  return d;
+}
+
+template <float (*Dot)(const float*, const float*, int64_t), typename Rows>
+void FlashAttendGroupRows(const float* q, int g, const Rows& krows, const Rows& vrows, int head_dim, float scale,
+                          const int32_t* slots, int32_t first, int32_t last, float* out, float* scratch) {
+  float rowbuf[512];  // head_dim <= 512
   float* s = scratch;                   // [g][kFlashTile]
   float* m = scratch + g * kFlashTile;  // running max [g]
   float* l = m + g;                     // running sum [g]
@@ -32,7 +63,7 @@ void FlashAttendGroupScalar(const float* q, int g, const float* k_base, const fl
   for (int32_t t0 = first; t0 <= last; t0 += kFlashTile) {
     const int nt = static_cast<int>(std::min<int32_t>(kFlashTile, last - t0 + 1));
     for (int j = 0; j < nt; ++j) {
-      const float* kr = k_base + static_cast<int64_t>(slots[t0 + j]) * row_stride;
+      const float* kr = krows.Row(slots[t0 + j], rowbuf);
       for (int h = 0; h < g; ++h) s[h * kFlashTile + j] = Dot(q + h * head_dim, kr, head_dim) * scale;
     }
     for (int h = 0; h < g; ++h) {
@@ -51,7 +82,7 @@ void FlashAttendGroupScalar(const float* q, int g, const float* k_base, const fl
       for (int d = 0; d < head_dim; ++d) o[d] *= corr;
     }
     for (int j = 0; j < nt; ++j) {
-      const float* vr = v_base + static_cast<int64_t>(slots[t0 + j]) * row_stride;
+      const float* vr = vrows.Row(slots[t0 + j], rowbuf);
       for (int h = 0; h < g; ++h) {
         const float p = s[h * kFlashTile + j];
         float* o = out + h * head_dim;
@@ -64,6 +95,25 @@ void FlashAttendGroupScalar(const float* q, int g, const float* k_base, const fl
     float* o = out + h * head_dim;
     for (int d = 0; d < head_dim; ++d) o[d] *= inv;
   }
+}
+
+template <float (*Dot)(const float*, const float*, int64_t)>
+void FlashAttendGroupScalar(const float* q, int g, const float* k_base, const float* v_base, int64_t row_stride,
+                            int head_dim, float scale, const int32_t* slots, int32_t first, int32_t last, float* out,
+                            float* scratch) {
+  FlashAttendGroupRows<Dot>(q, g, F32Rows{k_base, row_stride}, F32Rows{v_base, row_stride}, head_dim, scale, slots,
+                            first, last, out, scratch);
+}
+
+// The int8 cache: k8/v8 point at this head's first element of slot 0, ks/vs at
+// its scale of slot 0; row_stride = kv_dim, scale_stride = n_kv_heads.
+template <float (*Dot)(const float*, const float*, int64_t)>
+void FlashAttendGroupQ8(const float* q, int g, const int8_t* k8, const float* ks, const int8_t* v8, const float* vs,
+                        int64_t row_stride, int64_t scale_stride, int head_dim, float scale, const int32_t* slots,
+                        int32_t first, int32_t last, float* out, float* scratch) {
+  FlashAttendGroupRows<Dot>(q, g, Q8Rows{k8, ks, row_stride, scale_stride, head_dim},
+                            Q8Rows{v8, vs, row_stride, scale_stride, head_dim}, head_dim, scale, slots, first, last,
+                            out, scratch);
 }
 
 }  // namespace infera

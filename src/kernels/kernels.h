@@ -70,6 +70,11 @@ struct KernelTable {
   void (*flash_attend_group)(const float* q, int g, const float* k_base, const float* v_base, int64_t row_stride,
                              int head_dim, float scale, const int32_t* slots, int32_t first, int32_t last, float* out,
                              float* scratch) = nullptr;
+  // The same over an int8 K/V cache (see FlashAttendGroupQ8).
+  void (*flash_attend_group_q8)(const float* q, int g, const int8_t* k8, const float* ks, const int8_t* v8,
+                                const float* vs, int64_t row_stride, int64_t scale_stride, int head_dim, float scale,
+                                const int32_t* slots, int32_t first, int32_t last, float* out,
+                                float* scratch) = nullptr;
 
   FloatTileFn FloatTileFor(DType t) const;
 };

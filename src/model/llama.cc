@@ -54,6 +54,9 @@ Status LlamaRunner::Validate(const ForwardBatch& b, const KvStorage& kv) const {
     // Earlier slots were checked when their tokens were written.
     const int32_t slot = slots[b.positions[t]];
     if (slot < 0 || slot >= kv.n_slots()) return Internal("KV slot out of range");
+    if (kv.type() == KvType::kQ8 && (kv.n_heads() != c_.n_head_kv || c_.head_dim > 512)) {
+      return Internal("int8 KV storage does not match the model's KV heads");
+    }
   }
   for (int32_t r : b.logit_rows) {
     if (r < 0 || r >= T) return Internal("logit row out of range");
@@ -119,8 +122,14 @@ Status LlamaRunner::Forward(const ForwardBatch& b, KvStorage& kv, std::vector<fl
     Matmul(k_, pool_, L.wq, xn_.data(), T, q_.data());
     Matmul(k_, pool_, L.wk, xn_.data(), T, kk_.data());
     Matmul(k_, pool_, L.wv, xn_.data(), T, vv_.data());
-    float* kc = kv.k(l);
-    float* vc = kv.v(l);
+    const bool q8 = kv.type() == KvType::kQ8;
+    float* kc = q8 ? nullptr : kv.k(l);
+    float* vc = q8 ? nullptr : kv.v(l);
+    int8_t* kc8 = q8 ? kv.k8(l) : nullptr;
+    int8_t* vc8 = q8 ? kv.v8(l) : nullptr;
+    float* ks = q8 ? kv.k_scale(l) : nullptr;
+    float* vs = q8 ? kv.v_scale(l) : nullptr;
+    const int n_kv = c_.n_head_kv;
     for_tokens([&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         float* q = &q_[size_t(t) * qd];
@@ -133,8 +142,15 @@ Status LlamaRunner::Forward(const ForwardBatch& b, KvStorage& kv, std::vector<fl
         Rope(q, c_.n_head, b.positions[t]);
         Rope(k, c_.n_head_kv, b.positions[t]);
         const int32_t slot = (*b.seq_slots[b.seq[t]])[b.positions[t]];
-        std::memcpy(kc + size_t(slot) * kvd, k, sizeof(float) * kvd);
-        std::memcpy(vc + size_t(slot) * kvd, v, sizeof(float) * kvd);
+        if (q8) {
+          for (int h = 0; h < n_kv; ++h) {
+            ks[size_t(slot) * n_kv + h] = QuantizeKvRow(k + h * hd, hd, kc8 + size_t(slot) * kvd + h * hd);
+            vs[size_t(slot) * n_kv + h] = QuantizeKvRow(v + h * hd, hd, vc8 + size_t(slot) * kvd + h * hd);
+          }
+        } else {
+          std::memcpy(kc + size_t(slot) * kvd, k, sizeof(float) * kvd);
+          std::memcpy(vc + size_t(slot) * kvd, v, sizeof(float) * kvd);
+        }
       }
     });
     // Attention: one work item per (token, KV head group), dealt round-robin
@@ -150,7 +166,10 @@ Status LlamaRunner::Forward(const ForwardBatch& b, KvStorage& kv, std::vector<fl
         const int32_t first = c_.sliding_window > 0 ? std::max(0, p - c_.sliding_window + 1) : 0;
         const size_t q_off = size_t(t) * qd + size_t(kvh) * group * hd;
         const int32_t* slots = b.seq_slots[b.seq[t]]->data();
-        if (naive_attention_) {
+        if (q8) {
+          k_.flash_attend_group_q8(&q_[q_off], group, kc8 + kvh * hd, ks + kvh, vc8 + kvh * hd, vs + kvh, kvd, n_kv, hd,
+                                   scale, slots, first, p, &att_[q_off], scores_[thread].data());
+        } else if (naive_attention_) {
           for (int i = 0; i < group; ++i) {
             AttendHead(k_, &q_[q_off + size_t(i) * hd], kc + kvh * hd, vc + kvh * hd, kvd, hd, scale, slots, first, p,
                        scores_[thread].data(), &att_[q_off + size_t(i) * hd]);

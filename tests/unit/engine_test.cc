@@ -93,6 +93,18 @@ TEST_P(EngineTest, BatchedEqualsIsolated) {
     o.kv_cache_mb = 8;
     auto e = f.Make(o);
     EXPECT_EQ(RunAll(*e, prompts, params), alone) << "budget " << budget;
+    if (budget == 64) {  // the int8 KV cache: batched == isolated too
+      EngineOptions q = o;
+      q.kv_cache_type = "q8";
+      EngineOptions q1 = solo;
+      q1.kv_cache_type = "q8";
+      auto eq = f.Make(q);
+      auto batched = RunAll(*eq, prompts, params);
+      for (int i = 0; i < 32; i += 7) {
+        auto e1 = f.Make(q1);
+        EXPECT_EQ(RunAll(*e1, {prompts[i]}, {params[i]})[0], batched[i]) << "q8 " << i;
+      }
+    }
     const EngineStats st = e->Stats();
     EXPECT_EQ(st.kv_blocks_used, 0);
     EXPECT_EQ(st.num_running + st.num_waiting, 0);

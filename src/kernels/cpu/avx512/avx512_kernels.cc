@@ -155,6 +155,7 @@ void Fill(KernelTable* t) {
   t->axpy_f32 = AxpyF32;
   t->attend_head = AttendHead;
   t->flash_attend_group = FlashAttendGroupScalar<DotF32>;  // vectorized by the compiler here
+  t->flash_attend_group_q8 = FlashAttendGroupQ8<DotF32>;
 }
 
 }  // namespace infera::avx512
