@@ -17,6 +17,30 @@ inline constexpr int kFlashMaxGroup = 16;  // query heads per KV head
 // q [g, head_dim] -> out [g, head_dim]; positions [first, last]; the row of
 // position p is at base + slots[p] * row_stride. Dot is the f32 dot kernel;
 // scratch holds g * (kFlashTile + 2) floats.
+// exp(x) for x <= 0 (softmax arguments), to about 2 ulp: x = n ln2 + r with
+// |r| <= ln2/2, a degree-6 polynomial for e^r, then 2^n from the exponent
+// bits. Plain element-wise arithmetic with explicit FMAs, so a compiler may
+// vectorize a loop of it and every ISA still computes the same bits.
+inline float ExpNonPositive(float x) {
+  if (!(x > -87.0f)) return 0.0f;  // also -inf and NaN-free inputs below the normal range
+  const float n = std::nearbyint(x * 1.44269504088896341f);
+  float r = std::fma(n, -0.693145751953125f, x);  // ln2 split in two for accuracy
+  r = std::fma(n, -1.428606765330187045e-06f, r);
+  float p = 1.0f / 720.0f;
+  p = std::fma(p, r, 1.0f / 120.0f);
+  p = std::fma(p, r, 1.0f / 24.0f);
+  p = std::fma(p, r, 1.0f / 6.0f);
+  p = std::fma(p, r, 0.5f);
+  p = std::fma(p, r, 1.0f);
+  p = std::fma(p, r, 1.0f);
+  int32_t bits;
+  std::memcpy(&bits, &p, 4);
+  bits += static_cast<int32_t>(n) << 23;
+  float out;
+  std::memcpy(&out, &bits, 4);
+  return out;
+}
+
 // Row sources: the f32 row of a slot (f32 cache: in place; int8 cache:
 // dequantized into `buf`).
 struct F32Rows {
@@ -69,11 +93,11 @@ void FlashAttendGroupRows(const float* q, int g, const Rows& krows, const Rows& 
     for (int h = 0; h < g; ++h) {
       float mx = m[h];
       for (int j = 0; j < nt; ++j) mx = std::max(mx, s[h * kFlashTile + j]);
-      const float corr = std::exp(m[h] - mx);  // 0 on the first tile
+      const float corr = ExpNonPositive(m[h] - mx);  // 0 on the first tile
       m[h] = mx;
       float sum = 0;
       for (int j = 0; j < nt; ++j) {
-        const float p = std::exp(s[h * kFlashTile + j] - mx);
+        const float p = ExpNonPositive(s[h * kFlashTile + j] - mx);
         s[h * kFlashTile + j] = p;
         sum += p;
       }
