@@ -8,6 +8,9 @@
 #include "kernels/kernels.h"
 
 namespace infera {
+// Internal linkage on purpose: every ISA file compiles its own copy with its
+// own flags (one shared inline copy could be an AVX-512 one run on any CPU).
+namespace {
 
 // scores[i] = dot(q, K[first + i]) * scale; softmax; out = sum_i p_i V[first + i]
 // accumulated in i order with fused multiply-adds.
@@ -25,4 +28,5 @@ void AttendHeadComposed(const float* q, const float* k_base, const float* v_base
   }
 }
 
+}  // namespace
 }  // namespace infera

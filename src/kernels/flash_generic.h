@@ -10,6 +10,9 @@
 #include <cstring>
 
 namespace infera {
+// Internal linkage on purpose: every ISA file compiles its own copy with its
+// own flags (one shared inline copy could be an AVX-512 one run on any CPU).
+namespace {
 
 inline constexpr int kFlashTile = 32;      // cached positions per tile
 inline constexpr int kFlashMaxGroup = 16;  // query heads per KV head
@@ -140,4 +143,5 @@ void FlashAttendGroupQ8(const float* q, int g, const int8_t* k8, const float* ks
                             out, scratch);
 }
 
+}  // namespace
 }  // namespace infera
