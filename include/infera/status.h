@@ -20,6 +20,7 @@ enum class StatusCode {
   kOutOfRange,        // prompt longer than the context, index past the end
   kInternal,          // a bug: an invariant did not hold
   kCancelled,
+  kUnavailable,       // shutting down or not ready
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -50,6 +51,7 @@ inline Status Unimplemented(std::string m) { return {StatusCode::kUnimplemented,
 inline Status ResourceExhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
 inline Status OutOfRange(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
 
 template <typename T>
 class [[nodiscard]] StatusOr {
