@@ -1,5 +1,6 @@
 // Reference attention of one query head over its sequence's cached K/V.
-// Materializes the full score row; the tiled kernel comes with Stage 4.
+// Materializes the full score row; the forward pass uses the tiled kernel
+// (kernels/flash_generic.h) and keeps this one as the reference for tests.
 #pragma once
 
 #include <cstdint>
