@@ -47,11 +47,11 @@ EngineStats AsyncEngine::Stats() const {
 bool AsyncEngine::Drain(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   draining_ = true;
-  const bool done = idle_cv_.wait_for(lock, timeout, [&] { return !engine_->HasWork(); });
+  const bool done = idle_cv_.wait_for(lock, timeout, [&] { return IdleLocked(); });
   if (!done) {
     for (const auto& [id, cb] : callbacks_) engine_->Cancel(id);
     work_cv_.notify_one();
-    idle_cv_.wait(lock, [&] { return !engine_->HasWork(); });
+    idle_cv_.wait(lock, [&] { return IdleLocked(); });
   }
   return done;
 }
@@ -81,16 +81,20 @@ void AsyncEngine::Loop() {
           deliveries.emplace_back(finished ? std::move(it->second) : it->second, std::move(o));
           if (finished) callbacks_.erase(it);
         }
-        if (!engine_->HasWork()) idle_cv_.notify_all();
       }
+      delivering_ = !deliveries.empty();
     }
     for (auto& [cb, out] : deliveries) {
       if (cb) cb(out);
     }
-    if (stop_) {
-      idle_cv_.notify_all();
-      return;
+    bool stop;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      delivering_ = false;
+      stop = stop_;
     }
+    idle_cv_.notify_all();
+    if (stop) return;
   }
 }
 

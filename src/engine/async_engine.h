@@ -42,6 +42,8 @@ class AsyncEngine {
  private:
   explicit AsyncEngine(std::unique_ptr<Engine> engine);
   void Loop();
+  // No request left, and every output delivered. Requires mu_.
+  bool IdleLocked() const { return !engine_->HasWork() && !delivering_; }
 
   std::unique_ptr<Engine> engine_;
   int32_t max_model_len_;
@@ -51,6 +53,7 @@ class AsyncEngine {
   std::map<uint64_t, Callback> callbacks_;
   bool stop_ = false;
   bool draining_ = false;
+  bool delivering_ = false;  // the loop is running callbacks outside the lock
   std::thread loop_;
 };
 

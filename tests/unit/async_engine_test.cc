@@ -25,8 +25,10 @@ struct Fixture {
     EXPECT_TRUE(m.ok());
     model = std::move(m).value();
   }
-  std::unique_ptr<AsyncEngine> Make() {
+  // endless: with context shift and no max_tokens a request only ends when cancelled.
+  std::unique_ptr<AsyncEngine> Make(bool endless = false) {
     EngineOptions o;
+    o.context_shift = endless;
     o.threads = 2;
     o.kv_cache_mb = 4;
     auto e = AsyncEngine::Create(*model, nullptr, kernels, o);
@@ -79,21 +81,21 @@ TEST(AsyncEngine, ManyThreadsSubmitAndAllFinish) {
 
 TEST(AsyncEngine, CancelFromAnotherThreadAndShutdownWithWorkInFlight) {
   Fixture f;
-  auto e = f.Make();
+  auto e = f.Make(/*endless=*/true);
   std::atomic<bool> got_token{false}, cancelled{false};
-  auto id = e->Submit(std::vector<int32_t>(20, 3), Greedy(100000 / 100), [&](const RequestOutput& o) {
+  auto id = e->Submit(std::vector<int32_t>(20, 3), Greedy(-1), [&](const RequestOutput& o) {
     if (!o.tokens.empty()) got_token = true;
     if (o.finished && o.finish_reason == FinishReason::kCancelled) cancelled = true;
   });
   ASSERT_TRUE(id.ok());
   while (!got_token) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   std::thread([&] { e->Cancel(*id); }).join();
-  for (int i = 0; i < 2000 && !cancelled; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int i = 0; i < 20000 && !cancelled; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_TRUE(cancelled.load());
   EXPECT_EQ(e->Stats().kv_blocks_used, 0);
   // Destroying with a request in flight cancels it (its callback sees the end).
   std::atomic<bool> ended{false};
-  ASSERT_TRUE(e->Submit(std::vector<int32_t>(10, 4), Greedy(900), [&](const RequestOutput& o) {
+  ASSERT_TRUE(e->Submit(std::vector<int32_t>(10, 4), Greedy(-1), [&](const RequestOutput& o) {
     if (o.finished) ended = true;
   }).ok());
   e.reset();
