@@ -77,17 +77,6 @@ StatusOr<LoadedModel> LoadModelAndTokenizer(const std::string& model_path, const
   return lm;
 }
 
-uint64_t AvailableMemoryBytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  uint64_t kb;
-  std::string unit;
-  while (in >> key >> kb >> unit) {
-    if (key == "MemAvailable:") return kb * 1024;
-  }
-  return 8ull << 30;
-}
-
 int32_t ChooseContextSize(const ModelConfig& c, int32_t requested) {
   if (requested > 0) return requested;
   const uint64_t per_token = KvStorage::BytesFor(c.n_layer, 1, c.kv_dim());

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "base/thread_pool.h"
+#include "base/file_util.h"
 #include "infera/status.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
@@ -42,6 +43,5 @@ StatusOr<LoadedModel> LoadModelAndTokenizer(const std::string& model_path, const
 // Context size: `requested` if > 0, else the model's training context capped
 // so that the f32 KV cache takes at most half of the available memory.
 int32_t ChooseContextSize(const ModelConfig& c, int32_t requested);
-uint64_t AvailableMemoryBytes();
 
 }  // namespace infera::cli

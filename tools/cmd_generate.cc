@@ -130,10 +130,8 @@ int Generate(const GenerateArgs& a, const RuntimeOptions& rt_in) {
   std::ofstream out(a.output, std::ios::trunc);
   if (!out) return ReportError(a.output + ": cannot open for writing");
   struct Result {
-    std::string text;
-    FinishReason why = FinishReason::kNone;
-    int32_t prompt = 0, completion = 0, cached = 0;
-    double queue = 0, ttft = 0, e2e = 0;
+    std::string text;      // accumulated over the steps
+    RequestOutput last;    // the final output: finish reason, usage, timing
   };
   std::vector<Result> results(lines.size());
   const bool tty = isatty(fileno(stderr)) != 0;
@@ -150,13 +148,7 @@ int Generate(const GenerateArgs& a, const RuntimeOptions& rt_in) {
       r.text += o.text;
       gen_tokens += o.tokens.size();
       if (o.finished) {
-        r.why = o.finish_reason;
-        r.prompt = o.prompt_tokens;
-        r.completion = o.completion_tokens;
-        r.cached = o.cached_tokens;
-        r.queue = o.queue_seconds;
-        r.ttft = o.ttft_seconds;
-        r.e2e = o.e2e_seconds;
+        r.last = std::move(o);
         ++done;
       }
     }
@@ -177,17 +169,19 @@ int Generate(const GenerateArgs& a, const RuntimeOptions& rt_in) {
   uint64_t prompt_tokens = 0, cached = 0;
   for (size_t i = 0; i < results.size(); ++i) {
     const Result& r = results[i];
+    const RequestOutput& o = r.last;
     Json j = {{"index", i},
               {"text", r.text},
-              {"finish_reason", r.why == FinishReason::kLength ? "length" : FinishReasonName(r.why)},
-              {"usage", {{"prompt_tokens", r.prompt},
-                         {"completion_tokens", r.completion},
-                         {"total_tokens", r.prompt + r.completion},
-                         {"prompt_tokens_details", {{"cached_tokens", r.cached}}}}},
-              {"timing", {{"queue_ms", 1e3 * r.queue}, {"ttft_ms", 1e3 * r.ttft}, {"e2e_ms", 1e3 * r.e2e}}}};
+              {"finish_reason", FinishReasonName(o.finish_reason)},
+              {"usage", {{"prompt_tokens", o.prompt_tokens},
+                         {"completion_tokens", o.completion_tokens},
+                         {"total_tokens", o.prompt_tokens + o.completion_tokens},
+                         {"prompt_tokens_details", {{"cached_tokens", o.cached_tokens}}}}},
+              {"timing", {{"queue_ms", 1e3 * o.queue_seconds}, {"ttft_ms", 1e3 * o.ttft_seconds},
+                          {"e2e_ms", 1e3 * o.e2e_seconds}}}};
     out << j.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
-    prompt_tokens += r.prompt;
-    cached += r.cached;
+    prompt_tokens += o.prompt_tokens;
+    cached += o.cached_tokens;
   }
   out.close();
   if (!out) return ReportError(a.output + ": write failed");

@@ -43,4 +43,14 @@ StatusOr<uint64_t> FileSize(const std::string& path) {
   return static_cast<uint64_t>(n);
 }
 
+uint64_t AvailableMemoryBytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  uint64_t kb;
+  while (in >> key >> kb >> unit) {
+    if (key == "MemAvailable:") return kb * 1024;
+  }
+  return 8ull << 30;
+}
+
 }  // namespace infera

@@ -12,5 +12,7 @@ Status WriteStringToFile(const std::string& path, const std::string& data);
 bool FileExists(const std::string& path);
 bool IsDirectory(const std::string& path);
 StatusOr<uint64_t> FileSize(const std::string& path);
+// MemAvailable from /proc/meminfo (8 GiB when it cannot be read).
+uint64_t AvailableMemoryBytes();
 
 }  // namespace infera

@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <map>
 
 #include <fmt/format.h>
 
 #include "attention/kv_storage.h"
 #include "base/check.h"
+#include "base/file_util.h"
 #include "base/logging.h"
 #include "engine/stop_checker.h"
 #include "kernels/kernels.h"
@@ -21,20 +21,6 @@
 #include "tokenizer/tokenizer.h"
 
 namespace infera {
-namespace {
-
-uint64_t AvailableRam() {
-  std::ifstream in("/proc/meminfo");
-  std::string key, unit;
-  uint64_t kb;
-  while (in >> key >> kb >> unit) {
-    if (key == "MemAvailable:") return kb * 1024;
-  }
-  return 8ull << 30;
-}
-
-}  // namespace
-
 // One request's engine-side state: sampling, stop detection, text decoding.
 struct EngineRequest {
   RequestParams params;
@@ -91,23 +77,30 @@ struct Engine::Impl {
     return std::find(model.extra_eog_ids.begin(), model.extra_eog_ids.end(), id) != model.extra_eog_ids.end();
   }
 
-  // stopped_by_string: the text after the stop string is dropped, not flushed.
-  RequestOutput Finish(uint64_t id, FinishReason why, std::string error = {}, bool stopped_by_string = false) {
+  // The counters and timing of request `id` into o.
+  void Describe(uint64_t id, const EngineRequest& r, RequestOutput* o) const {
+    o->id = id;
+    o->prompt_tokens = r.prompt_len;
+    o->completion_tokens = r.generated;
+    o->cached_tokens = sched.Has(id) ? sched.CachedTokens(id) : 0;
+    r.Timing(o);
+  }
+
+  // Ends request `id`, completing `o` (which may already carry this step's
+  // token and text). stopped_by_string: the text after the stop string is
+  // dropped, not flushed.
+  RequestOutput Finish(uint64_t id, FinishReason why, std::string error = {}, bool stopped_by_string = false,
+                       RequestOutput o = {}) {
     EngineRequest& r = *reqs.at(id);
-    RequestOutput o;
-    o.id = id;
     o.finished = true;
     o.finish_reason = why;
     o.error = std::move(error);
     if (r.decoder && !stopped_by_string) {
       bool stopped = false;
-      o.text = r.stops.Push(r.decoder->Flush(), &stopped);
+      o.text += r.stops.Push(r.decoder->Flush(), &stopped);
       if (!stopped) o.text += r.stops.Flush();
     }
-    o.prompt_tokens = r.prompt_len;
-    o.completion_tokens = r.generated;
-    o.cached_tokens = sched.Has(id) ? sched.CachedTokens(id) : 0;
-    r.Timing(&o);
+    Describe(id, r, &o);
     sched.Finish(id);  // blocks back to the pool now
     reqs.erase(id);
     return o;
@@ -133,7 +126,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Token
     bytes = static_cast<uint64_t>(o.kv_cache_mb) << 20;
   } else {
     const uint64_t useful = per_token * static_cast<uint64_t>(o.max_model_len) * std::min(o.max_num_seqs, 16);
-    bytes = std::min(AvailableRam() / 4, std::max<uint64_t>(useful, per_token * o.max_model_len));
+    bytes = std::min(AvailableMemoryBytes() / 4, std::max<uint64_t>(useful, per_token * o.max_model_len));
   }
   const int64_t n_blocks = static_cast<int64_t>(bytes / (per_token * o.kv_block_size));
   if (n_blocks < 1) return InvalidArgument("--kv-cache-mb is too small for one KV block");
@@ -259,7 +252,6 @@ std::vector<RequestOutput> Engine::Step() {
       r.t_first = EngineRequest::Clock::now();
     }
     RequestOutput o;
-    o.id = c.id;
     o.tokens.push_back(next);
     bool stopped = false;
     if (r.decoder) o.text = r.stops.Push(r.decoder->Push(next), &stopped);
@@ -271,23 +263,11 @@ std::vector<RequestOutput> Engine::Step() {
       else why = FinishReason::kLength;
     }
     if (why != FinishReason::kNone) {
-      RequestOutput f = m.Finish(c.id, why, {}, stopped);
-      o.text += f.text;
-      o.finished = true;
-      o.finish_reason = why;
-      o.prompt_tokens = f.prompt_tokens;
-      o.completion_tokens = f.completion_tokens;
-      o.cached_tokens = f.cached_tokens;
-      o.queue_seconds = f.queue_seconds;
-      o.ttft_seconds = f.ttft_seconds;
-      o.e2e_seconds = f.e2e_seconds;
+      outs.push_back(m.Finish(c.id, why, {}, stopped, std::move(o)));
     } else {
-      o.prompt_tokens = r.prompt_len;
-      o.completion_tokens = r.generated;
-      o.cached_tokens = m.sched.CachedTokens(c.id);
-      r.Timing(&o);
+      m.Describe(c.id, r, &o);
+      outs.push_back(std::move(o));
     }
-    outs.push_back(std::move(o));
   }
   return outs;
 }

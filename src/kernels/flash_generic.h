@@ -15,7 +15,6 @@ namespace infera {
 namespace {
 
 inline constexpr int kFlashTile = 32;      // cached positions per tile
-inline constexpr int kFlashMaxGroup = 16;  // query heads per KV head
 
 // q [g, head_dim] -> out [g, head_dim]; positions [first, last]; the row of
 // position p is at base + slots[p] * row_stride. Dot is the f32 dot kernel;

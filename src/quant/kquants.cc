@@ -34,14 +34,7 @@ float GetHalf(const uint8_t* p) {
 // least-squares scale refined over 18 nearby trial scales. rmse_type 1:
 // weights x^2.
 float MakeQxQuants(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
+  const float max = SignedAbsMax(x, n), amax = std::fabs(max);
   if (amax < 1e-30f) {
     for (int i = 0; i < n; ++i) L[i] = 0;
     return 0.0f;
@@ -83,14 +76,7 @@ float MakeQxQuants(int n, int nmax, const float* x, int8_t* L) {
 
 // 3-bit symmetric quants with coordinate-descent refinement (x^2 weights).
 float MakeQ3Quants(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
+  const float max = SignedAbsMax(x, n), amax = std::fabs(max);
   if (amax == 0.0f) {
     for (int i = 0; i < n; ++i) L[i] = 0;
     return 0.0f;
@@ -296,6 +282,18 @@ int BestIndexInt8(int n, const int8_t* val, float x) {
 
 }  // namespace
 
+float SignedAbsMax(const float* x, int n) {
+  float max = 0, amax = 0;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  return max;
+}
+
 // Q2_K: {scales[16]; qs[64]; d; dmin}.
 void QuantizeQ2_K(const float* x, uint8_t* block) {
   uint8_t L[kQK], Laux[16];
@@ -487,14 +485,7 @@ void QuantizeIq4Nl(const float* x, uint8_t* block) {
   uint8_t L[32];
   std::memset(block + 2, 0, 16);
   for (int j = 0; j < 32; ++j) weight[j] = x[j] * x[j];
-  float amax = 0, max = 0;
-  for (int j = 0; j < 32; ++j) {
-    const float ax = std::fabs(x[j]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[j];
-    }
-  }
+  const float max = SignedAbsMax(x, 32), amax = std::fabs(max);
   float scale = 0;
   if (amax >= 1e-15f) {
     float d = -max / values[0];

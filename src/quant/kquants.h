@@ -8,6 +8,10 @@
 
 namespace infera::kquants {
 
+// The element of x [n] with the largest magnitude, sign included (the first
+// one on ties; 0 for an all-zero x).
+float SignedAbsMax(const float* x, int n);
+
 // x [256] -> one block.
 void QuantizeQ2_K(const float* x, uint8_t* block);
 void QuantizeQ3_K(const float* x, uint8_t* block);

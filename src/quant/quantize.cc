@@ -27,21 +27,9 @@ void QuantQ8_0(const float* x, uint8_t* b) {
   for (int j = 0; j < 32; ++j) b[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::roundf(x[j] * id)));
 }
 
-// Largest-magnitude value of the block, sign included.
-float SignedMax(const float* x) {
-  float amax = 0, max = 0;
-  for (int j = 0; j < 32; ++j) {
-    if (amax < std::fabs(x[j])) {
-      amax = std::fabs(x[j]);
-      max = x[j];
-    }
-  }
-  return max;
-}
-
 // Q4_0: d = max / -8; q = min(15, (int8)(x / d + 8.5)).
 void QuantQ4_0(const float* x, uint8_t* b) {
-  const float d = SignedMax(x) / -8.0f;
+  const float d = kquants::SignedAbsMax(x, 32) / -8.0f;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   PutHalf(b, d);
   for (int j = 0; j < 16; ++j) {
@@ -77,7 +65,7 @@ void QuantQ4_1(const float* x, uint8_t* b) {
 
 // Q5_0: d = max / -16; q = min(31, (int8)(x / d + 16.5)); 5th bits in qh.
 void QuantQ5_0(const float* x, uint8_t* b) {
-  const float d = SignedMax(x) / -16.0f;
+  const float d = kquants::SignedAbsMax(x, 32) / -16.0f;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   PutHalf(b, d);
   uint32_t qh = 0;

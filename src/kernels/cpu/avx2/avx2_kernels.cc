@@ -6,6 +6,7 @@
 
 #include "kernels/attend_generic.h"
 #include "kernels/flash_generic.h"
+#include "kernels/qgemm_dispatch.h"
 
 namespace infera::avx2 {
 namespace {
@@ -170,20 +171,12 @@ void QGemmFormat(const PackedMatrix& w, int64_t group, const QuantActs& a, int64
   }
 }
 
-void QGemm(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
-  const PackFormat& f = w.format();
-  if (f.bits == 4) {
-    if (f.block == 32) {
-      return f.has_min ? QGemmFormat<4, 32, true>(w, group, a, t0, nt, y)
-                       : QGemmFormat<4, 32, false>(w, group, a, t0, nt, y);
-    }
-    return f.has_min ? QGemmFormat<4, 16, true>(w, group, a, t0, nt, y) : QGemmFormat<4, 16, false>(w, group, a, t0, nt, y);
+struct QGemmKernel {
+  template <int kBits, int kBlock, bool kMin>
+  static void Run(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
+    QGemmFormat<kBits, kBlock, kMin>(w, group, a, t0, nt, y);
   }
-  if (f.block == 32) {
-    return f.has_min ? QGemmFormat<8, 32, true>(w, group, a, t0, nt, y) : QGemmFormat<8, 32, false>(w, group, a, t0, nt, y);
-  }
-  return f.has_min ? QGemmFormat<8, 16, true>(w, group, a, t0, nt, y) : QGemmFormat<8, 16, false>(w, group, a, t0, nt, y);
-}
+};
 
 }  // namespace
 
@@ -193,7 +186,7 @@ void Fill(KernelTable* t) {
   t->tile_f32 = FloatTile<4, LoadF32>;
   t->tile_f16 = FloatTile<2, LoadF16>;
   t->tile_bf16 = FloatTile<2, LoadBf16>;
-  t->qgemm = QGemm;
+  t->qgemm = DispatchPackFormat<QGemmKernel>;
   t->dot_f32 = DotF32;
   t->axpy_f32 = AxpyF32;
   t->attend_head = AttendHeadComposed<DotF32, AxpyF32>;

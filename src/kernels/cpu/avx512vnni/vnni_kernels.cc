@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "kernels/qgemm_dispatch.h"
+
 namespace infera::avx512vnni {
 namespace {
 
@@ -76,25 +78,17 @@ void QGemmFormat(const PackedMatrix& w, int64_t group, const QuantActs& a, int64
   }
 }
 
-void QGemm(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
-  const PackFormat& f = w.format();
-  if (f.bits == 4) {
-    if (f.block == 32) {
-      return f.has_min ? QGemmFormat<4, 32, true>(w, group, a, t0, nt, y)
-                       : QGemmFormat<4, 32, false>(w, group, a, t0, nt, y);
-    }
-    return f.has_min ? QGemmFormat<4, 16, true>(w, group, a, t0, nt, y) : QGemmFormat<4, 16, false>(w, group, a, t0, nt, y);
+struct QGemmKernel {
+  template <int kBits, int kBlock, bool kMin>
+  static void Run(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
+    QGemmFormat<kBits, kBlock, kMin>(w, group, a, t0, nt, y);
   }
-  if (f.block == 32) {
-    return f.has_min ? QGemmFormat<8, 32, true>(w, group, a, t0, nt, y) : QGemmFormat<8, 32, false>(w, group, a, t0, nt, y);
-  }
-  return f.has_min ? QGemmFormat<8, 16, true>(w, group, a, t0, nt, y) : QGemmFormat<8, 16, false>(w, group, a, t0, nt, y);
-}
+};
 
 }  // namespace
 
 void Fill(KernelTable* t) {
-  t->qgemm = QGemm;
+  t->qgemm = DispatchPackFormat<QGemmKernel>;
   t->qgemm_variant = "avx512vnni";
 }
 

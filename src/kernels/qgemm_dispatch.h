@@ -1,0 +1,32 @@
+// Picks the packed-format instantiation of a QGemm kernel at run time:
+// Kernel::Run<bits, block, has_min>(...) for the matrix's PackFormat.
+#pragma once
+
+#include "kernels/kernels.h"
+
+namespace infera {
+// Internal linkage: each ISA file instantiates its own copy with its flags.
+namespace {
+
+template <typename Kernel>
+void DispatchPackFormat(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
+  const PackFormat& f = w.format();
+  const bool m = f.has_min;
+  if (f.bits == 4 && f.block == 32) {
+    return m ? Kernel::template Run<4, 32, true>(w, group, a, t0, nt, y)
+             : Kernel::template Run<4, 32, false>(w, group, a, t0, nt, y);
+  }
+  if (f.bits == 4) {
+    return m ? Kernel::template Run<4, 16, true>(w, group, a, t0, nt, y)
+             : Kernel::template Run<4, 16, false>(w, group, a, t0, nt, y);
+  }
+  if (f.block == 32) {
+    return m ? Kernel::template Run<8, 32, true>(w, group, a, t0, nt, y)
+             : Kernel::template Run<8, 32, false>(w, group, a, t0, nt, y);
+  }
+  return m ? Kernel::template Run<8, 16, true>(w, group, a, t0, nt, y)
+           : Kernel::template Run<8, 16, false>(w, group, a, t0, nt, y);
+}
+
+}  // namespace
+}  // namespace infera
