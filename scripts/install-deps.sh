@@ -7,12 +7,17 @@ PKGS=(
   build-essential cmake ninja-build pkg-config git
   # C++ libraries
   nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libpcre2-dev
+  libboost-dev  # Beast/Asio (header-only): the HTTP server and bench-serve
   libgtest-dev libgmock-dev libbenchmark-dev
   # fuzzing (libFuzzer + sanitizers come with clang's runtime)
   clang libclang-rt-14-dev
   # tooling and independent references in tests (Debian's interpreter)
   python3 python3-numpy
 )
+
+# Node.js + npm run the official OpenAI client in the server's end-to-end
+# tests; any recent Node.js will do (Debian's if none is installed).
+if ! command -v npm >/dev/null 2>&1; then PKGS+=(nodejs npm); fi
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -23,5 +23,7 @@ CommandFn RegisterQuantize(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterPerplexity(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterEvalLogits(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterGenerate(CLI::App& app, const RuntimeOptions& rt);
+CommandFn RegisterServe(CLI::App& app, const RuntimeOptions& rt);
+CommandFn RegisterBenchServe(CLI::App& app, const RuntimeOptions& rt);
 
 }  // namespace infera::cli

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "infera/request.h"
@@ -44,6 +45,18 @@ struct RequestParams {
   std::vector<std::string> stop;
   bool ignore_eos = false;
   int32_t priority = 0;     // lower first (then arrival order)
+  int32_t min_tokens = 0;   // end-of-generation tokens are masked until this many were generated
+  // Added to a token's logit before sampling (OpenAI's logit_bias).
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  // -1: no log-probabilities; k >= 0: the log-probability of every generated
+  // token (under the model's raw distribution) and the k most likely tokens.
+  int32_t logprobs = -1;
+};
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // (token, logprob), most likely first
 };
 
 // What one request produced in one step (incremental).
@@ -51,6 +64,7 @@ struct RequestOutput {
   uint64_t id = 0;
   std::vector<int32_t> tokens;  // new tokens
   std::string text;             // new text (stop strings cut off)
+  std::vector<TokenLogprob> logprobs;  // one per entry of `tokens`, when requested
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   int32_t prompt_tokens = 0;
@@ -88,6 +102,9 @@ class Engine {
 
   // Queues a request; InvalidArgument if it could never run (see Scheduler).
   StatusOr<uint64_t> Add(std::vector<int32_t> prompt, const RequestParams& params);
+  // Add's checks without adding: what Add would refuse. Reads only what never
+  // changes after Create, so any thread may call it while another steps.
+  Status Check(const std::vector<int32_t>& prompt, const RequestParams& params) const;
   // Ends a request at the next step (its blocks are freed then) with
   // FinishReason::kCancelled. Unknown ids are ignored.
   void Cancel(uint64_t id);
@@ -97,8 +114,10 @@ class Engine {
   bool HasWork() const;
   EngineStats Stats() const;
   int32_t max_model_len() const;
+  int32_t n_vocab() const;
 
  private:
+  int32_t ResolveMaxTokens(size_t prompt_len, int32_t max_tokens) const;
   struct Impl;
   explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

@@ -1,6 +1,7 @@
 #include "engine/async_engine.h"
 
-#include <vector>
+#include <algorithm>
+#include <utility>
 
 namespace infera {
 
@@ -11,7 +12,8 @@ StatusOr<std::unique_ptr<AsyncEngine>> AsyncEngine::Create(const Model& model, c
 }
 
 AsyncEngine::AsyncEngine(std::unique_ptr<Engine> engine)
-    : engine_(std::move(engine)), max_model_len_(engine_->max_model_len()) {
+    : engine_(std::move(engine)), max_model_len_(engine_->max_model_len()), n_vocab_(engine_->n_vocab()) {
+  stats_ = engine_->Stats();
   loop_ = std::thread([this] { Loop(); });
 }
 
@@ -25,23 +27,26 @@ AsyncEngine::~AsyncEngine() {
 }
 
 StatusOr<uint64_t> AsyncEngine::Submit(std::vector<int32_t> prompt, const RequestParams& params, Callback on_output) {
+  RETURN_IF_ERROR(engine_->Check(prompt, params));
   std::lock_guard<std::mutex> lock(mu_);
   if (draining_ || stop_) return Unavailable("the engine is shutting down");
-  ASSIGN_OR_RETURN(uint64_t id, engine_->Add(std::move(prompt), params));
-  callbacks_[id] = std::move(on_output);
+  const uint64_t id = next_id_++;
+  pending_.push_back(Pending{id, std::move(prompt), params, std::move(on_output)});
+  ++live_;
+  ++stats_.num_waiting;
   work_cv_.notify_one();
   return id;
 }
 
 void AsyncEngine::Cancel(uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
-  engine_->Cancel(id);
+  cancels_.push_back(id);
   work_cv_.notify_one();
 }
 
 EngineStats AsyncEngine::Stats() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return engine_->Stats();
+  return stats_;
 }
 
 bool AsyncEngine::Drain(std::chrono::milliseconds timeout) {
@@ -49,49 +54,103 @@ bool AsyncEngine::Drain(std::chrono::milliseconds timeout) {
   draining_ = true;
   const bool done = idle_cv_.wait_for(lock, timeout, [&] { return IdleLocked(); });
   if (!done) {
-    for (const auto& [id, cb] : callbacks_) engine_->Cancel(id);
+    cancel_all_ = true;
     work_cv_.notify_one();
     idle_cv_.wait(lock, [&] { return IdleLocked(); });
   }
   return done;
 }
 
+void AsyncEngine::Intake(std::vector<std::pair<Callback, RequestOutput>>* deliveries) {
+  std::vector<Pending> pending;
+  std::vector<uint64_t> cancels;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending.swap(pending_);
+    cancels.swap(cancels_);
+    if (cancel_all_) {
+      cancel_all_ = false;
+      for (const Pending& p : pending) cancels.push_back(p.id);
+      for (const auto& [ours, eid] : engine_ids_) cancels.push_back(ours);
+    }
+  }
+  for (Pending& p : pending) {
+    if (std::find(cancels.begin(), cancels.end(), p.id) != cancels.end()) {
+      RequestOutput o;
+      o.id = p.id;
+      o.finished = true;
+      o.finish_reason = FinishReason::kCancelled;
+      o.prompt_tokens = static_cast<int32_t>(p.prompt.size());
+      deliveries->emplace_back(std::move(p.callback), std::move(o));
+      continue;
+    }
+    const int32_t prompt_len = static_cast<int32_t>(p.prompt.size());
+    StatusOr<uint64_t> eid = engine_->Add(std::move(p.prompt), p.params);
+    if (!eid.ok()) {  // Check passed at submission, so this is unexpected
+      RequestOutput o;
+      o.id = p.id;
+      o.finished = true;
+      o.finish_reason = FinishReason::kError;
+      o.error = eid.status().message();
+      o.prompt_tokens = prompt_len;
+      deliveries->emplace_back(std::move(p.callback), std::move(o));
+      continue;
+    }
+    callbacks_[*eid] = std::move(p.callback);
+    engine_ids_[p.id] = *eid;
+    our_ids_[*eid] = p.id;
+  }
+  for (uint64_t id : cancels) {
+    auto it = engine_ids_.find(id);
+    if (it != engine_ids_.end()) engine_->Cancel(it->second);
+  }
+}
+
 void AsyncEngine::Loop() {
   std::vector<std::pair<Callback, RequestOutput>> deliveries;
   for (;;) {
-    deliveries.clear();
+    bool stop;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&] { return stop_ || engine_->HasWork(); });
-      if (stop_) {
-        // Cancel what is left, so callers see a final output.
-        for (const auto& [id, cb] : callbacks_) engine_->Cancel(id);
-        while (engine_->HasWork()) {
-          for (RequestOutput& o : engine_->Step()) {
-            auto it = callbacks_.find(o.id);
-            if (it != callbacks_.end()) deliveries.emplace_back(it->second, std::move(o));
-          }
-        }
-        callbacks_.clear();
-      } else {
-        for (RequestOutput& o : engine_->Step()) {
-          auto it = callbacks_.find(o.id);
-          if (it == callbacks_.end()) continue;
-          const bool finished = o.finished;
-          deliveries.emplace_back(finished ? std::move(it->second) : it->second, std::move(o));
-          if (finished) callbacks_.erase(it);
+      work_cv_.wait(lock, [&] {
+        return stop_ || cancel_all_ || !pending_.empty() || !cancels_.empty() || engine_->HasWork();
+      });
+      stop = stop_;
+      if (stop) cancel_all_ = true;  // so callers see a final output
+    }
+    deliveries.clear();
+    Intake(&deliveries);
+    do {
+      for (RequestOutput& o : engine_->Step()) {
+        auto it = callbacks_.find(o.id);
+        if (it == callbacks_.end()) continue;
+        const uint64_t engine_id = o.id;
+        o.id = our_ids_.at(engine_id);
+        if (o.finished) {
+          deliveries.emplace_back(std::move(it->second), std::move(o));
+          callbacks_.erase(it);
+          engine_ids_.erase(our_ids_.at(engine_id));
+          our_ids_.erase(engine_id);
+        } else {
+          deliveries.emplace_back(it->second, std::move(o));
         }
       }
+    } while (stop && engine_->HasWork());
+    int64_t finished = 0;
+    for (const auto& d : deliveries) finished += d.second.finished ? 1 : 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_ = engine_->Stats();
+      stats_.num_waiting += static_cast<int32_t>(pending_.size());
+      live_ -= finished;
       delivering_ = !deliveries.empty();
     }
     for (auto& [cb, out] : deliveries) {
       if (cb) cb(out);
     }
-    bool stop;
     {
       std::lock_guard<std::mutex> lock(mu_);
       delivering_ = false;
-      stop = stop_;
     }
     idle_cv_.notify_all();
     if (stop) return;

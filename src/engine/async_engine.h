@@ -1,8 +1,8 @@
 // The engine on its own loop thread, for servers: any thread may submit,
-// cancel or read stats; outputs are delivered through per-request callbacks
-// called on the loop thread (they must not block: hand the data to the
-// connection's own queue). A submit or cancel waits at most for the step in
-// progress.
+// cancel or read stats, and none of these waits for a step: submissions and
+// cancellations are queued and taken in by the loop before its next step.
+// Outputs are delivered through per-request callbacks called on the loop
+// thread (they must not block: hand the data to the connection's own queue).
 #pragma once
 
 #include <chrono>
@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "infera/engine.h"
 
@@ -29,12 +30,15 @@ class AsyncEngine {
 
   // Queues a request; errors (bad parameters, can never fit, draining) come
   // back here, synchronously. The callback sees every output of the request,
-  // the last one with finished = true.
+  // the last one with finished = true. The id is this object's own (not the
+  // Engine's).
   StatusOr<uint64_t> Submit(std::vector<int32_t> prompt, const RequestParams& params, Callback on_output);
   // Ends a request within one step (its KV blocks are freed then).
   void Cancel(uint64_t id);
+  // The stats as of the last step (plus submissions since).
   EngineStats Stats() const;
   int32_t max_model_len() const { return max_model_len_; }
+  int32_t n_vocab() const { return n_vocab_; }
   // Stops accepting requests and waits up to `timeout` for those in flight
   // to finish; the rest are cancelled. Returns true if all finished in time.
   bool Drain(std::chrono::milliseconds timeout);
@@ -42,18 +46,39 @@ class AsyncEngine {
  private:
   explicit AsyncEngine(std::unique_ptr<Engine> engine);
   void Loop();
-  // No request left, and every output delivered. Requires mu_.
-  bool IdleLocked() const { return !engine_->HasWork() && !delivering_; }
+  // Takes in queued submissions and cancellations (loop thread).
+  void Intake(std::vector<std::pair<Callback, RequestOutput>>* deliveries);
+  // Nothing queued, nothing running, every output delivered. Requires mu_.
+  bool IdleLocked() const { return pending_.empty() && live_ == 0 && !delivering_; }
 
-  std::unique_ptr<Engine> engine_;
-  int32_t max_model_len_;
-  mutable std::mutex mu_;
+  struct Pending {
+    uint64_t id;
+    std::vector<int32_t> prompt;
+    RequestParams params;
+    Callback callback;
+  };
+
+  std::unique_ptr<Engine> engine_;  // used by the loop thread only (Check: any thread)
+  const int32_t max_model_len_;
+  const int32_t n_vocab_;
+
+  mutable std::mutex mu_;             // guards everything below
   std::condition_variable work_cv_;   // loop: new work or stop
   std::condition_variable idle_cv_;   // drain: no more work
-  std::map<uint64_t, Callback> callbacks_;
+  std::vector<Pending> pending_;
+  std::vector<uint64_t> cancels_;
+  uint64_t next_id_ = 1;
+  int64_t live_ = 0;                  // submitted and not yet finished
+  EngineStats stats_;                 // as of the last step
   bool stop_ = false;
   bool draining_ = false;
+  bool cancel_all_ = false;  // drain timed out, or stopping
   bool delivering_ = false;  // the loop is running callbacks outside the lock
+
+  // Loop thread only.
+  std::map<uint64_t, Callback> callbacks_;      // engine id -> callback
+  std::map<uint64_t, uint64_t> engine_ids_;     // our id -> engine id
+  std::map<uint64_t, uint64_t> our_ids_;        // engine id -> our id
   std::thread loop_;
 };
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <map>
 
 #include <fmt/format.h>
@@ -21,6 +23,33 @@
 #include "tokenizer/tokenizer.h"
 
 namespace infera {
+namespace {
+
+constexpr int32_t kMaxTopLogprobs = 20;
+
+// Log-softmax of `logits` at `token`, and the k most likely tokens.
+TokenLogprob LogprobsOf(const std::vector<float>& logits, int32_t token, int32_t k) {
+  const float mx = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float l : logits) sum += std::exp(static_cast<double>(l) - mx);
+  const double log_z = mx + std::log(sum);
+  TokenLogprob lp;
+  lp.token = token;
+  lp.logprob = static_cast<float>(logits[token] - log_z);
+  if (k > 0) {
+    std::vector<int32_t> ids(logits.size());
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+    k = std::min<int32_t>(k, static_cast<int32_t>(ids.size()));
+    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    for (int32_t i = 0; i < k; ++i) lp.top.emplace_back(ids[i], static_cast<float>(logits[ids[i]] - log_z));
+  }
+  return lp;
+}
+
+}  // namespace
+
 // One request's engine-side state: sampling, stop detection, text decoding.
 struct EngineRequest {
   RequestParams params;
@@ -63,6 +92,8 @@ struct Engine::Impl {
   uint64_t steps = 0;
   ForwardBatch batch;
   std::vector<float> logits;
+  std::vector<int32_t> eog_ids;  // every end-of-generation id (for min_tokens)
+  std::vector<float> raw;        // scratch: logits before bias and penalties
 
   Impl(const Model& m, const Tokenizer* t, const KernelTable& k, const EngineOptions& o, int32_t n_blocks, KvType kt)
       : model(m), tok(t), kernels(k), opts(o), pool(o.threads), runner(m, k, pool),
@@ -70,7 +101,11 @@ struct Engine::Impl {
         blocks(n_blocks, o.kv_block_size, o.prefix_caching),
         sched(SchedulerConfig{o.max_num_seqs, o.max_batched_tokens, o.max_model_len, o.guaranteed_admission,
                               o.context_shift},
-              &blocks) {}
+              &blocks) {
+    for (int32_t id = 0; id < m.config.n_vocab; ++id) {
+      if (IsEog(id)) eog_ids.push_back(id);
+    }
+  }
 
   bool IsEog(int32_t id) const {
     if (tok != nullptr && tok->vocab().IsEog(id)) return true;
@@ -139,8 +174,16 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Token
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
-StatusOr<uint64_t> Engine::Add(std::vector<int32_t> prompt, const RequestParams& params) {
-  Impl& m = *impl_;
+int32_t Engine::ResolveMaxTokens(size_t prompt_len, int32_t max_tokens) const {
+  if (max_tokens >= 0) return max_tokens;
+  // Without a limit: to the context end (with context shift: without end; a
+  // large cap keeps the count finite).
+  const Impl& m = *impl_;
+  return m.opts.context_shift ? (1 << 30) : std::max(1, m.opts.max_model_len - static_cast<int32_t>(prompt_len));
+}
+
+Status Engine::Check(const std::vector<int32_t>& prompt, const RequestParams& params) const {
+  const Impl& m = *impl_;
   RETURN_IF_ERROR(ValidateSamplingParams(params.sampling));
   for (int32_t t : prompt) {
     if (t < 0 || t >= m.model.config.n_vocab) {
@@ -148,13 +191,24 @@ StatusOr<uint64_t> Engine::Add(std::vector<int32_t> prompt, const RequestParams&
     }
   }
   if (params.max_tokens == 0 || params.max_tokens < -1) return InvalidArgument("max_tokens must be positive");
-  const int32_t len = static_cast<int32_t>(prompt.size());
-  int32_t max_tokens = params.max_tokens;
-  if (max_tokens < 0) {
-    // Without a limit: to the context end (with context shift: without end;
-    // a large cap keeps the count finite).
-    max_tokens = m.opts.context_shift ? (1 << 30) : std::max(1, m.opts.max_model_len - len);
+  if (params.min_tokens < 0) return InvalidArgument("min_tokens must be >= 0");
+  if (params.logprobs > kMaxTopLogprobs) {
+    return InvalidArgument(fmt::format("logprobs must be at most {}", kMaxTopLogprobs));
   }
+  for (const auto& [t, bias] : params.logit_bias) {
+    if (t < 0 || t >= m.model.config.n_vocab) {
+      return InvalidArgument(fmt::format("logit_bias token id {} is out of range [0, {})", t, m.model.config.n_vocab));
+    }
+    if (!std::isfinite(bias)) return InvalidArgument("logit_bias values must be finite");
+  }
+  return m.sched.Check(prompt.size(), ResolveMaxTokens(prompt.size(), params.max_tokens));
+}
+
+StatusOr<uint64_t> Engine::Add(std::vector<int32_t> prompt, const RequestParams& params) {
+  Impl& m = *impl_;
+  RETURN_IF_ERROR(Check(prompt, params));
+  const int32_t len = static_cast<int32_t>(prompt.size());
+  const int32_t max_tokens = ResolveMaxTokens(prompt.size(), params.max_tokens);
   const uint64_t id = m.next_id++;
   RETURN_IF_ERROR(m.sched.Add(id, std::move(prompt), max_tokens, params.priority));
   auto r = std::make_unique<EngineRequest>(params, m.tok);
@@ -172,6 +226,7 @@ void Engine::Cancel(uint64_t id) {
 bool Engine::HasWork() const { return !impl_->reqs.empty(); }
 
 int32_t Engine::max_model_len() const { return impl_->opts.max_model_len; }
+int32_t Engine::n_vocab() const { return impl_->model.config.n_vocab; }
 
 EngineStats Engine::Stats() const {
   const Impl& m = *impl_;
@@ -240,6 +295,11 @@ std::vector<RequestOutput> Engine::Step() {
     if (!c.want_logits) continue;
     float* lg = m.logits.data() + static_cast<size_t>(row++) * V;
     EngineRequest& r = *m.reqs.at(c.id);
+    if (r.params.logprobs >= 0) m.raw.assign(lg, lg + V);
+    for (const auto& [t, bias] : r.params.logit_bias) lg[t] += bias;
+    if (r.generated < r.params.min_tokens && !r.params.ignore_eos) {
+      for (int32_t t : m.eog_ids) lg[t] = -std::numeric_limits<float>::infinity();
+    }
     const int32_t next = r.sampler.Sample(lg, V, m.sched.Tokens(c.id));
     if (!r.params.ignore_eos && m.IsEog(next)) {
       outs.push_back(m.Finish(c.id, FinishReason::kStop));
@@ -253,6 +313,7 @@ std::vector<RequestOutput> Engine::Step() {
     }
     RequestOutput o;
     o.tokens.push_back(next);
+    if (r.params.logprobs >= 0) o.logprobs.push_back(LogprobsOf(m.raw, next, r.params.logprobs));
     bool stopped = false;
     if (r.decoder) o.text = r.stops.Push(r.decoder->Push(next), &stopped);
     FinishReason why = FinishReason::kNone;

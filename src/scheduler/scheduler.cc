@@ -13,19 +13,24 @@ Scheduler::Scheduler(const SchedulerConfig& cfg, BlockManager* blocks) : cfg_(cf
   CHECK(cfg_.max_batched_tokens > 0 && cfg_.max_num_seqs > 0);
 }
 
-Status Scheduler::Add(uint64_t id, std::vector<int32_t> prompt, int32_t max_tokens, int32_t priority) {
-  if (Has(id)) return InvalidArgument(fmt::format("request {} already exists", id));
-  if (prompt.empty()) return InvalidArgument("the prompt is empty");
-  const int64_t total = static_cast<int64_t>(prompt.size()) + max_tokens;
+Status Scheduler::Check(size_t prompt_len, int32_t max_tokens) const {
+  if (prompt_len == 0) return InvalidArgument("the prompt is empty");
+  const int64_t total = static_cast<int64_t>(prompt_len) + max_tokens;
   if (max_tokens < 1) return InvalidArgument("max_tokens must be at least 1");
-  if (total > cfg_.max_model_len && (!cfg_.context_shift || static_cast<int64_t>(prompt.size()) >= cfg_.max_model_len)) {
+  if (total > cfg_.max_model_len && (!cfg_.context_shift || static_cast<int64_t>(prompt_len) >= cfg_.max_model_len)) {
     return InvalidArgument(fmt::format("prompt ({} tokens) + max_tokens ({}) exceeds the context of {} tokens",
-                                       prompt.size(), max_tokens, cfg_.max_model_len));
+                                       prompt_len, max_tokens, cfg_.max_model_len));
   }
   if (blocks_->BlocksFor(static_cast<int32_t>(std::min<int64_t>(total, cfg_.max_model_len))) > blocks_->num_blocks()) {
     return InvalidArgument(fmt::format("prompt + max_tokens ({} tokens) needs more KV blocks than the cache holds "
                                        "({} blocks of {})", total, blocks_->num_blocks(), blocks_->block_size()));
   }
+  return Status::Ok();
+}
+
+Status Scheduler::Add(uint64_t id, std::vector<int32_t> prompt, int32_t max_tokens, int32_t priority) {
+  if (Has(id)) return InvalidArgument(fmt::format("request {} already exists", id));
+  RETURN_IF_ERROR(Check(prompt.size(), max_tokens));
   Seq s;
   s.id = id;
   s.priority = priority;

@@ -57,6 +57,9 @@ class Scheduler {
   // Queues a sequence. InvalidArgument if it could never run: prompt +
   // max_tokens beyond the context, or more blocks than the pool has.
   Status Add(uint64_t id, std::vector<int32_t> prompt, int32_t max_tokens, int32_t priority);
+  // Add's checks of a request's size, without adding it. Reads only the
+  // configuration (safe from any thread while the scheduler runs).
+  Status Check(size_t prompt_len, int32_t max_tokens) const;
   SchedulerOutput Schedule();
   // After the executor ran `out`: marks the chunks computed (registering full
   // blocks in the prefix cache).

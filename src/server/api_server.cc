@@ -1,0 +1,276 @@
+#include "server/api_server.h"
+
+#include <limits>
+#include <random>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "server/completion_job.h"
+#include "server/openai_request.h"
+
+namespace infera::server {
+
+using nlohmann::json;
+
+namespace {
+
+int64_t UnixSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void SendError(const std::shared_ptr<Responder>& resp, const ApiError& err, Headers extra = {}) {
+  resp->Respond(err.status, "application/json", err.ToJson(), std::move(extra));
+}
+
+ApiError Error(int status, std::string message, std::string type, std::string code) {
+  ApiError e;
+  e.status = status;
+  e.message = std::move(message);
+  e.type = std::move(type);
+  e.code = std::move(code);
+  return e;
+}
+
+void SendJson(const std::shared_ptr<Responder>& resp, int status, const json& body) {
+  resp->Respond(status, "application/json", DumpJson(body));
+}
+
+// Equal strings, in time that depends only on their lengths.
+bool ConstantTimeEquals(const std::string& a, const std::string& b) {
+  const size_t n = std::max(a.size(), b.size());
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned char>(x ^ y);
+  }
+  return diff == 0;
+}
+
+}  // namespace
+
+ApiServer::ApiServer(ApiServerOptions opts) : opts_(std::move(opts)), created_(UnixSeconds()) {
+  std::random_device rd;
+  id_salt_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+void ApiServer::SetReady(const ApiBackend& backend) {
+  backend_ = backend;
+  state_.store(State::kReady, std::memory_order_release);
+}
+
+void ApiServer::SetDraining() { state_.store(State::kDraining, std::memory_order_release); }
+
+bool ApiServer::Authorized(const HttpRequest& req) const {
+  if (opts_.api_key.empty()) return true;
+  const std::string auth = req.Header("authorization");
+  const std::string prefix = "Bearer ";
+  const std::string given = auth.compare(0, prefix.size(), prefix) == 0 ? auth.substr(prefix.size()) : std::string();
+  return ConstantTimeEquals(given, opts_.api_key);
+}
+
+void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> resp) {
+  const State state = state_.load(std::memory_order_acquire);
+  const std::string& path = req.path;
+  const bool get = req.method == "GET", post = req.method == "POST";
+  if (path == "/health") {
+    if (!get) return SendError(resp, Error(405, "use GET /health", "invalid_request_error", "method_not_allowed"));
+    const char* status = state == State::kReady ? "ok" : state == State::kLoading ? "loading" : "draining";
+    return SendJson(resp, state == State::kReady ? 200 : 503, {{"status", status}});
+  }
+  if (path == "/metrics") {
+    if (!get) return SendError(resp, Error(405, "use GET /metrics", "invalid_request_error", "method_not_allowed"));
+    return HandleMetrics(state, resp);
+  }
+  struct Route {
+    const char* path;
+    bool post;
+  };
+  static constexpr Route kRoutes[] = {{"/v1/completions", true}, {"/v1/chat/completions", true},
+                                      {"/v1/models", false},     {"/tokenize", true},
+                                      {"/detokenize", true}};
+  const Route* route = nullptr;
+  for (const Route& r : kRoutes) {
+    if (path == r.path) route = &r;
+  }
+  const bool model_path = path.rfind("/v1/models/", 0) == 0;
+  if (route == nullptr && !model_path) {
+    return SendError(resp, Error(404, fmt::format("no route {} {}", req.method, path), "invalid_request_error",
+                                 "not_found"));
+  }
+  if ((route != nullptr && route->post) ? !post : !get) {
+    return SendError(resp, Error(405, fmt::format("{} does not accept {}", path, req.method), "invalid_request_error",
+                                 "method_not_allowed"));
+  }
+  if (!Authorized(req)) {
+    return SendError(resp, Error(401, "Incorrect or missing API key: send 'Authorization: Bearer KEY'.",
+                                 "invalid_request_error", "invalid_api_key"));
+  }
+  if (state == State::kLoading) {
+    return SendError(resp, Error(503, "the model is loading", "service_unavailable", "model_loading"),
+                     {{"Retry-After", "5"}});
+  }
+  if (model_path || path == "/v1/models") return HandleModels(req, resp);
+  if (path == "/tokenize") return HandleTokenize(req, resp);
+  if (path == "/detokenize") return HandleDetokenize(req, resp);
+  if (state == State::kDraining) {
+    return SendError(resp, Error(503, "the server is shutting down", "service_unavailable", "shutting_down"));
+  }
+  HandleCompletion(req, resp, path == "/v1/chat/completions");
+}
+
+void ApiServer::HandleCompletion(const HttpRequest& req, const std::shared_ptr<Responder>& resp, bool chat) {
+  ParseContext ctx;
+  ctx.tokenizer = backend_.tokenizer;
+  ctx.chat_format = backend_.chat_format;
+  ctx.limits.max_model_len = backend_.engine->max_model_len();
+  ctx.limits.n_vocab = backend_.engine->n_vocab();
+  ctx.limits.max_n = opts_.max_n;
+  ctx.limits.context_shift = opts_.context_shift;
+  CompletionSpec spec;
+  ApiError err;
+  if (!ParseCompletionRequest(req.body, chat, ctx, &spec, &err)) return SendError(resp, err);
+  if (!spec.model.empty() && spec.model != opts_.served_model_name) {
+    ApiError e = Error(404, fmt::format("The model `{}` does not exist (this server serves `{}`).", spec.model,
+                                        opts_.served_model_name),
+                       "invalid_request_error", "model_not_found");
+    e.param = "model";
+    return SendError(resp, e);
+  }
+  const int64_t want = static_cast<int64_t>(spec.prompts.size()) * spec.n;
+  if (backend_.engine->Stats().num_waiting + want > opts_.max_queue) {
+    return SendError(resp,
+                     Error(429, fmt::format("too many requests waiting (limit {}); retry later", opts_.max_queue),
+                           "rate_limit_error", "queue_full"),
+                     {{"Retry-After", "1"}});
+  }
+  const std::string id =
+      fmt::format("{}-{:016x}{:08x}", chat ? "chatcmpl" : "cmpl", id_salt_, next_request_.fetch_add(1));
+  auto job = std::make_shared<CompletionJob>(std::move(spec), resp, backend_.engine, backend_.tokenizer, id,
+                                             UnixSeconds(), opts_.served_model_name);
+  job->Start();
+  std::weak_ptr<CompletionJob> weak = job;
+  resp->OnDisconnect([weak] {
+    if (auto j = weak.lock()) j->CancelAll();
+  });
+}
+
+void ApiServer::HandleModels(const HttpRequest& req, const std::shared_ptr<Responder>& resp) const {
+  const json model = {{"id", opts_.served_model_name},
+                      {"object", "model"},
+                      {"created", created_},
+                      {"owned_by", "infera"},
+                      {"max_model_len", backend_.engine->max_model_len()}};
+  if (req.path == "/v1/models") return SendJson(resp, 200, {{"object", "list"}, {"data", json::array({model})}});
+  const std::string name = req.path.substr(std::string("/v1/models/").size());
+  if (name != opts_.served_model_name) {
+    ApiError e = Error(404, fmt::format("The model `{}` does not exist.", name), "invalid_request_error",
+                       "model_not_found");
+    e.param = "model";
+    return SendError(resp, e);
+  }
+  SendJson(resp, 200, model);
+}
+
+void ApiServer::HandleTokenize(const HttpRequest& req, const std::shared_ptr<Responder>& resp) const {
+  json body;
+  ApiError err;
+  if (!ParseJsonBody(req.body, &body, &err)) return SendError(resp, err);
+  const Tokenizer& tok = *backend_.tokenizer;
+  auto text = body.find("content");
+  if (text == body.end()) text = body.find("prompt");
+  bool add_special = true;
+  for (const char* key : {"add_special", "add_special_tokens"}) {
+    auto it = body.find(key);
+    if (it == body.end()) continue;
+    if (!it->is_boolean()) {
+      ApiError e = Error(400, fmt::format("'{}' must be a boolean", key), "invalid_request_error", "invalid_value");
+      e.param = key;
+      return SendError(resp, e);
+    }
+    add_special = it->get<bool>();
+  }
+  std::vector<int32_t> ids;
+  if (text != body.end() && text->is_string()) {
+    ids = tok.Encode(text->get<std::string>(), add_special, /*parse_special=*/true);
+  } else if (body.contains("messages")) {
+    ParseContext ctx;
+    ctx.tokenizer = &tok;
+    ctx.chat_format = backend_.chat_format;
+    ctx.limits.max_model_len = std::numeric_limits<int32_t>::max();
+    ctx.limits.n_vocab = backend_.engine->n_vocab();
+    CompletionSpec spec;
+    if (!ParseCompletionRequest(req.body, /*chat=*/true, ctx, &spec, &err)) return SendError(resp, err);
+    ids = spec.prompts[0];
+  } else {
+    ApiError e = Error(400, "'content' (or 'prompt') must be a string, or 'messages' a chat", "invalid_request_error",
+                       "invalid_value");
+    e.param = "content";
+    return SendError(resp, e);
+  }
+  json pieces = json::array();
+  const bool with_pieces = body.value("with_pieces", false);
+  if (with_pieces) {
+    for (int32_t id : ids) pieces.push_back({{"id", id}, {"piece", tok.TokenToPiece(id, true)}});
+  }
+  json out = {{"tokens", with_pieces ? pieces : json(ids)},
+              {"count", ids.size()},
+              {"max_model_len", backend_.engine->max_model_len()}};
+  SendJson(resp, 200, out);
+}
+
+void ApiServer::HandleDetokenize(const HttpRequest& req, const std::shared_ptr<Responder>& resp) const {
+  json body;
+  ApiError err;
+  if (!ParseJsonBody(req.body, &body, &err)) return SendError(resp, err);
+  auto tokens = body.find("tokens");
+  ApiError bad = Error(400, "", "invalid_request_error", "invalid_value");
+  bad.param = "tokens";
+  if (tokens == body.end() || !tokens->is_array()) {
+    bad.message = "'tokens' must be a list of token ids";
+    return SendError(resp, bad);
+  }
+  std::vector<int32_t> ids;
+  const int32_t n_vocab = backend_.engine->n_vocab();
+  for (const json& t : *tokens) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= n_vocab) {
+      bad.message = fmt::format("'tokens' must be token ids in [0, {})", n_vocab);
+      return SendError(resp, bad);
+    }
+    ids.push_back(t.get<int32_t>());
+  }
+  const std::string text = backend_.tokenizer->Decode(ids, true);
+  SendJson(resp, 200, {{"content", text}, {"prompt", text}});
+}
+
+void ApiServer::HandleMetrics(State state, const std::shared_ptr<Responder>& resp) const {
+  std::string out;
+  auto gauge = [&](const char* name, const char* help, double v) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n{} {}\n", name, help, name, name, v);
+  };
+  auto counter = [&](const char* name, const char* help, double v) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} counter\n{}_total {}\n", name, help, name, name, v);
+  };
+  gauge("infera_ready", "1 when the model is loaded and the server accepts requests",
+        state == State::kReady ? 1 : 0);
+  if (state != State::kLoading) {
+    const EngineStats s = backend_.engine->Stats();
+    gauge("infera_num_requests_running", "Requests in the running batch", s.num_running);
+    gauge("infera_num_requests_waiting", "Requests waiting to be scheduled", s.num_waiting);
+    gauge("infera_kv_blocks_used", "KV cache blocks referenced by requests", s.kv_blocks_used);
+    gauge("infera_kv_blocks_total", "KV cache blocks in the pool", s.kv_blocks_total);
+    gauge("infera_kv_cache_usage_ratio", "Fraction of KV cache blocks in use",
+          s.kv_blocks_total > 0 ? static_cast<double>(s.kv_blocks_used) / s.kv_blocks_total : 0.0);
+    counter("infera_prefix_cache_queries", "Prompt tokens looked up in the prefix cache",
+            static_cast<double>(s.prefix_cache_queries));
+    counter("infera_prefix_cache_hits", "Prompt tokens found in the prefix cache",
+            static_cast<double>(s.prefix_cache_hits));
+    counter("infera_num_preemptions", "Requests preempted for lack of KV blocks",
+            static_cast<double>(s.num_preemptions));
+    counter("infera_engine_steps", "Engine iterations", static_cast<double>(s.steps));
+  }
+  resp->Respond(200, "text/plain; version=0.0.4; charset=utf-8", out);
+}
+
+}  // namespace infera::server

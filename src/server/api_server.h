@@ -1,0 +1,72 @@
+// The OpenAI-compatible API on top of the HTTP layer: routes, auth, request
+// validation, the chat template, tokenization, and the conversation with the
+// engine (through AsyncEngine's C++ API only).
+//
+// Lifecycle: constructed before the model is loaded (every model route then
+// answers 503 and /health says "loading"); SetReady attaches the engine;
+// SetDraining turns /health to 503 and refuses new work while in-flight
+// requests finish.
+//
+// Thread-safety: Handle may run on several I/O threads at once.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/async_engine.h"
+#include "server/http_server.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace infera::server {
+
+struct ApiServerOptions {
+  std::string served_model_name = "infera";
+  std::string api_key;          // "": no authentication
+  int32_t max_n = 16;           // largest n (choices per prompt)
+  int32_t max_queue = 256;      // waiting requests beyond this: 429
+  bool context_shift = false;   // as the engine was created with
+};
+
+// What the API needs of a loaded model; owned by the caller, outliving the
+// ApiServer's use of it.
+struct ApiBackend {
+  AsyncEngine* engine = nullptr;
+  const Tokenizer* tokenizer = nullptr;
+  ChatFormat chat_format = ChatFormat::kPlain;
+  uint64_t model_bytes = 0;
+  std::string kernel_variant;
+};
+
+class ApiServer {
+ public:
+  explicit ApiServer(ApiServerOptions opts);
+
+  // The model is loaded: model routes start answering.
+  void SetReady(const ApiBackend& backend);
+  // Shutting down: /health 503, new completions 503.
+  void SetDraining();
+
+  void Handle(HttpRequest req, std::shared_ptr<Responder> resp);
+
+ private:
+  enum class State { kLoading, kReady, kDraining };
+  bool Authorized(const HttpRequest& req) const;
+  void HandleCompletion(const HttpRequest& req, const std::shared_ptr<Responder>& resp, bool chat);
+  void HandleModels(const HttpRequest& req, const std::shared_ptr<Responder>& resp) const;
+  void HandleTokenize(const HttpRequest& req, const std::shared_ptr<Responder>& resp) const;
+  void HandleDetokenize(const HttpRequest& req, const std::shared_ptr<Responder>& resp) const;
+  void HandleMetrics(State state, const std::shared_ptr<Responder>& resp) const;
+
+  const ApiServerOptions opts_;
+  std::atomic<State> state_{State::kLoading};
+  ApiBackend backend_;  // written once before state_ becomes kReady
+  const int64_t created_;
+  std::atomic<uint64_t> next_request_{1};
+  uint64_t id_salt_ = 0;  // random per process: response ids differ across restarts
+};
+
+}  // namespace infera::server

@@ -1,0 +1,232 @@
+#include "server/completion_job.h"
+
+#include <fmt/format.h>
+
+#include "base/logging.h"
+
+namespace infera::server {
+
+using nlohmann::json;
+
+std::string DumpJson(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+namespace {
+
+const char* FinishReasonString(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength:
+    case FinishReason::kContextFull: return "length";
+    case FinishReason::kCancelled: return "abort";
+    default: return "error";
+  }
+}
+
+json Bytes(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+}  // namespace
+
+CompletionJob::CompletionJob(CompletionSpec spec, std::shared_ptr<Responder> resp, AsyncEngine* engine,
+                             const Tokenizer* tok, std::string id, int64_t created, std::string model)
+    : spec_(std::move(spec)), resp_(std::move(resp)), engine_(engine), tok_(tok), id_(std::move(id)),
+      created_(created), model_(std::move(model)) {
+  for (size_t p = 0; p < spec_.prompts.size(); ++p) {
+    for (int32_t i = 0; i < spec_.n; ++i) {
+      Choice c;
+      c.prompt_index = p;
+      choices_.push_back(std::move(c));
+    }
+  }
+  remaining_ = choices_.size();
+}
+
+void CompletionJob::Start() {
+  auto self = shared_from_this();
+  std::lock_guard<std::mutex> lock(mu_);  // outputs wait until every choice is in and the stream is open
+  for (size_t index = 0; index < choices_.size(); ++index) {
+    RequestParams params = spec_.params;
+    // Choices of one request differ, yet stay reproducible with a seed.
+    if (params.sampling.has_seed) params.sampling.seed += index % static_cast<size_t>(spec_.n);
+    auto id = engine_->Submit(spec_.prompts[choices_[index].prompt_index], params,
+                              [self, index](const RequestOutput& o) { self->OnOutput(index, o); });
+    if (!id.ok()) {
+      for (uint64_t e : engine_ids_) engine_->Cancel(e);
+      ApiError err;
+      err.message = id.status().message();
+      if (id.status().code() == StatusCode::kUnavailable) {
+        err.status = 503;
+        err.type = "service_unavailable";
+      }
+      failed_ = true;
+      resp_->Respond(err.status, "application/json", err.ToJson());
+      return;
+    }
+    engine_ids_.push_back(*id);
+  }
+  if (spec_.stream) {
+    resp_->BeginStream(200, "text/event-stream");
+    if (spec_.echo) {
+      for (size_t i = 0; i < choices_.size(); ++i) {
+        SendChunk(i, spec_.prompt_texts[choices_[i].prompt_index], nullptr, nullptr);
+      }
+    }
+  }
+}
+
+void CompletionJob::CancelAll() {
+  std::vector<uint64_t> ids;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ids = engine_ids_;
+  }
+  for (uint64_t id : ids) engine_->Cancel(id);
+}
+
+json CompletionJob::LogprobsJson(Choice& c, const std::vector<TokenLogprob>& lps) const {
+  if (spec_.chat) {
+    json content = json::array();
+    for (const TokenLogprob& lp : lps) {
+      const std::string piece = tok_->TokenToPiece(lp.token, true);
+      json top = json::array();
+      for (const auto& [t, l] : lp.top) {
+        const std::string p = tok_->TokenToPiece(t, true);
+        top.push_back({{"token", p}, {"logprob", l}, {"bytes", Bytes(p)}});
+      }
+      content.push_back({{"token", piece}, {"logprob", lp.logprob}, {"bytes", Bytes(piece)}, {"top_logprobs", top}});
+    }
+    return {{"content", content}, {"refusal", nullptr}};
+  }
+  json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(),
+       offsets = json::array();
+  for (const TokenLogprob& lp : lps) {
+    const std::string piece = tok_->TokenToPiece(lp.token, true);
+    tokens.push_back(piece);
+    token_logprobs.push_back(lp.logprob);
+    json top = json::object();
+    for (const auto& [t, l] : lp.top) top[tok_->TokenToPiece(t, true)] = l;
+    top_logprobs.push_back(top);
+    offsets.push_back(c.text_offset);
+    c.text_offset += piece.size();
+  }
+  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs},
+          {"text_offset", offsets}};
+}
+
+json CompletionJob::Usage() const {
+  int64_t prompt = 0, completion = 0, cached = 0;
+  for (const auto& p : spec_.prompts) prompt += static_cast<int64_t>(p.size());
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    completion += choices_[i].completion_tokens;
+    if (i % static_cast<size_t>(spec_.n) == 0) cached += choices_[i].cached_tokens;
+  }
+  return {{"prompt_tokens", prompt},
+          {"completion_tokens", completion},
+          {"total_tokens", prompt + completion},
+          {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+}
+
+void CompletionJob::SendEvent(const json& j) { resp_->Send("data: " + DumpJson(j) + "\n\n"); }
+
+void CompletionJob::SendChunk(size_t index, const std::string& text, const json& logprobs, const char* finish) {
+  json choice = {{"index", index}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
+  if (finish != nullptr) choice["finish_reason"] = finish;
+  json chunk = {{"id", id_}, {"created", created_}, {"model", model_}};
+  if (spec_.chat) {
+    chunk["object"] = "chat.completion.chunk";
+    json delta = json::object();
+    Choice& c = choices_[index];
+    if (!c.role_sent) {
+      delta["role"] = "assistant";
+      c.role_sent = true;
+    }
+    if (!text.empty() || (finish == nullptr && delta.contains("role"))) delta["content"] = text;
+    choice["delta"] = delta;
+  } else {
+    chunk["object"] = "text_completion";
+    choice["text"] = text;
+  }
+  chunk["choices"] = json::array({choice});
+  if (spec_.include_usage) chunk["usage"] = nullptr;
+  SendEvent(chunk);
+}
+
+void CompletionJob::OnOutput(size_t index, const RequestOutput& o) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (failed_) return;
+  Choice& c = choices_[index];
+  c.completion_tokens = o.completion_tokens;
+  c.cached_tokens = o.cached_tokens;
+  if (spec_.stream) {
+    if (!o.text.empty() || !o.logprobs.empty() || (spec_.chat && !c.role_sent)) {
+      const json lp = spec_.logprobs && !o.logprobs.empty() ? LogprobsJson(c, o.logprobs) : json(nullptr);
+      SendChunk(index, o.text, lp, nullptr);
+    }
+  } else {
+    c.text += o.text;
+    c.logprobs.insert(c.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
+  }
+  if (!o.finished) return;
+  c.done = true;
+  c.finish_reason = FinishReasonString(o.finish_reason);
+  if (o.finish_reason == FinishReason::kError) {
+    error_ = o.error;
+    LOG_ERROR("request {}: {}", id_, o.error);
+  }
+  if (spec_.stream && o.finish_reason != FinishReason::kError) SendChunk(index, "", nullptr, c.finish_reason);
+  if (--remaining_ == 0) Finish();
+}
+
+void CompletionJob::Finish() {
+  if (!error_.empty()) {
+    ApiError err;
+    err.status = 500;
+    err.type = "server_error";
+    err.message = error_;
+    if (spec_.stream) {
+      resp_->Send("data: " + err.ToJson() + "\n\n");
+      resp_->Send("data: [DONE]\n\n");
+      resp_->End();
+    } else {
+      resp_->Respond(500, "application/json", err.ToJson());
+    }
+    return;
+  }
+  if (spec_.stream) {
+    if (spec_.include_usage) {
+      SendEvent({{"id", id_},
+                 {"object", spec_.chat ? "chat.completion.chunk" : "text_completion"},
+                 {"created", created_},
+                 {"model", model_},
+                 {"choices", json::array()},
+                 {"usage", Usage()}});
+    }
+    resp_->Send("data: [DONE]\n\n");
+    resp_->End();
+    return;
+  }
+  json choices = json::array();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    Choice& c = choices_[i];
+    const json lp = spec_.logprobs ? LogprobsJson(c, c.logprobs) : json(nullptr);
+    json choice = {{"index", i}, {"logprobs", lp}, {"finish_reason", c.finish_reason}};
+    if (spec_.chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}};
+    } else {
+      choice["text"] = spec_.echo ? spec_.prompt_texts[c.prompt_index] + c.text : c.text;
+    }
+    choices.push_back(std::move(choice));
+  }
+  const json body = {{"id", id_},
+                     {"object", spec_.chat ? "chat.completion" : "text_completion"},
+                     {"created", created_},
+                     {"model", model_},
+                     {"choices", choices},
+                     {"usage", Usage()}};
+  resp_->Respond(200, "application/json", DumpJson(body));
+}
+
+}  // namespace infera::server

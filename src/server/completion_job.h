@@ -1,0 +1,75 @@
+// One /v1/completions or /v1/chat/completions request in flight: its choices
+// (n per prompt), each an engine request, and the response they build up —
+// server-sent event chunks as tokens arrive, or one JSON object at the end.
+//
+// Thread-safety: outputs arrive on the engine loop thread, the disconnect
+// notice on an I/O thread; everything is guarded by one mutex. Owned jointly
+// by the engine callbacks and the disconnect handler (shared_ptr).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/async_engine.h"
+#include "server/http_server.h"
+#include "server/openai_request.h"
+
+namespace infera::server {
+
+// JSON text; invalid UTF-8 (a model may emit it) becomes U+FFFD, never an exception.
+std::string DumpJson(const nlohmann::json& j);
+
+class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
+ public:
+  CompletionJob(CompletionSpec spec, std::shared_ptr<Responder> resp, AsyncEngine* engine, const Tokenizer* tok,
+                std::string id, int64_t created, std::string model);
+
+  // Submits every choice to the engine and opens the stream; on failure
+  // answers with the error (and cancels what was submitted).
+  void Start();
+  // The client is gone: cancel every choice.
+  void CancelAll();
+
+ private:
+  struct Choice {
+    size_t prompt_index = 0;
+    std::string text;
+    std::vector<TokenLogprob> logprobs;
+    size_t text_offset = 0;  // bytes of text so far (for completions logprobs)
+    const char* finish_reason = nullptr;
+    bool done = false;
+    bool role_sent = false;
+    int32_t completion_tokens = 0;
+    int32_t cached_tokens = 0;
+  };
+
+  void OnOutput(size_t index, const RequestOutput& o);
+  // Requires mu_.
+  nlohmann::json LogprobsJson(Choice& c, const std::vector<TokenLogprob>& lps) const;
+  nlohmann::json Usage() const;
+  void SendChunk(size_t index, const std::string& text, const nlohmann::json& logprobs, const char* finish);
+  void SendEvent(const nlohmann::json& j);
+  void Finish();
+
+  const CompletionSpec spec_;
+  const std::shared_ptr<Responder> resp_;
+  AsyncEngine* const engine_;
+  const Tokenizer* const tok_;
+  const std::string id_;
+  const int64_t created_;
+  const std::string model_;
+
+  std::mutex mu_;
+  std::vector<Choice> choices_;
+  std::vector<uint64_t> engine_ids_;
+  size_t remaining_ = 0;
+  bool failed_ = false;   // answered with an error; later outputs are ignored
+  std::string error_;     // a choice failed in the engine
+};
+
+}  // namespace infera::server

@@ -1,0 +1,369 @@
+#include "server/openai_request.h"
+
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+namespace infera::server {
+
+using nlohmann::json;
+
+std::string ApiError::ToJson() const {
+  json e = {{"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}};
+  if (!param.empty()) e["param"] = param;
+  if (!code.empty()) e["code"] = code;
+  return json{{"error", e}}.dump();
+}
+
+namespace {
+
+constexpr int32_t kMaxLogprobs = 20;
+constexpr size_t kMaxStops = 16;
+
+// Reads optional fields of a request object, keeping the first error.
+class FieldReader {
+ public:
+  FieldReader(const json& obj, ApiError* err) : obj_(obj), err_(err) {}
+  bool ok() const { return ok_; }
+
+  // The field, or nullptr if absent or null.
+  const json* Find(const char* name) const {
+    auto it = obj_.find(name);
+    if (it == obj_.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+
+  bool Fail(const std::string& param, const std::string& message) {
+    if (ok_) {
+      err_->status = 400;
+      err_->message = message;
+      err_->param = param;
+      err_->code = "invalid_value";
+      ok_ = false;
+    }
+    return false;
+  }
+
+  void Number(const char* name, float* out, double lo, double hi) {
+    const json* v = Find(name);
+    if (v == nullptr) return;
+    if (!v->is_number()) {
+      Fail(name, fmt::format("'{}' must be a number", name));
+      return;
+    }
+    const double d = v->get<double>();
+    if (!std::isfinite(d) || d < lo || d > hi) {
+      Fail(name, fmt::format("'{}' must be a number in [{}, {}]", name, lo, hi));
+      return;
+    }
+    *out = static_cast<float>(d);
+  }
+
+  template <typename Int>
+  bool Integer(const char* name, Int* out, int64_t lo, int64_t hi) {
+    const json* v = Find(name);
+    if (v == nullptr) return false;
+    if (!v->is_number_integer()) return Fail(name, fmt::format("'{}' must be an integer", name));
+    int64_t x;
+    if (v->is_number_unsigned()) {
+      const uint64_t u = v->get<uint64_t>();
+      x = u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ? std::numeric_limits<int64_t>::max()
+                                                                         : static_cast<int64_t>(u);
+    } else {
+      x = v->get<int64_t>();
+    }
+    if (x < lo || x > hi) return Fail(name, fmt::format("'{}' must be an integer in [{}, {}]", name, lo, hi));
+    *out = static_cast<Int>(x);
+    return true;
+  }
+
+  bool Bool(const char* name, bool* out) {
+    const json* v = Find(name);
+    if (v == nullptr) return false;
+    if (!v->is_boolean()) return Fail(name, fmt::format("'{}' must be a boolean", name));
+    *out = v->get<bool>();
+    return true;
+  }
+
+  void String(const char* name, std::string* out) {
+    const json* v = Find(name);
+    if (v == nullptr) return;
+    if (!v->is_string()) {
+      Fail(name, fmt::format("'{}' must be a string", name));
+      return;
+    }
+    *out = v->get<std::string>();
+  }
+
+ private:
+  const json& obj_;
+  ApiError* err_;
+  bool ok_ = true;
+};
+
+// The text of a message's content: a string, or a list of text parts.
+bool ContentText(const json& content, std::string* out, FieldReader* r) {
+  if (content.is_null()) return true;
+  if (content.is_string()) {
+    *out = content.get<std::string>();
+    return true;
+  }
+  if (!content.is_array()) return r->Fail("messages", "message content must be a string or a list of parts");
+  for (const json& part : content) {
+    if (!part.is_object()) return r->Fail("messages", "message content parts must be objects");
+    auto type = part.find("type");
+    if (type == part.end() || !type->is_string()) return r->Fail("messages", "message content parts need a 'type'");
+    if (*type != "text") {
+      return r->Fail("messages", fmt::format("content parts of type '{}' are not supported (text only)",
+                                             type->get<std::string>()));
+    }
+    auto text = part.find("text");
+    if (text == part.end() || !text->is_string()) return r->Fail("messages", "a text part needs a string 'text'");
+    *out += text->get<std::string>();
+  }
+  return true;
+}
+
+bool ParseMessages(const json& body, const ParseContext& ctx, CompletionSpec* out, FieldReader* r) {
+  const json* msgs = r->Find("messages");
+  if (msgs == nullptr) return r->Fail("messages", "'messages' is required");
+  if (!msgs->is_array() || msgs->empty()) return r->Fail("messages", "'messages' must be a non-empty list");
+  std::vector<ChatMessage> chat;
+  for (const json& m : *msgs) {
+    if (!m.is_object()) return r->Fail("messages", "each message must be an object");
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string()) return r->Fail("messages", "each message needs a string 'role'");
+    std::string name = role->get<std::string>();
+    if (name == "developer") name = "system";
+    if (name != "system" && name != "user" && name != "assistant") {
+      return r->Fail("messages", fmt::format("unsupported message role '{}' (system, developer, user, assistant)",
+                                             role->get<std::string>()));
+    }
+    ChatMessage cm;
+    cm.role = name;
+    auto content = m.find("content");
+    if (content == m.end()) return r->Fail("messages", "each message needs a 'content'");
+    if (!ContentText(*content, &cm.content, r)) return false;
+    chat.push_back(std::move(cm));
+  }
+  (void)body;
+  std::vector<int32_t> ids = EncodeChat(*ctx.tokenizer, ctx.chat_format, chat, /*add_generation_prompt=*/true);
+  out->prompt_texts.push_back(ctx.tokenizer->Decode(ids, true));
+  out->prompts.push_back(std::move(ids));
+  if (ctx.chat_format == ChatFormat::kPlain) out->params.stop.push_back("\nUser:");
+  return true;
+}
+
+bool TokenList(const json& arr, int32_t n_vocab, std::vector<int32_t>* out, FieldReader* r) {
+  for (const json& t : arr) {
+    if (!t.is_number_integer()) return r->Fail("prompt", "token prompts must be lists of integers");
+    const int64_t id = t.get<int64_t>();
+    if (id < 0 || id >= n_vocab) {
+      return r->Fail("prompt", fmt::format("token id {} is out of range [0, {})", id, n_vocab));
+    }
+    out->push_back(static_cast<int32_t>(id));
+  }
+  return true;
+}
+
+bool ParsePrompt(const ParseContext& ctx, CompletionSpec* out, FieldReader* r) {
+  const json* p = r->Find("prompt");
+  if (p == nullptr) return r->Fail("prompt", "'prompt' is required");
+  const Tokenizer& tok = *ctx.tokenizer;
+  auto add_text = [&](const std::string& text) {
+    out->prompts.push_back(tok.Encode(text, /*add_special=*/true, /*parse_special=*/true));
+    out->prompt_texts.push_back(text);
+  };
+  auto add_ids = [&](const json& arr) {
+    std::vector<int32_t> ids;
+    if (!TokenList(arr, ctx.limits.n_vocab, &ids, r)) return false;
+    out->prompt_texts.push_back(tok.Decode(ids, true));
+    out->prompts.push_back(std::move(ids));
+    return true;
+  };
+  if (p->is_string()) {
+    add_text(p->get<std::string>());
+  } else if (p->is_array()) {
+    if (p->empty()) return r->Fail("prompt", "'prompt' must not be an empty list");
+    if ((*p)[0].is_number_integer()) {
+      if (!add_ids(*p)) return false;
+    } else {
+      for (const json& item : *p) {
+        if (item.is_string()) {
+          add_text(item.get<std::string>());
+        } else if (item.is_array()) {
+          if (!add_ids(item)) return false;
+        } else {
+          return r->Fail("prompt", "'prompt' must be a string, a list of strings, or token ids");
+        }
+      }
+    }
+  } else {
+    return r->Fail("prompt", "'prompt' must be a string, a list of strings, or token ids");
+  }
+  return true;
+}
+
+bool ParseStop(CompletionSpec* out, FieldReader* r) {
+  const json* s = r->Find("stop");
+  if (s == nullptr) return true;
+  auto add = [&](const json& v) {
+    if (!v.is_string()) return r->Fail("stop", "'stop' must be a string or a list of strings");
+    if (!v.get<std::string>().empty()) out->params.stop.push_back(v.get<std::string>());
+    return true;
+  };
+  if (s->is_array()) {
+    if (s->size() > kMaxStops) return r->Fail("stop", fmt::format("at most {} stop sequences", kMaxStops));
+    for (const json& v : *s) {
+      if (!add(v)) return false;
+    }
+    return true;
+  }
+  return add(*s);
+}
+
+bool ParseLogitBias(const ParseContext& ctx, CompletionSpec* out, FieldReader* r) {
+  const json* b = r->Find("logit_bias");
+  if (b == nullptr) return true;
+  if (!b->is_object()) return r->Fail("logit_bias", "'logit_bias' must be an object of token id -> bias");
+  for (const auto& [key, value] : b->items()) {
+    char* end = nullptr;
+    const long long id = std::strtoll(key.c_str(), &end, 10);
+    if (key.empty() || *end != '\0' || id < 0 || id >= ctx.limits.n_vocab) {
+      return r->Fail("logit_bias", fmt::format("logit_bias key '{}' is not a token id in [0, {})", key,
+                                               ctx.limits.n_vocab));
+    }
+    if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < -100 ||
+        value.get<double>() > 100) {
+      return r->Fail("logit_bias", "logit_bias values must be numbers in [-100, 100]");
+    }
+    out->params.logit_bias.emplace_back(static_cast<int32_t>(id), value.get<float>());
+  }
+  return true;
+}
+
+}  // namespace
+
+bool ParseJsonBody(const std::string& body, json* out, ApiError* err) {
+  *out = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (out->is_discarded()) {
+    err->status = 400;
+    err->message = "the request body is not valid JSON";
+    err->code = "invalid_json";
+    return false;
+  }
+  if (!out->is_object()) {
+    err->status = 400;
+    err->message = "the request body must be a JSON object";
+    err->code = "invalid_json";
+    return false;
+  }
+  return true;
+}
+
+bool ParseCompletionRequest(const std::string& body_text, bool chat, const ParseContext& ctx, CompletionSpec* out,
+                            ApiError* err) {
+  json body;
+  if (!ParseJsonBody(body_text, &body, err)) return false;
+  FieldReader r(body, err);
+  *out = CompletionSpec{};
+  out->chat = chat;
+  r.String("model", &out->model);
+  RequestParams& p = out->params;
+  // OpenAI's defaults: temperature 1, nucleus off; the other filters off.
+  SamplingParams& s = p.sampling;
+  s.temperature = 1.0f;
+  s.top_p = 1.0f;
+  s.top_k = 0;
+  s.min_p = 0.0f;
+  s.penalty_last_n = -1;
+  r.Number("temperature", &s.temperature, 0, 100);
+  r.Number("top_p", &s.top_p, 0, 1);
+  if (r.ok() && s.top_p <= 0) r.Fail("top_p", "'top_p' must be in (0, 1]");
+  r.Number("min_p", &s.min_p, 0, 1);
+  r.Number("presence_penalty", &s.presence_penalty, -2, 2);
+  r.Number("frequency_penalty", &s.frequency_penalty, -2, 2);
+  r.Number("repetition_penalty", &s.repetition_penalty, 0, 100);
+  if (r.ok() && s.repetition_penalty <= 0) r.Fail("repetition_penalty", "'repetition_penalty' must be > 0");
+  int64_t top_k = 0;
+  if (r.Integer("top_k", &top_k, -1, std::numeric_limits<int32_t>::max())) s.top_k = top_k < 0 ? 0 : static_cast<int32_t>(top_k);
+  int64_t seed = 0;
+  if (r.Integer("seed", &seed, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max())) {
+    s.seed = static_cast<uint64_t>(seed);
+    s.has_seed = true;
+  }
+  const int32_t kMaxInt = std::numeric_limits<int32_t>::max();
+  r.Integer(chat ? "max_completion_tokens" : "max_tokens", &p.max_tokens, 1, kMaxInt);
+  if (chat && p.max_tokens < 0) r.Integer("max_tokens", &p.max_tokens, 1, kMaxInt);
+  r.Integer("min_tokens", &p.min_tokens, 0, kMaxInt);
+  r.Integer("priority", &p.priority, std::numeric_limits<int32_t>::min(), kMaxInt);
+  r.Bool("ignore_eos", &p.ignore_eos);
+  r.Integer("n", &out->n, 1, ctx.limits.max_n);
+  r.Bool("stream", &out->stream);
+  if (const json* so = r.Find("stream_options"); so != nullptr && r.ok()) {
+    if (!so->is_object()) {
+      r.Fail("stream_options", "'stream_options' must be an object");
+    } else if (!out->stream) {
+      r.Fail("stream_options", "'stream_options' is only allowed when 'stream' is true");
+    } else {
+      FieldReader sr(*so, err);
+      sr.Bool("include_usage", &out->include_usage);
+      if (!sr.ok()) return false;
+    }
+  }
+  if (chat) {
+    bool want = false;
+    r.Bool("logprobs", &want);
+    int32_t top = 0;
+    const bool has_top = r.Integer("top_logprobs", &top, 0, kMaxLogprobs);
+    if (has_top && !want && r.ok()) r.Fail("top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
+    if (want) {
+      out->logprobs = true;
+      p.logprobs = top;
+    }
+  } else {
+    int32_t top = -1;
+    if (r.Integer("logprobs", &top, 0, kMaxLogprobs)) {
+      out->logprobs = true;
+      p.logprobs = top;
+    }
+    r.Bool("echo", &out->echo);
+  }
+  if (const json* rf = r.Find("response_format"); rf != nullptr && r.ok()) {
+    if (!rf->is_object() || rf->value("type", "") != "text") {
+      r.Fail("response_format", "only response_format {\"type\": \"text\"} is supported");
+    }
+  }
+  if (const json* tools = r.Find("tools"); tools != nullptr && r.ok() && !(tools->is_array() && tools->empty())) {
+    r.Fail("tools", "tool calling is not supported");
+  }
+  if (!ParseStop(out, &r) || !ParseLogitBias(ctx, out, &r)) return false;
+  if (!r.ok()) return false;
+  if (chat ? !ParseMessages(body, ctx, out, &r) : !ParsePrompt(ctx, out, &r)) return false;
+  if (out->echo && out->logprobs) {
+    return r.Fail("echo", "'echo' together with 'logprobs' is not supported (prompt log-probabilities)");
+  }
+  if (out->prompts.size() * static_cast<size_t>(out->n) > static_cast<size_t>(ctx.limits.max_n) * 16) {
+    return r.Fail("prompt", "too many prompts in one request");
+  }
+  const int32_t ctx_len = ctx.limits.max_model_len;
+  for (const auto& ids : out->prompts) {
+    const int64_t len = static_cast<int64_t>(ids.size());
+    if (len == 0) return r.Fail(chat ? "messages" : "prompt", "the prompt is empty");
+    const bool over_prompt = len >= ctx_len;
+    const bool over_total = !ctx.limits.context_shift && p.max_tokens > 0 && len + p.max_tokens > ctx_len;
+    if (over_prompt || over_total) {
+      r.Fail(chat ? "messages" : "prompt",
+             fmt::format("This model's maximum context length is {} tokens. However, you requested {} tokens ({} in "
+                         "the {}, {} in the completion). Please reduce the length of the {} or completion.",
+                         ctx_len, len + std::max(0, p.max_tokens), len, chat ? "messages" : "prompt",
+                         std::max(0, p.max_tokens), chat ? "messages" : "prompt"));
+      err->code = "context_length_exceeded";
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace infera::server

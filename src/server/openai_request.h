@@ -1,0 +1,66 @@
+// Parsing and validation of OpenAI request bodies (/v1/completions,
+// /v1/chat/completions): JSON in, token ids and engine parameters out, or an
+// OpenAI-style error. No I/O, no engine: unit-testable on its own.
+//
+// Fields the OpenAI API defines are checked for type and range; extensions
+// of vLLM and llama.cpp are accepted (top_k, min_p, repetition_penalty,
+// ignore_eos, min_tokens, priority); fields nobody defines are ignored.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "infera/engine.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace infera::server {
+
+// An OpenAI error object: {"error": {"message", "type", "param", "code"}}.
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // "" -> null
+  std::string code;   // "" -> null
+  std::string ToJson() const;
+};
+
+struct ParseLimits {
+  int32_t max_model_len = 2048;
+  int32_t n_vocab = 0;
+  int32_t max_n = 16;
+  bool context_shift = false;  // prompt + max_tokens may exceed the context
+};
+
+// What a completion request asks for, ready for the engine.
+struct CompletionSpec {
+  bool chat = false;
+  std::string model;                        // as sent ("" if omitted)
+  std::vector<std::vector<int32_t>> prompts;  // completions may carry several
+  std::vector<std::string> prompt_texts;    // the prompts as text (for echo)
+  RequestParams params;
+  int32_t n = 1;
+  bool stream = false;
+  bool include_usage = false;
+  bool echo = false;
+  bool logprobs = false;      // return log-probabilities (params.logprobs = top count)
+};
+
+struct ParseContext {
+  const Tokenizer* tokenizer = nullptr;
+  ChatFormat chat_format = ChatFormat::kPlain;
+  ParseLimits limits;
+};
+
+// Parses `body` (JSON text). On failure returns false with *err set.
+bool ParseCompletionRequest(const std::string& body, bool chat, const ParseContext& ctx, CompletionSpec* out,
+                            ApiError* err);
+
+// Parses a JSON body; on failure *err is a 400.
+bool ParseJsonBody(const std::string& body, nlohmann::json* out, ApiError* err);
+
+}  // namespace infera::server

@@ -1,0 +1,201 @@
+// infera serve: the OpenAI-compatible HTTP server. Listens at once (/health
+// says "loading" until the model is in), then serves until SIGTERM/SIGINT,
+// on which it stops accepting, lets in-flight requests finish (bounded by
+// --drain-timeout) and exits 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "base/logging.h"
+#include "base/paths.h"
+#include "engine/async_engine.h"
+#include "server/api_server.h"
+#include "server/http_server.h"
+#include "tokenizer/chat_template.h"
+#include "tools/commands.h"
+#include "tools/engine_flags.h"
+
+namespace infera::cli {
+namespace {
+
+struct ServeArgs {
+  std::string model, tokenizer, host = "127.0.0.1", served_model_name, api_key, api_key_file, chat_template;
+  int port = 8080;
+  int threads = 0;
+  int http_threads = 2;
+  int max_n = 16;
+  int max_queue = 256;
+  int64_t max_body_bytes = 8 << 20;
+  double drain_timeout = 30;
+  int read_timeout = 30;
+  EngineFlags engine;
+};
+
+std::string Trim(std::string s) {
+  const auto b = s.find_first_not_of(" \t\r\n");
+  const auto e = s.find_last_not_of(" \t\r\n");
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
+// The model, engine and tokenizer, loaded on a background thread.
+struct Loaded {
+  LoadedModel lm;
+  std::unique_ptr<KernelTable> kernels;
+  std::unique_ptr<AsyncEngine> engine;
+};
+
+Status Load(const ServeArgs& a, const EngineOptions& eopts, const RuntimeOptions& rt, Loaded* out,
+            server::ApiBackend* backend) {
+  ASSIGN_OR_RETURN(KernelTable k, SelectKernels(rt));
+  out->kernels = std::make_unique<KernelTable>(k);
+  ASSIGN_OR_RETURN(out->lm, LoadModelAndTokenizer(a.model, a.tokenizer, true));
+  ChatFormat fmt = ChatFormat::kPlain;
+  if (!a.chat_template.empty()) {
+    if (!ParseChatFormat(a.chat_template, &fmt)) return InvalidArgument("--chat-template: unknown format " + a.chat_template);
+  } else {
+    bool known = false;
+    fmt = DetectChatFormat(out->lm.tokenizer->vocab().chat_template, &known);
+  }
+  ASSIGN_OR_RETURN(out->engine, AsyncEngine::Create(*out->lm.model, out->lm.tokenizer.get(), *out->kernels, eopts));
+  backend->engine = out->engine.get();
+  backend->tokenizer = out->lm.tokenizer.get();
+  backend->chat_format = fmt;
+  backend->kernel_variant = out->kernels->qgemm_variant;
+  LOG_INFO("serve: chat format {}", ChatFormatName(fmt));
+  return Status::Ok();
+}
+
+int Serve(const ServeArgs& a, const RuntimeOptions& rt_in) {
+  if (a.max_n < 1) return ReportError("--max-n must be at least 1");
+  if (a.max_queue < 1) return ReportError("--max-queue must be at least 1");
+  if (a.max_body_bytes < 1024) return ReportError("--max-body-bytes must be at least 1024");
+  if (!(a.drain_timeout >= 0)) return ReportError("--drain-timeout must be >= 0");
+  if (a.read_timeout < 1) return ReportError("--read-timeout must be at least 1 second");
+  if (a.http_threads < 1 || a.http_threads > 64) return ReportError("--http-threads must be in 1..64");
+  EngineFlags ef = a.engine;
+  if (std::string e = ResolveEngineFlags(&ef, a.threads); !e.empty()) return ReportError(e);
+  server::ApiServerOptions opts;
+  opts.max_n = a.max_n;
+  opts.max_queue = a.max_queue;
+  opts.context_shift = ef.opts.context_shift;
+  opts.api_key = a.api_key;
+  if (!a.api_key_file.empty()) {
+    auto key = ReadFileToString(a.api_key_file);
+    if (!key.ok()) return ReportError("--api-key-file: " + key.status().message());
+    opts.api_key = Trim(*key);
+    if (opts.api_key.empty()) return ReportError("--api-key-file: the file is empty");
+  }
+  opts.served_model_name = a.served_model_name;
+  if (opts.served_model_name.empty()) {
+    std::string path = a.model;
+    if (path.empty()) {
+      auto found = FindDefaultModel();
+      path = found.ok() ? *found : "default";
+    }
+    opts.served_model_name = std::filesystem::path(path).stem().string();
+  }
+  // SIGINT/SIGTERM are taken by this thread only (sigtimedwait below).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  server::ApiServer api(opts);
+  server::HttpServerOptions hopts;
+  hopts.host = a.host;
+  hopts.port = a.port;
+  hopts.max_body_bytes = static_cast<size_t>(a.max_body_bytes);
+  hopts.io_threads = a.http_threads;
+  hopts.read_timeout = std::chrono::seconds(a.read_timeout);
+  auto http = server::HttpServer::Start(
+      hopts, [&api](server::HttpRequest req, std::shared_ptr<server::Responder> resp) {
+        api.Handle(std::move(req), std::move(resp));
+      });
+  if (!http.ok()) return ReportError(http.status());
+  std::fprintf(stderr, "infera serve: listening on http://%s:%d (model %s loading)\n", a.host.c_str(),
+               (*http)->port(), opts.served_model_name.c_str());
+
+  RuntimeOptions rt = rt_in;
+  rt.threads = a.threads;
+  Loaded loaded;
+  Status load_status;
+  std::atomic<bool> load_done{false};
+  std::thread loader([&] {
+    server::ApiBackend backend;
+    load_status = Load(a, ef.opts, rt, &loaded, &backend);
+    if (load_status.ok()) api.SetReady(backend);
+    load_done = true;
+  });
+  bool reported_ready = false;
+  int sig = 0;
+  for (;;) {
+    timespec wait{0, 100 * 1000 * 1000};
+    sig = sigtimedwait(&signals, nullptr, &wait);
+    if (sig > 0) break;
+    if (load_done && !reported_ready) {
+      if (!load_status.ok()) {
+        loader.join();
+        (*http)->Stop();
+        return ReportError(load_status);
+      }
+      reported_ready = true;
+      std::fprintf(stderr, "infera serve: ready: model %s at http://%s:%d/v1\n", opts.served_model_name.c_str(),
+                   a.host.c_str(), (*http)->port());
+    }
+  }
+  // Shutdown: refuse new connections and work, finish what is in flight.
+  std::fprintf(stderr, "infera serve: %s: draining (up to %.0f s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+               a.drain_timeout);
+  api.SetDraining();
+  (*http)->StopAccepting();
+  loader.join();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(a.drain_timeout * 1000));
+  bool clean = true;
+  if (loaded.engine) {
+    clean = loaded.engine->Drain(std::chrono::milliseconds(static_cast<int64_t>(a.drain_timeout * 1000)));
+  }
+  // The last responses are being written: give them a little longer.
+  const auto write_deadline = std::max(deadline, std::chrono::steady_clock::now()) + std::chrono::seconds(2);
+  while ((*http)->active_requests() > 0 && std::chrono::steady_clock::now() < write_deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  (*http)->Stop();
+  loaded.engine.reset();  // releases the responders its callbacks held
+  http->reset();
+  std::fprintf(stderr, "infera serve: stopped%s\n", clean ? "" : " (drain timeout: unfinished requests cancelled)");
+  return kExitOk;
+}
+
+}  // namespace
+
+CommandFn RegisterServe(CLI::App& app, const RuntimeOptions& rt) {
+  auto a = std::make_shared<ServeArgs>();
+  app.add_option("-m,--model", a->model, "model (default: the bundled model)");
+  app.add_option("--tokenizer", a->tokenizer, "tokenizer file (llama2.c checkpoints)");
+  app.add_option("--host", a->host, "address to listen on (default 127.0.0.1)");
+  app.add_option("--port", a->port, "port (default 8080; 0: any free port, printed)");
+  app.add_option("--served-model-name", a->served_model_name, "the model name clients use (default: the file name)");
+  app.add_option("--api-key", a->api_key, "require 'Authorization: Bearer KEY' on /v1 routes");
+  app.add_option("--api-key-file", a->api_key_file, "read the API key from a file (keeps it out of the process list)");
+  app.add_option("--chat-template", a->chat_template,
+                 "chat format: chatml, llama2, llama3, mistral, phi3, zephyr, gemma, plain (default: from the model)");
+  app.add_option("-t,--threads", a->threads, "compute threads (0: all cores)");
+  app.add_option("--http-threads", a->http_threads, "I/O threads for HTTP (default 2)");
+  app.add_option("--max-n", a->max_n, "largest n (choices per request) accepted (default 16)");
+  app.add_option("--max-queue", a->max_queue, "waiting requests beyond this get 429 (default 256)");
+  app.add_option("--max-body-bytes", a->max_body_bytes, "largest request body; larger: 413 (default 8 MiB)");
+  app.add_option("--drain-timeout", a->drain_timeout, "seconds in-flight requests get to finish on SIGTERM (default 30)");
+  app.add_option("--read-timeout", a->read_timeout, "seconds a client gets to send a request, or to read (default 30)");
+  AddEngineFlags(app, &a->engine);
+  return [a, rt]() { return Serve(*a, rt); };
+}
+
+}  // namespace infera::cli
