@@ -270,10 +270,24 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
     if (keep_alive_) {
       ReadRequest();
     } else {
+      // Lingering close: the client may still be sending (a body refused
+      // with 413); read and drop it for a while, so that closing with unread
+      // data does not reset the connection before the client reads the answer.
       ErrorCode ignored;
       stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-      Close();
+      stream_.expires_after(server_->opts.read_timeout);
+      Linger();
     }
+  }
+
+  void Linger() {
+    stream_.async_read_some(net::buffer(discard_), [self = shared_from_this()](ErrorCode ec, size_t) {
+      if (ec) {
+        self->Close();
+      } else {
+        self->Linger();
+      }
+    });
   }
 
   void Disconnected() {
@@ -311,6 +325,7 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
   bool closed_ = false;
   bool disconnected_ = false;
   std::string out_, sending_;
+  char discard_[4096];
   std::function<void()> on_disconnect_;
 };
 

@@ -14,3 +14,86 @@ def infera(*args, input=None, timeout=300):
 
 def shared(*parts):
     return os.path.join(SHARED, *parts)
+
+
+class Server:
+    """`infera serve` on a free loopback port, for the duration of a `with`.
+
+    stderr is drained by a thread into `self.log`; `url` is the base URL once
+    the model is loaded."""
+
+    def __init__(self, *args, wait_ready=True, timeout=120):
+        import re
+        import threading
+        import time
+        self.proc = subprocess.Popen([INFERA, "serve", "--port", "0", "-t", "2", *args],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.log = []
+        self.port = None
+        self._ready = threading.Event()
+        self._listening = threading.Event()
+
+        def drain():
+            for line in self.proc.stderr:
+                self.log.append(line)
+                m = re.search(r"listening on http://[^:]+:(\d+)", line)
+                if m:
+                    self.port = int(m.group(1))
+                    self._listening.set()
+                if "ready:" in line:
+                    self._ready.set()
+            self._listening.set()
+            self._ready.set()
+        self._thread = threading.Thread(target=drain, daemon=True)
+        self._thread.start()
+        deadline = time.time() + timeout
+        event = self._ready if wait_ready else self._listening
+        if not event.wait(max(0.0, deadline - time.time())) or self.port is None:
+            self.stop()
+            raise RuntimeError("server did not start:\n" + "".join(self.log))
+        if wait_ready and self.proc.poll() is not None:
+            raise RuntimeError("server exited:\n" + "".join(self.log))
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def request(self, method, path, body=None, headers=None, timeout=120):
+        """(status, headers dict, body bytes) of one request on a new connection."""
+        import http.client
+        import json as _json
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        data = body if isinstance(body, (bytes, str)) or body is None else _json.dumps(body)
+        hdrs = {"Content-Type": "application/json"}
+        hdrs.update(headers or {})
+        conn.request(method, path, body=data, headers=hdrs)
+        r = conn.getresponse()
+        out = (r.status, {k.lower(): v for k, v in r.getheaders()}, r.read())
+        conn.close()
+        return out
+
+    def json(self, method, path, body=None, headers=None, timeout=120):
+        import json as _json
+        status, hdrs, data = self.request(method, path, body, headers, timeout)
+        return status, _json.loads(data) if data else None
+
+    def metric(self, name):
+        status, _, data = self.request("GET", "/metrics")
+        for line in data.decode().splitlines():
+            if line.startswith(name + " ") or line.startswith(name + "{"):
+                return float(line.rsplit(" ", 1)[1])
+        raise KeyError(name)
+
+    def stop(self, timeout=60):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._thread.join(5)
+        return self.proc.returncode
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()

@@ -1,0 +1,405 @@
+"""`infera serve` over raw HTTP: response shapes, every malformed-input case,
+limits (413, 429), slow and partial requests, disconnects (the engine frees
+the request's KV blocks), 64 concurrent streams equal to sequential greedy
+runs, and graceful shutdown on SIGTERM."""
+import json
+import os
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import Server  # noqa: E402
+
+
+def sse_request(port, path, body, read_events=None, timeout=120):
+    """Sends a streaming request; returns (socket, list of parsed events).
+    Reads all events (or only `read_events` of them, leaving the socket open)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    data = json.dumps(body).encode()
+    s.sendall(b"POST " + path.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: " + str(len(data)).encode() + b"\r\n\r\n" + data)
+    buf = b""
+    events = []
+    head_done = False
+    while True:
+        if read_events is not None and len(events) >= read_events:
+            return s, events
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        buf += chunk
+        if not head_done:
+            if b"\r\n\r\n" not in buf:
+                continue
+            head, buf = buf.split(b"\r\n\r\n", 1)
+            assert head.startswith(b"HTTP/1.1 200"), head
+            head_done = True
+        # Chunked framing: the payload of each chunk is appended to `text`.
+        while True:
+            line_end = buf.find(b"\r\n")
+            if line_end < 0:
+                break
+            size = int(buf[:line_end], 16)
+            if len(buf) < line_end + 2 + size + 2:
+                break
+            payload = buf[line_end + 2:line_end + 2 + size]
+            buf = buf[line_end + 2 + size + 2:]
+            if size == 0:
+                s.close()
+                return None, events
+            for ev in payload.decode().split("\n\n"):
+                if ev.startswith("data: "):
+                    d = ev[6:]
+                    events.append(d if d == "[DONE]" else json.loads(d))
+    s.close()
+    return None, events
+
+
+def stream_text(events):
+    text = {}
+    for e in events:
+        if e == "[DONE]":
+            continue
+        for c in e.get("choices", []):
+            text[c["index"]] = text.get(c["index"], "") + c.get("text", c.get("delta", {}).get("content", "") or "")
+    return text
+
+
+def wait_for(pred, timeout=10.0, interval=0.02):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return True
+        time.sleep(interval)
+    return pred()
+
+
+def assert_error_object(test, body, status=None):
+    test.assertIn("error", body)
+    err = body["error"]
+    for k in ("message", "type", "param", "code"):
+        test.assertIn(k, err)
+    test.assertTrue(err["message"])
+
+
+class ServerTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = Server("--max-n", "4", "--read-timeout", "2")
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.srv.stop()
+        assert code == 0, code
+
+    def test_shapes(self):
+        st, b = self.srv.json("GET", "/health")
+        self.assertEqual((st, b["status"]), (200, "ok"))
+        st, b = self.srv.json("GET", "/v1/models")
+        self.assertEqual(st, 200)
+        self.assertEqual(b["object"], "list")
+        name = b["data"][0]["id"]
+        st, b = self.srv.json("GET", "/v1/models/" + name)
+        self.assertEqual((st, b["id"]), (200, name))
+        st, b = self.srv.json("POST", "/v1/completions",
+                              {"model": name, "prompt": "In the beginning", "max_tokens": 8, "temperature": 0})
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["object"], "text_completion")
+        self.assertTrue(b["id"].startswith("cmpl-"))
+        c = b["choices"][0]
+        self.assertEqual((c["index"], c["finish_reason"], c["logprobs"]), (0, "length", None))
+        u = b["usage"]
+        self.assertEqual(u["completion_tokens"], 8)
+        self.assertEqual(u["total_tokens"], u["prompt_tokens"] + 8)
+        self.assertIn("cached_tokens", u["prompt_tokens_details"])
+        st, b = self.srv.json("POST", "/v1/chat/completions",
+                              {"messages": [{"role": "system", "content": "Answer."},
+                                            {"role": "user", "content": [{"type": "text", "text": "Who?"}]}],
+                               "max_completion_tokens": 6, "temperature": 0})
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["object"], "chat.completion")
+        self.assertEqual(b["choices"][0]["message"]["role"], "assistant")
+        self.assertIsInstance(b["choices"][0]["message"]["content"], str)
+        # tokenize / detokenize round trip
+        st, t = self.srv.json("POST", "/tokenize", {"content": "And God said", "add_special": False})
+        self.assertEqual(st, 200)
+        self.assertEqual(t["count"], len(t["tokens"]))
+        st, d = self.srv.json("POST", "/detokenize", {"tokens": t["tokens"]})
+        self.assertEqual((st, d["content"].strip()), (200, "And God said"))
+
+    def test_prompt_forms_n_echo_and_logprobs(self):
+        st, t = self.srv.json("POST", "/tokenize", {"content": "The earth"})
+        st, b = self.srv.json("POST", "/v1/completions",
+                              {"prompt": ["In the beginning", "The earth"], "n": 2, "max_tokens": 4,
+                               "temperature": 0, "echo": True})
+        self.assertEqual(st, 200, b)
+        self.assertEqual([c["index"] for c in b["choices"]], [0, 1, 2, 3])
+        self.assertTrue(b["choices"][0]["text"].startswith("In the beginning"))
+        self.assertTrue(b["choices"][2]["text"].startswith("The earth"))
+        self.assertEqual(b["choices"][0]["text"], b["choices"][1]["text"])  # greedy: the same
+        st, by_ids = self.srv.json("POST", "/v1/completions", {"prompt": t["tokens"], "max_tokens": 4, "temperature": 0})
+        self.assertEqual(st, 200, by_ids)
+        self.assertEqual("The earth" + by_ids["choices"][0]["text"], b["choices"][2]["text"])
+        st, b = self.srv.json("POST", "/v1/completions",
+                              {"prompt": "In the beginning", "max_tokens": 5, "temperature": 0, "logprobs": 3})
+        lp = b["choices"][0]["logprobs"]
+        self.assertEqual(len(lp["tokens"]), 5)
+        self.assertEqual("".join(lp["tokens"]), b["choices"][0]["text"])
+        for tok, l, top in zip(lp["tokens"], lp["token_logprobs"], lp["top_logprobs"]):
+            self.assertEqual(len(top), 3)
+            self.assertLessEqual(l, 0)
+            best = max(top, key=top.get)
+            self.assertEqual(best, tok)  # greedy picks the most likely
+            self.assertAlmostEqual(top[best], l, places=5)
+
+    def test_malformed_requests(self):
+        long_prompt = [300] * 1100  # the demo model's context is 1024
+        cases = [
+            ("/v1/completions", b"{not json", 400, None),
+            ("/v1/completions", b"[1, 2]", 400, None),
+            ("/v1/completions", {"max_tokens": 4}, 400, "prompt"),
+            ("/v1/chat/completions", {"max_tokens": 4}, 400, "messages"),
+            ("/v1/chat/completions", {"messages": []}, 400, "messages"),
+            ("/v1/chat/completions", {"messages": [{"role": "wizard", "content": "x"}]}, 400, "messages"),
+            ("/v1/chat/completions", {"messages": [{"role": "user"}]}, 400, "messages"),
+            ("/v1/completions", {"prompt": 42}, 400, "prompt"),
+            ("/v1/completions", {"prompt": "x", "max_tokens": -5}, 400, "max_tokens"),
+            ("/v1/completions", {"prompt": "x", "max_tokens": 0}, 400, "max_tokens"),
+            ("/v1/completions", {"prompt": "x", "max_tokens": 10 ** 12}, 400, "max_tokens"),
+            ("/v1/completions", {"prompt": "x", "max_tokens": 5000}, 400, "prompt"),
+            ("/v1/completions", {"prompt": "x", "max_tokens": "10"}, 400, "max_tokens"),
+            ("/v1/completions", {"prompt": "x", "temperature": -1}, 400, "temperature"),
+            ("/v1/completions", {"prompt": "x", "temperature": "hot"}, 400, "temperature"),
+            ("/v1/completions", b'{"prompt": "x", "temperature": NaN}', 400, None),
+            ("/v1/completions", b'{"prompt": "x", "temperature": 1e400}', 400, None),
+            ("/v1/completions", {"prompt": "x", "top_p": 0}, 400, "top_p"),
+            ("/v1/completions", {"prompt": "x", "n": 5}, 400, "n"),
+            ("/v1/completions", {"prompt": "x", "n": 1.5}, 400, "n"),
+            ("/v1/completions", {"prompt": "x", "stop": 7}, 400, "stop"),
+            ("/v1/completions", {"prompt": "x", "logprobs": 50}, 400, "logprobs"),
+            ("/v1/completions", {"prompt": "x", "logit_bias": {"abc": 1}}, 400, "logit_bias"),
+            ("/v1/completions", {"prompt": "x", "logit_bias": {"5": 1000}}, 400, "logit_bias"),
+            ("/v1/completions", {"prompt": "x", "stream_options": {"include_usage": True}}, 400, "stream_options"),
+            ("/v1/completions", {"prompt": [1, 2, 10 ** 9]}, 400, "prompt"),
+            ("/v1/completions", {"prompt": long_prompt}, 400, "prompt"),
+            ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2}, 400,
+             "top_logprobs"),
+            ("/v1/completions", {"prompt": "x", "presence_penalty": 3}, 400, "presence_penalty"),
+        ]
+        for path, body, status, param in cases:
+            with self.subTest(body=body):
+                st, _, data = self.srv.request("POST", path, body)
+                self.assertEqual(st, status, data)
+                b = json.loads(data)
+                assert_error_object(self, b)
+                if param is not None:
+                    self.assertEqual(b["error"]["param"], param, b)
+        st, b = self.srv.json("POST", "/v1/completions", {"prompt": "x", "model": "gpt-4"})
+        self.assertEqual(st, 404)
+        self.assertEqual(b["error"]["code"], "model_not_found")
+        st, b = self.srv.json("GET", "/v2/nothing")
+        self.assertEqual(st, 404)
+        assert_error_object(self, b)
+        st, b = self.srv.json("GET", "/v1/completions")
+        self.assertEqual(st, 405)
+        # Unknown fields are ignored, not refused.
+        st, b = self.srv.json("POST", "/v1/completions",
+                              {"prompt": "x", "max_tokens": 2, "user": "u1", "some_extension": {"a": 1}})
+        self.assertEqual(st, 200, b)
+        self.assertEqual(self.srv.json("GET", "/health")[0], 200)
+
+    def test_oversize_body_is_413(self):
+        body = b'{"prompt": "' + b"a" * (9 << 20) + b'"}'
+        st, _, data = self.srv.request("POST", "/v1/completions", body)
+        self.assertEqual(st, 413)
+        assert_error_object(self, json.loads(data))
+
+    def test_slow_and_partial_requests(self):
+        # A request sent a few bytes at a time (within the read timeout) works.
+        data = json.dumps({"prompt": "In the beginning", "max_tokens": 3, "temperature": 0}).encode()
+        raw = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + str(len(data)).encode() +
+               b"\r\nConnection: close\r\n\r\n" + data)
+        s = socket.create_connection(("127.0.0.1", self.srv.port), timeout=30)
+        for i in range(0, len(raw), 16):
+            s.sendall(raw[i:i + 16])
+            time.sleep(0.01)
+        resp = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            resp += chunk
+        s.close()
+        self.assertTrue(resp.startswith(b"HTTP/1.1 200"), resp[:200])
+        # A partial request is cut off after --read-timeout (2 s), and others
+        # are served meanwhile.
+        p = socket.create_connection(("127.0.0.1", self.srv.port), timeout=30)
+        p.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"pro")
+        t0 = time.time()
+        self.assertEqual(self.srv.json("GET", "/health")[0], 200)
+        self.assertEqual(p.recv(100), b"")  # closed by the server
+        self.assertLess(time.time() - t0, 10)
+        p.close()
+        # Malformed HTTP gets a 400 and a closed connection.
+        m = socket.create_connection(("127.0.0.1", self.srv.port), timeout=30)
+        m.sendall(b"POST /v1/completions HTTP/1.1\r\nContent-Length: abc\r\n\r\n")
+        self.assertTrue(m.recv(100).startswith(b"HTTP/1.1 400"))
+        m.close()
+
+    def test_disconnect_mid_stream_frees_blocks(self):
+        self.assertTrue(wait_for(lambda: self.srv.metric("infera_kv_blocks_used") == 0))
+        steps0 = self.srv.metric("infera_engine_steps_total")
+        s, events = sse_request(self.srv.port, "/v1/completions",
+                                {"prompt": "In the beginning", "max_tokens": 800, "ignore_eos": True,
+                                 "stream": True}, read_events=3)
+        self.assertGreater(self.srv.metric("infera_kv_blocks_used"), 0)
+        s.close()
+        self.assertTrue(wait_for(lambda: self.srv.metric("infera_kv_blocks_used") == 0 and
+                                 self.srv.metric("infera_num_requests_running") == 0, timeout=5))
+        steps = self.srv.metric("infera_engine_steps_total") - steps0
+        self.assertLess(steps, 400)  # cancelled, not run to 800 tokens
+
+    def test_disconnect_while_queued(self):
+        with Server("--max-num-seqs", "1") as srv:
+            a, _ = sse_request(srv.port, "/v1/completions",
+                               {"prompt": "In the beginning", "max_tokens": 900, "ignore_eos": True, "stream": True},
+                               read_events=2)
+            # b waits behind a (one sequence at a time), then its client leaves.
+            b = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+            data = json.dumps({"prompt": "The earth", "max_tokens": 900, "ignore_eos": True}).encode()
+            b.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + str(len(data)).encode() +
+                      b"\r\n\r\n" + data)
+            self.assertTrue(wait_for(lambda: srv.metric("infera_num_requests_waiting") == 1, timeout=5))
+            b.close()
+            self.assertTrue(wait_for(lambda: srv.metric("infera_num_requests_waiting") == 0, timeout=5))
+            self.assertEqual(srv.metric("infera_num_requests_running"), 1)  # a goes on
+            a.close()
+            self.assertTrue(wait_for(lambda: srv.metric("infera_kv_blocks_used") == 0 and
+                                     srv.metric("infera_num_requests_running") == 0, timeout=5))
+
+    def test_queue_limit_429(self):
+        with Server("--max-num-seqs", "1", "--max-queue", "1") as srv:
+            a, _ = sse_request(srv.port, "/v1/completions",
+                               {"prompt": "In the beginning", "max_tokens": 900, "ignore_eos": True, "stream": True},
+                               read_events=2)
+            b, _ = sse_request(srv.port, "/v1/completions",
+                               {"prompt": "The earth", "max_tokens": 900, "ignore_eos": True, "stream": True},
+                               read_events=0)
+            self.assertTrue(wait_for(lambda: srv.metric("infera_num_requests_waiting") == 1, timeout=5))
+            st, hdrs, data = srv.request("POST", "/v1/completions", {"prompt": "x", "max_tokens": 2})
+            self.assertEqual(st, 429, data)
+            self.assertIn("retry-after", hdrs)
+            assert_error_object(self, json.loads(data))
+            a.close()
+            b.close()
+            self.assertTrue(wait_for(lambda: srv.metric("infera_kv_blocks_used") == 0, timeout=5))
+            st, _, _ = srv.request("POST", "/v1/completions", {"prompt": "x", "max_tokens": 2})
+            self.assertEqual(st, 200)
+
+    def test_64_concurrent_streams_equal_sequential(self):
+        words = ["In the beginning", "And the LORD said", "Blessed are", "The earth", "And God saw", "Now the serpent",
+                 "Unto the woman", "And Adam knew"]
+        prompts = [f"{words[i % 8]} {i}" for i in range(64)]
+        sequential = []
+        for p in prompts:
+            st, b = self.srv.json("POST", "/v1/completions", {"prompt": p, "max_tokens": 16, "temperature": 0})
+            self.assertEqual(st, 200)
+            sequential.append(b["choices"][0]["text"])
+        results = [None] * 64
+
+        def run(i):
+            _, events = sse_request(self.srv.port, "/v1/completions",
+                                    {"prompt": prompts[i], "max_tokens": 16, "temperature": 0, "stream": True})
+            results[i] = events
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(64)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(300)
+        for i in range(64):
+            self.assertIsNotNone(results[i], i)
+            self.assertEqual(results[i][-1], "[DONE]")
+            self.assertEqual(stream_text(results[i])[0], sequential[i], i)
+        self.assertTrue(wait_for(lambda: self.srv.metric("infera_kv_blocks_used") == 0))
+
+
+class AuthAndShutdownTest(unittest.TestCase):
+    def test_api_key(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".key") as f:
+            f.write("sk-test-123\n")
+            f.flush()
+            with Server("--api-key-file", f.name) as srv:
+                self.assertEqual(srv.json("GET", "/health")[0], 200)
+                for hdrs in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "sk-test-123"},
+                             {"Authorization": "Bearer sk-test-1234"}):
+                    st, b = srv.json("GET", "/v1/models", headers=hdrs)
+                    self.assertEqual(st, 401, hdrs)
+                    self.assertEqual(b["error"]["code"], "invalid_api_key")
+                st, b = srv.json("POST", "/v1/completions", {"prompt": "x", "max_tokens": 2},
+                                 headers={"Authorization": "Bearer sk-test-123"})
+                self.assertEqual(st, 200, b)
+                # The key never appears in the process list.
+                with open(f"/proc/{srv.proc.pid}/cmdline", "rb") as c:
+                    self.assertNotIn(b"sk-test-123", c.read())
+
+    def test_sigterm_drains_in_flight_requests(self):
+        srv = Server()
+        try:
+            results = [None] * 8
+            started = threading.Barrier(9)
+
+            def run(i):
+                s, first = sse_request(srv.port, "/v1/completions",
+                                       {"prompt": f"In the beginning {i}", "max_tokens": 300, "ignore_eos": True,
+                                        "stream": True, "stream_options": {"include_usage": True}},
+                                       read_events=1)
+                started.wait(60)
+                # Read the rest of the stream on the same socket.
+                buf = b""
+                while True:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    buf += chunk
+                    if buf.endswith(b"0\r\n\r\n"):
+                        break
+                s.close()
+                results[i] = buf
+
+            threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
+            for t in threads:
+                t.start()
+            started.wait(60)
+            keep_alive = __import__("http.client").client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+            keep_alive.request("GET", "/health")
+            keep_alive.getresponse().read()
+            srv.proc.send_signal(signal.SIGTERM)
+            time.sleep(0.3)
+            with self.assertRaises(ConnectionRefusedError):
+                socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+            keep_alive.request("GET", "/health")
+            r = keep_alive.getresponse()
+            self.assertEqual(r.status, 503)
+            self.assertEqual(json.loads(r.read())["status"], "draining")
+            keep_alive.close()
+            for t in threads:
+                t.join(120)
+            for i, buf in enumerate(results):
+                self.assertIsNotNone(buf, i)
+                text = buf.decode(errors="replace")
+                self.assertIn('"finish_reason":"length"', text, i)
+                self.assertIn('"completion_tokens":300', text, i)
+                self.assertIn("data: [DONE]", text, i)
+            self.assertEqual(srv.proc.wait(60), 0)
+        finally:
+            srv.stop()
+
+
+if __name__ == "__main__":
+    unittest.main()
