@@ -250,7 +250,7 @@ void ApiServer::HandleMetrics(State state, const std::shared_ptr<Responder>& res
     out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n{} {}\n", name, help, name, name, v);
   };
   auto counter = [&](const char* name, const char* help, double v) {
-    out += fmt::format("# HELP {} {}\n# TYPE {} counter\n{}_total {}\n", name, help, name, name, v);
+    out += fmt::format("# HELP {0}_total {1}\n# TYPE {0}_total counter\n{0}_total {2}\n", name, help, v);
   };
   gauge("infera_ready", "1 when the model is loaded and the server accepts requests",
         state == State::kReady ? 1 : 0);

@@ -138,9 +138,37 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
     parser_->body_limit(server_->opts.max_body_bytes);
     parser_->header_limit(64 * 1024);
     stream_.expires_after(server_->opts.read_timeout);
-    http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](ErrorCode ec, size_t) {
-      self->OnRead(ec);
+    http::async_read_header(stream_, buffer_, *parser_, [self = shared_from_this()](ErrorCode ec, size_t) {
+      self->OnHeader(ec);
     });
+  }
+
+  // The header is in (and a Content-Length over the limit already refused):
+  // answer "Expect: 100-continue" (curl sends it for bodies over 1 KiB and
+  // would otherwise wait a second), then read the body.
+  void OnHeader(ErrorCode ec) {
+    if (ec || parser_->is_done()) {
+      OnRead(ec);
+      return;
+    }
+    auto read_body = [self = shared_from_this()] {
+      http::async_read(self->stream_, self->buffer_, *self->parser_,
+                       [self](ErrorCode ec, size_t) { self->OnRead(ec); });
+    };
+    const auto& h = parser_->get();
+    if (beast::iequals(h[http::field::expect], "100-continue")) {
+      static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+      net::async_write(stream_, net::buffer(kContinue, sizeof(kContinue) - 1),
+                       [self = shared_from_this(), read_body](ErrorCode ec, size_t) {
+                         if (ec) {
+                           self->Close();
+                         } else {
+                           read_body();
+                         }
+                       });
+      return;
+    }
+    read_body();
   }
 
   void OnRead(ErrorCode ec) {

@@ -1,0 +1,177 @@
+// Parsing and validation of OpenAI request bodies, with the bundled model's
+// tokenizer: defaults, every prompt form, and the error (status, param) of
+// each kind of bad input.
+#include <gtest/gtest.h>
+
+#include "base/paths.h"
+#include "formats/gguf_reader.h"
+#include "server/openai_request.h"
+#include "tokenizer/loader.h"
+
+namespace infera::server {
+namespace {
+
+class OpenAIRequestTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto path = FindDefaultModel();
+    ASSERT_TRUE(path.ok());
+    auto g = GgufFile::Open(*path);
+    ASSERT_TRUE(g.ok());
+    auto t = TokenizerFromGguf(**g);
+    ASSERT_TRUE(t.ok());
+    tok_ = std::move(t).value();
+    ctx_.tokenizer = tok_.get();
+    ctx_.limits.max_model_len = 64;
+    ctx_.limits.n_vocab = 1000;
+    ctx_.limits.max_n = 4;
+  }
+
+  // The error of parsing `body`; status 0 if it parsed.
+  ApiError Error(const std::string& body, bool chat = false) {
+    CompletionSpec spec;
+    ApiError err;
+    if (ParseCompletionRequest(body, chat, ctx_, &spec, &err)) err.status = 0;
+    return err;
+  }
+  CompletionSpec Parse(const std::string& body, bool chat = false) {
+    CompletionSpec spec;
+    ApiError err;
+    EXPECT_TRUE(ParseCompletionRequest(body, chat, ctx_, &spec, &err)) << err.message;
+    return spec;
+  }
+
+  std::unique_ptr<Tokenizer> tok_;
+  ParseContext ctx_;
+};
+
+TEST_F(OpenAIRequestTest, DefaultsAreOpenAIs) {
+  CompletionSpec s = Parse(R"({"prompt": "In the beginning"})");
+  EXPECT_EQ(s.prompts.size(), 1u);
+  EXPECT_FALSE(s.prompts[0].empty());
+  EXPECT_EQ(s.prompt_texts[0], "In the beginning");
+  EXPECT_EQ(s.params.sampling.temperature, 1.0f);
+  EXPECT_EQ(s.params.sampling.top_p, 1.0f);
+  EXPECT_EQ(s.params.sampling.top_k, 0);
+  EXPECT_EQ(s.params.sampling.min_p, 0.0f);
+  EXPECT_FALSE(s.params.sampling.has_seed);
+  EXPECT_EQ(s.params.max_tokens, -1);
+  EXPECT_EQ(s.params.logprobs, -1);
+  EXPECT_EQ(s.n, 1);
+  EXPECT_FALSE(s.stream);
+}
+
+TEST_F(OpenAIRequestTest, FieldsAndExtensions) {
+  CompletionSpec s = Parse(R"({"prompt": "x", "max_tokens": 7, "temperature": 0, "top_p": 0.5, "n": 3, "seed": -1,
+    "stop": ["a", "", "b"], "presence_penalty": 1.5, "frequency_penalty": -0.5, "logprobs": 2, "top_k": 5,
+    "min_p": 0.1, "repetition_penalty": 1.1, "ignore_eos": true, "min_tokens": 2, "priority": -3,
+    "logit_bias": {"17": -100, "3": 2.5}, "stream": true, "stream_options": {"include_usage": true},
+    "user": "u", "unknown_field": [1, 2]})");
+  EXPECT_EQ(s.params.max_tokens, 7);
+  EXPECT_EQ(s.params.sampling.temperature, 0.0f);
+  EXPECT_EQ(s.params.sampling.top_p, 0.5f);
+  EXPECT_EQ(s.n, 3);
+  EXPECT_TRUE(s.params.sampling.has_seed);
+  EXPECT_EQ(s.params.sampling.seed, ~0ull);
+  EXPECT_EQ(s.params.stop, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(s.params.sampling.presence_penalty, 1.5f);
+  EXPECT_TRUE(s.logprobs);
+  EXPECT_EQ(s.params.logprobs, 2);
+  EXPECT_EQ(s.params.sampling.top_k, 5);
+  EXPECT_TRUE(s.params.ignore_eos);
+  EXPECT_EQ(s.params.min_tokens, 2);
+  EXPECT_EQ(s.params.priority, -3);
+  ASSERT_EQ(s.params.logit_bias.size(), 2u);
+  EXPECT_TRUE(s.stream);
+  EXPECT_TRUE(s.include_usage);
+}
+
+TEST_F(OpenAIRequestTest, PromptForms) {
+  EXPECT_EQ(Parse(R"({"prompt": [5, 6, 7]})").prompts, (std::vector<std::vector<int32_t>>{{5, 6, 7}}));
+  EXPECT_EQ(Parse(R"({"prompt": [[5], [6, 7]]})").prompts, (std::vector<std::vector<int32_t>>{{5}, {6, 7}}));
+  CompletionSpec s = Parse(R"({"prompt": ["a", "b c"]})");
+  EXPECT_EQ(s.prompts.size(), 2u);
+  EXPECT_EQ(s.prompt_texts[1], "b c");
+}
+
+TEST_F(OpenAIRequestTest, ChatMessages) {
+  CompletionSpec s = Parse(R"({"messages": [{"role": "developer", "content": "Be brief."},
+    {"role": "user", "content": [{"type": "text", "text": "Hi"}, {"type": "text", "text": " there"}]},
+    {"role": "assistant", "content": null}, {"role": "user", "content": "Again"}],
+    "max_completion_tokens": 5, "max_tokens": 9, "logprobs": true, "top_logprobs": 2})", true);
+  ASSERT_EQ(s.prompts.size(), 1u);
+  EXPECT_NE(s.prompt_texts[0].find("Hi there"), std::string::npos);
+  EXPECT_EQ(s.params.max_tokens, 5);  // max_completion_tokens wins
+  EXPECT_EQ(s.params.logprobs, 2);
+  EXPECT_EQ(Parse(R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 9})", true).params.max_tokens, 9);
+}
+
+TEST_F(OpenAIRequestTest, BadInputNamesTheParam) {
+  struct Case {
+    const char* body;
+    bool chat;
+    const char* param;
+  };
+  const Case cases[] = {
+      {R"({"max_tokens": 3})", false, "prompt"},
+      {R"({"prompt": null})", false, "prompt"},
+      {R"({"prompt": {}})", false, "prompt"},
+      {R"({"prompt": []})", false, "prompt"},
+      {R"({"prompt": [1, "a"]})", false, "prompt"},
+      {R"({"prompt": [1, 5000]})", false, "prompt"},
+      {R"({"prompt": [-1]})", false, "prompt"},
+      {R"({"prompt": "x", "max_tokens": 0})", false, "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": 2.5})", false, "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": 99999999999})", false, "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": 63})", false, "prompt"},  // 63 + prompt > 64
+      {R"({"prompt": "x", "temperature": -0.1})", false, "temperature"},
+      {R"({"prompt": "x", "temperature": true})", false, "temperature"},
+      {R"({"prompt": "x", "top_p": 1.5})", false, "top_p"},
+      {R"({"prompt": "x", "min_p": -1})", false, "min_p"},
+      {R"({"prompt": "x", "repetition_penalty": 0})", false, "repetition_penalty"},
+      {R"({"prompt": "x", "n": 0})", false, "n"},
+      {R"({"prompt": "x", "n": 5})", false, "n"},
+      {R"({"prompt": "x", "seed": "1"})", false, "seed"},
+      {R"({"prompt": "x", "stop": [1]})", false, "stop"},
+      {R"({"prompt": "x", "stop": ["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"]})",
+       false, "stop"},
+      {R"({"prompt": "x", "logprobs": 21})", false, "logprobs"},
+      {R"({"prompt": "x", "logprobs": true})", false, "logprobs"},
+      {R"({"prompt": "x", "echo": 1})", false, "echo"},
+      {R"({"prompt": "x", "echo": true, "logprobs": 1})", false, "echo"},
+      {R"({"prompt": "x", "logit_bias": []})", false, "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"1000": 1}})", false, "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"1": "a"}})", false, "logit_bias"},
+      {R"({"prompt": "x", "stream": "yes"})", false, "stream"},
+      {R"({"prompt": "x", "stream_options": {"include_usage": true}})", false, "stream_options"},
+      {R"({"prompt": "x", "stream": true, "stream_options": 3})", false, "stream_options"},
+      {R"({"prompt": "x", "response_format": {"type": "json_object"}})", false, "response_format"},
+      {R"({"prompt": "x", "tools": [{"type": "function"}]})", false, "tools"},
+      {R"({"prompt": "x", "model": 3})", false, "model"},
+      {R"({"messages": "hi"})", true, "messages"},
+      {R"({"messages": [{"role": "tool", "content": "x"}]})", true, "messages"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", true, "messages"},
+      {R"({"messages": [{"role": "user", "content": 5}]})", true, "messages"},
+      {R"({"messages": [{"content": "x"}]})", true, "messages"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 1})", true, "top_logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 1})", true, "logprobs"},
+  };
+  for (const Case& c : cases) {
+    ApiError e = Error(c.body, c.chat);
+    EXPECT_EQ(e.status, 400) << c.body;
+    EXPECT_EQ(e.param, c.param) << c.body << " -> " << e.message;
+    EXPECT_FALSE(e.message.empty());
+    EXPECT_EQ(e.type, "invalid_request_error");
+  }
+  for (const char* body : {"", "{", "[]", "\"x\"", "{\"prompt\": \"x\",}", "\xff\xfe"}) {
+    ApiError e = Error(body);
+    EXPECT_EQ(e.status, 400) << body;
+    EXPECT_EQ(e.code, "invalid_json") << body;
+  }
+  ApiError e = Error(R"({"prompt": "x", "max_tokens": 63})");
+  EXPECT_EQ(e.code, "context_length_exceeded");
+  EXPECT_NE(e.ToJson().find(R"("param":"prompt")"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace infera::server
