@@ -1,0 +1,56 @@
+// libFuzzer target: OpenAI request bodies (untrusted network input) through
+// the parser and validator, with the bundled model's tokenizer. Must never
+// crash, whatever the bytes; whatever it accepts must be within the limits.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "base/paths.h"
+#include "formats/gguf_reader.h"
+#include "server/openai_request.h"
+#include "tokenizer/loader.h"
+
+namespace {
+std::unique_ptr<infera::Tokenizer> g_tokenizer;  // set once in LLVMFuzzerInitialize, read-only after
+}
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  using namespace infera;
+  auto path = FindDefaultModel();
+  if (!path.ok()) std::abort();
+  auto g = GgufFile::Open(*path);
+  if (!g.ok()) std::abort();
+  auto t = TokenizerFromGguf(**g);
+  if (!t.ok()) std::abort();
+  g_tokenizer = std::move(t).value();
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace infera::server;
+  if (size == 0) return 0;
+  ParseContext ctx;
+  ctx.tokenizer = g_tokenizer.get();
+  ctx.limits.max_model_len = 256;
+  ctx.limits.n_vocab = g_tokenizer->n_vocab();
+  ctx.limits.max_n = 4;
+  const bool chat = (data[0] & 1) != 0;
+  const std::string body(reinterpret_cast<const char*>(data) + 1, size - 1);
+  CompletionSpec spec;
+  ApiError err;
+  if (ParseCompletionRequest(body, chat, ctx, &spec, &err)) {
+    if (spec.prompts.empty() || spec.n < 1 || spec.n > 4) __builtin_trap();
+    for (const auto& p : spec.prompts) {
+      if (p.empty() || p.size() >= 256) __builtin_trap();
+      for (int32_t id : p) {
+        if (id < 0 || id >= ctx.limits.n_vocab) __builtin_trap();
+      }
+    }
+  } else if (err.status != 400 || err.message.empty()) {
+    __builtin_trap();
+  }
+  (void)err.ToJson();
+  return 0;
+}
