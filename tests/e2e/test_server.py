@@ -349,7 +349,7 @@ class AuthAndShutdownTest(unittest.TestCase):
                     self.assertNotIn(b"sk-test-123", c.read())
 
     def test_sigterm_drains_in_flight_requests(self):
-        srv = Server()
+        srv = Server("--drain-timeout", "300")
         try:
             results = [None] * 8
             started = threading.Barrier(9)
@@ -393,9 +393,10 @@ class AuthAndShutdownTest(unittest.TestCase):
             for i, buf in enumerate(results):
                 self.assertIsNotNone(buf, i)
                 text = buf.decode(errors="replace")
-                self.assertIn('"finish_reason":"length"', text, i)
-                self.assertIn('"completion_tokens":300', text, i)
-                self.assertIn("data: [DONE]", text, i)
+                tail = text[-600:]
+                self.assertIn('"finish_reason":"length"', text, (i, tail))
+                self.assertIn('"completion_tokens":300', text, (i, tail))
+                self.assertIn("data: [DONE]", text, (i, tail))
             self.assertEqual(srv.proc.wait(60), 0)
         finally:
             srv.stop()
