@@ -269,7 +269,7 @@ std::string Chart(const std::vector<Json>& levels, const std::string& title, con
   const double cmax = std::max(cmin + 1, std::log2(levels.back()["concurrency"].get<int>()));
   auto X = [&](int c) { return x0 + left + (std::log2(c) - cmin) / (cmax - cmin) * (w - left - 20); };
   auto Y = [&](double v) { return top + (1 - v / ymax) * (h - top - bottom); };
-  std::string s = fmt::format(R"(<text x="{}" y="18" font-size="14">{}</text>)", x0 + left, title);
+  std::string s = fmt::format(R"(<text x="{}" y="18" font-size="14">{} ({})</text>)", x0 + left, title, unit);
   s += fmt::format(R"(<line x1="{0}" y1="{1}" x2="{0}" y2="{2}" stroke="black"/>)", x0 + left, top, h - bottom);
   s += fmt::format(R"(<line x1="{0}" y1="{1}" x2="{2}" y2="{1}" stroke="black"/>)", x0 + left, h - bottom, x0 + w - 10);
   for (int i = 0; i <= 4; ++i) {
@@ -280,12 +280,16 @@ std::string Chart(const std::vector<Json>& levels, const std::string& title, con
     const int c = l["concurrency"];
     s += fmt::format(R"(<text x="{}" y="{}" font-size="10" text-anchor="middle">{}</text>)", X(c), h - bottom + 14, c);
   }
-  s += fmt::format(R"(<text x="{}" y="{}" font-size="11">concurrency ({})</text>)", x0 + left + 100, h - 8, unit);
+  s += fmt::format(R"(<text x="{}" y="{}" font-size="11">concurrent clients (log scale)</text>)", x0 + left + 90, h - 8);
   static const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e"};
   for (size_t k = 0; k < series.size(); ++k) {
     std::string pts;
     for (const Json& l : levels) pts += fmt::format("{:.1f},{:.1f} ", X(l["concurrency"]), Y(series[k].second(l)));
     s += fmt::format(R"(<polyline fill="none" stroke="{}" stroke-width="2" points="{}"/>)", kColors[k % 4], pts);
+    for (const Json& l : levels) {
+      s += fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="3" fill="{}"/>)", X(l["concurrency"]),
+                       Y(series[k].second(l)), kColors[k % 4]);
+    }
     s += fmt::format(R"(<text x="{}" y="{}" font-size="11" fill="{}">{}</text>)", x0 + left + 10,
                      top + 14 + 14 * static_cast<int>(k), kColors[k % 4], series[k].first);
   }
@@ -330,11 +334,11 @@ int BenchServe(const BenchServeArgs& a) {
     auto p50 = [](const char* k) { return [k](const Json& l) { return l[k]["p50"].get<double>(); }; };
     std::string svg = R"(<svg xmlns="http://www.w3.org/2000/svg" width="860" height="300" font-family="sans-serif">)";
     svg += R"(<rect width="860" height="300" fill="white"/>)";
-    svg += Chart(levels, "throughput", "tokens/s, requests/s x100",
+    svg += Chart(levels, "throughput", "per second",
                  {{"output tok/s", [](const Json& l) { return l["output_throughput"].get<double>(); }},
                   {"requests/s x100", [](const Json& l) { return 100 * l["request_throughput"].get<double>(); }}},
                  0);
-    svg += Chart(levels, "latency p50 (s)", "seconds",
+    svg += Chart(levels, "latency p50", "seconds",
                  {{"TTFT", p50("ttft_s")}, {"E2E", p50("e2e_s")}, {"TPOT x10", [](const Json& l) {
                      return 10 * l["tpot_s"]["p50"].get<double>();
                    }}},

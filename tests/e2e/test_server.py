@@ -330,6 +330,21 @@ class ServerTest(unittest.TestCase):
 
 
 class AuthAndShutdownTest(unittest.TestCase):
+    def test_bad_startup_is_one_line_and_exit_2(self):
+        from common import infera
+        busy = socket.socket()
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = str(busy.getsockname()[1])
+        for args in (["--api-key-file", "/nonexistent/key"], ["--port", port], ["--port", "70000"],
+                     ["--max-n", "0"], ["--model", "/nonexistent/model.gguf", "--port", "0"],
+                     ["--kv-cache-type", "q3"]):
+            r = infera("serve", *args, timeout=60)
+            self.assertEqual(r.returncode, 2, (args, r.stderr))
+            errors = [l for l in r.stderr.decode().splitlines() if l.startswith("infera: error:")]
+            self.assertEqual(len(errors), 1, (args, r.stderr))
+        busy.close()
+
     def test_api_key(self):
         with tempfile.NamedTemporaryFile("w", suffix=".key") as f:
             f.write("sk-test-123\n")
