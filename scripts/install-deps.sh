@@ -13,6 +13,8 @@ PKGS=(
   clang libclang-rt-14-dev
   # tooling and independent references in tests (Debian's interpreter)
   python3 python3-numpy
+  # Prometheus server + promtool: metrics and alert-rule tests
+  prometheus
 )
 
 # Node.js + npm run the official OpenAI client in the server's end-to-end

@@ -14,7 +14,9 @@
 #include <fmt/format.h>
 
 #include "base/logging.h"
+#include "base/cpu_features.h"
 #include "base/paths.h"
+#include "build_paths.h"
 #include "engine/async_engine.h"
 #include "server/api_server.h"
 #include "server/http_server.h"
@@ -67,7 +69,17 @@ Status Load(const ServeArgs& a, const EngineOptions& eopts, const RuntimeOptions
   backend->engine = out->engine.get();
   backend->tokenizer = out->lm.tokenizer.get();
   backend->chat_format = fmt;
-  backend->kernel_variant = out->kernels->qgemm_variant;
+  backend->build = {INFERA_VERSION, INFERA_GIT_COMMIT,
+                    fmt::format("{}/{}", CpuIsaName(out->kernels->isa), out->kernels->qgemm_variant)};
+  std::error_code ec;
+  const std::string& path = out->lm.model->path;
+  if (std::filesystem::is_regular_file(path, ec)) {
+    backend->model_bytes = std::filesystem::file_size(path, ec);
+  } else if (std::filesystem::is_directory(path, ec)) {
+    for (const auto& e : std::filesystem::recursive_directory_iterator(path, ec)) {
+      if (e.is_regular_file(ec)) backend->model_bytes += e.file_size(ec);
+    }
+  }
   LOG_INFO("serve: chat format {}", ChatFormatName(fmt));
   return Status::Ok();
 }

@@ -78,6 +78,8 @@ struct RequestOutput {
 
 struct EngineStats {
   int32_t num_running = 0, num_waiting = 0;
+  int32_t num_preempted = 0;     // of the waiting: preempted, to be recomputed
+  int32_t last_step_tokens = 0;  // tokens computed by the last step
   int32_t kv_blocks_total = 0, kv_blocks_used = 0, kv_block_size = 0;
   uint64_t prefix_cache_queries = 0, prefix_cache_hits = 0;  // tokens
   uint64_t num_preemptions = 0;

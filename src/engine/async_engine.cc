@@ -138,9 +138,11 @@ void AsyncEngine::Loop() {
     } while (stop && engine_->HasWork());
     int64_t finished = 0;
     for (const auto& d : deliveries) finished += d.second.finished ? 1 : 0;
+    const EngineStats after = engine_->Stats();
+    if (step_observer_ && after.last_step_tokens > 0) step_observer_(after);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      stats_ = engine_->Stats();
+      stats_ = after;
       stats_.num_waiting += static_cast<int32_t>(pending_.size());
       live_ -= finished;
       delivering_ = !deliveries.empty();

@@ -39,6 +39,9 @@ class AsyncEngine {
   EngineStats Stats() const;
   int32_t max_model_len() const { return max_model_len_; }
   int32_t n_vocab() const { return n_vocab_; }
+  // Called on the loop thread after every step that computed tokens, with
+  // the stats after it. Set before the first Submit; must not block.
+  void SetStepObserver(std::function<void(const EngineStats&)> fn) { step_observer_ = std::move(fn); }
   // Stops accepting requests and waits up to `timeout` for those in flight
   // to finish; the rest are cancelled. Returns true if all finished in time.
   bool Drain(std::chrono::milliseconds timeout);
@@ -76,6 +79,7 @@ class AsyncEngine {
   bool delivering_ = false;  // the loop is running callbacks outside the lock
 
   // Loop thread only.
+  std::function<void(const EngineStats&)> step_observer_;
   std::map<uint64_t, Callback> callbacks_;      // engine id -> callback
   std::map<uint64_t, uint64_t> engine_ids_;     // our id -> engine id
   std::map<uint64_t, uint64_t> our_ids_;        // engine id -> our id

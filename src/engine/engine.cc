@@ -90,6 +90,7 @@ struct Engine::Impl {
   std::map<uint64_t, std::unique_ptr<EngineRequest>> reqs;
   uint64_t next_id = 1;
   uint64_t steps = 0;
+  int32_t last_step_tokens = 0;
   ForwardBatch batch;
   std::vector<float> logits;
   std::vector<int32_t> eog_ids;  // every end-of-generation id (for min_tokens)
@@ -233,6 +234,8 @@ EngineStats Engine::Stats() const {
   EngineStats s;
   s.num_running = m.sched.num_running();
   s.num_waiting = m.sched.num_waiting();
+  s.num_preempted = m.sched.num_preempted_waiting();
+  s.last_step_tokens = m.last_step_tokens;
   s.kv_blocks_total = m.blocks.num_blocks();
   s.kv_blocks_used = m.blocks.pool().num_used();
   s.kv_block_size = m.blocks.block_size();
@@ -258,8 +261,10 @@ std::vector<RequestOutput> Engine::Step() {
     if (cancel) outs.push_back(m.Finish(id, FinishReason::kCancelled));
   }
   SchedulerOutput so = m.sched.Schedule();
+  m.last_step_tokens = 0;
   if (so.empty()) return outs;
   ++m.steps;
+  for (const ScheduledChunk& c : so.chunks) m.last_step_tokens += c.n;
   const auto now = EngineRequest::Clock::now();
   for (const ScheduledChunk& c : so.chunks) {
     EngineRequest& r = *m.reqs.at(c.id);

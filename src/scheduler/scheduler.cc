@@ -47,6 +47,12 @@ void Scheduler::SortByPriority(std::vector<uint64_t>* ids) const {
   std::stable_sort(ids->begin(), ids->end(), [&](uint64_t a, uint64_t b) { return Before(seqs_.at(a), seqs_.at(b)); });
 }
 
+int32_t Scheduler::num_preempted_waiting() const {
+  int32_t n = 0;
+  for (uint64_t id : waiting_) n += seqs_.at(id).admitted_once ? 1 : 0;
+  return n;
+}
+
 void Scheduler::Preempt(uint64_t id) {
   Seq& s = seqs_.at(id);
   blocks_->Free(id);

@@ -81,6 +81,8 @@ class Scheduler {
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   bool HasWork() const { return !running_.empty() || !waiting_.empty(); }
   uint64_t num_preemptions() const { return num_preemptions_; }
+  // Waiting sequences that ran before and were preempted.
+  int32_t num_preempted_waiting() const;
   uint64_t prefill_tokens_computed() const { return prefill_computed_; }
   // Sum over running sequences of the tokens whose K/V is in the cache.
   uint64_t TokensHeld() const;

@@ -57,6 +57,8 @@ ApiServer::ApiServer(ApiServerOptions opts) : opts_(std::move(opts)), created_(U
 
 void ApiServer::SetReady(const ApiBackend& backend) {
   backend_ = backend;
+  backend_.engine->SetStepObserver([this](const EngineStats& s) { metrics_.EngineStep(s.last_step_tokens); });
+  metrics_.AttachEngine(backend_.engine, backend_.model_bytes, backend_.build);
   state_.store(State::kReady, std::memory_order_release);
 }
 
@@ -70,7 +72,46 @@ bool ApiServer::Authorized(const HttpRequest& req) const {
   return ConstantTimeEquals(given, opts_.api_key);
 }
 
-void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> resp) {
+namespace {
+
+// Counts every response by endpoint and status, then passes it on.
+class MeteredResponder : public Responder {
+ public:
+  MeteredResponder(std::shared_ptr<Responder> inner, ServerMetrics* metrics, std::string endpoint)
+      : inner_(std::move(inner)), metrics_(metrics), endpoint_(std::move(endpoint)) {}
+  void Respond(int status, std::string content_type, std::string body, Headers extra) override {
+    metrics_->HttpRequest(endpoint_, status);
+    inner_->Respond(status, std::move(content_type), std::move(body), std::move(extra));
+  }
+  void BeginStream(int status, std::string content_type, Headers extra) override {
+    metrics_->HttpRequest(endpoint_, status);
+    inner_->BeginStream(status, std::move(content_type), std::move(extra));
+  }
+  void Send(std::string data) override { inner_->Send(std::move(data)); }
+  void End() override { inner_->End(); }
+  void OnDisconnect(std::function<void()> fn) override { inner_->OnDisconnect(std::move(fn)); }
+
+ private:
+  const std::shared_ptr<Responder> inner_;
+  ServerMetrics* const metrics_;
+  const std::string endpoint_;
+};
+
+// The endpoint label of a path: the route, or "other" (bounded cardinality).
+std::string EndpointLabel(const std::string& path) {
+  static const char* kKnown[] = {"/v1/completions", "/v1/chat/completions", "/v1/models", "/tokenize",
+                                 "/detokenize", "/health", "/metrics", "/admin/log-level"};
+  for (const char* k : kKnown) {
+    if (path == k) return k;
+  }
+  if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
+  return "other";
+}
+
+}  // namespace
+
+void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
+  auto resp = std::make_shared<MeteredResponder>(std::move(raw_resp), &metrics_, EndpointLabel(req.path));
   const State state = state_.load(std::memory_order_acquire);
   const std::string& path = req.path;
   const bool get = req.method == "GET", post = req.method == "POST";
@@ -81,7 +122,7 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> resp) {
   }
   if (path == "/metrics") {
     if (!get) return SendError(resp, Error(405, "use GET /metrics", "invalid_request_error", "method_not_allowed"));
-    return HandleMetrics(state, resp);
+    return HandleMetrics(req, resp);
   }
   struct Route {
     const char* path;
@@ -148,7 +189,7 @@ void ApiServer::HandleCompletion(const HttpRequest& req, const std::shared_ptr<R
   const std::string id =
       fmt::format("{}-{:016x}{:08x}", chat ? "chatcmpl" : "cmpl", id_salt_, next_request_.fetch_add(1));
   auto job = std::make_shared<CompletionJob>(std::move(spec), resp, backend_.engine, backend_.tokenizer, id,
-                                             UnixSeconds(), opts_.served_model_name);
+                                             UnixSeconds(), opts_.served_model_name, &metrics_);
   job->Start();
   std::weak_ptr<CompletionJob> weak = job;
   resp->OnDisconnect([weak] {
@@ -244,33 +285,9 @@ void ApiServer::HandleDetokenize(const HttpRequest& req, const std::shared_ptr<R
   SendJson(resp, 200, {{"content", text}, {"prompt", text}});
 }
 
-void ApiServer::HandleMetrics(State state, const std::shared_ptr<Responder>& resp) const {
-  std::string out;
-  auto gauge = [&](const char* name, const char* help, double v) {
-    out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n{} {}\n", name, help, name, name, v);
-  };
-  auto counter = [&](const char* name, const char* help, double v) {
-    out += fmt::format("# HELP {0}_total {1}\n# TYPE {0}_total counter\n{0}_total {2}\n", name, help, v);
-  };
-  gauge("infera_ready", "1 when the model is loaded and the server accepts requests",
-        state == State::kReady ? 1 : 0);
-  if (state != State::kLoading) {
-    const EngineStats s = backend_.engine->Stats();
-    gauge("infera_num_requests_running", "Requests in the running batch", s.num_running);
-    gauge("infera_num_requests_waiting", "Requests waiting to be scheduled", s.num_waiting);
-    gauge("infera_kv_blocks_used", "KV cache blocks referenced by requests", s.kv_blocks_used);
-    gauge("infera_kv_blocks_total", "KV cache blocks in the pool", s.kv_blocks_total);
-    gauge("infera_kv_cache_usage_ratio", "Fraction of KV cache blocks in use",
-          s.kv_blocks_total > 0 ? static_cast<double>(s.kv_blocks_used) / s.kv_blocks_total : 0.0);
-    counter("infera_prefix_cache_queries", "Prompt tokens looked up in the prefix cache",
-            static_cast<double>(s.prefix_cache_queries));
-    counter("infera_prefix_cache_hits", "Prompt tokens found in the prefix cache",
-            static_cast<double>(s.prefix_cache_hits));
-    counter("infera_num_preemptions", "Requests preempted for lack of KV blocks",
-            static_cast<double>(s.num_preemptions));
-    counter("infera_engine_steps", "Engine iterations", static_cast<double>(s.steps));
-  }
-  resp->Respond(200, "text/plain; version=0.0.4; charset=utf-8", out);
+void ApiServer::HandleMetrics(const HttpRequest& req, const std::shared_ptr<Responder>& resp) {
+  const bool openmetrics = req.Header("accept").find("application/openmetrics-text") != std::string::npos;
+  resp->Respond(200, ServerMetrics::ContentType(openmetrics), metrics_.Render(openmetrics));
 }
 
 }  // namespace infera::server

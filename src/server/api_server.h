@@ -18,6 +18,7 @@
 
 #include "engine/async_engine.h"
 #include "server/http_server.h"
+#include "server/server_metrics.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -34,11 +35,11 @@ struct ApiServerOptions {
 // What the API needs of a loaded model; owned by the caller, outliving the
 // ApiServer's use of it.
 struct ApiBackend {
-  AsyncEngine* engine = nullptr;
+  AsyncEngine* engine = nullptr;  // its step observer is set by SetReady
   const Tokenizer* tokenizer = nullptr;
   ChatFormat chat_format = ChatFormat::kPlain;
   uint64_t model_bytes = 0;
-  std::string kernel_variant;
+  BuildInfo build;
 };
 
 class ApiServer {
@@ -51,6 +52,7 @@ class ApiServer {
   void SetDraining();
 
   void Handle(HttpRequest req, std::shared_ptr<Responder> resp);
+  ServerMetrics& metrics() { return metrics_; }
 
  private:
   enum class State { kLoading, kReady, kDraining };
@@ -59,9 +61,10 @@ class ApiServer {
   void HandleModels(const HttpRequest& req, const std::shared_ptr<Responder>& resp) const;
   void HandleTokenize(const HttpRequest& req, const std::shared_ptr<Responder>& resp) const;
   void HandleDetokenize(const HttpRequest& req, const std::shared_ptr<Responder>& resp) const;
-  void HandleMetrics(State state, const std::shared_ptr<Responder>& resp) const;
+  void HandleMetrics(const HttpRequest& req, const std::shared_ptr<Responder>& resp);
 
   const ApiServerOptions opts_;
+  ServerMetrics metrics_;
   std::atomic<State> state_{State::kLoading};
   ApiBackend backend_;  // written once before state_ becomes kReady
   const int64_t created_;

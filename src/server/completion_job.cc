@@ -31,9 +31,10 @@ json Bytes(const std::string& s) {
 }  // namespace
 
 CompletionJob::CompletionJob(CompletionSpec spec, std::shared_ptr<Responder> resp, AsyncEngine* engine,
-                             const Tokenizer* tok, std::string id, int64_t created, std::string model)
+                             const Tokenizer* tok, std::string id, int64_t created, std::string model,
+                             ServerMetrics* metrics)
     : spec_(std::move(spec)), resp_(std::move(resp)), engine_(engine), tok_(tok), id_(std::move(id)),
-      created_(created), model_(std::move(model)) {
+      created_(created), model_(std::move(model)), metrics_(metrics) {
   for (size_t p = 0; p < spec_.prompts.size(); ++p) {
     for (int32_t i = 0; i < spec_.n; ++i) {
       Choice c;
@@ -154,12 +155,40 @@ void CompletionJob::SendChunk(size_t index, const std::string& text, const json&
   SendEvent(chunk);
 }
 
+void CompletionJob::RecordTiming(Choice& c, const RequestOutput& o) {
+  const auto now = Clock::now();
+  auto secs = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+  if (!o.tokens.empty()) {
+    metrics_->GenerationTokens(static_cast<int64_t>(o.tokens.size()));
+    if (!c.has_first) {
+      c.has_first = true;
+      c.t_first = now;
+      metrics_->FirstToken(secs(arrival_, now));
+    } else {
+      metrics_->InterToken(secs(c.t_last, now));
+    }
+    c.t_last = now;
+  }
+  if (!o.finished) return;
+  ServerMetrics::Finished f;
+  f.finish_reason = FinishReasonString(o.finish_reason);
+  f.prompt_tokens = o.prompt_tokens;
+  f.completion_tokens = o.completion_tokens;
+  f.queue_s = o.queue_seconds;
+  f.prefill_s = o.ttft_seconds;
+  f.decode_s = c.has_first ? secs(c.t_first, now) : 0.0;
+  f.e2e_s = secs(arrival_, now);
+  f.tpot_s = o.completion_tokens >= 2 ? f.decode_s / (o.completion_tokens - 1) : -1.0;
+  metrics_->RequestFinished(f);
+}
+
 void CompletionJob::OnOutput(size_t index, const RequestOutput& o) {
   std::lock_guard<std::mutex> lock(mu_);
   if (failed_) return;
   Choice& c = choices_[index];
   c.completion_tokens = o.completion_tokens;
   c.cached_tokens = o.cached_tokens;
+  RecordTiming(c, o);
   if (spec_.stream) {
     if (!o.text.empty() || !o.logprobs.empty() || (spec_.chat && !c.role_sent)) {
       const json lp = spec_.logprobs && !o.logprobs.empty() ? LogprobsJson(c, o.logprobs) : json(nullptr);

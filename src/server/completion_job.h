@@ -7,6 +7,7 @@
 // by the engine callbacks and the disconnect handler (shared_ptr).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -18,6 +19,7 @@
 #include "engine/async_engine.h"
 #include "server/http_server.h"
 #include "server/openai_request.h"
+#include "server/server_metrics.h"
 
 namespace infera::server {
 
@@ -26,8 +28,9 @@ std::string DumpJson(const nlohmann::json& j);
 
 class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
  public:
+  using Clock = std::chrono::steady_clock;
   CompletionJob(CompletionSpec spec, std::shared_ptr<Responder> resp, AsyncEngine* engine, const Tokenizer* tok,
-                std::string id, int64_t created, std::string model);
+                std::string id, int64_t created, std::string model, ServerMetrics* metrics);
 
   // Submits every choice to the engine and opens the stream; on failure
   // answers with the error (and cancels what was submitted).
@@ -46,9 +49,13 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     bool role_sent = false;
     int32_t completion_tokens = 0;
     int32_t cached_tokens = 0;
+    bool has_first = false;
+    Clock::time_point t_first, t_last;
   };
 
   void OnOutput(size_t index, const RequestOutput& o);
+  // Latency and token metrics of one output of a choice. Requires mu_.
+  void RecordTiming(Choice& c, const RequestOutput& o);
   // Requires mu_.
   nlohmann::json LogprobsJson(Choice& c, const std::vector<TokenLogprob>& lps) const;
   nlohmann::json Usage() const;
@@ -63,6 +70,8 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   const std::string id_;
   const int64_t created_;
   const std::string model_;
+  ServerMetrics* const metrics_;
+  const Clock::time_point arrival_ = Clock::now();
 
   std::mutex mu_;
   std::vector<Choice> choices_;

@@ -1,0 +1,132 @@
+#include "server/server_metrics.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace infera::server {
+
+using metrics::LatencyBuckets;
+using metrics::TokenBuckets;
+
+namespace {
+
+// Resident set size of this process, from /proc/self/statm (0 if unreadable).
+double ResidentBytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  unsigned long long size = 0, resident = 0;
+  const int n = std::fscanf(f, "%llu %llu", &size, &resident);
+  std::fclose(f);
+  return n == 2 ? static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) : 0.0;
+}
+
+std::vector<double> TpotBuckets() {
+  return {0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
+          0.75, 1.0, 2.5, 5.0, 10.0};
+}
+
+}  // namespace
+
+ServerMetrics::ServerMetrics()
+    : http_requests_(registry_.AddCounter("infera_http_requests", "HTTP requests answered, by endpoint and status",
+                                          {"endpoint", "status"})),
+      request_success_(registry_.AddCounter("infera_request_success",
+                                            "Engine requests (one per choice) finished, by finish reason",
+                                            {"finished_reason"})),
+      prompt_tokens_(registry_.AddCounter("infera_prompt_tokens", "Prompt tokens of finished requests").Get()),
+      generation_tokens_(registry_.AddCounter("infera_generation_tokens", "Generated tokens").Get()),
+      prefix_queries_(registry_.AddCounter("infera_prefix_cache_queries",
+                                           "Prompt tokens looked up in the prefix cache").Get()),
+      prefix_hits_(registry_.AddCounter("infera_prefix_cache_hits", "Prompt tokens found in the prefix cache").Get()),
+      preemptions_(registry_.AddCounter("infera_num_preemptions",
+                                        "Requests preempted (KV blocks freed, recomputed later)").Get()),
+      steps_(registry_.AddCounter("infera_engine_steps", "Engine iterations that computed tokens").Get()),
+      ttft_(registry_.AddHistogram("infera_time_to_first_token_seconds",
+                                   "Time from request arrival to its first generated token", LatencyBuckets()).Get()),
+      itl_(registry_.AddHistogram("infera_inter_token_latency_seconds",
+                                  "Time between consecutive tokens of a request", TpotBuckets()).Get()),
+      tpot_(registry_.AddHistogram("infera_time_per_output_token_seconds",
+                                   "Per request: (end-to-end - time to first token) / (generated tokens - 1)",
+                                   TpotBuckets()).Get()),
+      e2e_(registry_.AddHistogram("infera_e2e_request_latency_seconds",
+                                  "Time from request arrival to its last token", LatencyBuckets()).Get()),
+      queue_(registry_.AddHistogram("infera_request_queue_time_seconds",
+                                    "Time a request waited before it was first scheduled", LatencyBuckets()).Get()),
+      prefill_(registry_.AddHistogram("infera_request_prefill_time_seconds",
+                                      "Time from first scheduled to first token (prompt processing)",
+                                      LatencyBuckets()).Get()),
+      decode_(registry_.AddHistogram("infera_request_decode_time_seconds", "Time from first token to the last",
+                                     LatencyBuckets()).Get()),
+      prompt_len_(registry_.AddHistogram("infera_request_prompt_tokens", "Prompt length of finished requests",
+                                         TokenBuckets()).Get()),
+      generation_len_(registry_.AddHistogram("infera_request_generation_tokens",
+                                             "Generated tokens of finished requests", TokenBuckets()).Get()),
+      iteration_tokens_(registry_.AddHistogram("infera_iteration_tokens",
+                                               "Tokens computed per engine step (batch size in tokens)",
+                                               TokenBuckets()).Get()),
+      running_(registry_.AddGauge("infera_num_requests_running", "Requests in the running batch").Get()),
+      waiting_(registry_.AddGauge("infera_num_requests_waiting", "Requests waiting to be scheduled").Get()),
+      preempted_(registry_.AddGauge("infera_num_requests_preempted",
+                                    "Waiting requests that were preempted and will be recomputed").Get()),
+      kv_used_(registry_.AddGauge("infera_kv_blocks_used", "KV cache blocks referenced by requests").Get()),
+      kv_total_(registry_.AddGauge("infera_kv_blocks_capacity", "KV cache blocks in the pool").Get()),
+      kv_ratio_(registry_.AddGauge("infera_kv_cache_usage_ratio",
+                                   "Fraction of KV cache blocks in use (1 = full)").Get()),
+      model_bytes_(registry_.AddGauge("infera_model_weight_bytes", "Size of the model file(s)").Get()),
+      rss_(registry_.AddGauge("process_resident_memory_bytes", "Resident memory of the process").Get()),
+      ready_(registry_.AddGauge("infera_ready", "1 when the model is loaded and requests are accepted").Get()),
+      build_info_(registry_.AddGauge("infera_build_info", "Build: version, commit, CPU kernel variant in use",
+                                     {"version", "commit", "kernel"})) {
+  // Families with labels show up from the first scrape with their common children.
+  for (const char* reason : {"stop", "length", "abort", "error"}) request_success_.With({reason});
+  registry_.AddCollector([this] { Collect(); });
+}
+
+void ServerMetrics::AttachEngine(const AsyncEngine* engine, uint64_t model_bytes, const BuildInfo& build) {
+  model_bytes_.Set(static_cast<double>(model_bytes));
+  build_info_.With({build.version, build.commit, build.kernel}).Set(1);
+  engine_.store(engine);
+}
+
+void ServerMetrics::HttpRequest(const std::string& endpoint, int status) {
+  http_requests_.With({endpoint, std::to_string(status)}).Inc();
+}
+
+void ServerMetrics::RequestFinished(const Finished& f) {
+  request_success_.With({f.finish_reason}).Inc();
+  prompt_tokens_.Inc(f.prompt_tokens);
+  prompt_len_.Observe(f.prompt_tokens);
+  generation_len_.Observe(f.completion_tokens);
+  queue_.Observe(f.queue_s);
+  e2e_.Observe(f.e2e_s);
+  if (f.completion_tokens > 0) {
+    prefill_.Observe(f.prefill_s);
+    decode_.Observe(f.decode_s);
+  }
+  if (f.tpot_s >= 0) tpot_.Observe(f.tpot_s);
+}
+
+void ServerMetrics::Collect() {
+  rss_.Set(ResidentBytes());
+  const AsyncEngine* engine = engine_.load();
+  ready_.Set(engine != nullptr ? 1 : 0);
+  if (engine == nullptr) return;
+  const EngineStats s = engine->Stats();
+  running_.Set(s.num_running);
+  waiting_.Set(s.num_waiting);
+  preempted_.Set(s.num_preempted);
+  kv_used_.Set(s.kv_blocks_used);
+  kv_total_.Set(s.kv_blocks_total);
+  kv_ratio_.Set(s.kv_blocks_total > 0 ? static_cast<double>(s.kv_blocks_used) / s.kv_blocks_total : 0.0);
+  auto mirror = [](metrics::Counter& c, uint64_t now, uint64_t* seen) {
+    if (now > *seen) c.Inc(static_cast<double>(now - *seen));
+    *seen = now;
+  };
+  mirror(prefix_queries_, s.prefix_cache_queries, &seen_queries_);
+  mirror(prefix_hits_, s.prefix_cache_hits, &seen_hits_);
+  mirror(preemptions_, s.num_preemptions, &seen_preemptions_);
+  mirror(steps_, s.steps, &seen_steps_);
+}
+
+}  // namespace infera::server
