@@ -20,6 +20,7 @@
 #include "engine/async_engine.h"
 #include "server/api_server.h"
 #include "server/http_server.h"
+#include "server/tracing.h"
 #include "tokenizer/chat_template.h"
 #include "tools/commands.h"
 #include "tools/engine_flags.h"
@@ -37,6 +38,9 @@ struct ServeArgs {
   int64_t max_body_bytes = 8 << 20;
   double drain_timeout = 30;
   int read_timeout = 30;
+  double log_sample = 1.0;
+  bool log_prompts = false;
+  std::string otlp_endpoint, otlp_service_name = "infera";
   EngineFlags engine;
 };
 
@@ -93,7 +97,17 @@ int Serve(const ServeArgs& a, const RuntimeOptions& rt_in) {
   if (a.http_threads < 1 || a.http_threads > 64) return ReportError("--http-threads must be in 1..64");
   EngineFlags ef = a.engine;
   if (std::string e = ResolveEngineFlags(&ef, a.threads); !e.empty()) return ReportError(e);
+  if (!(a.log_sample >= 0 && a.log_sample <= 1)) return ReportError("--log-sample must be in [0, 1]");
+  std::unique_ptr<server::OtlpExporter> exporter;
+  if (!a.otlp_endpoint.empty()) {
+    auto e = server::OtlpExporter::Create(a.otlp_endpoint, a.otlp_service_name);
+    if (!e.ok()) return ReportError(e.status());
+    exporter = std::move(e).value();
+  }
   server::ApiServerOptions opts;
+  opts.exporter = exporter.get();
+  opts.log_sample = a.log_sample;
+  opts.log_prompts = a.log_prompts;
   opts.max_n = a.max_n;
   opts.max_queue = a.max_queue;
   opts.context_shift = ef.opts.context_shift;
@@ -206,6 +220,12 @@ CommandFn RegisterServe(CLI::App& app, const RuntimeOptions& rt) {
   app.add_option("--max-body-bytes", a->max_body_bytes, "largest request body; larger: 413 (default 8 MiB)");
   app.add_option("--drain-timeout", a->drain_timeout, "seconds in-flight requests get to finish on SIGTERM (default 30)");
   app.add_option("--read-timeout", a->read_timeout, "seconds a client gets to send a request, or to read (default 30)");
+  app.add_option("--log-sample", a->log_sample,
+                 "fraction of successful requests that get an info log line (default 1; failures always)");
+  app.add_flag("--log-prompts", a->log_prompts, "put prompts and outputs in the request log lines (off by default)");
+  app.add_option("--otlp-endpoint", a->otlp_endpoint,
+                 "export trace spans as OTLP/HTTP JSON, e.g. http://127.0.0.1:4318/v1/traces");
+  app.add_option("--otlp-service-name", a->otlp_service_name, "service.name of exported spans (default infera)");
   AddEngineFlags(app, &a->engine);
   return [a, rt]() { return Serve(*a, rt); };
 }

@@ -18,13 +18,16 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string(INFERA_VERSION));
   std::string log_level = isatty(STDERR_FILENO) ? "info" : "warn";
   auto* log_opt = app.add_option("--log-level", log_level, "trace|debug|info|warn|error|off (default: info on a terminal, else warn)");
-  (void)log_opt;
+  std::string log_format = "auto";
+  app.add_option("--log-format", log_format,
+                 "text|json|auto (auto: json for `serve` when stderr is not a terminal, else text)");
   cli::RuntimeOptions rt;
   app.add_option("--cpu-isa", rt.cpu_isa, "force a kernel ISA: scalar, avx2, avx512 (default: best available)");
 
   std::map<CLI::App*, cli::CommandFn> commands;
   auto add = [&](const char* name, const char* help, cli::CommandFn (*reg)(CLI::App&, const cli::RuntimeOptions&)) {
     CLI::App* sub = app.add_subcommand(name, help);
+    sub->fallthrough();  // global options (--log-level, --log-format, --cpu-isa) may follow the subcommand
     commands[sub] = reg(*sub, rt);
   };
   add("run", "generate text from a prompt", cli::RegisterRun);
@@ -52,9 +55,23 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return cli::ReportError(e.what());
   }
+  for (auto& [sub, fn] : commands) {
+    // A server logs its requests (info) unless told otherwise.
+    if (sub->parsed() && sub->get_name() == "serve" && log_opt->count() == 0) log_level = "info";
+  }
   LogLevel level;
   if (!ParseLogLevel(log_level, &level)) return cli::ReportError("--log-level must be one of trace, debug, info, warn, error, off");
-  InitLogging(level);
+  LogFormat format = LogFormat::kText;
+  if (log_format == "json") {
+    format = LogFormat::kJson;
+  } else if (log_format == "auto") {
+    for (auto& [sub, fn] : commands) {
+      if (sub->parsed() && sub->get_name() == "serve" && !isatty(STDERR_FILENO)) format = LogFormat::kJson;
+    }
+  } else if (log_format != "text") {
+    return cli::ReportError("--log-format must be text, json or auto");
+  }
+  InitLogging(level, format);
   for (auto& [sub, fn] : commands) {
     if (sub->parsed()) {
       try {

@@ -1,19 +1,48 @@
 // Logging goes to stderr only (stdout carries command output). Thin wrapper
 // over spdlog so the rest of the code does not depend on its API.
+//
+// Two formats: text ("[I] message key=value ...", the default on a
+// terminal) and JSON (one object per line: time, level, message, then the
+// event's fields), chosen once at start-up. Structured events carry fields
+// (request_id, trace_id, token counts, ...) through LogEvent.
 #pragma once
 
 #include <spdlog/spdlog.h>
 
+#include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace infera {
 
 enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError, kOff };
+enum class LogFormat { kText, kJson };
 
 // Configures the process logger (stderr sink). Call once at start-up, before
 // other threads exist. Thread-safe afterwards (spdlog's logger is).
-void InitLogging(LogLevel level);
+void InitLogging(LogLevel level, LogFormat format = LogFormat::kText);
 bool ParseLogLevel(std::string_view name, LogLevel* out);
+const char* LogLevelName(LogLevel level);
+// The level now / a new level (any thread, at run time).
+LogLevel CurrentLogLevel();
+void SetLogLevel(LogLevel level);
+bool ShouldLog(LogLevel level);
+
+// One field of a structured event; numbers are written unquoted in JSON.
+struct LogField {
+  std::string key;
+  std::string value;
+  bool number = false;
+};
+LogField Field(std::string key, std::string value);
+LogField Field(std::string key, int64_t value);
+LogField Field(std::string key, double value);
+LogField Field(std::string key, bool value);
+inline LogField Field(std::string key, const char* value) { return Field(std::move(key), std::string(value)); }
+
+// Logs `message` with `fields` (JSON: as members; text: as key=value).
+void LogEvent(LogLevel level, std::string_view message, const std::vector<LogField>& fields);
 
 }  // namespace infera
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/logging.h"
 #include "server/completion_job.h"
 #include "server/openai_request.h"
 
@@ -74,17 +75,35 @@ bool ApiServer::Authorized(const HttpRequest& req) const {
 
 namespace {
 
-// Counts every response by endpoint and status, then passes it on.
-class MeteredResponder : public Responder {
+// Every response passes here: it is counted by endpoint and status, carries
+// the trace context and request id in its headers, and a failure is logged
+// (4xx warn, 5xx error: never sampled away).
+class RequestResponder : public Responder {
  public:
-  MeteredResponder(std::shared_ptr<Responder> inner, ServerMetrics* metrics, std::string endpoint)
-      : inner_(std::move(inner)), metrics_(metrics), endpoint_(std::move(endpoint)) {}
+  RequestResponder(std::shared_ptr<Responder> inner, ServerMetrics* metrics, std::string endpoint,
+                   TraceContext trace, std::string request_id)
+      : inner_(std::move(inner)), metrics_(metrics), endpoint_(std::move(endpoint)), trace_(std::move(trace)),
+        request_id_(std::move(request_id)) {}
   void Respond(int status, std::string content_type, std::string body, Headers extra) override {
     metrics_->HttpRequest(endpoint_, status);
+    if (status >= 400) {
+      std::string message = body;
+      auto j = nlohmann::json::parse(body, nullptr, false);
+      if (!j.is_discarded() && j.contains("error") && j["error"].is_object()) message = j["error"].value("message", body);
+      LogEvent(status >= 500 ? LogLevel::kError : LogLevel::kWarn, "request failed",
+               {Field("request_id", request_id_), Field("trace_id", trace_.trace_id), Field("endpoint", endpoint_),
+                Field("status", static_cast<int64_t>(status)), Field("error", message)});
+    } else {
+      LogEvent(LogLevel::kDebug, "request",
+               {Field("request_id", request_id_), Field("trace_id", trace_.trace_id), Field("endpoint", endpoint_),
+                Field("status", static_cast<int64_t>(status))});
+    }
+    AddHeaders(&extra);
     inner_->Respond(status, std::move(content_type), std::move(body), std::move(extra));
   }
   void BeginStream(int status, std::string content_type, Headers extra) override {
     metrics_->HttpRequest(endpoint_, status);
+    AddHeaders(&extra);
     inner_->BeginStream(status, std::move(content_type), std::move(extra));
   }
   void Send(std::string data) override { inner_->Send(std::move(data)); }
@@ -92,9 +111,15 @@ class MeteredResponder : public Responder {
   void OnDisconnect(std::function<void()> fn) override { inner_->OnDisconnect(std::move(fn)); }
 
  private:
+  void AddHeaders(Headers* h) const {
+    h->emplace_back("traceparent", trace_.Traceparent());
+    h->emplace_back("X-Request-Id", request_id_);
+  }
   const std::shared_ptr<Responder> inner_;
   ServerMetrics* const metrics_;
   const std::string endpoint_;
+  const TraceContext trace_;
+  const std::string request_id_;
 };
 
 // The endpoint label of a path: the route, or "other" (bounded cardinality).
@@ -111,7 +136,13 @@ std::string EndpointLabel(const std::string& path) {
 }  // namespace
 
 void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
-  auto resp = std::make_shared<MeteredResponder>(std::move(raw_resp), &metrics_, EndpointLabel(req.path));
+  const TraceContext trace = TraceContext::FromHeader(req.Header("traceparent"));
+  const bool chat = req.path == "/v1/chat/completions";
+  // Completions are known by their response id; other requests get one too.
+  const std::string request_id = fmt::format("{}-{:016x}{:08x}", chat ? "chatcmpl" : req.path == "/v1/completions" ? "cmpl" : "req",
+                                             id_salt_, next_request_.fetch_add(1));
+  auto resp = std::make_shared<RequestResponder>(std::move(raw_resp), &metrics_, EndpointLabel(req.path), trace,
+                                                 request_id);
   const State state = state_.load(std::memory_order_acquire);
   const std::string& path = req.path;
   const bool get = req.method == "GET", post = req.method == "POST";
@@ -130,7 +161,7 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
   };
   static constexpr Route kRoutes[] = {{"/v1/completions", true}, {"/v1/chat/completions", true},
                                       {"/v1/models", false},     {"/tokenize", true},
-                                      {"/detokenize", true}};
+                                      {"/detokenize", true},     {"/admin/log-level", true}};
   const Route* route = nullptr;
   for (const Route& r : kRoutes) {
     if (path == r.path) route = &r;
@@ -140,7 +171,8 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
     return SendError(resp, Error(404, fmt::format("no route {} {}", req.method, path), "invalid_request_error",
                                  "not_found"));
   }
-  if ((route != nullptr && route->post) ? !post : !get) {
+  const bool log_level_path = path == "/admin/log-level";
+  if (log_level_path ? !(get || post) : (route != nullptr && route->post) ? !post : !get) {
     return SendError(resp, Error(405, fmt::format("{} does not accept {}", path, req.method), "invalid_request_error",
                                  "method_not_allowed"));
   }
@@ -148,6 +180,7 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
     return SendError(resp, Error(401, "Incorrect or missing API key: send 'Authorization: Bearer KEY'.",
                                  "invalid_request_error", "invalid_api_key"));
   }
+  if (log_level_path) return HandleLogLevel(req, resp);
   if (state == State::kLoading) {
     return SendError(resp, Error(503, "the model is loading", "service_unavailable", "model_loading"),
                      {{"Retry-After", "5"}});
@@ -158,10 +191,36 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
   if (state == State::kDraining) {
     return SendError(resp, Error(503, "the server is shutting down", "service_unavailable", "shutting_down"));
   }
-  HandleCompletion(req, resp, path == "/v1/chat/completions");
+  HandleCompletion(req, resp, chat, trace, request_id);
 }
 
-void ApiServer::HandleCompletion(const HttpRequest& req, const std::shared_ptr<Responder>& resp, bool chat) {
+bool ApiServer::Sampled(const std::string& request_id) const {
+  if (opts_.log_sample >= 1.0) return true;
+  if (opts_.log_sample <= 0.0) return false;
+  return static_cast<double>(std::hash<std::string>{}(request_id) % 1000000) < opts_.log_sample * 1e6;
+}
+
+void ApiServer::HandleLogLevel(const HttpRequest& req, const std::shared_ptr<Responder>& resp) {
+  if (req.method == "POST") {
+    json body;
+    ApiError err;
+    if (!ParseJsonBody(req.body, &body, &err)) return SendError(resp, err);
+    LogLevel level;
+    auto it = body.find("level");
+    if (it == body.end() || !it->is_string() || !ParseLogLevel(it->get<std::string>(), &level)) {
+      ApiError e = Error(400, "'level' must be one of trace, debug, info, warn, error, off", "invalid_request_error",
+                         "invalid_value");
+      e.param = "level";
+      return SendError(resp, e);
+    }
+    SetLogLevel(level);
+    LogEvent(LogLevel::kWarn, "log level changed", {Field("level", LogLevelName(level))});
+  }
+  SendJson(resp, 200, {{"level", LogLevelName(CurrentLogLevel())}});
+}
+
+void ApiServer::HandleCompletion(const HttpRequest& req, const std::shared_ptr<Responder>& resp, bool chat,
+                                 const TraceContext& trace, const std::string& id) {
   ParseContext ctx;
   ctx.tokenizer = backend_.tokenizer;
   ctx.chat_format = backend_.chat_format;
@@ -186,10 +245,15 @@ void ApiServer::HandleCompletion(const HttpRequest& req, const std::shared_ptr<R
                            "rate_limit_error", "queue_full"),
                      {{"Retry-After", "1"}});
   }
-  const std::string id =
-      fmt::format("{}-{:016x}{:08x}", chat ? "chatcmpl" : "cmpl", id_salt_, next_request_.fetch_add(1));
+  CompletionJob::Observability obs;
+  obs.metrics = &metrics_;
+  obs.trace = trace;
+  obs.exporter = opts_.exporter;
+  obs.log_request = Sampled(id);
+  obs.log_prompts = opts_.log_prompts;
+  obs.endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
   auto job = std::make_shared<CompletionJob>(std::move(spec), resp, backend_.engine, backend_.tokenizer, id,
-                                             UnixSeconds(), opts_.served_model_name, &metrics_);
+                                             UnixSeconds(), opts_.served_model_name, std::move(obs));
   job->Start();
   std::weak_ptr<CompletionJob> weak = job;
   resp->OnDisconnect([weak] {

@@ -19,6 +19,7 @@
 #include "engine/async_engine.h"
 #include "server/http_server.h"
 #include "server/server_metrics.h"
+#include "server/tracing.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -30,6 +31,9 @@ struct ApiServerOptions {
   int32_t max_n = 16;           // largest n (choices per prompt)
   int32_t max_queue = 256;      // waiting requests beyond this: 429
   bool context_shift = false;   // as the engine was created with
+  double log_sample = 1.0;      // fraction of successful requests given an info log line
+  bool log_prompts = false;     // put prompts and outputs in those lines
+  OtlpExporter* exporter = nullptr;  // spans go here when set (owned by the caller)
 };
 
 // What the API needs of a loaded model; owned by the caller, outliving the
@@ -57,7 +61,10 @@ class ApiServer {
  private:
   enum class State { kLoading, kReady, kDraining };
   bool Authorized(const HttpRequest& req) const;
-  void HandleCompletion(const HttpRequest& req, const std::shared_ptr<Responder>& resp, bool chat);
+  void HandleCompletion(const HttpRequest& req, const std::shared_ptr<Responder>& resp, bool chat,
+                        const TraceContext& trace, const std::string& request_id);
+  void HandleLogLevel(const HttpRequest& req, const std::shared_ptr<Responder>& resp);
+  bool Sampled(const std::string& request_id) const;
   void HandleModels(const HttpRequest& req, const std::shared_ptr<Responder>& resp) const;
   void HandleTokenize(const HttpRequest& req, const std::shared_ptr<Responder>& resp) const;
   void HandleDetokenize(const HttpRequest& req, const std::shared_ptr<Responder>& resp) const;

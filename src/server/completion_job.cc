@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "base/logging.h"
 
 namespace infera::server {
@@ -32,9 +34,9 @@ json Bytes(const std::string& s) {
 
 CompletionJob::CompletionJob(CompletionSpec spec, std::shared_ptr<Responder> resp, AsyncEngine* engine,
                              const Tokenizer* tok, std::string id, int64_t created, std::string model,
-                             ServerMetrics* metrics)
+                             Observability obs)
     : spec_(std::move(spec)), resp_(std::move(resp)), engine_(engine), tok_(tok), id_(std::move(id)),
-      created_(created), model_(std::move(model)), metrics_(metrics) {
+      created_(created), model_(std::move(model)), obs_(std::move(obs)), metrics_(obs_.metrics) {
   for (size_t p = 0; p < spec_.prompts.size(); ++p) {
     for (int32_t i = 0; i < spec_.n; ++i) {
       Choice c;
@@ -48,6 +50,7 @@ CompletionJob::CompletionJob(CompletionSpec spec, std::shared_ptr<Responder> res
 void CompletionJob::Start() {
   auto self = shared_from_this();
   std::lock_guard<std::mutex> lock(mu_);  // outputs wait until every choice is in and the stream is open
+  submitted_ = Clock::now();
   for (size_t index = 0; index < choices_.size(); ++index) {
     RequestParams params = spec_.params;
     // Choices of one request differ, yet stay reproducible with a seed.
@@ -170,6 +173,8 @@ void CompletionJob::RecordTiming(Choice& c, const RequestOutput& o) {
     c.t_last = now;
   }
   if (!o.finished) return;
+  c.t_done = now;
+  c.queue_s = o.queue_seconds;
   ServerMetrics::Finished f;
   f.finish_reason = FinishReasonString(o.finish_reason);
   f.prompt_tokens = o.prompt_tokens;
@@ -194,6 +199,7 @@ void CompletionJob::OnOutput(size_t index, const RequestOutput& o) {
       const json lp = spec_.logprobs && !o.logprobs.empty() ? LogprobsJson(c, o.logprobs) : json(nullptr);
       SendChunk(index, o.text, lp, nullptr);
     }
+    if (obs_.log_prompts) c.log_text += o.text;
   } else {
     c.text += o.text;
     c.logprobs.insert(c.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
@@ -201,15 +207,85 @@ void CompletionJob::OnOutput(size_t index, const RequestOutput& o) {
   if (!o.finished) return;
   c.done = true;
   c.finish_reason = FinishReasonString(o.finish_reason);
-  if (o.finish_reason == FinishReason::kError) {
-    error_ = o.error;
-    LOG_ERROR("request {}: {}", id_, o.error);
-  }
+  if (o.finish_reason == FinishReason::kError) error_ = o.error;
   if (spec_.stream && o.finish_reason != FinishReason::kError) SendChunk(index, "", nullptr, c.finish_reason);
   if (--remaining_ == 0) Finish();
 }
 
+void CompletionJob::Report(int status) {
+  auto wall = [&](Clock::time_point t) {
+    return UnixNanos(arrival_wall_ + std::chrono::duration_cast<std::chrono::system_clock::duration>(t - arrival_));
+  };
+  auto ms = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  const auto now = Clock::now();
+  int64_t prompt_tokens = 0, completion_tokens = 0, cached = 0;
+  for (const auto& p : spec_.prompts) prompt_tokens += static_cast<int64_t>(p.size());
+  for (const Choice& c : choices_) completion_tokens += c.completion_tokens;
+  if (!choices_.empty()) cached = choices_[0].cached_tokens;
+  const Choice& first = choices_.front();
+  if (obs_.log_request || status >= 500) {
+    std::vector<LogField> f = {Field("request_id", id_),
+                               Field("trace_id", obs_.trace.trace_id),
+                               Field("endpoint", obs_.endpoint),
+                               Field("status", static_cast<int64_t>(status)),
+                               Field("prompt_tokens", prompt_tokens),
+                               Field("completion_tokens", completion_tokens),
+                               Field("cached_tokens", cached),
+                               Field("n", static_cast<int64_t>(choices_.size())),
+                               Field("queue_ms", first.queue_s * 1e3),
+                               Field("ttft_ms", first.has_first ? ms(arrival_, first.t_first) : 0.0),
+                               Field("e2e_ms", ms(arrival_, now)),
+                               Field("finish_reason", first.finish_reason != nullptr ? first.finish_reason : ""),
+                               Field("stream", spec_.stream)};
+    if (obs_.log_prompts) {
+      std::string prompt, output;
+      for (const auto& t : spec_.prompt_texts) prompt += t;
+      for (const Choice& c : choices_) output += spec_.stream ? c.log_text : c.text;
+      f.push_back(Field("prompt", prompt));
+      f.push_back(Field("output", output));
+    }
+    if (!error_.empty()) f.push_back(Field("error", error_));
+    LogEvent(status >= 500 ? LogLevel::kError : LogLevel::kInfo, "request finished", f);
+  }
+  if (obs_.exporter == nullptr || !obs_.trace.sampled) return;
+  Span root;
+  root.trace_id = obs_.trace.trace_id;
+  root.span_id = obs_.trace.span_id;
+  root.parent_span_id = obs_.trace.parent_span_id;
+  root.name = "POST " + obs_.endpoint;
+  root.server = true;
+  root.start_unix_ns = wall(arrival_);
+  root.end_unix_ns = wall(now);
+  root.string_attrs = {{"infera.request_id", id_}, {"http.route", obs_.endpoint}};
+  root.int_attrs = {{"http.response.status_code", status}, {"gen_ai.usage.input_tokens", prompt_tokens},
+                    {"gen_ai.usage.output_tokens", completion_tokens}};
+  root.error = status >= 500;
+  obs_.exporter->Export(std::move(root));
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const Choice& c = choices_[i];
+    const auto queued_until = submitted_ + std::chrono::duration_cast<Clock::duration>(
+                                               std::chrono::duration<double>(c.queue_s));
+    auto child = [&](const char* name, Clock::time_point a, Clock::time_point b) {
+      Span s;
+      s.trace_id = obs_.trace.trace_id;
+      s.span_id = RandomHex(8);
+      s.parent_span_id = obs_.trace.span_id;
+      s.name = name;
+      s.start_unix_ns = wall(a);
+      s.end_unix_ns = wall(std::max(a, b));
+      s.int_attrs = {{"infera.choice", static_cast<int64_t>(i)}};
+      obs_.exporter->Export(std::move(s));
+    };
+    child("queue", submitted_, queued_until);
+    if (c.has_first) {
+      child("prefill", queued_until, c.t_first);
+      child("decode", c.t_first, c.t_done);
+    }
+  }
+}
+
 void CompletionJob::Finish() {
+  Report(error_.empty() ? 200 : 500);
   if (!error_.empty()) {
     ApiError err;
     err.status = 500;

@@ -20,6 +20,7 @@
 #include "server/http_server.h"
 #include "server/openai_request.h"
 #include "server/server_metrics.h"
+#include "server/tracing.h"
 
 namespace infera::server {
 
@@ -29,8 +30,17 @@ std::string DumpJson(const nlohmann::json& j);
 class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
  public:
   using Clock = std::chrono::steady_clock;
+  // Where the job reports: metrics, its log line, its spans.
+  struct Observability {
+    ServerMetrics* metrics = nullptr;
+    TraceContext trace;
+    OtlpExporter* exporter = nullptr;  // may be null
+    bool log_request = true;           // an info line when it finishes (sampling)
+    bool log_prompts = false;
+    std::string endpoint;
+  };
   CompletionJob(CompletionSpec spec, std::shared_ptr<Responder> resp, AsyncEngine* engine, const Tokenizer* tok,
-                std::string id, int64_t created, std::string model, ServerMetrics* metrics);
+                std::string id, int64_t created, std::string model, Observability obs);
 
   // Submits every choice to the engine and opens the stream; on failure
   // answers with the error (and cancels what was submitted).
@@ -50,7 +60,9 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     int32_t completion_tokens = 0;
     int32_t cached_tokens = 0;
     bool has_first = false;
-    Clock::time_point t_first, t_last;
+    Clock::time_point t_first, t_last, t_done;
+    double queue_s = 0;
+    std::string log_text;  // the output, kept for the log line with --log-prompts when streaming
   };
 
   void OnOutput(size_t index, const RequestOutput& o);
@@ -62,6 +74,8 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   void SendChunk(size_t index, const std::string& text, const nlohmann::json& logprobs, const char* finish);
   void SendEvent(const nlohmann::json& j);
   void Finish();
+  // The request's log line and spans (at Finish). Requires mu_.
+  void Report(int status);
 
   const CompletionSpec spec_;
   const std::shared_ptr<Responder> resp_;
@@ -70,8 +84,11 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   const std::string id_;
   const int64_t created_;
   const std::string model_;
+  const Observability obs_;
   ServerMetrics* const metrics_;
   const Clock::time_point arrival_ = Clock::now();
+  const std::chrono::system_clock::time_point arrival_wall_ = std::chrono::system_clock::now();
+  Clock::time_point submitted_;
 
   std::mutex mu_;
   std::vector<Choice> choices_;
