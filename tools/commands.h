@@ -25,5 +25,6 @@ CommandFn RegisterEvalLogits(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterGenerate(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterServe(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterBenchServe(CLI::App& app, const RuntimeOptions& rt);
+CommandFn RegisterTop(CLI::App& app, const RuntimeOptions& rt);
 
 }  // namespace infera::cli

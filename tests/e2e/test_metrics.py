@@ -153,11 +153,45 @@ class MetricsTest(unittest.TestCase):
                     groups = json.loads(r.read())["data"]["groups"]
                 self.assertEqual(len(groups[0]["rules"]), 5)
                 self.assertTrue(all(rule["health"] == "ok" for rule in groups[0]["rules"]))
+                # Every query of the Grafana dashboard is valid PromQL here, and the
+                # request panels have data.
+                with open(os.path.join(REPO, "deploy", "grafana", "infera.json")) as f:
+                    dash = json.load(f)
+                exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+                self.assertGreaterEqual(len(exprs), 15)
+                with_data = 0
+                for e in exprs:
+                    e = e.replace("$instance", ".*").replace("$__rate_interval", "1m")
+                    u = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": e})
+                    with urllib.request.urlopen(u, timeout=5) as r:
+                        res = json.loads(r.read())
+                    self.assertEqual(res["status"], "success", e)
+                    with_data += 1 if res["data"]["result"] else 0
+                self.assertGreaterEqual(with_data, len(exprs) - 4)
             finally:
                 stop.set()
                 loader.join()
                 prom.terminate()
                 prom.wait(30)
+
+
+    def test_infera_top(self):
+        from common import infera
+        threading.Thread(target=lambda: [self.srv.json("POST", "/v1/completions", {"prompt": "Hi", "max_tokens": 8})
+                                          for _ in range(5)]).start()
+        r = infera("top", "--url", self.srv.url, "--interval", "0.3", "--iterations", "3", timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.decode().splitlines()
+        self.assertEqual(len(lines), 4)
+        self.assertIn("gen tok/s", lines[0])
+        self.assertIn("%", lines[1])
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+        s.close()
+        r = infera("top", "--url", f"http://127.0.0.1:{dead}", "--iterations", "1", timeout=60)
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(len(r.stderr.decode().strip().splitlines()), 1)
 
 
 class AlertRulesTest(unittest.TestCase):

@@ -1,0 +1,158 @@
+// infera top: a terminal view of a running server, from its /metrics —
+// requests/s, tokens/s, time to first token p50/p95, KV cache usage,
+// running/waiting requests — refreshed every --interval seconds.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <algorithm>
+#include <map>
+#include <sstream>
+#include <thread>
+#include <utility>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <fmt/format.h>
+
+#include "tools/commands.h"
+
+namespace infera::cli {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+
+struct TopArgs {
+  std::string url = "http://127.0.0.1:8080";
+  double interval = 2;
+  int iterations = 0;  // 0: until interrupted
+};
+
+// series (name + labels as written) -> value
+using Samples = std::map<std::string, double>;
+
+bool Scrape(const std::string& host, const std::string& port, Samples* out, std::string* error) {
+  try {
+    net::io_context ioc;
+    tcp::resolver resolver(ioc);
+    beast::tcp_stream stream(ioc);
+    stream.expires_after(std::chrono::seconds(5));
+    stream.connect(resolver.resolve(host, port));
+    http::request<http::empty_body> req{http::verb::get, "/metrics", 11};
+    req.set(http::field::host, host);
+    http::write(stream, req);
+    beast::flat_buffer buffer;
+    http::response<http::string_body> res;
+    http::read(stream, buffer, res);
+    if (res.result_int() != 200) {
+      *error = fmt::format("/metrics answered {}", res.result_int());
+      return false;
+    }
+    out->clear();
+    std::istringstream in(res.body());
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty() || line[0] == '#') continue;
+      const size_t sp = line.rfind(' ');
+      if (sp == std::string::npos) continue;
+      (*out)[line.substr(0, sp)] = std::strtod(line.c_str() + sp + 1, nullptr);
+    }
+    return true;
+  } catch (const std::exception& e) {
+    *error = e.what();
+    return false;
+  }
+}
+
+double SumPrefix(const Samples& s, const std::string& prefix) {
+  double total = 0;
+  for (auto it = s.lower_bound(prefix); it != s.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+    total += it->second;
+  }
+  return total;
+}
+
+// Quantile q of a histogram from the bucket increases between two scrapes
+// (Prometheus' histogram_quantile, linear within a bucket); NaN if empty.
+double Quantile(const Samples& a, const Samples& b, const std::string& name, double q) {
+  std::vector<std::pair<double, double>> buckets;  // (le, count increase)
+  const std::string prefix = name + "_bucket{le=\"";
+  for (auto it = b.lower_bound(prefix); it != b.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+    const std::string le = it->first.substr(prefix.size(), it->first.size() - prefix.size() - 2);
+    const double bound = le == "+Inf" ? INFINITY : std::strtod(le.c_str(), nullptr);
+    auto old = a.find(it->first);
+    buckets.emplace_back(bound, it->second - (old == a.end() ? 0 : old->second));
+  }
+  std::sort(buckets.begin(), buckets.end());
+  if (buckets.empty() || buckets.back().second <= 0) return NAN;
+  const double rank = q * buckets.back().second;
+  double prev_bound = 0, prev_count = 0;
+  for (const auto& [bound, count] : buckets) {
+    if (count >= rank) {
+      if (std::isinf(bound)) return prev_bound;
+      return prev_bound + (bound - prev_bound) * (count > prev_count ? (rank - prev_count) / (count - prev_count) : 1);
+    }
+    prev_bound = bound;
+    prev_count = count;
+  }
+  return prev_bound;
+}
+
+std::string Ms(double seconds) { return std::isnan(seconds) ? "    -" : fmt::format("{:5.0f}", seconds * 1e3); }
+
+int Top(const TopArgs& a) {
+  const std::string prefix = "http://";
+  if (a.url.compare(0, prefix.size(), prefix) != 0) return ReportError("--url must look like http://HOST:PORT");
+  std::string hostport = a.url.substr(prefix.size());
+  hostport = hostport.substr(0, hostport.find('/'));
+  const size_t colon = hostport.rfind(':');
+  const std::string host = colon == std::string::npos ? hostport : hostport.substr(0, colon);
+  const std::string port = colon == std::string::npos ? "80" : hostport.substr(colon + 1);
+  if (!(a.interval > 0)) return ReportError("--interval must be > 0");
+  Samples prev, now;
+  std::string error;
+  if (!Scrape(host, port, &prev, &error)) return ReportError(fmt::format("{}: {}", a.url, error));
+  const bool tty = isatty(STDOUT_FILENO);
+  fmt::print("{:>8} {:>9} {:>9} {:>9} {:>9} {:>6} {:>7} {:>7}\n", "req/s", "gen tok/s", "ttft p50", "ttft p95",
+             "e2e p50", "kv %", "running", "waiting");
+  auto t_prev = std::chrono::steady_clock::now();
+  for (int i = 0; a.iterations == 0 || i < a.iterations; ++i) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(a.interval));
+    if (!Scrape(host, port, &now, &error)) return ReportError(fmt::format("{}: {}", a.url, error));
+    const auto t_now = std::chrono::steady_clock::now();
+    const double dt = std::chrono::duration<double>(t_now - t_prev).count();
+    auto rate = [&](const std::string& p) { return (SumPrefix(now, p) - SumPrefix(prev, p)) / dt; };
+    const std::string line = fmt::format(
+        "{:8.2f} {:9.1f} {:>7}ms {:>7}ms {:>7}ms {:5.1f}% {:7.0f} {:7.0f}", rate("infera_request_success_total"),
+        rate("infera_generation_tokens_total"), Ms(Quantile(prev, now, "infera_time_to_first_token_seconds", 0.5)),
+        Ms(Quantile(prev, now, "infera_time_to_first_token_seconds", 0.95)),
+        Ms(Quantile(prev, now, "infera_e2e_request_latency_seconds", 0.5)),
+        100 * SumPrefix(now, "infera_kv_cache_usage_ratio"), SumPrefix(now, "infera_num_requests_running"),
+        SumPrefix(now, "infera_num_requests_waiting"));
+    if (tty) {
+      fmt::print("\r{}", line);
+    } else {
+      fmt::print("{}\n", line);
+    }
+    std::fflush(stdout);
+    prev.swap(now);
+    t_prev = t_now;
+  }
+  if (tty) fmt::print("\n");
+  return kExitOk;
+}
+
+}  // namespace
+
+CommandFn RegisterTop(CLI::App& app, const RuntimeOptions&) {
+  auto a = std::make_shared<TopArgs>();
+  app.add_option("--url", a->url, "server base URL (default http://127.0.0.1:8080)");
+  app.add_option("--interval", a->interval, "seconds between refreshes (default 2)");
+  app.add_option("--iterations", a->iterations, "refreshes before exiting (default 0: until Ctrl-C)");
+  return [a]() { return Top(*a); };
+}
+
+}  // namespace infera::cli
