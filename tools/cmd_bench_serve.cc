@@ -25,6 +25,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "server/http_client.h"
 #include "tools/commands.h"
 
 namespace infera::cli {
@@ -59,20 +60,7 @@ struct RequestResult {
   int64_t prompt_tokens = 0, output_tokens = 0;
 };
 
-struct Target {
-  std::string host, port;
-};
-
-bool ParseUrl(const std::string& url, Target* t) {
-  const std::string prefix = "http://";
-  if (url.compare(0, prefix.size(), prefix) != 0) return false;
-  std::string rest = url.substr(prefix.size());
-  rest = rest.substr(0, rest.find('/'));
-  const auto colon = rest.rfind(':');
-  t->host = colon == std::string::npos ? rest : rest.substr(0, colon);
-  t->port = colon == std::string::npos ? "80" : rest.substr(colon + 1);
-  return !t->host.empty();
-}
+using Target = server::HttpUrl;
 
 // One streaming (or not) completion; fills r.
 void RunRequest(const BenchServeArgs& a, const Target& t, const Json& body, Clock::time_point level_start,
@@ -297,8 +285,9 @@ std::string Chart(const std::vector<Json>& levels, const std::string& title, con
 }
 
 int BenchServe(const BenchServeArgs& a) {
-  Target t;
-  if (!ParseUrl(a.url, &t)) return ReportError("--url must look like http://HOST:PORT");
+  auto url = server::ParseHttpUrl(a.url);
+  if (!url.ok()) return ReportError("--url must look like http://HOST:PORT");
+  const Target& t = *url;
   if (a.num_prompts < 1) return ReportError("--num-prompts must be at least 1");
   if (a.input_len < 1 || a.output_len < 1) return ReportError("--input-len and --output-len must be at least 1");
   for (int c : a.concurrency) {

@@ -11,20 +11,13 @@
 #include <thread>
 #include <utility>
 
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <fmt/format.h>
 
+#include "server/http_client.h"
 #include "tools/commands.h"
 
 namespace infera::cli {
 namespace {
-
-namespace net = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-using tcp = net::ip::tcp;
 
 struct TopArgs {
   std::string url = "http://127.0.0.1:8080";
@@ -35,36 +28,25 @@ struct TopArgs {
 // series (name + labels as written) -> value
 using Samples = std::map<std::string, double>;
 
-bool Scrape(const std::string& host, const std::string& port, Samples* out, std::string* error) {
-  try {
-    net::io_context ioc;
-    tcp::resolver resolver(ioc);
-    beast::tcp_stream stream(ioc);
-    stream.expires_after(std::chrono::seconds(5));
-    stream.connect(resolver.resolve(host, port));
-    http::request<http::empty_body> req{http::verb::get, "/metrics", 11};
-    req.set(http::field::host, host);
-    http::write(stream, req);
-    beast::flat_buffer buffer;
-    http::response<http::string_body> res;
-    http::read(stream, buffer, res);
-    if (res.result_int() != 200) {
-      *error = fmt::format("/metrics answered {}", res.result_int());
-      return false;
-    }
-    out->clear();
-    std::istringstream in(res.body());
-    for (std::string line; std::getline(in, line);) {
-      if (line.empty() || line[0] == '#') continue;
-      const size_t sp = line.rfind(' ');
-      if (sp == std::string::npos) continue;
-      (*out)[line.substr(0, sp)] = std::strtod(line.c_str() + sp + 1, nullptr);
-    }
-    return true;
-  } catch (const std::exception& e) {
-    *error = e.what();
+bool Scrape(const server::HttpUrl& url, Samples* out, std::string* error) {
+  auto r = server::HttpFetch(url, "GET", "/metrics", "", std::chrono::seconds(5));
+  if (!r.ok()) {
+    *error = r.status().message();
     return false;
   }
+  if (r->status != 200) {
+    *error = fmt::format("/metrics answered {}", r->status);
+    return false;
+  }
+  out->clear();
+  std::istringstream in(r->body);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t sp = line.rfind(' ');
+    if (sp == std::string::npos) continue;
+    (*out)[line.substr(0, sp)] = std::strtod(line.c_str() + sp + 1, nullptr);
+  }
+  return true;
 }
 
 double SumPrefix(const Samples& s, const std::string& prefix) {
@@ -104,24 +86,19 @@ double Quantile(const Samples& a, const Samples& b, const std::string& name, dou
 std::string Ms(double seconds) { return std::isnan(seconds) ? "    -" : fmt::format("{:5.0f}", seconds * 1e3); }
 
 int Top(const TopArgs& a) {
-  const std::string prefix = "http://";
-  if (a.url.compare(0, prefix.size(), prefix) != 0) return ReportError("--url must look like http://HOST:PORT");
-  std::string hostport = a.url.substr(prefix.size());
-  hostport = hostport.substr(0, hostport.find('/'));
-  const size_t colon = hostport.rfind(':');
-  const std::string host = colon == std::string::npos ? hostport : hostport.substr(0, colon);
-  const std::string port = colon == std::string::npos ? "80" : hostport.substr(colon + 1);
+  auto url = server::ParseHttpUrl(a.url);
+  if (!url.ok()) return ReportError("--url must look like http://HOST:PORT");
   if (!(a.interval > 0)) return ReportError("--interval must be > 0");
   Samples prev, now;
   std::string error;
-  if (!Scrape(host, port, &prev, &error)) return ReportError(fmt::format("{}: {}", a.url, error));
+  if (!Scrape(*url, &prev, &error)) return ReportError(fmt::format("{}: {}", a.url, error));
   const bool tty = isatty(STDOUT_FILENO);
   fmt::print("{:>8} {:>9} {:>9} {:>9} {:>9} {:>6} {:>7} {:>7}\n", "req/s", "gen tok/s", "ttft p50", "ttft p95",
              "e2e p50", "kv %", "running", "waiting");
   auto t_prev = std::chrono::steady_clock::now();
   for (int i = 0; a.iterations == 0 || i < a.iterations; ++i) {
     std::this_thread::sleep_for(std::chrono::duration<double>(a.interval));
-    if (!Scrape(host, port, &now, &error)) return ReportError(fmt::format("{}: {}", a.url, error));
+    if (!Scrape(*url, &now, &error)) return ReportError(fmt::format("{}: {}", a.url, error));
     const auto t_now = std::chrono::steady_clock::now();
     const double dt = std::chrono::duration<double>(t_now - t_prev).count();
     auto rate = [&](const std::string& p) { return (SumPrefix(now, p) - SumPrefix(prev, p)) / dt; };

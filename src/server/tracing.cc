@@ -3,9 +3,6 @@
 #include <random>
 #include <utility>
 
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -13,10 +10,6 @@
 
 namespace infera::server {
 
-namespace net = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-using tcp = net::ip::tcp;
 using nlohmann::json;
 
 std::string RandomHex(size_t n_bytes) {
@@ -79,24 +72,16 @@ uint64_t UnixNanos(std::chrono::system_clock::time_point t) {
 }
 
 StatusOr<std::unique_ptr<OtlpExporter>> OtlpExporter::Create(const std::string& url, std::string service_name) {
-  const std::string prefix = "http://";
-  if (url.compare(0, prefix.size(), prefix) != 0) {
+  auto u = ParseHttpUrl(url);
+  if (!u.ok()) {
     return InvalidArgument("--otlp-endpoint must be an http:// URL (OTLP/HTTP JSON), e.g. http://127.0.0.1:4318/v1/traces");
   }
-  std::string rest = url.substr(prefix.size());
-  const size_t slash = rest.find('/');
-  std::string hostport = rest.substr(0, slash);
-  std::string path = slash == std::string::npos ? "/v1/traces" : rest.substr(slash);
-  const size_t colon = hostport.rfind(':');
-  std::string host = colon == std::string::npos ? hostport : hostport.substr(0, colon);
-  std::string port = colon == std::string::npos ? "4318" : hostport.substr(colon + 1);
-  if (host.empty() || port.empty()) return InvalidArgument("--otlp-endpoint: no host in " + url);
-  return std::unique_ptr<OtlpExporter>(
-      new OtlpExporter(std::move(host), std::move(port), std::move(path), std::move(service_name)));
+  if (u->path.empty()) u->path = "/v1/traces";
+  return std::unique_ptr<OtlpExporter>(new OtlpExporter(std::move(*u), std::move(service_name)));
 }
 
-OtlpExporter::OtlpExporter(std::string host, std::string port, std::string path, std::string service_name)
-    : host_(std::move(host)), port_(std::move(port)), path_(std::move(path)), service_name_(std::move(service_name)) {
+OtlpExporter::OtlpExporter(HttpUrl url, std::string service_name)
+    : url_(std::move(url)), service_name_(std::move(service_name)) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -159,27 +144,8 @@ std::string OtlpExporter::BatchJson(const std::vector<Span>& spans) const {
 }
 
 bool OtlpExporter::Post(const std::string& body) {
-  try {
-    net::io_context ioc;
-    tcp::resolver resolver(ioc);
-    beast::tcp_stream stream(ioc);
-    stream.expires_after(std::chrono::seconds(2));
-    stream.connect(resolver.resolve(host_, port_));
-    http::request<http::string_body> req{http::verb::post, path_, 11};
-    req.set(http::field::host, host_);
-    req.set(http::field::content_type, "application/json");
-    req.body() = body;
-    req.prepare_payload();
-    http::write(stream, req);
-    beast::flat_buffer buffer;
-    http::response<http::string_body> res;
-    http::read(stream, buffer, res);
-    beast::error_code ignored;
-    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    return res.result_int() / 100 == 2;
-  } catch (const std::exception&) {
-    return false;
-  }
+  auto r = HttpFetch(url_, "POST", url_.path, body, std::chrono::seconds(2));
+  return r.ok() && r->status / 100 == 2;
 }
 
 void OtlpExporter::Loop() {
@@ -204,8 +170,8 @@ void OtlpExporter::Loop() {
         dropped_ += batch.size();
         // One warning per 100 failed batches: a collector that is down must not flood the log.
         if (failures_++ % 100 == 0) {
-          LOG_WARN("otlp: cannot export spans to http://{}:{}{} ({} spans dropped so far)", host_, port_, path_,
-                   dropped_);
+          LOG_WARN("otlp: cannot export spans to http://{}:{}{} ({} spans dropped so far)", url_.host, url_.port,
+                   url_.path, dropped_);
         }
       }
     }

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "infera/status.h"
+#include "server/http_client.h"
 
 namespace infera::server {
 
@@ -64,12 +65,13 @@ class OtlpExporter {
   uint64_t exported() const;
 
  private:
-  OtlpExporter(std::string host, std::string port, std::string path, std::string service_name);
+  OtlpExporter(HttpUrl url, std::string service_name);
   void Loop();
   bool Post(const std::string& body);
   std::string BatchJson(const std::vector<Span>& spans) const;
 
-  const std::string host_, port_, path_, service_name_;
+  const HttpUrl url_;
+  const std::string service_name_;
   static constexpr size_t kMaxQueue = 8192;
   static constexpr size_t kBatch = 256;
   mutable std::mutex mu_;
