@@ -47,21 +47,30 @@ CompletionJob::CompletionJob(CompletionSpec spec, std::shared_ptr<Responder> res
   remaining_ = choices_.size();
 }
 
-void CompletionJob::Start() {
+Status CompletionJob::SubmitChoice(size_t index) {
+  RequestParams params = spec_.params;
+  // Choices of one request differ, yet stay reproducible with a seed.
+  if (params.sampling.has_seed) params.sampling.seed += index % static_cast<size_t>(spec_.n);
   auto self = shared_from_this();
-  std::lock_guard<std::mutex> lock(mu_);  // outputs wait until every choice is in and the stream is open
+  auto id = engine_->Submit(spec_.prompts[choices_[index].prompt_index], params,
+                            [self, index](const RequestOutput& o) { self->OnOutput(index, o); });
+  if (!id.ok()) return id.status();
+  engine_ids_.push_back(*id);
+  return Status::Ok();
+}
+
+void CompletionJob::Start() {
+  std::lock_guard<std::mutex> lock(mu_);  // outputs wait until the choices are in and the stream is open
   submitted_ = Clock::now();
-  for (size_t index = 0; index < choices_.size(); ++index) {
-    RequestParams params = spec_.params;
-    // Choices of one request differ, yet stay reproducible with a seed.
-    if (params.sampling.has_seed) params.sampling.seed += index % static_cast<size_t>(spec_.n);
-    auto id = engine_->Submit(spec_.prompts[choices_[index].prompt_index], params,
-                              [self, index](const RequestOutput& o) { self->OnOutput(index, o); });
-    if (!id.ok()) {
+  // The first choice of each prompt now; its siblings once it has computed
+  // the prompt (see SubmitSiblings), so they find its blocks in the prefix cache.
+  for (size_t index = 0; index < choices_.size(); index += static_cast<size_t>(spec_.n)) {
+    Status st = SubmitChoice(index);
+    if (!st.ok()) {
       for (uint64_t e : engine_ids_) engine_->Cancel(e);
       ApiError err;
-      err.message = id.status().message();
-      if (id.status().code() == StatusCode::kUnavailable) {
+      err.message = st.message();
+      if (st.code() == StatusCode::kUnavailable) {
         err.status = 503;
         err.type = "service_unavailable";
       }
@@ -69,7 +78,6 @@ void CompletionJob::Start() {
       resp_->Respond(err.status, "application/json", err.ToJson());
       return;
     }
-    engine_ids_.push_back(*id);
   }
   if (spec_.stream) {
     resp_->BeginStream(200, "text/event-stream");
@@ -81,10 +89,29 @@ void CompletionJob::Start() {
   }
 }
 
+void CompletionJob::SubmitSiblings(size_t first) {
+  const size_t n = static_cast<size_t>(spec_.n);
+  for (size_t index = first + 1; index < first + n; ++index) {
+    Status st = cancelled_ ? Status(StatusCode::kCancelled, "cancelled") : SubmitChoice(index);
+    if (st.ok()) continue;
+    // Never reaches the engine: the choice ends here.
+    Choice& c = choices_[index];
+    c.done = true;
+    if (cancelled_) {
+      c.finish_reason = "abort";
+    } else {
+      c.finish_reason = "error";
+      error_ = st.message();
+    }
+    --remaining_;
+  }
+}
+
 void CompletionJob::CancelAll() {
   std::vector<uint64_t> ids;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    cancelled_ = true;
     ids = engine_ids_;
   }
   for (uint64_t id : ids) engine_->Cancel(id);
@@ -191,6 +218,11 @@ void CompletionJob::OnOutput(size_t index, const RequestOutput& o) {
   std::lock_guard<std::mutex> lock(mu_);
   if (failed_) return;
   Choice& c = choices_[index];
+  if (spec_.n > 1 && index % static_cast<size_t>(spec_.n) == 0 && !c.siblings_submitted) {
+    // The prompt is computed (or the choice ended): the other choices follow.
+    c.siblings_submitted = true;
+    SubmitSiblings(index);
+  }
   c.completion_tokens = o.completion_tokens;
   c.cached_tokens = o.cached_tokens;
   RecordTiming(c, o);

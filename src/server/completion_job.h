@@ -62,9 +62,15 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     bool has_first = false;
     Clock::time_point t_first, t_last, t_done;
     double queue_s = 0;
+    bool siblings_submitted = false;  // first choice of a prompt: the other n - 1 were submitted
     std::string log_text;  // the output, kept for the log line with --log-prompts when streaming
   };
 
+  // Submits choice `index` to the engine. Requires mu_.
+  Status SubmitChoice(size_t index);
+  // Submits choices first+1 .. first+n-1 (after choice `first` computed the
+  // prompt), or ends them if the client left or the engine refuses. Requires mu_.
+  void SubmitSiblings(size_t first);
   void OnOutput(size_t index, const RequestOutput& o);
   // Latency and token metrics of one output of a choice. Requires mu_.
   void RecordTiming(Choice& c, const RequestOutput& o);
@@ -95,6 +101,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   std::vector<uint64_t> engine_ids_;
   size_t remaining_ = 0;
   bool failed_ = false;   // answered with an error; later outputs are ignored
+  bool cancelled_ = false;  // the client left
   std::string error_;     // a choice failed in the engine
 };
 

@@ -157,6 +157,27 @@ class ServerTest(unittest.TestCase):
             self.assertEqual(best, tok)  # greedy picks the most likely
             self.assertAlmostEqual(top[best], l, places=5)
 
+    def test_n_choices_share_the_prompt(self):
+        # The first choice computes the prompt; the other n - 1 find its full
+        # blocks in the prefix cache (blocks of 16: 192 of 200 tokens).
+        prompt = [400 + (i * 7) % 500 for i in range(200)]
+        hits0 = self.srv.metric("infera_prefix_cache_hits_total")
+        st, b = self.srv.json("POST", "/v1/completions",
+                              {"prompt": prompt, "n": 4, "max_tokens": 6, "temperature": 0.8, "seed": 3})
+        self.assertEqual(st, 200, b)
+        self.assertEqual([c["index"] for c in b["choices"]], [0, 1, 2, 3])
+        self.assertTrue(0 < b["usage"]["completion_tokens"] <= 24)
+        self.assertGreaterEqual(self.srv.metric("infera_prefix_cache_hits_total") - hits0, 3 * 192)
+        _, events = sse_request(self.srv.port, "/v1/completions",
+                                {"prompt": prompt, "n": 3, "max_tokens": 5, "stream": True, "seed": 3,
+                                 "temperature": 0.8})
+        self.assertEqual(events[-1], "[DONE]")
+        texts = stream_text(events)
+        self.assertEqual(sorted(texts), [0, 1, 2])
+        for i in range(3):  # same seeds: the 5-token streams begin the 6-token texts
+            self.assertTrue(b["choices"][i]["text"].startswith(texts[i]), (i, texts[i], b["choices"][i]["text"]))
+        self.assertTrue(wait_for(lambda: self.srv.metric("infera_kv_blocks_used") == 0))
+
     def test_malformed_requests(self):
         long_prompt = [300] * 1100  # the demo model's context is 1024
         cases = [
