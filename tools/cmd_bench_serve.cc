@@ -19,9 +19,6 @@
 #include <thread>
 #include <utility>
 
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -31,10 +28,6 @@
 namespace infera::cli {
 namespace {
 
-namespace net = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-using tcp = net::ip::tcp;
 using Clock = std::chrono::steady_clock;
 using Json = nlohmann::json;
 
@@ -68,21 +61,6 @@ void RunRequest(const BenchServeArgs& a, const Target& t, const Json& body, Cloc
   const auto t0 = Clock::now();
   r->start = std::chrono::duration<double>(t0 - level_start).count();
   try {
-    net::io_context ioc;
-    tcp::resolver resolver(ioc);
-    beast::tcp_stream stream(ioc);
-    stream.expires_after(std::chrono::milliseconds(static_cast<int64_t>(a.timeout * 1000)));
-    stream.connect(resolver.resolve(t.host, t.port));
-    http::request<http::string_body> req{http::verb::post, a.endpoint, 11};
-    req.set(http::field::host, t.host);
-    req.set(http::field::content_type, "application/json");
-    if (!a.api_key.empty()) req.set(http::field::authorization, "Bearer " + a.api_key);
-    req.body() = body.dump();
-    req.prepare_payload();
-    http::write(stream, req);
-    beast::flat_buffer buffer;
-    http::response_parser<http::string_body> parser;
-    parser.body_limit(std::numeric_limits<uint64_t>::max());
     std::string pending;
     Clock::time_point last;
     bool first = true, done = false;
@@ -118,22 +96,24 @@ void RunRequest(const BenchServeArgs& a, const Target& t, const Json& body, Cloc
       }
       last = now;
     };
-    auto on_chunk = [&](uint64_t, beast::string_view piece, beast::error_code&) -> size_t {
-      pending.append(piece.data(), piece.size());
+    auto on_chunk = [&](std::string_view piece) {
+      pending.append(piece);
       for (size_t pos; (pos = pending.find("\n\n")) != std::string::npos;) {
         const std::string event = pending.substr(0, pos);
         pending.erase(0, pos + 2);
         if (event.rfind("data: ", 0) == 0) on_event(event.substr(6));
       }
-      return piece.size();
     };
-    parser.on_chunk_body(on_chunk);
-    http::read(stream, buffer, parser);
-    const auto& res = parser.get();
-    if (res.result_int() != 200) {
-      r->error = fmt::format("HTTP {}: {}", res.result_int(), res.body().substr(0, 200));
+    std::vector<std::pair<std::string, std::string>> headers;
+    if (!a.api_key.empty()) headers.emplace_back("Authorization", "Bearer " + a.api_key);
+    auto res = server::HttpFetch(t, "POST", a.endpoint, body.dump(),
+                                 std::chrono::milliseconds(static_cast<int64_t>(a.timeout * 1000)), headers, on_chunk);
+    if (!res.ok()) {
+      r->error = res.status().message();
+    } else if (res->status != 200) {
+      r->error = fmt::format("HTTP {}: {}", res->status, res->body.substr(0, 200));
     } else if (a.no_stream) {
-      Json j = Json::parse(res.body(), nullptr, false);
+      Json j = Json::parse(res->body, nullptr, false);
       if (!j.is_discarded() && j.contains("usage")) {
         r->prompt_tokens = j["usage"].value("prompt_tokens", 0);
         r->output_tokens = j["usage"].value("completion_tokens", 0);
@@ -144,8 +124,6 @@ void RunRequest(const BenchServeArgs& a, const Target& t, const Json& body, Cloc
       if (r->ok && r->output_tokens == 0) r->output_tokens = static_cast<int64_t>(r->itl.size()) + 1;
       if (!done && r->error.empty()) r->error = "stream ended without [DONE]";
     }
-    beast::error_code ignored;
-    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
   } catch (const std::exception& e) {
     r->error = e.what();
   }

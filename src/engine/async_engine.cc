@@ -96,9 +96,8 @@ void AsyncEngine::Intake(std::vector<std::pair<Callback, RequestOutput>>* delive
       deliveries->emplace_back(std::move(p.callback), std::move(o));
       continue;
     }
-    callbacks_[*eid] = std::move(p.callback);
+    live_by_engine_id_[*eid] = Live{p.id, std::move(p.callback)};
     engine_ids_[p.id] = *eid;
-    our_ids_[*eid] = p.id;
   }
   for (uint64_t id : cancels) {
     auto it = engine_ids_.find(id);
@@ -122,17 +121,15 @@ void AsyncEngine::Loop() {
     Intake(&deliveries);
     do {
       for (RequestOutput& o : engine_->Step()) {
-        auto it = callbacks_.find(o.id);
-        if (it == callbacks_.end()) continue;
-        const uint64_t engine_id = o.id;
-        o.id = our_ids_.at(engine_id);
+        auto it = live_by_engine_id_.find(o.id);
+        if (it == live_by_engine_id_.end()) continue;
+        o.id = it->second.id;
         if (o.finished) {
-          deliveries.emplace_back(std::move(it->second), std::move(o));
-          callbacks_.erase(it);
-          engine_ids_.erase(our_ids_.at(engine_id));
-          our_ids_.erase(engine_id);
+          engine_ids_.erase(o.id);
+          deliveries.emplace_back(std::move(it->second.callback), std::move(o));
+          live_by_engine_id_.erase(it);
         } else {
-          deliveries.emplace_back(it->second, std::move(o));
+          deliveries.emplace_back(it->second.callback, std::move(o));
         }
       }
     } while (stop && engine_->HasWork());

@@ -80,9 +80,12 @@ class AsyncEngine {
 
   // Loop thread only.
   std::function<void(const EngineStats&)> step_observer_;
-  std::map<uint64_t, Callback> callbacks_;      // engine id -> callback
-  std::map<uint64_t, uint64_t> engine_ids_;     // our id -> engine id
-  std::map<uint64_t, uint64_t> our_ids_;        // engine id -> our id
+  struct Live {
+    uint64_t id;  // ours
+    Callback callback;
+  };
+  std::map<uint64_t, Live> live_by_engine_id_;
+  std::map<uint64_t, uint64_t> engine_ids_;  // our id -> engine id (for cancels)
   std::thread loop_;
 };
 

@@ -24,13 +24,19 @@ void SendError(const std::shared_ptr<Responder>& resp, const ApiError& err, Head
   resp->Respond(err.status, "application/json", err.ToJson(), std::move(extra));
 }
 
-ApiError Error(int status, std::string message, std::string type, std::string code) {
+ApiError Error(int status, std::string message, std::string type, std::string code, std::string param = {}) {
   ApiError e;
   e.status = status;
   e.message = std::move(message);
   e.type = std::move(type);
   e.code = std::move(code);
+  e.param = std::move(param);
   return e;
+}
+
+// A 400 for field `param`.
+ApiError BadValue(std::string param, std::string message) {
+  return Error(400, std::move(message), "invalid_request_error", "invalid_value", std::move(param));
 }
 
 void SendJson(const std::shared_ptr<Responder>& resp, int status, const json& body) {
@@ -122,70 +128,72 @@ class RequestResponder : public Responder {
   const std::string request_id_;
 };
 
-// The endpoint label of a path: the route, or "other" (bounded cardinality).
-std::string EndpointLabel(const std::string& path) {
-  static const char* kKnown[] = {"/v1/completions", "/v1/chat/completions", "/v1/models", "/tokenize",
-                                 "/detokenize", "/health", "/metrics", "/admin/log-level"};
-  for (const char* k : kKnown) {
-    if (path == k) return k;
+// The routes: path (or path prefix), methods, whether the API key applies,
+// and the endpoint label of their metrics.
+constexpr uint8_t kGet = 1, kPost = 2;
+struct Route {
+  const char* path;
+  bool prefix;
+  uint8_t methods;
+  bool auth;
+  const char* label;
+};
+constexpr Route kRoutes[] = {
+    {"/health", false, kGet, false, "/health"},
+    {"/metrics", false, kGet, false, "/metrics"},
+    {"/v1/completions", false, kPost, true, "/v1/completions"},
+    {"/v1/chat/completions", false, kPost, true, "/v1/chat/completions"},
+    {"/v1/models", false, kGet, true, "/v1/models"},
+    {"/v1/models/", true, kGet, true, "/v1/models/{id}"},
+    {"/tokenize", false, kPost, true, "/tokenize"},
+    {"/detokenize", false, kPost, true, "/detokenize"},
+    {"/admin/log-level", false, kGet | kPost, true, "/admin/log-level"},
+};
+
+const Route* FindRoute(const std::string& path) {
+  for (const Route& r : kRoutes) {
+    if (r.prefix ? path.rfind(r.path, 0) == 0 : path == r.path) return &r;
   }
-  if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
-  return "other";
+  return nullptr;
 }
 
 }  // namespace
 
 void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
   const TraceContext trace = TraceContext::FromHeader(req.Header("traceparent"));
-  const bool chat = req.path == "/v1/chat/completions";
-  // Completions are known by their response id; other requests get one too.
-  const std::string request_id = fmt::format("{}-{:016x}{:08x}", chat ? "chatcmpl" : req.path == "/v1/completions" ? "cmpl" : "req",
-                                             id_salt_, next_request_.fetch_add(1));
-  auto resp = std::make_shared<RequestResponder>(std::move(raw_resp), &metrics_, EndpointLabel(req.path), trace,
-                                                 request_id);
-  const State state = state_.load(std::memory_order_acquire);
   const std::string& path = req.path;
-  const bool get = req.method == "GET", post = req.method == "POST";
-  if (path == "/health") {
-    if (!get) return SendError(resp, Error(405, "use GET /health", "invalid_request_error", "method_not_allowed"));
-    const char* status = state == State::kReady ? "ok" : state == State::kLoading ? "loading" : "draining";
-    return SendJson(resp, state == State::kReady ? 200 : 503, {{"status", status}});
-  }
-  if (path == "/metrics") {
-    if (!get) return SendError(resp, Error(405, "use GET /metrics", "invalid_request_error", "method_not_allowed"));
-    return HandleMetrics(req, resp);
-  }
-  struct Route {
-    const char* path;
-    bool post;
-  };
-  static constexpr Route kRoutes[] = {{"/v1/completions", true}, {"/v1/chat/completions", true},
-                                      {"/v1/models", false},     {"/tokenize", true},
-                                      {"/detokenize", true},     {"/admin/log-level", true}};
-  const Route* route = nullptr;
-  for (const Route& r : kRoutes) {
-    if (path == r.path) route = &r;
-  }
-  const bool model_path = path.rfind("/v1/models/", 0) == 0;
-  if (route == nullptr && !model_path) {
+  const bool chat = path == "/v1/chat/completions";
+  // Completions are known by their response id; other requests get one too.
+  const std::string request_id = fmt::format("{}-{:016x}{:08x}", chat ? "chatcmpl" : path == "/v1/completions" ? "cmpl" : "req",
+                                             id_salt_, next_request_.fetch_add(1));
+  const Route* route = FindRoute(path);
+  auto resp = std::make_shared<RequestResponder>(std::move(raw_resp), &metrics_, route ? route->label : "other",
+                                                 trace, request_id);
+  if (route == nullptr) {
     return SendError(resp, Error(404, fmt::format("no route {} {}", req.method, path), "invalid_request_error",
                                  "not_found"));
   }
-  const bool log_level_path = path == "/admin/log-level";
-  if (log_level_path ? !(get || post) : (route != nullptr && route->post) ? !post : !get) {
+  const uint8_t method = req.method == "GET" ? kGet : req.method == "POST" ? kPost : 0;
+  if ((route->methods & method) == 0) {
     return SendError(resp, Error(405, fmt::format("{} does not accept {}", path, req.method), "invalid_request_error",
                                  "method_not_allowed"));
   }
-  if (!Authorized(req)) {
+  if (route->auth && !Authorized(req)) {
     return SendError(resp, Error(401, "Incorrect or missing API key: send 'Authorization: Bearer KEY'.",
                                  "invalid_request_error", "invalid_api_key"));
   }
-  if (log_level_path) return HandleLogLevel(req, resp);
+  const State state = state_.load(std::memory_order_acquire);
+  if (path == "/health") {
+    const char* status = state == State::kReady ? "ok" : state == State::kLoading ? "loading" : "draining";
+    return SendJson(resp, state == State::kReady ? 200 : 503, {{"status", status}});
+  }
+  if (path == "/metrics") return HandleMetrics(req, resp);
+  if (path == "/admin/log-level") return HandleLogLevel(req, resp);
   if (state == State::kLoading) {
     return SendError(resp, Error(503, "the model is loading", "service_unavailable", "model_loading"),
                      {{"Retry-After", "5"}});
   }
-  if (model_path || path == "/v1/models") return HandleModels(req, resp);
+  if (path.rfind("/v1/models", 0) == 0) return HandleModels(req, resp);
   if (path == "/tokenize") return HandleTokenize(req, resp);
   if (path == "/detokenize") return HandleDetokenize(req, resp);
   if (state == State::kDraining) {
@@ -208,10 +216,7 @@ void ApiServer::HandleLogLevel(const HttpRequest& req, const std::shared_ptr<Res
     LogLevel level;
     auto it = body.find("level");
     if (it == body.end() || !it->is_string() || !ParseLogLevel(it->get<std::string>(), &level)) {
-      ApiError e = Error(400, "'level' must be one of trace, debug, info, warn, error, off", "invalid_request_error",
-                         "invalid_value");
-      e.param = "level";
-      return SendError(resp, e);
+      return SendError(resp, BadValue("level", "'level' must be one of trace, debug, info, warn, error, off"));
     }
     SetLogLevel(level);
     LogEvent(LogLevel::kWarn, "log level changed", {Field("level", LogLevelName(level))});
@@ -219,8 +224,7 @@ void ApiServer::HandleLogLevel(const HttpRequest& req, const std::shared_ptr<Res
   SendJson(resp, 200, {{"level", LogLevelName(CurrentLogLevel())}});
 }
 
-void ApiServer::HandleCompletion(const HttpRequest& req, const std::shared_ptr<Responder>& resp, bool chat,
-                                 const TraceContext& trace, const std::string& id) {
+ParseContext ApiServer::MakeParseContext() const {
   ParseContext ctx;
   ctx.tokenizer = backend_.tokenizer;
   ctx.chat_format = backend_.chat_format;
@@ -228,15 +232,19 @@ void ApiServer::HandleCompletion(const HttpRequest& req, const std::shared_ptr<R
   ctx.limits.n_vocab = backend_.engine->n_vocab();
   ctx.limits.max_n = opts_.max_n;
   ctx.limits.context_shift = opts_.context_shift;
+  return ctx;
+}
+
+void ApiServer::HandleCompletion(const HttpRequest& req, const std::shared_ptr<Responder>& resp, bool chat,
+                                 const TraceContext& trace, const std::string& id) {
   CompletionSpec spec;
   ApiError err;
-  if (!ParseCompletionRequest(req.body, chat, ctx, &spec, &err)) return SendError(resp, err);
+  if (!ParseCompletionRequest(req.body, chat, MakeParseContext(), &spec, &err)) return SendError(resp, err);
   if (!spec.model.empty() && spec.model != opts_.served_model_name) {
-    ApiError e = Error(404, fmt::format("The model `{}` does not exist (this server serves `{}`).", spec.model,
-                                        opts_.served_model_name),
-                       "invalid_request_error", "model_not_found");
-    e.param = "model";
-    return SendError(resp, e);
+    return SendError(resp, Error(404,
+                                 fmt::format("The model `{}` does not exist (this server serves `{}`).", spec.model,
+                                             opts_.served_model_name),
+                                 "invalid_request_error", "model_not_found", "model"));
   }
   const int64_t want = static_cast<int64_t>(spec.prompts.size()) * spec.n;
   if (backend_.engine->Stats().num_waiting + want > opts_.max_queue) {
@@ -270,10 +278,8 @@ void ApiServer::HandleModels(const HttpRequest& req, const std::shared_ptr<Respo
   if (req.path == "/v1/models") return SendJson(resp, 200, {{"object", "list"}, {"data", json::array({model})}});
   const std::string name = req.path.substr(std::string("/v1/models/").size());
   if (name != opts_.served_model_name) {
-    ApiError e = Error(404, fmt::format("The model `{}` does not exist.", name), "invalid_request_error",
-                       "model_not_found");
-    e.param = "model";
-    return SendError(resp, e);
+    return SendError(resp, Error(404, fmt::format("The model `{}` does not exist.", name), "invalid_request_error",
+                                 "model_not_found", "model"));
   }
   SendJson(resp, 200, model);
 }
@@ -290,9 +296,7 @@ void ApiServer::HandleTokenize(const HttpRequest& req, const std::shared_ptr<Res
     auto it = body.find(key);
     if (it == body.end()) continue;
     if (!it->is_boolean()) {
-      ApiError e = Error(400, fmt::format("'{}' must be a boolean", key), "invalid_request_error", "invalid_value");
-      e.param = key;
-      return SendError(resp, e);
+      return SendError(resp, BadValue(key, fmt::format("'{}' must be a boolean", key)));
     }
     add_special = it->get<bool>();
   }
@@ -300,19 +304,13 @@ void ApiServer::HandleTokenize(const HttpRequest& req, const std::shared_ptr<Res
   if (text != body.end() && text->is_string()) {
     ids = tok.Encode(text->get<std::string>(), add_special, /*parse_special=*/true);
   } else if (body.contains("messages")) {
-    ParseContext ctx;
-    ctx.tokenizer = &tok;
-    ctx.chat_format = backend_.chat_format;
-    ctx.limits.max_model_len = std::numeric_limits<int32_t>::max();
-    ctx.limits.n_vocab = backend_.engine->n_vocab();
+    ParseContext ctx = MakeParseContext();
+    ctx.limits.max_model_len = std::numeric_limits<int32_t>::max();  // counting, not generating
     CompletionSpec spec;
     if (!ParseCompletionRequest(req.body, /*chat=*/true, ctx, &spec, &err)) return SendError(resp, err);
     ids = spec.prompts[0];
   } else {
-    ApiError e = Error(400, "'content' (or 'prompt') must be a string, or 'messages' a chat", "invalid_request_error",
-                       "invalid_value");
-    e.param = "content";
-    return SendError(resp, e);
+    return SendError(resp, BadValue("content", "'content' (or 'prompt') must be a string, or 'messages' a chat"));
   }
   json pieces = json::array();
   const bool with_pieces = body.value("with_pieces", false);
@@ -330,18 +328,14 @@ void ApiServer::HandleDetokenize(const HttpRequest& req, const std::shared_ptr<R
   ApiError err;
   if (!ParseJsonBody(req.body, &body, &err)) return SendError(resp, err);
   auto tokens = body.find("tokens");
-  ApiError bad = Error(400, "", "invalid_request_error", "invalid_value");
-  bad.param = "tokens";
   if (tokens == body.end() || !tokens->is_array()) {
-    bad.message = "'tokens' must be a list of token ids";
-    return SendError(resp, bad);
+    return SendError(resp, BadValue("tokens", "'tokens' must be a list of token ids"));
   }
   std::vector<int32_t> ids;
   const int32_t n_vocab = backend_.engine->n_vocab();
   for (const json& t : *tokens) {
     if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= n_vocab) {
-      bad.message = fmt::format("'tokens' must be token ids in [0, {})", n_vocab);
-      return SendError(resp, bad);
+      return SendError(resp, BadValue("tokens", fmt::format("'tokens' must be token ids in [0, {})", n_vocab)));
     }
     ids.push_back(t.get<int32_t>());
   }

@@ -18,6 +18,7 @@
 
 #include "engine/async_engine.h"
 #include "server/http_server.h"
+#include "server/openai_request.h"
 #include "server/server_metrics.h"
 #include "server/tracing.h"
 #include "tokenizer/chat_template.h"
@@ -65,6 +66,8 @@ class ApiServer {
                         const TraceContext& trace, const std::string& request_id);
   void HandleLogLevel(const HttpRequest& req, const std::shared_ptr<Responder>& resp);
   bool Sampled(const std::string& request_id) const;
+  // Limits and tokenizer for parsing requests (after SetReady).
+  ParseContext MakeParseContext() const;
   void HandleModels(const HttpRequest& req, const std::shared_ptr<Responder>& resp) const;
   void HandleTokenize(const HttpRequest& req, const std::shared_ptr<Responder>& resp) const;
   void HandleDetokenize(const HttpRequest& req, const std::shared_ptr<Responder>& resp) const;

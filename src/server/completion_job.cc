@@ -147,17 +147,23 @@ json CompletionJob::LogprobsJson(Choice& c, const std::vector<TokenLogprob>& lps
           {"text_offset", offsets}};
 }
 
-json CompletionJob::Usage() const {
-  int64_t prompt = 0, completion = 0, cached = 0;
-  for (const auto& p : spec_.prompts) prompt += static_cast<int64_t>(p.size());
+CompletionJob::Totals CompletionJob::Count() const {
+  Totals t;
+  for (const auto& p : spec_.prompts) t.prompt += static_cast<int64_t>(p.size());
   for (size_t i = 0; i < choices_.size(); ++i) {
-    completion += choices_[i].completion_tokens;
-    if (i % static_cast<size_t>(spec_.n) == 0) cached += choices_[i].cached_tokens;
+    t.completion += choices_[i].completion_tokens;
+    // Each prompt once: its first choice's prefix-cache hits.
+    if (i % static_cast<size_t>(spec_.n) == 0) t.cached += choices_[i].cached_tokens;
   }
-  return {{"prompt_tokens", prompt},
-          {"completion_tokens", completion},
-          {"total_tokens", prompt + completion},
-          {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+  return t;
+}
+
+json CompletionJob::Usage() const {
+  const Totals t = Count();
+  return {{"prompt_tokens", t.prompt},
+          {"completion_tokens", t.completion},
+          {"total_tokens", t.prompt + t.completion},
+          {"prompt_tokens_details", {{"cached_tokens", t.cached}}}};
 }
 
 void CompletionJob::SendEvent(const json& j) { resp_->Send("data: " + DumpJson(j) + "\n\n"); }
@@ -250,19 +256,16 @@ void CompletionJob::Report(int status) {
   };
   auto ms = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
   const auto now = Clock::now();
-  int64_t prompt_tokens = 0, completion_tokens = 0, cached = 0;
-  for (const auto& p : spec_.prompts) prompt_tokens += static_cast<int64_t>(p.size());
-  for (const Choice& c : choices_) completion_tokens += c.completion_tokens;
-  if (!choices_.empty()) cached = choices_[0].cached_tokens;
+  const Totals totals = Count();
   const Choice& first = choices_.front();
   if (obs_.log_request || status >= 500) {
     std::vector<LogField> f = {Field("request_id", id_),
                                Field("trace_id", obs_.trace.trace_id),
                                Field("endpoint", obs_.endpoint),
                                Field("status", static_cast<int64_t>(status)),
-                               Field("prompt_tokens", prompt_tokens),
-                               Field("completion_tokens", completion_tokens),
-                               Field("cached_tokens", cached),
+                               Field("prompt_tokens", totals.prompt),
+                               Field("completion_tokens", totals.completion),
+                               Field("cached_tokens", totals.cached),
                                Field("n", static_cast<int64_t>(choices_.size())),
                                Field("queue_ms", first.queue_s * 1e3),
                                Field("ttft_ms", first.has_first ? ms(arrival_, first.t_first) : 0.0),
@@ -289,8 +292,8 @@ void CompletionJob::Report(int status) {
   root.start_unix_ns = wall(arrival_);
   root.end_unix_ns = wall(now);
   root.string_attrs = {{"infera.request_id", id_}, {"http.route", obs_.endpoint}};
-  root.int_attrs = {{"http.response.status_code", status}, {"gen_ai.usage.input_tokens", prompt_tokens},
-                    {"gen_ai.usage.output_tokens", completion_tokens}};
+  root.int_attrs = {{"http.response.status_code", status}, {"gen_ai.usage.input_tokens", totals.prompt},
+                    {"gen_ai.usage.output_tokens", totals.completion}};
   root.error = status >= 500;
   obs_.exporter->Export(std::move(root));
   for (size_t i = 0; i < choices_.size(); ++i) {

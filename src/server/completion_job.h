@@ -76,6 +76,11 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   void RecordTiming(Choice& c, const RequestOutput& o);
   // Requires mu_.
   nlohmann::json LogprobsJson(Choice& c, const std::vector<TokenLogprob>& lps) const;
+  // Token counts of the request (prompts once each, all choices' outputs).
+  struct Totals {
+    int64_t prompt = 0, completion = 0, cached = 0;
+  };
+  Totals Count() const;
   nlohmann::json Usage() const;
   void SendChunk(size_t index, const std::string& text, const nlohmann::json& logprobs, const char* finish);
   void SendEvent(const nlohmann::json& j);

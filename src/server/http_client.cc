@@ -1,5 +1,6 @@
 #include "server/http_client.h"
 
+#include <limits>
 #include <utility>
 
 #include <boost/asio.hpp>
@@ -34,7 +35,8 @@ StatusOr<HttpUrl> ParseHttpUrl(const std::string& url) {
 
 StatusOr<HttpResult> HttpFetch(const HttpUrl& url, const std::string& method, const std::string& target,
                                const std::string& body, std::chrono::milliseconds timeout,
-                               const std::vector<std::pair<std::string, std::string>>& headers) {
+                               const std::vector<std::pair<std::string, std::string>>& headers,
+                               const BodyChunkFn& on_chunk) {
   try {
     net::io_context ioc;
     tcp::resolver resolver(ioc);
@@ -50,7 +52,12 @@ StatusOr<HttpResult> HttpFetch(const HttpUrl& url, const std::string& method, co
     http::write(stream, req);
     beast::flat_buffer buffer;
     http::response_parser<http::string_body> parser;
-    parser.body_limit(64u << 20);
+    parser.body_limit(on_chunk ? std::numeric_limits<uint64_t>::max() : (64u << 20));
+    auto chunk = [&](uint64_t, beast::string_view piece, beast::error_code&) -> size_t {
+      on_chunk(std::string_view(piece.data(), piece.size()));
+      return piece.size();
+    };
+    if (on_chunk) parser.on_chunk_body(chunk);
     http::read(stream, buffer, parser);
     beast::error_code ignored;
     stream.socket().shutdown(tcp::socket::shutdown_both, ignored);

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -26,10 +28,15 @@ struct HttpResult {
   std::string body;
 };
 
+// Pieces of a chunked response body as they arrive (a streamed response).
+using BodyChunkFn = std::function<void(std::string_view)>;
+
 // One request; Unavailable when the server cannot be reached, answers
-// nothing in time, or the exchange fails.
+// nothing in time, or the exchange fails. With on_chunk, a chunked body goes
+// to it as it arrives instead of into HttpResult::body.
 StatusOr<HttpResult> HttpFetch(const HttpUrl& url, const std::string& method, const std::string& target,
                                const std::string& body, std::chrono::milliseconds timeout,
-                               const std::vector<std::pair<std::string, std::string>>& headers = {});
+                               const std::vector<std::pair<std::string, std::string>>& headers = {},
+                               const BodyChunkFn& on_chunk = nullptr);
 
 }  // namespace infera::server

@@ -12,6 +12,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "base/logging.h"
 
@@ -40,13 +41,8 @@ std::string Lower(std::string_view s) {
 
 // An OpenAI-style error object (the HTTP layer's own errors: 400, 413).
 std::string ErrorBody(const std::string& message, const char* code) {
-  std::string escaped;
-  for (char c : message) {
-    if (c == '"' || c == '\\') escaped += '\\';
-    escaped += c;
-  }
-  return fmt::format(R"({{"error":{{"message":"{}","type":"invalid_request_error","param":null,"code":"{}"}}}})",
-                     escaped, code);
+  const nlohmann::json e = {{"message", message}, {"type", "invalid_request_error"}, {"param", nullptr}, {"code", code}};
+  return nlohmann::json{{"error", e}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace
@@ -83,11 +79,7 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
     net::post(stream_.get_executor(), [self = shared_from_this(), status, ct = std::move(content_type),
                                        body = std::move(body), extra = std::move(extra)]() mutable {
       if (self->closed_ || !self->in_request_ || self->started_) return;
-      self->started_ = true;
-      self->out_ += self->Head(status, ct, false, body.size(), extra);
-      self->out_ += body;
-      self->ending_ = true;
-      self->Flush();
+      self->WriteWhole(status, ct, body, extra);
     });
   }
 
@@ -205,9 +197,13 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
     stream_.expires_never();
     keep_alive_ = false;
     BeginRequest();
+    WriteWhole(status, "application/json", ErrorBody(message, code), {});
+  }
+
+  // Queues a complete (not streamed) response: the request's last bytes.
+  void WriteWhole(int status, const std::string& content_type, const std::string& body, const Headers& extra) {
     started_ = true;
-    const std::string body = ErrorBody(message, code);
-    out_ += Head(status, "application/json", false, body.size(), {});
+    out_ += Head(status, content_type, false, body.size(), extra);
     out_ += body;
     ending_ = true;
     Flush();

@@ -60,6 +60,20 @@ def sse_request(port, path, body, read_events=None, timeout=120):
     return None, events
 
 
+def read_rest(s, until=None):
+    """Bytes from socket s until the peer closes (or the data ends with `until`); closes s."""
+    buf = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        buf += chunk
+        if until is not None and buf.endswith(until):
+            break
+    s.close()
+    return buf
+
+
 def stream_text(events):
     text = {}
     for e in events:
@@ -249,13 +263,7 @@ class ServerTest(unittest.TestCase):
         for i in range(0, len(raw), 16):
             s.sendall(raw[i:i + 16])
             time.sleep(0.01)
-        resp = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            resp += chunk
-        s.close()
+        resp = read_rest(s)
         self.assertTrue(resp.startswith(b"HTTP/1.1 200"), resp[:200])
         # A partial request is cut off after --read-timeout (2 s), and others
         # are served meanwhile.
@@ -397,16 +405,7 @@ class AuthAndShutdownTest(unittest.TestCase):
                                        read_events=1)
                 started.wait(60)
                 # Read the rest of the stream on the same socket.
-                buf = b""
-                while True:
-                    chunk = s.recv(65536)
-                    if not chunk:
-                        break
-                    buf += chunk
-                    if buf.endswith(b"0\r\n\r\n"):
-                        break
-                s.close()
-                results[i] = buf
+                results[i] = read_rest(s, until=b"0\r\n\r\n")
 
             threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
             for t in threads:
