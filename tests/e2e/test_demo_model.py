@@ -57,6 +57,8 @@ class DemoModelTest(unittest.TestCase):
         self.assertEqual(got["chunks"], tool["chunks"])
         self.assertLess(abs(got["ppl"] - tool["heldout_ppl"]) / tool["heldout_ppl"], 0.01, (got, tool))
 
+    @unittest.skipUnless(os.path.exists(shared("data", "eval", "wikitext-2", "wiki.test.raw")),
+                         "../shared (WikiText-2) not present")
     def test_wikitext_perplexity_is_finite(self):
         r = infera("perplexity", "--model", GGUF, "-f", shared("data", "eval", "wikitext-2", "wiki.test.raw"),
                    "--ctx", "256", "--chunks", "4", "--json")
