@@ -59,22 +59,12 @@ size_t CommonPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b
 }  // namespace
 
 int RunChatRepl(Generator& gen, const Tokenizer& tok, const ChatOptions& opts) {
-  ChatFormat fmt = ChatFormat::kPlain;
-  if (!opts.chat_template.empty()) {
-    if (!ParseChatFormat(opts.chat_template, &fmt)) {
-      return ReportError("--chat-template must be one of plain, chatml, llama2, llama3, mistral, phi3, zephyr, gemma");
-    }
-  } else {
-    bool known = false;
-    fmt = DetectChatFormat(tok.vocab().chat_template, &known);
-    if (!known) {
-      LOG_WARN("{}; using a plain User:/Assistant: format",
-               tok.vocab().chat_template.empty() ? "the model has no chat template" : "unrecognized chat template");
-    }
-  }
+  auto resolved = ResolveChatFormat(tok, opts.chat_template);
+  if (!resolved.ok()) return ReportError(resolved.status());
+  const ChatFormat fmt = *resolved;
   InstallSigint();
-  std::fprintf(stderr, "chat (%s format): type a message; /system TEXT sets the system prompt, /reset clears the "
-               "conversation, Ctrl-C stops a reply, Ctrl-D quits\n", ChatFormatName(fmt));
+  std::fprintf(stderr, "chat (%s format): type a message; /help lists the commands, Ctrl-C stops a reply, Ctrl-D "
+               "quits\n", ChatFormatName(fmt));
 
   std::vector<ChatMessage> messages;
   if (!opts.system_prompt.empty()) messages.push_back({"system", opts.system_prompt});
@@ -90,6 +80,20 @@ int RunChatRepl(Generator& gen, const Tokenizer& tok, const ChatOptions& opts) {
     bool interrupted = false;
     if (!ReadLine(&line, &interrupted)) break;  // Ctrl-D
     if (interrupted || line.empty()) continue;
+    if (line == "/help" || line == "/?") {
+      std::fputs("commands:\n"
+                 "  /system TEXT   set the system prompt and start a new conversation\n"
+                 "  /reset         start a new conversation (the system prompt stays)\n"
+                 "  /help, /?      this list\n"
+                 "  /exit, /quit   quit (as Ctrl-D)\n"
+                 "Ctrl-C stops a reply; anything else is sent to the model.\n", stderr);
+      continue;
+    }
+    if (line == "/exit" || line == "/quit" || line == "/bye") break;
+    if (line[0] == '/' && line.find(' ') == std::string::npos && line != "/reset" && line != "/system") {
+      std::fprintf(stderr, "[unknown command %s: /help lists the commands]\n", line.c_str());
+      continue;
+    }
     if (line == "/reset" || line.rfind("/system", 0) == 0) {
       std::string system;
       for (const auto& m : messages) if (m.role == "system") system = m.content;

@@ -5,6 +5,7 @@
 
 #include "attention/kv_storage.h"
 #include "base/logging.h"
+#include "base/output_file.h"
 #include "base/paths.h"
 #include "model/loader.h"
 #include "tokenizer/loader.h"
@@ -75,6 +76,57 @@ StatusOr<LoadedModel> LoadModelAndTokenizer(const std::string& model_path, const
     LOG_WARN("tokenizer has {} tokens, model {}", lm.tokenizer->n_vocab(), c.n_vocab);
   }
   return lm;
+}
+
+std::string ModelPathOrDefault(const std::string& model_path) {
+  if (!model_path.empty()) return model_path;
+  auto found = FindDefaultModel();
+  return found.ok() ? *found : std::string();
+}
+
+Status CheckOutput(const std::string& output, const std::vector<std::string>& inputs) {
+  return CheckOutputNotInput(output, inputs);
+}
+
+StatusOr<std::string> ReadTextArg(const std::string& path) {
+  if (path != "-") return ReadFileToString(path);
+  std::string text;
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), stdin)) > 0) text.append(buf, n);
+  if (std::ferror(stdin)) return InvalidArgument("cannot read standard input");
+  return text;
+}
+
+int ResolveThreads(int requested) {
+  const int available = ThreadPool::DefaultThreadCount();
+  if (requested <= 0) return available;
+  if (requested > available) {
+    std::fprintf(stderr, "infera: warning: -t %d is more than the %d cores available to this process; using %d\n",
+                 requested, available, available);
+    return available;
+  }
+  return requested;
+}
+
+StatusOr<ChatFormat> ResolveChatFormat(const Tokenizer& tok, const std::string& override) {
+  ChatFormat fmt = ChatFormat::kPlain;
+  if (!override.empty()) {
+    if (!ParseChatFormat(override, &fmt)) {
+      return InvalidArgument("--chat-template must be one of plain, chatml, llama2, llama3, mistral, phi3, zephyr, "
+                             "gemma (got '" + override + "')");
+    }
+    return fmt;
+  }
+  bool known = false;
+  fmt = DetectChatFormat(tok.vocab().chat_template, &known);
+  if (!known) {
+    LOG_WARN("{}; chats use a plain 'User:/Assistant:' format (--chat-template NAME picks one of chatml, llama2, "
+             "llama3, mistral, phi3, zephyr, gemma)",
+             tok.vocab().chat_template.empty() ? "the model has no chat template"
+                                               : "the model's chat template is not one infera recognizes");
+  }
+  return fmt;
 }
 
 int32_t ChooseContextSize(const ModelConfig& c, int32_t requested) {

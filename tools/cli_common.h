@@ -11,6 +11,7 @@
 #include "infera/status.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace infera::cli {
@@ -39,6 +40,28 @@ struct LoadedModel {
 // model_path empty: the bundled default model.
 StatusOr<LoadedModel> LoadModelAndTokenizer(const std::string& model_path, const std::string& tokenizer_path,
                                             bool need_tokenizer);
+
+// The model path a command uses: `model_path`, or the bundled default model
+// when it is empty ("" when there is none).
+std::string ModelPathOrDefault(const std::string& model_path);
+
+// Refuses (InvalidArgument) an output path that is, or links to, one of the
+// inputs; empty inputs are skipped, an empty model path means the default
+// model. Every command that writes a file calls this before reading.
+Status CheckOutput(const std::string& output, const std::vector<std::string>& inputs);
+
+// The text of a file argument; "-" reads standard input.
+StatusOr<std::string> ReadTextArg(const std::string& path);
+
+// Compute threads for a -t value: 0 means the cores this process may use
+// (affinity and cgroup quota); more than that is capped, with a warning
+// (oversubscribed threads wait on each other at every barrier).
+int ResolveThreads(int requested);
+
+// The chat format: `override` (a --chat-template name) if given, else the
+// one the model's template is recognized as. An unrecognized or missing
+// template warns once on stderr and falls back to the plain format.
+StatusOr<ChatFormat> ResolveChatFormat(const Tokenizer& tok, const std::string& override);
 
 // Context size: `requested` if > 0, else the model's training context capped
 // so that the f32 KV cache takes at most half of the available memory.

@@ -66,6 +66,11 @@ int BenchParallel(const BenchArgs& a, const RuntimeOptions& rt) {
   auto lm = LoadModelAndTokenizer(a.model, "", false);
   if (!lm.ok()) return ReportError(lm.status());
   const Model& m = *lm->model;
+  const int32_t n_train = m.config.n_ctx_train;
+  if (n_train > 0 && static_cast<int64_t>(a.n_prompt) + a.n_gen > n_train) {
+    return ReportError(fmt::format("-p {} + -n {} is beyond the model's trained context of {} tokens", a.n_prompt,
+                                   a.n_gen, n_train));
+  }
   std::mt19937 rng(42);
   std::uniform_int_distribution<int32_t> tok(0, m.config.n_vocab - 1);
   nlohmann::json out = nlohmann::json::array();
@@ -145,7 +150,12 @@ int Bench(const BenchArgs& a, const RuntimeOptions& rt_in) {
   auto lm = LoadModelAndTokenizer(a.model, "", false);
   if (!lm.ok()) return ReportError(lm.status());
   const Model& m = *lm->model;
-  ThreadPool pool(a.threads);
+  const int32_t n_train = m.config.n_ctx_train;
+  if (n_train > 0 && static_cast<int64_t>(a.depth) + std::max(a.n_prompt, a.n_gen) > n_train) {
+    return ReportError(fmt::format("--n-depth {} + max(-p {}, -n {}) is beyond the model's trained context of {} "
+                                   "tokens", a.depth, a.n_prompt, a.n_gen, n_train));
+  }
+  ThreadPool pool(ResolveThreads(a.threads));
   const int32_t n_ctx = a.depth + std::max(a.n_prompt, a.n_gen) + 1;
   Generator gen(m, nullptr, *kernels, pool, n_ctx, a.batch);
   std::mt19937 rng(42);

@@ -9,7 +9,6 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -22,6 +21,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/output_file.h"
 #include "server/http_client.h"
 #include "tools/commands.h"
 
@@ -42,6 +42,7 @@ struct BenchServeArgs {
   uint64_t seed = 0;
   bool no_stream = false;
   double timeout = 600;
+  double max_error_rate = 0;  // failed / sent above this (or all failed): exit 1
 };
 
 struct RequestResult {
@@ -272,6 +273,8 @@ int BenchServe(const BenchServeArgs& a) {
     if (c < 1 || c > 4096) return ReportError("--concurrency values must be in 1..4096");
   }
   if (!(a.request_rate >= 0)) return ReportError("--request-rate must be >= 0");
+  if (!(a.max_error_rate >= 0 && a.max_error_rate <= 1)) return ReportError("--max-error-rate must be in [0, 1]");
+  if (!a.json_out.empty() && a.json_out == a.plot_out) return ReportError("--json and --plot name the same file");
   std::vector<Json> levels;
   fmt::print("{:>5} {:>5} {:>8} {:>9} | {:>21} | {:>21} | {:>21} | {:>21}\n", "conc", "ok", "req/s", "out tok/s",
              "TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms", "ITL p50/p90/p99 ms", "E2E p50/p90/p99 s");
@@ -293,9 +296,7 @@ int BenchServe(const BenchServeArgs& a) {
     Json out = {{"url", a.url}, {"endpoint", a.endpoint}, {"num_prompts", a.num_prompts},
                 {"input_len", a.input_len}, {"output_len", a.output_len}, {"request_rate", a.request_rate},
                 {"stream", !a.no_stream}, {"levels", levels}};
-    std::ofstream f(a.json_out);
-    f << out.dump(1) << "\n";
-    if (!f) return ReportError(a.json_out + ": cannot write");
+    if (Status st = WriteFileAtomically(a.json_out, out.dump(1) + "\n"); !st.ok()) return ReportError(st);
   }
   if (!a.plot_out.empty()) {
     auto p50 = [](const char* k) { return [k](const Json& l) { return l[k]["p50"].get<double>(); }; };
@@ -311,9 +312,21 @@ int BenchServe(const BenchServeArgs& a) {
                    }}},
                  430);
     svg += "</svg>\n";
-    std::ofstream f(a.plot_out);
-    f << svg;
-    if (!f) return ReportError(a.plot_out + ": cannot write");
+    if (Status st = WriteFileAtomically(a.plot_out, svg); !st.ok()) return ReportError(st);
+  }
+  // A benchmark whose requests failed measured something else: say so in the
+  // exit status, so that scripts and CI notice.
+  int64_t sent = 0, failed = 0;
+  for (const Json& l : levels) {
+    sent += a.num_prompts;
+    failed += l["failed"].get<int64_t>();
+  }
+  const double rate = sent > 0 ? static_cast<double>(failed) / sent : 0.0;
+  if (failed == sent || rate > a.max_error_rate) {
+    std::fprintf(stderr, "infera: error: bench-serve: %lld of %lld requests failed (%.1f %%%s)\n",
+                 static_cast<long long>(failed), static_cast<long long>(sent), 100 * rate,
+                 failed == sent ? ", all of them" : fmt::format(", above --max-error-rate {}", a.max_error_rate).c_str());
+    return kExitInternal;
   }
   return kExitOk;
 }
@@ -335,6 +348,8 @@ CommandFn RegisterBenchServe(CLI::App& app, const RuntimeOptions&) {
   app.add_option("--seed", a->seed, "prompt RNG seed");
   app.add_flag("--no-stream", a->no_stream, "non-streaming requests (TTFT = end-to-end)");
   app.add_option("--timeout", a->timeout, "seconds per request (default 600)");
+  app.add_option("--max-error-rate", a->max_error_rate,
+                 "fraction of requests that may fail before the exit status is 1 (all failing always is)");
   app.add_option("--json", a->json_out, "write raw results and summaries as JSON");
   app.add_option("--plot", a->plot_out, "write an SVG: throughput and latency against concurrency");
   return [a]() { return BenchServe(*a); };

@@ -6,13 +6,14 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "base/logging.h"
+#include "base/output_file.h"
+#include "server/openai_request.h"
 #include "infera/engine.h"
 #include "sampling/sampler.h"
 #include "tokenizer/chat_template.h"
@@ -23,16 +24,42 @@ namespace infera::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string model, input, output, tokenizer;
+  std::string model, input, output, tokenizer, chat_template;
   int threads = 0;
+  int max_n = 128;
   EngineFlags engine;
 };
 
 using Json = nlohmann::json;
 
+// One input line, ready for the engine.
+struct LineRequest {
+  std::vector<int32_t> prompt;
+  RequestParams params;
+  int32_t n = 1;            // choices (samples) of this prompt
+  Json custom_id;           // echoed back when given
+};
+
+// The fields a line may carry; any other is refused (a typo such as
+// "max_token" would otherwise be dropped silently).
+constexpr const char* kKnownFields[] = {
+    "prompt", "messages", "max_tokens", "max_completion_tokens", "n_predict", "temperature", "top_p", "top_k",
+    "min_p", "seed", "stop", "ignore_eos", "priority", "repetition_penalty", "repeat_penalty", "presence_penalty",
+    "frequency_penalty", "n", "min_tokens", "custom_id", "model", "user"};
+
 // Reads the fields of one request; error text on bad input.
-std::string ParseRequest(const Json& j, const Tokenizer& tok, std::vector<int32_t>* prompt, RequestParams* p) {
+std::string ParseRequest(const Json& j, const Tokenizer& tok, ChatFormat chat_format, int max_n, LineRequest* req) {
   if (!j.is_object()) return "not a JSON object";
+  RequestParams* p = &req->params;
+  {
+    server::ApiError err;
+    if (!server::CheckUnsupportedFields(j, j.contains("messages"), &err)) return err.message;
+  }
+  for (const auto& [key, value] : j.items()) {
+    bool known = server::IsUnsupportedField(key);  // checked above: a no-op value
+    for (const char* k : kKnownFields) known = known || key == k;
+    if (!known) return fmt::format("unknown field '{}'", key);
+  }
   auto num = [&](const char* k, auto* out) -> std::string {
     if (!j.contains(k) || j[k].is_null()) return {};
     if (!j[k].is_number()) return fmt::format("'{}' must be a number", k);
@@ -41,7 +68,7 @@ std::string ParseRequest(const Json& j, const Tokenizer& tok, std::vector<int32_
   };
   if (j.contains("prompt")) {
     if (!j["prompt"].is_string()) return "'prompt' must be a string";
-    *prompt = tok.Encode(j["prompt"].get<std::string>(), true, false);
+    req->prompt = tok.Encode(j["prompt"].get<std::string>(), true, false);
   } else if (j.contains("messages")) {
     if (!j["messages"].is_array() || j["messages"].empty()) return "'messages' must be a non-empty array";
     std::vector<ChatMessage> msgs;
@@ -52,22 +79,38 @@ std::string ParseRequest(const Json& j, const Tokenizer& tok, std::vector<int32_
       }
       msgs.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
     }
-    bool known = false;
-    const ChatFormat f = DetectChatFormat(tok.vocab().chat_template, &known);
-    *prompt = EncodeChat(tok, f, msgs, true);
+    req->prompt = EncodeChat(tok, chat_format, msgs, true);
   } else {
     return "needs 'prompt' or 'messages'";
   }
   std::string e;
-  if (!(e = num("max_tokens", &p->max_tokens)).empty()) return e;
+  // max_tokens, or its other names (OpenAI chat, llama.cpp).
+  const char* max_name = "max_tokens";
+  for (const char* k : {"max_tokens", "max_completion_tokens", "n_predict"}) {
+    if (j.contains(k) && !j[k].is_null()) {
+      max_name = k;
+      break;
+    }
+  }
+  if (!(e = num(max_name, &p->max_tokens)).empty()) return e;
   if (!(e = num("temperature", &p->sampling.temperature)).empty()) return e;
   if (!(e = num("top_p", &p->sampling.top_p)).empty()) return e;
   if (!(e = num("top_k", &p->sampling.top_k)).empty()) return e;
   if (!(e = num("min_p", &p->sampling.min_p)).empty()) return e;
-  if (!(e = num("repetition_penalty", &p->sampling.repetition_penalty)).empty()) return e;
+  if (!(e = num(j.contains("repetition_penalty") ? "repetition_penalty" : "repeat_penalty",
+                &p->sampling.repetition_penalty)).empty()) {
+    return e;
+  }
   if (!(e = num("presence_penalty", &p->sampling.presence_penalty)).empty()) return e;
   if (!(e = num("frequency_penalty", &p->sampling.frequency_penalty)).empty()) return e;
   if (!(e = num("priority", &p->priority)).empty()) return e;
+  if (!(e = num("min_tokens", &p->min_tokens)).empty()) return e;
+  if (j.contains("n") && !j["n"].is_null()) {
+    if (!j["n"].is_number_integer() || j["n"].get<int64_t>() < 1 || j["n"].get<int64_t>() > max_n) {
+      return fmt::format("'n' must be an integer in [1, {}] (--max-n)", max_n);
+    }
+    req->n = j["n"].get<int32_t>();
+  }
   if (j.contains("seed") && !j["seed"].is_null()) {
     if (!j["seed"].is_number_integer()) return "'seed' must be an integer";
     p->sampling.seed = j["seed"].get<uint64_t>();
@@ -89,20 +132,39 @@ std::string ParseRequest(const Json& j, const Tokenizer& tok, std::vector<int32_
       return "'stop' must be a string or a list of strings";
     }
   }
-  if (j.contains("max_tokens") && p->max_tokens < 1) return "'max_tokens' must be at least 1";
+  if (j.contains("custom_id")) req->custom_id = j["custom_id"];
+  if (j.contains(max_name) && !(std::string(max_name) == "n_predict" && p->max_tokens == -1) && p->max_tokens < 1) {
+    return fmt::format("'{}' must be at least 1", max_name);
+  }
   if (Status st = ValidateSamplingParams(p->sampling); !st.ok()) return st.message();
   return {};
 }
 
 int Generate(const GenerateArgs& a, const RuntimeOptions& rt_in) {
   if (a.input.empty() || a.output.empty()) return ReportError("usage: infera generate --input IN.jsonl --output OUT.jsonl");
+  if (a.max_n < 1) return ReportError("--max-n must be at least 1");
+  if (Status st = CheckOutput(a.output, {a.input, ModelPathOrDefault(a.model), a.tokenizer}); !st.ok()) {
+    return ReportError(st);
+  }
   EngineFlags ef = a.engine;
   if (std::string e = ResolveEngineFlags(&ef, a.threads); !e.empty()) return ReportError(e);
-  std::ifstream in(a.input);
-  if (!in) return ReportError(a.input + ": cannot open");
+  auto input = ReadTextArg(a.input);
+  if (!input.ok()) return ReportError(input.status());
   std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) {
-    if (line.find_first_not_of(" \t\r") != std::string::npos) lines.push_back(line);
+  std::vector<size_t> line_numbers;  // 1-based, for messages
+  {
+    size_t pos = 0, number = 0;
+    while (pos < input->size()) {
+      size_t end = input->find('\n', pos);
+      if (end == std::string::npos) end = input->size();
+      std::string line = input->substr(pos, end - pos);
+      ++number;
+      if (line.find_first_not_of(" \t\r") != std::string::npos) {
+        lines.push_back(std::move(line));
+        line_numbers.push_back(number);
+      }
+      pos = end + 1;
+    }
   }
   RuntimeOptions rt = rt_in;
   rt.threads = a.threads;
@@ -110,30 +172,44 @@ int Generate(const GenerateArgs& a, const RuntimeOptions& rt_in) {
   if (!kernels.ok()) return ReportError(kernels.status());
   auto lm = LoadModelAndTokenizer(a.model, a.tokenizer, true);
   if (!lm.ok()) return ReportError(lm.status());
+  auto chat_format = ResolveChatFormat(*lm->tokenizer, a.chat_template);
+  if (!chat_format.ok()) return ReportError(chat_format.status());
   auto engine = Engine::Create(*lm->model, lm->tokenizer.get(), *kernels, ef.opts);
   if (!engine.ok()) return ReportError(engine.status());
   Engine& eng = **engine;
   // Validate and queue every request before generating anything.
-  std::map<uint64_t, size_t> index_of;
+  struct Slot {
+    size_t line;
+    int32_t choice;
+  };
+  std::map<uint64_t, Slot> slot_of;
+  std::vector<LineRequest> requests(lines.size());
   for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string where = fmt::format("{}: line {}", a.input == "-" ? "stdin" : a.input, line_numbers[i]);
     Json j = Json::parse(lines[i], nullptr, false);
-    if (j.is_discarded()) return ReportError(fmt::format("{}: line {}: not valid JSON", a.input, i + 1));
-    std::vector<int32_t> prompt;
-    RequestParams p;
-    if (std::string e = ParseRequest(j, *lm->tokenizer, &prompt, &p); !e.empty()) {
-      return ReportError(fmt::format("{}: line {}: {}", a.input, i + 1, e));
+    if (j.is_discarded()) return ReportError(where + ": not valid JSON");
+    LineRequest& req = requests[i];
+    if (std::string e = ParseRequest(j, *lm->tokenizer, *chat_format, a.max_n, &req); !e.empty()) {
+      return ReportError(where + ": " + e);
     }
-    auto id = eng.Add(std::move(prompt), p);
-    if (!id.ok()) return ReportError(fmt::format("{}: line {}: {}", a.input, i + 1, id.status().message()));
-    index_of[*id] = i;
+    for (int32_t c = 0; c < req.n; ++c) {
+      RequestParams p = req.params;
+      // Choices of a seeded request differ from each other yet reproduce.
+      if (p.sampling.has_seed) p.sampling.seed += static_cast<uint64_t>(c);
+      auto id = eng.Add(req.prompt, p);
+      if (!id.ok()) return ReportError(where + ": " + id.status().message());
+      slot_of[*id] = {i, c};
+    }
   }
-  std::ofstream out(a.output, std::ios::trunc);
-  if (!out) return ReportError(a.output + ": cannot open for writing");
+  auto out = OutputFile::Create(a.output);  // renamed over --output at the end
+  if (!out.ok()) return ReportError(out.status());
   struct Result {
     std::string text;      // accumulated over the steps
     RequestOutput last;    // the final output: finish reason, usage, timing
   };
-  std::vector<Result> results(lines.size());
+  std::vector<std::vector<Result>> results(lines.size());
+  for (size_t i = 0; i < lines.size(); ++i) results[i].resize(requests[i].n);
+  const size_t total = slot_of.size();
   const bool tty = isatty(fileno(stderr)) != 0;
   const auto t0 = std::chrono::steady_clock::now();
   size_t done = 0, last_shown = 0;
@@ -144,7 +220,8 @@ int Generate(const GenerateArgs& a, const RuntimeOptions& rt_in) {
     alloc_slots += static_cast<double>(before.kv_blocks_used) * before.kv_block_size;
     held_tokens += static_cast<double>(before.kv_tokens_held);
     for (RequestOutput& o : eng.Step()) {
-      Result& r = results[index_of.at(o.id)];
+      const Slot& slot = slot_of.at(o.id);
+      Result& r = results[slot.line][slot.choice];
       r.text += o.text;
       gen_tokens += o.tokens.size();
       if (o.finished) {
@@ -152,48 +229,61 @@ int Generate(const GenerateArgs& a, const RuntimeOptions& rt_in) {
         ++done;
       }
     }
-    if (done != last_shown && (tty || done * 10 / lines.size() != last_shown * 10 / lines.size() || done == lines.size())) {
+    if (done != last_shown && (tty || done * 10 / total != last_shown * 10 / total || done == total)) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (tty) {
-        const int width = 30, fill = static_cast<int>(done * width / lines.size());
+        const int width = 30, fill = static_cast<int>(done * width / total);
         std::fprintf(stderr, "\r[%s%s] %zu/%zu  %.1f tok/s", std::string(fill, '#').c_str(),
-                     std::string(width - fill, '-').c_str(), done, lines.size(), gen_tokens / std::max(s, 1e-9));
+                     std::string(width - fill, '-').c_str(), done, total, gen_tokens / std::max(s, 1e-9));
       } else {
-        std::fprintf(stderr, "generate: %zu/%zu done\n", done, lines.size());
+        std::fprintf(stderr, "generate: %zu/%zu done\n", done, total);
       }
       last_shown = done;
     }
   }
-  if (tty && !lines.empty()) std::fputc('\n', stderr);
+  if (tty && total > 0) std::fputc('\n', stderr);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   uint64_t prompt_tokens = 0, cached = 0;
   for (size_t i = 0; i < results.size(); ++i) {
-    const Result& r = results[i];
-    const RequestOutput& o = r.last;
-    Json j = {{"index", i},
-              {"text", r.text},
-              {"finish_reason", FinishReasonName(o.finish_reason)},
-              {"usage", {{"prompt_tokens", o.prompt_tokens},
-                         {"completion_tokens", o.completion_tokens},
-                         {"total_tokens", o.prompt_tokens + o.completion_tokens},
-                         {"prompt_tokens_details", {{"cached_tokens", o.cached_tokens}}}}},
-              {"timing", {{"queue_ms", 1e3 * o.queue_seconds}, {"ttft_ms", 1e3 * o.ttft_seconds},
-                          {"e2e_ms", 1e3 * o.e2e_seconds}}}};
-    out << j.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
-    prompt_tokens += o.prompt_tokens;
-    cached += o.cached_tokens;
+    const std::vector<Result>& choices = results[i];
+    const RequestOutput& first = choices[0].last;
+    Json j = {{"index", i}};
+    if (!requests[i].custom_id.is_null()) j["custom_id"] = requests[i].custom_id;
+    // The first choice at the top (the whole answer when n = 1), every choice in "choices".
+    j["text"] = choices[0].text;
+    j["finish_reason"] = FinishReasonName(first.finish_reason);
+    Json list = Json::array();
+    int64_t completion = 0, cached_here = 0;
+    double e2e = 0;
+    for (size_t c = 0; c < choices.size(); ++c) {
+      const RequestOutput& o = choices[c].last;
+      list.push_back({{"index", c}, {"text", choices[c].text}, {"finish_reason", FinishReasonName(o.finish_reason)}});
+      completion += o.completion_tokens;
+      cached_here += o.cached_tokens;
+      e2e = std::max(e2e, o.e2e_seconds);
+    }
+    j["choices"] = std::move(list);
+    j["usage"] = {{"prompt_tokens", first.prompt_tokens},
+                  {"completion_tokens", completion},
+                  {"total_tokens", first.prompt_tokens + completion},
+                  {"prompt_tokens_details", {{"cached_tokens", cached_here}}}};
+    j["timing"] = {{"queue_ms", 1e3 * first.queue_seconds}, {"ttft_ms", 1e3 * first.ttft_seconds}, {"e2e_ms", 1e3 * e2e}};
+    if (Status st = (*out)->Write(j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n"); !st.ok()) {
+      return ReportError(st);
+    }
+    prompt_tokens += static_cast<uint64_t>(first.prompt_tokens) * choices.size();
+    cached += cached_here;
   }
-  out.close();
-  if (!out) return ReportError(a.output + ": write failed");
+  if (Status st = (*out)->Commit(); !st.ok()) return ReportError(st);
   const EngineStats st = eng.Stats();
   std::fprintf(stderr,
-               "generate: %zu requests in %.2f s | prompt %llu tokens (%llu from the prefix cache) | generated %llu "
-               "tokens | %.1f generated tok/s, %.1f total tok/s | %llu steps, %llu preemptions | KV slots "
-               "allocated but unused: %.1f %%\n",
-               lines.size(), secs, static_cast<unsigned long long>(prompt_tokens), static_cast<unsigned long long>(cached),
-               static_cast<unsigned long long>(gen_tokens), gen_tokens / std::max(secs, 1e-9),
-               (prompt_tokens + gen_tokens) / std::max(secs, 1e-9), static_cast<unsigned long long>(st.steps),
-               static_cast<unsigned long long>(st.num_preemptions),
+               "generate: %zu requests in %.2f s (%zu sequences) | prompt %llu tokens (%llu from the prefix cache) | "
+               "generated %llu tokens | %.1f generated tok/s, %.1f total tok/s | %llu steps, %llu preemptions | KV "
+               "slots allocated but unused: %.1f %%\n",
+               lines.size(), secs, total, static_cast<unsigned long long>(prompt_tokens),
+               static_cast<unsigned long long>(cached), static_cast<unsigned long long>(gen_tokens),
+               gen_tokens / std::max(secs, 1e-9), (prompt_tokens + gen_tokens) / std::max(secs, 1e-9),
+               static_cast<unsigned long long>(st.steps), static_cast<unsigned long long>(st.num_preemptions),
                alloc_slots > 0 ? 100.0 * (1.0 - held_tokens / alloc_slots) : 0.0);
   return kExitOk;
 }
@@ -203,11 +293,16 @@ int Generate(const GenerateArgs& a, const RuntimeOptions& rt_in) {
 CommandFn RegisterGenerate(CLI::App& app, const RuntimeOptions& rt) {
   auto a = std::make_shared<GenerateArgs>();
   app.add_option("-m,--model", a->model, "model (default: the bundled model)");
-  app.add_option("--input", a->input, "JSONL: one request per line (prompt or messages, max_tokens, temperature, ...)")
+  app.add_option("--input", a->input,
+                 "JSONL: one request per line (prompt or messages, max_tokens, n, temperature, ...); - reads stdin")
       ->required();
   app.add_option("--output", a->output, "JSONL: one result per input line, in input order")->required();
   app.add_option("-t,--threads", a->threads, "threads (0: all cores)");
   app.add_option("--tokenizer", a->tokenizer, "tokenizer file (llama2.c checkpoints)");
+  app.add_option("--chat-template", a->chat_template,
+                 "chat format for 'messages': chatml, llama2, llama3, mistral, phi3, zephyr, gemma, plain (default: "
+                 "from the model)");
+  app.add_option("--max-n", a->max_n, "largest n (choices per line) accepted");
   AddEngineFlags(app, &a->engine);
   return [a, rt]() { return Generate(*a, rt); };
 }

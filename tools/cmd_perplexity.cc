@@ -16,6 +16,7 @@
 
 #include "base/file_util.h"
 #include "base/logging.h"
+#include "base/output_file.h"
 #include "engine/generator.h"
 #include "tools/commands.h"
 
@@ -24,7 +25,7 @@ namespace {
 
 struct PplArgs {
   std::string model, file, kld_base;
-  int32_t ctx = 512;
+  int32_t ctx = 0;  // 0: 512, or the trained context when that is shorter
   int32_t chunks = -1;
   int32_t batch = 512;
   int threads = 0;
@@ -61,13 +62,19 @@ void LogSoftmax(const float* logits, int32_t n, std::vector<float>* out) {
   for (int32_t i = 0; i < n; ++i) (*out)[i] = static_cast<float>(logits[i] - lse);
 }
 
+int Evaluate(const PplArgs& a, const Model& m, const Tokenizer& tok, const std::string& text_in,
+             const KernelTable& kernels);
+
 int Perplexity(const PplArgs& a, const RuntimeOptions& rt) {
   if (a.file.empty()) return ReportError("--file is required");
-  if (a.ctx < 4) return ReportError("--ctx must be >= 4");
+  if (a.ctx != 0 && a.ctx < 4) return ReportError("--ctx must be >= 4");
   if (a.chunks == 0 || a.chunks < -1) return ReportError("--chunks must be > 0");
   if (a.batch <= 0 || a.threads < 0) return ReportError("--batch-size must be > 0 and --threads >= 0");
   if (a.kld && a.kld_base.empty()) return ReportError("--kl-divergence needs --kl-divergence-base FILE");
-  auto text = ReadFileToString(a.file);
+  if (!a.kld && !a.kld_base.empty()) {  // the base file is written: never over the model or the text
+    if (Status st = CheckOutput(a.kld_base, {ModelPathOrDefault(a.model), a.file}); !st.ok()) return ReportError(st);
+  }
+  auto text = ReadTextArg(a.file);
   if (!text.ok()) return ReportError(text.status());
   auto kernels = SelectKernels(rt);
   if (!kernels.ok()) return ReportError(kernels.status());
@@ -75,6 +82,19 @@ int Perplexity(const PplArgs& a, const RuntimeOptions& rt) {
   if (!lm.ok()) return ReportError(lm.status());
   const Model& m = *lm->model;
   const Tokenizer& tok = *lm->tokenizer;
+  const int32_t n_train = m.config.n_ctx_train;
+  if (n_train > 0 && a.ctx > n_train) {
+    return ReportError(fmt::format("--ctx {} is beyond the model's trained context of {} tokens (positions past it "
+                                   "were never trained; perplexity there is meaningless)", a.ctx, n_train));
+  }
+  PplArgs args = a;  // with the context resolved
+  if (args.ctx == 0) args.ctx = n_train > 0 ? std::min(512, n_train) : 512;
+  return Evaluate(args, m, tok, *text, *kernels);
+}
+
+int Evaluate(const PplArgs& a, const Model& m, const Tokenizer& tok, const std::string& text_in,
+             const KernelTable& kernels) {
+  const std::string* text = &text_in;
   const int32_t V = m.config.n_vocab;
   std::vector<int32_t> tokens = tok.Encode(*text, /*add_special=*/true, /*parse_special=*/false);
   const int32_t n_max = static_cast<int32_t>(tokens.size() / a.ctx);
@@ -86,7 +106,8 @@ int Perplexity(const PplArgs& a, const RuntimeOptions& rt) {
   const int32_t scored = a.ctx - 1 - first;
 
   // KL divergence base: write (no --kl-divergence) or read (with it).
-  std::ofstream base_out;
+  std::unique_ptr<OutputFile> base_file;  // renamed over --kl-divergence-base at the end
+  FILE* base_out = nullptr;
   std::ifstream base_in;
   if (!a.kld_base.empty()) {
     KldHeader h{};
@@ -108,16 +129,18 @@ int Perplexity(const PplArgs& a, const RuntimeOptions& rt) {
       h.n_chunks = n_chunks;
       h.scored_per_chunk = scored;
       h.tokens_hash = HashTokens(tokens, static_cast<size_t>(n_chunks) * a.ctx);
-      base_out.open(a.kld_base, std::ios::binary | std::ios::trunc);
-      if (!base_out) return ReportError(a.kld_base + ": cannot open for writing");
-      base_out.write(reinterpret_cast<const char*>(&h), sizeof(h));
+      auto f = OutputFile::Create(a.kld_base);
+      if (!f.ok()) return ReportError(f.status());
+      base_file = std::move(f).value();
+      base_out = base_file->stream();
+      std::fwrite(&h, sizeof(h), 1, base_out);
     }
   }
 
-  ThreadPool pool(a.threads);
+  ThreadPool pool(ResolveThreads(a.threads));
   KvType kv_type;
   if (!ParseKvType(a.kv_type, &kv_type)) return ReportError("--kv-cache-type must be f32 or q8");
-  Generator gen(m, &tok, *kernels, pool, a.ctx, std::min(a.batch, a.ctx), kv_type);
+  Generator gen(m, &tok, kernels, pool, a.ctx, std::min(a.batch, a.ctx), kv_type);
   double nll = 0, nll2 = 0, kld_sum = 0, kld_sum2 = 0;
   int64_t count = 0, top1 = 0;
   std::vector<float> logits, lp, lp_base(V);
@@ -136,7 +159,7 @@ int Perplexity(const PplArgs& a, const RuntimeOptions& rt) {
       nll += x;
       nll2 += x * x;
       ++count;
-      if (base_out.is_open()) base_out.write(reinterpret_cast<const char*>(lp.data()), sizeof(float) * V);
+      if (base_out != nullptr) std::fwrite(lp.data(), sizeof(float), V, base_out);
       if (base_in.is_open()) {
         if (!base_in.read(reinterpret_cast<char*>(lp_base.data()), sizeof(float) * V)) {
           return ReportError(a.kld_base + ": truncated");
@@ -160,6 +183,9 @@ int Perplexity(const PplArgs& a, const RuntimeOptions& rt) {
     std::fflush(stderr);
   }
   std::fputc('\n', stderr);
+  if (base_file) {
+    if (Status st = base_file->Commit(); !st.ok()) return ReportError(st);
+  }
   const double mean = nll / count;
   const double var = nll2 / count - mean * mean;
   const double ppl = std::exp(mean);
@@ -190,8 +216,8 @@ int Perplexity(const PplArgs& a, const RuntimeOptions& rt) {
 CommandFn RegisterPerplexity(CLI::App& app, const RuntimeOptions& rt) {
   auto a = std::make_shared<PplArgs>();
   app.add_option("-m,--model", a->model, "model (default: the bundled model)");
-  app.add_option("-f,--file", a->file, "text to evaluate")->required();
-  app.add_option("-c,--ctx", a->ctx, "tokens per chunk");
+  app.add_option("-f,--file", a->file, "text to evaluate (- reads stdin)")->required();
+  app.add_option("-c,--ctx,--ctx-size", a->ctx, "tokens per chunk (0: 512, or the trained context if shorter)");
   app.add_option("--chunks", a->chunks, "evaluate only the first N chunks");
   app.add_option("-b,--batch-size", a->batch, "tokens per forward pass");
   app.add_option("-t,--threads", a->threads, "threads (0: all cores)");

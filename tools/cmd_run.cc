@@ -1,6 +1,7 @@
 // infera run: stream a continuation of a prompt to stdout.
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -50,7 +51,7 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
   }
   std::string prompt = a.prompt;
   if (!a.prompt_file.empty()) {
-    auto text = ReadFileToString(a.prompt_file);
+    auto text = ReadTextArg(a.prompt_file);
     if (!text.ok()) return ReportError(text.status());
     prompt = *text;
   }
@@ -63,9 +64,13 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
   if (!lm.ok()) return ReportError(lm.status());
   const Model& model = *lm->model;
   const Tokenizer& tok = *lm->tokenizer;
+  if (model.config.n_ctx_train > 0 && a.ctx > model.config.n_ctx_train) {
+    return ReportError(fmt::format("-c {} is beyond the model's trained context of {} tokens", a.ctx,
+                                   model.config.n_ctx_train));
+  }
   const int32_t n_ctx = ChooseContextSize(model.config, a.ctx);
 
-  ThreadPool pool(a.threads);
+  ThreadPool pool(ResolveThreads(a.threads));
   LOG_INFO("threads: {}", pool.size());
   Generator gen(model, &tok, *kernels, pool, n_ctx, a.batch);
   GenerateOptions go;
@@ -101,13 +106,19 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
     std::fwrite(prompt.data(), 1, prompt.size(), stdout);
     std::fflush(stdout);
   }
-  auto res = gen.Generate(ids, go, [](const std::string& text) {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
+  // A failed write to stdout (a full disk, a closed pipe) ends the generation:
+  // nobody receives the text.
+  std::atomic<bool> write_failed{std::ferror(stdout) != 0};
+  go.cancel = &write_failed;
+  auto res = gen.Generate(ids, go, [&write_failed](const std::string& text) {
+    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {
+      write_failed = true;
+    }
   }, /*echo_started=*/!a.no_display_prompt && !prompt.empty());
   std::fputc('\n', stdout);
-  std::fflush(stdout);
+  std::fflush(stdout);  // a write error is reported (exit 1) when the command returns
   if (!res.ok()) return ReportError(res.status());
+  if (write_failed) return kExitOk;
   const auto& r = *res;
   std::fprintf(stderr, "\nfinish: %s | prompt: %d tokens in %.1f ms (%.1f tok/s) | generation: %zu tokens in %.1f ms (%.1f tok/s)\n",
                FinishReasonName(r.finish), r.prompt_tokens, r.prompt_seconds * 1e3,
@@ -123,7 +134,7 @@ CommandFn RegisterRun(CLI::App& app, const RuntimeOptions& rt) {
   app.add_option("-m,--model", a->model, "GGUF file, Hugging Face folder or llama2.c .bin (default: the bundled model)");
   app.add_option("--tokenizer", a->tokenizer, "tokenizer file (llama2.c tokenizer .bin or a GGUF)");
   auto* p = app.add_option("-p,--prompt", a->prompt, "prompt text (\"\" generates from BOS alone)");
-  app.add_option("-f,--file", a->prompt_file, "read the prompt from a file");
+  app.add_option("-f,--file", a->prompt_file, "read the prompt from a file (- reads stdin)");
   app.add_option("-n,--n-predict", a->n_predict, "tokens to generate (-1: until EOS or the context is full)");
   app.add_option("-c,--ctx-size", a->ctx, "context size in tokens (0: the model's, capped to fit in memory)");
   app.add_option("-b,--batch-size", a->batch, "prompt tokens per forward pass");

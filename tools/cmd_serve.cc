@@ -29,7 +29,9 @@ namespace infera::cli {
 namespace {
 
 struct ServeArgs {
-  std::string model, tokenizer, host = "127.0.0.1", served_model_name, api_key, api_key_file, chat_template;
+  std::string model, model_positional, tokenizer, host = "127.0.0.1", served_model_name, api_key, api_key_file,
+      chat_template;
+  bool api_key_given = false;  // --api-key on the command line (even "")
   int port = 8080;
   int threads = 0;
   int http_threads = 2;
@@ -62,13 +64,7 @@ Status Load(const ServeArgs& a, const EngineOptions& eopts, const RuntimeOptions
   ASSIGN_OR_RETURN(KernelTable k, SelectKernels(rt));
   out->kernels = std::make_unique<KernelTable>(k);
   ASSIGN_OR_RETURN(out->lm, LoadModelAndTokenizer(a.model, a.tokenizer, true));
-  ChatFormat fmt = ChatFormat::kPlain;
-  if (!a.chat_template.empty()) {
-    if (!ParseChatFormat(a.chat_template, &fmt)) return InvalidArgument("--chat-template: unknown format " + a.chat_template);
-  } else {
-    bool known = false;
-    fmt = DetectChatFormat(out->lm.tokenizer->vocab().chat_template, &known);
-  }
+  ASSIGN_OR_RETURN(ChatFormat fmt, ResolveChatFormat(*out->lm.tokenizer, a.chat_template));
   ASSIGN_OR_RETURN(out->engine, AsyncEngine::Create(*out->lm.model, out->lm.tokenizer.get(), *out->kernels, eopts));
   backend->engine = out->engine.get();
   backend->tokenizer = out->lm.tokenizer.get();
@@ -88,7 +84,14 @@ Status Load(const ServeArgs& a, const EngineOptions& eopts, const RuntimeOptions
   return Status::Ok();
 }
 
-int Serve(const ServeArgs& a, const RuntimeOptions& rt_in) {
+int Serve(const ServeArgs& args, const RuntimeOptions& rt_in) {
+  ServeArgs a = args;
+  if (!a.model_positional.empty()) {
+    if (!a.model.empty() && a.model != a.model_positional) {
+      return ReportError("the model is given twice (MODEL and --model): give it once");
+    }
+    a.model = a.model_positional;
+  }
   if (a.max_n < 1) return ReportError("--max-n must be at least 1");
   if (a.max_queue < 1) return ReportError("--max-queue must be at least 1");
   if (a.max_body_bytes < 1024) return ReportError("--max-body-bytes must be at least 1024");
@@ -111,6 +114,13 @@ int Serve(const ServeArgs& a, const RuntimeOptions& rt_in) {
   opts.max_n = a.max_n;
   opts.max_queue = a.max_queue;
   opts.context_shift = ef.opts.context_shift;
+  if (a.api_key_given && a.api_key.empty()) {
+    return ReportError("--api-key is empty: that would leave the API open; give a key, or omit the flag");
+  }
+  if (a.api_key_given && !a.api_key_file.empty()) {
+    return ReportError("--api-key and --api-key-file both given: use one (--api-key-file keeps the key out of the "
+                       "process list)");
+  }
   opts.api_key = a.api_key;
   if (!a.api_key_file.empty()) {
     auto key = ReadFileToString(a.api_key_file);
@@ -141,6 +151,9 @@ int Serve(const ServeArgs& a, const RuntimeOptions& rt_in) {
   hopts.max_body_bytes = static_cast<size_t>(a.max_body_bytes);
   hopts.io_threads = a.http_threads;
   hopts.read_timeout = std::chrono::seconds(a.read_timeout);
+  hopts.on_layer_error = [&api](int status, const std::string& target, const std::string& message) {
+    api.HttpLayerError(status, target, message);
+  };
   auto http = server::HttpServer::Start(
       hopts, [&api](server::HttpRequest req, std::shared_ptr<server::Responder> resp) {
         api.Handle(std::move(req), std::move(resp));
@@ -204,12 +217,15 @@ int Serve(const ServeArgs& a, const RuntimeOptions& rt_in) {
 
 CommandFn RegisterServe(CLI::App& app, const RuntimeOptions& rt) {
   auto a = std::make_shared<ServeArgs>();
+  app.add_option("model", a->model_positional, "model: GGUF file, Hugging Face folder or llama2.c .bin (as --model)");
   app.add_option("-m,--model", a->model, "model (default: the bundled model)");
   app.add_option("--tokenizer", a->tokenizer, "tokenizer file (llama2.c checkpoints)");
   app.add_option("--host", a->host, "address to listen on (default 127.0.0.1)");
   app.add_option("--port", a->port, "port (default 8080; 0: any free port, printed)");
   app.add_option("--served-model-name", a->served_model_name, "the model name clients use (default: the file name)");
-  app.add_option("--api-key", a->api_key, "require 'Authorization: Bearer KEY' on /v1 routes");
+  auto* key = app.add_option("--api-key", a->api_key,
+                              "require 'Authorization: Bearer KEY' on " + server::GuardedRoutes() +
+                                  " (/health and /metrics stay open)");
   app.add_option("--api-key-file", a->api_key_file, "read the API key from a file (keeps it out of the process list)");
   app.add_option("--chat-template", a->chat_template,
                  "chat format: chatml, llama2, llama3, mistral, phi3, zephyr, gemma, plain (default: from the model)");
@@ -227,7 +243,13 @@ CommandFn RegisterServe(CLI::App& app, const RuntimeOptions& rt) {
                  "export trace spans as OTLP/HTTP JSON, e.g. http://127.0.0.1:4318/v1/traces");
   app.add_option("--otlp-service-name", a->otlp_service_name, "service.name of exported spans (default infera)");
   AddEngineFlags(app, &a->engine);
-  return [a, rt]() { return Serve(*a, rt); };
+  // llama-server's names (-np arrives as --parallel, see foreign_flags.h).
+  app.add_option("-c,--ctx-size", a->engine.opts.max_model_len, "context per sequence, as --max-model-len");
+  app.add_option("--parallel", a->engine.opts.max_num_seqs, "sequences per batch, as --max-num-seqs (llama.cpp -np)");
+  return [a, rt, key]() {
+    a->api_key_given = key->count() > 0;
+    return Serve(*a, rt);
+  };
 }
 
 }  // namespace infera::cli

@@ -1,5 +1,8 @@
 // infera tokenize / eval-logits: inspection aids used by tests and users.
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <limits>
 #include <cstring>
 #include <sstream>
 
@@ -15,12 +18,22 @@
 namespace infera::cli {
 namespace {
 
-// Parses space-separated token ids; false if anything else is in the text.
-bool ParseIds(const std::string& text, std::vector<int32_t>* ids) {
+// Parses space-separated token ids; an error message if anything else is in
+// the text or an id does not fit a token id (never wrapped: 4294967297 is not 1).
+std::string ParseIds(const std::string& text, const char* what, std::vector<int32_t>* ids) {
   std::istringstream in(text);
-  long long v;
-  while (in >> v) ids->push_back(static_cast<int32_t>(v));
-  return in.eof();
+  std::string word;
+  while (in >> word) {
+    errno = 0;
+    char* end = nullptr;
+    const long long v = std::strtoll(word.c_str(), &end, 10);
+    if (end == word.c_str() || *end != '\0') return fmt::format("{} must be space-separated integers (got '{}')", what, word);
+    if (errno == ERANGE || v < 0 || v > std::numeric_limits<int32_t>::max()) {
+      return fmt::format("token id {} is out of range", word);
+    }
+    ids->push_back(static_cast<int32_t>(v));
+  }
+  return {};
 }
 
 struct TokenizeArgs {
@@ -68,6 +81,7 @@ struct DumpTensorArgs {
 
 // Writes one tensor of a GGUF file, dequantized to f32, as raw floats.
 int DumpTensor(const DumpTensorArgs& a) {
+  if (Status st = CheckOutput(a.out, {a.model}); !st.ok()) return ReportError(st);
   auto f = GgufFile::Open(a.model);
   if (!f.ok()) return ReportError(f.status());
   const TensorView* t = (*f)->FindTensor(a.tensor);
@@ -90,11 +104,13 @@ struct DetokenizeArgs {
 
 int Detokenize(const DetokenizeArgs& a) {
   std::vector<int32_t> ids;
-  if (!ParseIds(a.ids, &ids)) return ReportError("ids must be space-separated integers");
+  if (std::string e = ParseIds(a.ids, "ids", &ids); !e.empty()) return ReportError(e);
   auto tok = TokenizerFromFile(a.model, -1, a.pre);
   if (!tok.ok()) return ReportError(tok.status());
   for (int32_t id : ids) {
-    if (id < 0 || id >= (*tok)->n_vocab()) return ReportError("token id " + std::to_string(id) + " is out of range");
+    if (id >= (*tok)->n_vocab()) {
+      return ReportError(fmt::format("token id {} is out of range [0, {})", id, (*tok)->n_vocab()));
+    }
   }
   const std::string text = (*tok)->Decode(ids, a.special);
   std::fwrite(text.data(), 1, text.size(), stdout);
@@ -113,8 +129,11 @@ struct EvalArgs {
 // ("incremental"), or in chunks of N ("chunk:N").
 int EvalLogits(const EvalArgs& a, const RuntimeOptions& rt) {
   std::vector<int32_t> ids;
-  if (!ParseIds(a.tokens, &ids)) return ReportError("--tokens must be space-separated integers");
+  if (std::string e = ParseIds(a.tokens, "--tokens", &ids); !e.empty()) return ReportError(e);
   if (ids.empty()) return ReportError("--tokens is empty");
+  if (!a.out.empty()) {
+    if (Status st = CheckOutput(a.out, {ModelPathOrDefault(a.model)}); !st.ok()) return ReportError(st);
+  }
   int32_t chunk = 0;
   if (a.mode == "full") chunk = static_cast<int32_t>(ids.size());
   else if (a.mode == "incremental") chunk = 1;
@@ -124,7 +143,7 @@ int EvalLogits(const EvalArgs& a, const RuntimeOptions& rt) {
   if (!kernels.ok()) return ReportError(kernels.status());
   auto lm = LoadModelAndTokenizer(a.model, "", false);
   if (!lm.ok()) return ReportError(lm.status());
-  ThreadPool pool(a.threads);
+  ThreadPool pool(ResolveThreads(a.threads));
   if (a.greedy < 0) return ReportError("--greedy must be >= 0");
   Generator gen(*lm->model, nullptr, *kernels, pool, static_cast<int32_t>(ids.size()) + a.greedy, chunk);
   std::vector<float> logits;

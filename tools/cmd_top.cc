@@ -95,24 +95,43 @@ int Top(const TopArgs& a) {
   const bool tty = isatty(STDOUT_FILENO);
   fmt::print("{:>8} {:>9} {:>9} {:>9} {:>9} {:>6} {:>7} {:>7}\n", "req/s", "gen tok/s", "ttft p50", "ttft p95",
              "e2e p50", "kv %", "running", "waiting");
+  // One line from two scrapes: rates over dt seconds, latency quantiles of
+  // the requests finished in between, gauges as of `now`.
+  auto line = [&](const Samples& before, const Samples& after, double dt) {
+    auto rate = [&](const std::string& p) { return (SumPrefix(after, p) - SumPrefix(before, p)) / dt; };
+    return fmt::format(
+        "{:8.2f} {:9.1f} {:>7}ms {:>7}ms {:>7}ms {:5.1f}% {:7.0f} {:7.0f}", rate("infera_request_success_total"),
+        rate("infera_generation_tokens_total"), Ms(Quantile(before, after, "infera_time_to_first_token_seconds", 0.5)),
+        Ms(Quantile(before, after, "infera_time_to_first_token_seconds", 0.95)),
+        Ms(Quantile(before, after, "infera_e2e_request_latency_seconds", 0.5)),
+        100 * SumPrefix(after, "infera_kv_cache_usage_ratio"), SumPrefix(after, "infera_num_requests_running"),
+        SumPrefix(after, "infera_num_requests_waiting"));
+  };
+  // The first screen at once: averages since the server started (from an
+  // empty scrape), so it shows real numbers before the first interval ends.
+  const double now_unix = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const double started = SumPrefix(prev, "process_start_time_seconds");
+  const double uptime = started > 0 ? std::max(1e-3, now_unix - started) : 0;
+  if (uptime > 0) {
+    const std::string first = line(Samples{}, prev, uptime) + "  (since start)";
+    if (tty) {
+      fmt::print("\r{}", first);
+    } else {
+      fmt::print("{}\n", first);
+    }
+    std::fflush(stdout);
+  }
   auto t_prev = std::chrono::steady_clock::now();
   for (int i = 0; a.iterations == 0 || i < a.iterations; ++i) {
     std::this_thread::sleep_for(std::chrono::duration<double>(a.interval));
     if (!Scrape(*url, &now, &error)) return ReportError(fmt::format("{}: {}", a.url, error));
     const auto t_now = std::chrono::steady_clock::now();
     const double dt = std::chrono::duration<double>(t_now - t_prev).count();
-    auto rate = [&](const std::string& p) { return (SumPrefix(now, p) - SumPrefix(prev, p)) / dt; };
-    const std::string line = fmt::format(
-        "{:8.2f} {:9.1f} {:>7}ms {:>7}ms {:>7}ms {:5.1f}% {:7.0f} {:7.0f}", rate("infera_request_success_total"),
-        rate("infera_generation_tokens_total"), Ms(Quantile(prev, now, "infera_time_to_first_token_seconds", 0.5)),
-        Ms(Quantile(prev, now, "infera_time_to_first_token_seconds", 0.95)),
-        Ms(Quantile(prev, now, "infera_e2e_request_latency_seconds", 0.5)),
-        100 * SumPrefix(now, "infera_kv_cache_usage_ratio"), SumPrefix(now, "infera_num_requests_running"),
-        SumPrefix(now, "infera_num_requests_waiting"));
+    const std::string text = line(prev, now, dt);
     if (tty) {
-      fmt::print("\r{}", line);
+      fmt::print("\r{}{}", text, std::string(14, ' '));  // over the "(since start)" tail
     } else {
-      fmt::print("{}\n", line);
+      fmt::print("{}\n", text);
     }
     std::fflush(stdout);
     prev.swap(now);

@@ -1,14 +1,18 @@
 #include "tools/engine_flags.h"
 
+#include "tools/cli_common.h"
+
 namespace infera::cli {
 
 void AddEngineFlags(CLI::App& app, EngineFlags* f) {
   app.add_option("--kv-cache-mb", f->opts.kv_cache_mb, "KV cache size (default: a quarter of free RAM, capped)");
-  app.add_option("--kv-block-size", f->opts.kv_block_size, "tokens per KV block (default 16)");
-  app.add_option("--max-num-seqs", f->opts.max_num_seqs, "sequences per batch (default 64)");
-  app.add_option("--max-batched-tokens", f->opts.max_batched_tokens, "tokens per batch (default 512)");
-  app.add_option("--max-model-len", f->opts.max_model_len, "context per sequence (default: the model's)");
+  app.add_option("--kv-block-size,--block-size", f->opts.kv_block_size, "tokens per KV block");
+  app.add_option("--max-num-seqs", f->opts.max_num_seqs, "sequences per batch");
+  app.add_option("--max-batched-tokens,--max-num-batched-tokens", f->opts.max_batched_tokens, "tokens per batch");
+  app.add_option("--max-model-len", f->opts.max_model_len,
+                 "context per sequence (0: the model's trained context; more is refused)");
   app.add_flag("--no-prefix-cache", f->no_prefix_cache, "do not reuse the KV blocks of shared prefixes");
+  app.add_flag("--enable-prefix-caching", f->enable_prefix_cache, "prefix caching (on by default; vLLM's flag)");
   app.add_option("--kv-cache-type", f->opts.kv_cache_type, "f32 (default) or q8 (int8, a scale per token and KV head)");
   app.add_flag("--context-shift", f->opts.context_shift,
                "at the context end keep the first --context-keep tokens and the newer half of the rest, and go on");
@@ -19,7 +23,9 @@ void AddEngineFlags(CLI::App& app, EngineFlags* f) {
 }
 
 std::string ResolveEngineFlags(EngineFlags* f, int threads) {
-  f->opts.threads = threads;
+  if (threads < 0) return "--threads must be >= 0";
+  f->opts.threads = ResolveThreads(threads);
+  if (f->no_prefix_cache && f->enable_prefix_cache) return "--no-prefix-cache and --enable-prefix-caching contradict";
   f->opts.prefix_caching = !f->no_prefix_cache;
   if (f->admission == "guaranteed") f->opts.guaranteed_admission = true;
   else if (f->admission != "preempt") return "--admission must be preempt or guaranteed";

@@ -12,6 +12,7 @@ namespace infera::cli {
 struct EngineFlags {
   EngineOptions opts;
   bool no_prefix_cache = false;
+  bool enable_prefix_cache = false;  // vLLM's flag: the default anyway
   std::string admission = "preempt";
 };
 

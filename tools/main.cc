@@ -1,7 +1,9 @@
 // infera: one program from a model file to generated text.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 
@@ -10,6 +12,7 @@
 #include "base/logging.h"
 #include "build_paths.h"
 #include "tools/commands.h"
+#include "tools/foreign_flags.h"
 
 int main(int argc, char** argv) {
   using namespace infera;
@@ -24,6 +27,8 @@ int main(int argc, char** argv) {
   cli::RuntimeOptions rt;
   app.add_option("--cpu-isa", rt.cpu_isa, "force a kernel ISA: scalar, avx2, avx512 (default: best available)");
 
+  // Every option's default value shows in --help.
+  app.option_defaults()->always_capture_default();
   std::map<CLI::App*, cli::CommandFn> commands;
   auto add = [&](const char* name, const char* help, cli::CommandFn (*reg)(CLI::App&, const cli::RuntimeOptions&)) {
     CLI::App* sub = app.add_subcommand(name, help);
@@ -38,15 +43,26 @@ int main(int argc, char** argv) {
   add("info", "print a model's architecture, tensors and memory needs", cli::RegisterInfo);
   add("bench", "measure prompt-processing and generation speed", cli::RegisterBench);
   add("convert", "write a GGUF from a GGUF, Hugging Face folder or llama2.c checkpoint", cli::RegisterConvert);
-  add("quantize", "write a GGUF with quantized weights (q8_0, q4_0, q4_1, q5_0, q5_1)", cli::RegisterQuantize);
+  add("quantize", "write a GGUF with quantized weights (any llama.cpp block type or mixture, e.g. q4_k_m)",
+      cli::RegisterQuantize);
   add("perplexity", "perplexity of a text (llama-perplexity's method), KL divergence against a base", cli::RegisterPerplexity);
   add("tokenize", "print the token ids of a text", cli::RegisterTokenize);
   add("detokenize", "print the text of token ids", cli::RegisterDetokenize);
   add("dump-tensor", "write one GGUF tensor dequantized to raw f32 (testing aid)", cli::RegisterDumpTensor);
   add("eval-logits", "print the logits of a token sequence (testing aid)", cli::RegisterEvalLogits);
+  std::string help_topic;
+  CLI::App* help = app.add_subcommand("help", "print the help of infera or of one command: infera help [COMMAND]");
+  help->add_option("command", help_topic, "the command");
+
+  // llama.cpp / vLLM spellings first (-ngl 99 would otherwise parse as -n gl).
+  const cli::TranslatedArgs translated = cli::TranslateForeignFlags(std::vector<std::string>(argv + 1, argv + argc));
+  if (!translated.error.empty()) return cli::ReportError(translated.error);
+  for (const std::string& note : translated.notes) std::fprintf(stderr, "infera: note: %s\n", note.c_str());
+  std::vector<char*> args = {argv[0]};
+  for (const std::string& a : translated.args) args.push_back(const_cast<char*>(a.c_str()));
 
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -55,6 +71,20 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     return cli::ReportError(e.what());
+  }
+  if (help->parsed()) {
+    if (help_topic.empty()) {
+      // (App::help() would describe the selected subcommand, `help` itself.)
+      std::fputs(app.get_formatter()->make_help(&app, "infera", CLI::AppFormatMode::Normal).c_str(), stdout);
+      return cli::kExitOk;
+    }
+    CLI::App* topic = nullptr;
+    for (auto& [sub, fn] : commands) {
+      if (sub->get_name() == help_topic) topic = sub;
+    }
+    if (topic == nullptr) return cli::ReportError("help: no command '" + help_topic + "' (infera help lists them)");
+    std::fputs(topic->help().c_str(), stdout);
+    return cli::kExitOk;
   }
   for (auto& [sub, fn] : commands) {
     // A server logs its requests (info) unless told otherwise.
@@ -76,7 +106,13 @@ int main(int argc, char** argv) {
   for (auto& [sub, fn] : commands) {
     if (sub->parsed()) {
       try {
-        return fn();
+        const int rc = fn();
+        // Output nobody received is a failure (run ... > /dev/full).
+        if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+          std::fprintf(stderr, "infera: error: cannot write to standard output: %s\n", std::strerror(errno));
+          return rc == cli::kExitOk ? cli::kExitInternal : rc;
+        }
+        return rc;
       } catch (const std::bad_alloc&) {
         return cli::ReportError("out of memory");
       } catch (const std::exception& e) {

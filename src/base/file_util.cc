@@ -1,5 +1,7 @@
 #include "base/file_util.h"
 
+#include "base/output_file.h"
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -19,11 +21,7 @@ StatusOr<std::string> ReadFileToString(const std::string& path) {
 }
 
 Status WriteStringToFile(const std::string& path, const std::string& data) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return InvalidArgument(path + ": cannot open for writing: " + std::strerror(errno));
-  out.write(data.data(), static_cast<std::streamsize>(data.size()));
-  if (!out) return InvalidArgument(path + ": write failed");
-  return Status::Ok();
+  return WriteFileAtomically(path, data);
 }
 
 bool FileExists(const std::string& path) {

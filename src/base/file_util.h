@@ -8,6 +8,7 @@
 namespace infera {
 
 StatusOr<std::string> ReadFileToString(const std::string& path);
+// Atomically: a temporary file beside `path`, renamed over it at the end.
 Status WriteStringToFile(const std::string& path, const std::string& data);
 bool FileExists(const std::string& path);
 bool IsDirectory(const std::string& path);

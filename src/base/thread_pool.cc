@@ -1,6 +1,11 @@
 #include "base/thread_pool.h"
 
+#include <sched.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -15,8 +20,23 @@ constexpr int kSpinIterations = 20000;  // ~ tens of microseconds of pause
 }
 
 int ThreadPool::DefaultThreadCount() {
-  unsigned n = std::thread::hardware_concurrency();
-  return n == 0 ? 1 : static_cast<int>(n);
+  // The CPUs this process may run on (taskset, container cpusets)...
+  int n = 0;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) n = CPU_COUNT(&set);
+  if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
+  // ... and no more than a cgroup v2 CPU quota grants ("max" or "QUOTA PERIOD").
+  if (FILE* f = std::fopen("/sys/fs/cgroup/cpu.max", "r")) {
+    char quota[32] = {};
+    long long period = 0;
+    if (std::fscanf(f, "%31s %lld", quota, &period) == 2 && std::strcmp(quota, "max") != 0 && period > 0) {
+      const long long q = std::atoll(quota);
+      if (q > 0) n = std::min<int>(n, static_cast<int>(std::max<long long>(1, (q + period - 1) / period)));
+    }
+    std::fclose(f);
+  }
+  return std::max(1, n);
 }
 
 ThreadPool::ThreadPool(int n_threads)

@@ -20,7 +20,7 @@ namespace infera {
 
 class ThreadPool {
  public:
-  // n_threads <= 0 means: the number of online CPUs.
+  // n_threads <= 0 means DefaultThreadCount().
   explicit ThreadPool(int n_threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -36,6 +36,8 @@ class ThreadPool {
   // `align` except the last) and calls fn(begin, end) for each non-empty one.
   void ParallelFor(int64_t n, int64_t align, FunctionRef<void(int64_t, int64_t)> fn);
 
+  // The CPUs this process may use: its affinity mask, capped by a cgroup v2
+  // CPU quota when one is set.
   static int DefaultThreadCount();
 
  private:

@@ -154,6 +154,12 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Token
   if (o.max_num_seqs < 1) return InvalidArgument("--max-num-seqs must be at least 1");
   if (o.max_batched_tokens < 1) return InvalidArgument("--max-batched-tokens must be at least 1");
   if (o.max_model_len <= 0) o.max_model_len = c.n_ctx_train > 0 ? c.n_ctx_train : 2048;
+  if (c.n_ctx_train > 0 && o.max_model_len > c.n_ctx_train) {
+    // Positions past the trained context were never trained: the output
+    // degrades silently. Refuse until RoPE scaling can be asked for.
+    return InvalidArgument(fmt::format("a context of {} tokens is beyond the model's trained context of {} tokens "
+                                       "(--max-model-len at most {})", o.max_model_len, c.n_ctx_train, c.n_ctx_train));
+  }
   KvType kt;
   if (!ParseKvType(o.kv_cache_type, &kt)) return InvalidArgument("--kv-cache-type must be f32 or q8");
   const uint64_t per_token = KvStorage::BytesFor(c.n_layer, 1, c.kv_dim(), kt, c.head_dim);

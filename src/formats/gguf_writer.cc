@@ -4,6 +4,8 @@
 #include <cstring>
 #include <memory>
 
+#include "base/output_file.h"
+
 namespace infera {
 namespace {
 
@@ -139,24 +141,26 @@ Status GgufWriter::Write(const std::string& path) const {
   }
   header.resize((header.size() + alignment_ - 1) / alignment_ * alignment_, '\0');
 
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
-  if (!f) return InvalidArgument(path + ": cannot open for writing: " + std::strerror(errno));
-  bool ok = std::fwrite(header.data(), 1, header.size(), f.get()) == header.size();
+  // A temporary file renamed over `path` at the end: an input being read
+  // through mmap is never truncated, and a failed write leaves no torn file.
+  ASSIGN_OR_RETURN(std::unique_ptr<OutputFile> out, OutputFile::Create(path));
+  FILE* f = out->stream();
+  bool ok = std::fwrite(header.data(), 1, header.size(), f) == header.size();
   static const char kZeros[64] = {};
   for (size_t k = 0; ok && k < tensors_.size(); ++k) {
     const auto& t = tensors_[k];
     const void* data = t.owned_index == SIZE_MAX ? t.data : owned_[t.owned_index].data();
-    ok = std::fwrite(data, 1, t.nbytes, f.get()) == t.nbytes;
+    ok = std::fwrite(data, 1, t.nbytes, f) == t.nbytes;
     uint64_t pad = (alignment_ - t.nbytes % alignment_) % alignment_;
     if (k + 1 == tensors_.size()) pad = 0;  // no trailing padding after the last tensor
     while (ok && pad > 0) {
       size_t n = std::min<uint64_t>(pad, sizeof(kZeros));
-      ok = std::fwrite(kZeros, 1, n, f.get()) == n;
+      ok = std::fwrite(kZeros, 1, n, f) == n;
       pad -= n;
     }
   }
   if (!ok) return InvalidArgument(path + ": write failed: " + std::strerror(errno));
-  if (std::fclose(f.release()) != 0) return InvalidArgument(path + ": close failed");
+  RETURN_IF_ERROR(out->Commit());
   return Status::Ok();
 }
 

@@ -18,11 +18,11 @@ Status Scheduler::Check(size_t prompt_len, int32_t max_tokens) const {
   const int64_t total = static_cast<int64_t>(prompt_len) + max_tokens;
   if (max_tokens < 1) return InvalidArgument("max_tokens must be at least 1");
   if (total > cfg_.max_model_len && (!cfg_.context_shift || static_cast<int64_t>(prompt_len) >= cfg_.max_model_len)) {
-    return InvalidArgument(fmt::format("prompt ({} tokens) + max_tokens ({}) exceeds the context of {} tokens",
+    return OutOfRange(fmt::format("prompt ({} tokens) + max_tokens ({}) exceeds the context of {} tokens",
                                        prompt_len, max_tokens, cfg_.max_model_len));
   }
   if (blocks_->BlocksFor(static_cast<int32_t>(std::min<int64_t>(total, cfg_.max_model_len))) > blocks_->num_blocks()) {
-    return InvalidArgument(fmt::format("prompt + max_tokens ({} tokens) needs more KV blocks than the cache holds "
+    return ResourceExhausted(fmt::format("prompt + max_tokens ({} tokens) needs more KV blocks than the cache holds "
                                        "({} blocks of {})", total, blocks_->num_blocks(), blocks_->block_size()));
   }
   return Status::Ok();

@@ -159,6 +159,24 @@ const Route* FindRoute(const std::string& path) {
 
 }  // namespace
 
+std::string GuardedRoutes() {
+  std::string out;
+  for (const Route& r : kRoutes) {
+    if (r.auth) out += fmt::format("{}{}", out.empty() ? "" : ", ", r.label);
+  }
+  return out;
+}
+
+void ApiServer::HttpLayerError(int status, const std::string& target, const std::string& message) {
+  const Route* route = FindRoute(target.substr(0, target.find('?')));
+  const char* endpoint = route ? route->label : "other";
+  metrics_.HttpRequest(endpoint, status);
+  const std::string request_id = fmt::format("req-{:016x}{:08x}", id_salt_, next_request_.fetch_add(1));
+  LogEvent(status >= 500 ? LogLevel::kError : LogLevel::kWarn, "request failed",
+           {Field("request_id", request_id), Field("endpoint", endpoint), Field("status", static_cast<int64_t>(status)),
+            Field("error", message)});
+}
+
 void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
   const TraceContext trace = TraceContext::FromHeader(req.Header("traceparent"));
   const std::string& path = req.path;

@@ -47,6 +47,9 @@ struct ApiBackend {
   BuildInfo build;
 };
 
+// The routes an API key guards, for help texts: "/v1/completions, ...".
+std::string GuardedRoutes();
+
 class ApiServer {
  public:
   explicit ApiServer(ApiServerOptions opts);
@@ -57,6 +60,9 @@ class ApiServer {
   void SetDraining();
 
   void Handle(HttpRequest req, std::shared_ptr<Responder> resp);
+  // A request the HTTP layer refused before it reached Handle (413, malformed
+  // HTTP): counted in infera_http_requests_total and logged like the others.
+  void HttpLayerError(int status, const std::string& target, const std::string& message);
   ServerMetrics& metrics() { return metrics_; }
 
  private:

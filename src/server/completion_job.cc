@@ -70,9 +70,19 @@ void CompletionJob::Start() {
       for (uint64_t e : engine_ids_) engine_->Cancel(e);
       ApiError err;
       err.message = st.message();
+      err.param = spec_.chat ? "messages" : "prompt";
       if (st.code() == StatusCode::kUnavailable) {
         err.status = 503;
         err.type = "service_unavailable";
+        err.code = "shutting_down";
+        err.param.clear();
+      } else if (st.code() == StatusCode::kResourceExhausted) {
+        // Could never run, however long it waited: the whole KV cache is too small.
+        err.code = "kv_cache_capacity_exceeded";
+      } else if (st.code() == StatusCode::kOutOfRange) {
+        err.code = "context_length_exceeded";
+      } else {
+        err.code = "invalid_value";
       }
       failed_ = true;
       resp_->Respond(err.status, "application/json", err.ToJson());

@@ -194,6 +194,11 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
   // A request the HTTP layer answers itself, then closes the connection
   // (its body may be unread).
   void FailRequest(int status, const std::string& message, const char* code) {
+    if (server_->opts.on_layer_error) {
+      std::string target;
+      if (parser_) target = std::string(parser_->get().target());  // set once the request line parsed
+      server_->opts.on_layer_error(status, target, message);
+    }
     stream_.expires_never();
     keep_alive_ = false;
     BeginRequest();

@@ -65,6 +65,10 @@ struct HttpServerOptions {
   size_t max_body_bytes = 8u << 20;                 // larger bodies: 413
   int io_threads = 2;
   std::chrono::seconds read_timeout{30};            // a request (or idle keep-alive) taking longer is closed
+  // Told of every request the HTTP layer answers itself (413 body too large,
+  // 400 malformed HTTP): status, the request target ("" if not parsed) and
+  // the message. Called on an I/O thread; may be empty.
+  std::function<void(int status, const std::string& target, const std::string& message)> on_layer_error;
 };
 
 class HttpServer {

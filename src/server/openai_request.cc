@@ -155,6 +155,81 @@ bool ParseMessages(const json& body, const ParseContext& ctx, CompletionSpec* ou
   return true;
 }
 
+// Fields of OpenAI, vLLM and llama.cpp requests that change what the output
+// must be and that infera does not implement yet. A request that sets one
+// (to anything but its no-op value) is refused with 400 naming the field:
+// ignoring it would return a wrong result with status 200.
+enum class Noop { kEmpty, kFalse, kTrue, kZero, kOne };
+struct Unsupported {
+  const char* name;
+  Noop noop;
+  const char* what;
+  int endpoints;  // 1: completions, 2: chat, 3: both
+};
+constexpr Unsupported kUnsupported[] = {
+    {"grammar", Noop::kEmpty, "grammar-constrained output", 3},
+    {"json_schema", Noop::kEmpty, "JSON-schema-constrained output", 3},
+    {"guided_json", Noop::kEmpty, "JSON-schema-constrained output", 3},
+    {"guided_regex", Noop::kEmpty, "regex-constrained output", 3},
+    {"guided_choice", Noop::kEmpty, "choice-constrained output", 3},
+    {"guided_grammar", Noop::kEmpty, "grammar-constrained output", 3},
+    {"structured_outputs", Noop::kEmpty, "constrained output", 3},
+    {"suffix", Noop::kEmpty, "fill-in-the-middle completion", 3},
+    {"functions", Noop::kEmpty, "function calling", 2},
+    {"function_call", Noop::kEmpty, "function calling", 2},
+    {"prompt_logprobs", Noop::kZero, "prompt log-probabilities", 3},
+    {"use_beam_search", Noop::kFalse, "beam search", 3},
+    {"length_penalty", Noop::kOne, "beam search", 3},
+    {"stop_token_ids", Noop::kEmpty, "stop token ids", 3},
+    {"include_stop_str_in_output", Noop::kFalse, "returning the stop string", 3},
+    {"skip_special_tokens", Noop::kTrue, "special tokens in the output text", 3},
+    {"truncate_prompt_tokens", Noop::kEmpty, "prompt truncation", 3},
+    {"chat_template", Noop::kEmpty, "a per-request chat template", 2},
+    {"chat_template_kwargs", Noop::kEmpty, "chat template arguments", 2},
+    {"continue_final_message", Noop::kFalse, "continuing the final message", 2},
+    {"audio", Noop::kEmpty, "audio output", 2},
+    {"mirostat", Noop::kZero, "mirostat sampling", 3},
+    {"typical_p", Noop::kOne, "locally typical sampling", 3},
+    {"tfs_z", Noop::kOne, "tail-free sampling", 3},
+    {"dynatemp_range", Noop::kZero, "dynamic temperature", 3},
+    {"xtc_probability", Noop::kZero, "XTC sampling", 3},
+    {"dry_multiplier", Noop::kZero, "DRY sampling", 3},
+};
+
+bool IsNoop(const json& v, Noop noop) {
+  if (v.is_null()) return true;
+  switch (noop) {
+    case Noop::kEmpty:  // (json::empty() is false for every string)
+      return v.is_string() ? v.get_ref<const std::string&>().empty() : (v.is_array() || v.is_object()) && v.empty();
+    case Noop::kFalse:
+      return v.is_boolean() && !v.get<bool>();
+    case Noop::kTrue:
+      return v.is_boolean() && v.get<bool>();
+    case Noop::kZero:
+      return (v.is_number() && v.get<double>() == 0) || (v.is_boolean() && !v.get<bool>());
+    case Noop::kOne:
+      return v.is_number() && v.get<double>() == 1;
+  }
+  return false;
+}
+
+bool CheckUnsupported(const json& body, bool chat, FieldReader* r) {
+  for (const Unsupported& u : kUnsupported) {
+    if ((u.endpoints & (chat ? 2 : 1)) == 0) continue;
+    auto it = body.find(u.name);
+    if (it == body.end() || IsNoop(*it, u.noop)) continue;
+    r->Fail(u.name, fmt::format("'{}' ({}) is not supported yet; the request is refused rather than answered "
+                                "without it", u.name, u.what));
+    return false;
+  }
+  if (auto modalities = body.find("modalities"); modalities != body.end() && modalities->is_array()) {
+    for (const json& m : *modalities) {
+      if (m != "text") return r->Fail("modalities", "only the 'text' modality is supported");
+    }
+  }
+  return true;
+}
+
 bool TokenList(const json& arr, int32_t n_vocab, std::vector<int32_t>* out, FieldReader* r) {
   for (const json& t : arr) {
     if (!t.is_number_integer()) return r->Fail("prompt", "token prompts must be lists of integers");
@@ -245,6 +320,18 @@ bool ParseLogitBias(const ParseContext& ctx, CompletionSpec* out, FieldReader* r
 
 }  // namespace
 
+bool CheckUnsupportedFields(const json& body, bool chat, ApiError* err) {
+  FieldReader r(body, err);
+  return CheckUnsupported(body, chat, &r);
+}
+
+bool IsUnsupportedField(const std::string& name) {
+  for (const Unsupported& u : kUnsupported) {
+    if (name == u.name) return true;
+  }
+  return name == "modalities";
+}
+
 bool ParseJsonBody(const std::string& body, json* out, ApiError* err) {
   *out = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (out->is_discarded()) {
@@ -294,12 +381,33 @@ bool ParseCompletionRequest(const std::string& body_text, bool chat, const Parse
     s.has_seed = true;
   }
   const int32_t kMaxInt = std::numeric_limits<int32_t>::max();
+  if (!CheckUnsupported(body, chat, &r)) return false;
   r.Integer(chat ? "max_completion_tokens" : "max_tokens", &p.max_tokens, 1, kMaxInt);
   if (chat && p.max_tokens < 0) r.Integer("max_tokens", &p.max_tokens, 1, kMaxInt);
+  // llama.cpp's name for max_tokens (-1: no limit).
+  int32_t n_predict = -1;
+  if (p.max_tokens < 0 && r.Integer("n_predict", &n_predict, -1, kMaxInt)) {
+    if (n_predict == 0) r.Fail("n_predict", "'n_predict' must be -1 (no limit) or at least 1");
+    p.max_tokens = n_predict;
+  }
+  // llama.cpp's names for the repetition penalty and its window.
+  if (r.Find("repetition_penalty") == nullptr && r.Find("repeat_penalty") != nullptr) {
+    r.Number("repeat_penalty", &s.repetition_penalty, 0, 100);
+    if (r.ok() && s.repetition_penalty <= 0) r.Fail("repeat_penalty", "'repeat_penalty' must be > 0");
+    s.penalty_last_n = 64;
+  }
+  r.Integer("repeat_last_n", &s.penalty_last_n, -1, kMaxInt);
   r.Integer("min_tokens", &p.min_tokens, 0, kMaxInt);
   r.Integer("priority", &p.priority, std::numeric_limits<int32_t>::min(), kMaxInt);
   r.Bool("ignore_eos", &p.ignore_eos);
   r.Integer("n", &out->n, 1, ctx.limits.max_n);
+  // best_of > n would pick the n best of best_of samples: not implemented.
+  // best_of == n is what every request does anyway.
+  if (const json* best_of = r.Find("best_of"); best_of != nullptr && r.ok()) {
+    if (!best_of->is_number_integer() || best_of->get<int64_t>() != out->n) {
+      r.Fail("best_of", "'best_of' other than n (choosing the best of several samples) is not supported yet");
+    }
+  }
   r.Bool("stream", &out->stream);
   if (const json* so = r.Find("stream_options"); so != nullptr && r.ok()) {
     if (!so->is_object()) {
@@ -336,7 +444,10 @@ bool ParseCompletionRequest(const std::string& body_text, bool chat, const Parse
     }
   }
   if (const json* tools = r.Find("tools"); tools != nullptr && r.ok() && !(tools->is_array() && tools->empty())) {
-    r.Fail("tools", "tool calling is not supported");
+    r.Fail("tools", "tool calling is not supported yet");
+  }
+  if (const json* tc = r.Find("tool_choice"); tc != nullptr && r.ok() && *tc != "none" && *tc != "auto") {
+    r.Fail("tool_choice", "tool calling is not supported yet ('tool_choice' may only be \"none\" or \"auto\")");
   }
   if (!ParseStop(out, &r) || !ParseLogitBias(ctx, out, &r)) return false;
   if (!r.ok()) return false;

@@ -4,7 +4,9 @@
 //
 // Fields the OpenAI API defines are checked for type and range; extensions
 // of vLLM and llama.cpp are accepted (top_k, min_p, repetition_penalty,
-// ignore_eos, min_tokens, priority); fields nobody defines are ignored.
+// ignore_eos, min_tokens, priority, n_predict, repeat_penalty); fields that
+// would change the output but are not implemented are refused with 400
+// (CheckUnsupportedFields); fields nobody defines are ignored.
 #pragma once
 
 #include <cstdint>
@@ -59,6 +61,14 @@ struct ParseContext {
 // Parses `body` (JSON text). On failure returns false with *err set.
 bool ParseCompletionRequest(const std::string& body, bool chat, const ParseContext& ctx, CompletionSpec* out,
                             ApiError* err);
+
+// Refuses (400 naming the field) fields of OpenAI, vLLM or llama.cpp
+// requests that would change the output and that infera does not implement
+// (grammar, json_schema, guided_*, suffix, ...) unless they hold their no-op
+// value. Also used for `infera generate` input lines.
+bool CheckUnsupportedFields(const nlohmann::json& body, bool chat, ApiError* err);
+// Whether CheckUnsupportedFields knows `name` (it passed it: a no-op value).
+bool IsUnsupportedField(const std::string& name);
 
 // Parses a JSON body; on failure *err is a 400.
 bool ParseJsonBody(const std::string& body, nlohmann::json* out, ApiError* err);

@@ -1,5 +1,7 @@
 #include "server/server_metrics.h"
 
+#include <chrono>
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -75,11 +77,14 @@ ServerMetrics::ServerMetrics()
                                    "Fraction of KV cache blocks in use (1 = full)").Get()),
       model_bytes_(registry_.AddGauge("infera_model_weight_bytes", "Size of the model file(s)").Get()),
       rss_(registry_.AddGauge("process_resident_memory_bytes", "Resident memory of the process").Get()),
+      start_time_(registry_.AddGauge("process_start_time_seconds", "Start time of the process since the Unix epoch")
+                      .Get()),
       ready_(registry_.AddGauge("infera_ready", "1 when the model is loaded and requests are accepted").Get()),
       build_info_(registry_.AddGauge("infera_build_info", "Build: version, commit, CPU kernel variant in use",
                                      {"version", "commit", "kernel"})) {
   // Families with labels show up from the first scrape with their common children.
   for (const char* reason : {"stop", "length", "abort", "error"}) request_success_.With({reason});
+  start_time_.Set(std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
   registry_.AddCollector([this] { Collect(); });
 }
 

@@ -74,6 +74,7 @@ class ServerMetrics {
   metrics::Gauge& kv_ratio_;
   metrics::Gauge& model_bytes_;
   metrics::Gauge& rss_;
+  metrics::Gauge& start_time_;
   metrics::Gauge& ready_;
   metrics::Family<metrics::Gauge>& build_info_;
 

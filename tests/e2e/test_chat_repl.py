@@ -1,6 +1,7 @@
 """The chat REPL driven through a pseudo-terminal: the second turn processes
 only its new tokens (the KV cache is kept), Ctrl-C at the prompt does not
-quit, /reset clears the cache, Ctrl-D exits 0."""
+quit, /reset clears the cache, /help lists the commands (not sent to the
+model), /quit and Ctrl-D exit 0."""
 import os
 import pty
 import re
@@ -98,6 +99,26 @@ class ChatReplTest(unittest.TestCase):
             repl.send("Hi again.\n")
             t2 = repl.wait_for_stderr(TURN, 2)[1]
             self.assertEqual(int(t2[2]), 0)  # nothing reused after /reset
+        finally:
+            rc = repl.close()
+        self.assertEqual(rc, 0)
+
+    def test_help_lists_the_commands_instead_of_asking_the_model(self):
+        repl = Repl("-n", "8", "--temp", "0")
+        try:
+            repl.send("/help\n")
+            repl.wait_for_stderr(re.compile(r"/exit, /quit"), 1)
+            repl.send("/nonsense\n")
+            repl.wait_for_stderr(re.compile(r"unknown command /nonsense"), 1)
+            time.sleep(0.3)
+            repl.pump(0.2)
+            self.assertEqual(TURN.findall(repl.stderr.decode(errors="replace")), [])  # nothing went to the model
+            self.assertIn("/system TEXT", repl.stderr.decode())
+            repl.send("/quit\n")
+            deadline = time.time() + 30
+            while repl.proc.poll() is None and time.time() < deadline:
+                repl.pump(0.2)
+            self.assertEqual(repl.proc.poll(), 0)
         finally:
             rc = repl.close()
         self.assertEqual(rc, 0)

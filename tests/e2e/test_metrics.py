@@ -177,14 +177,21 @@ class MetricsTest(unittest.TestCase):
 
     def test_infera_top(self):
         from common import infera
+        for _ in range(3):  # traffic before top starts: its first screen shows it at once
+            self.srv.json("POST", "/v1/completions", {"prompt": "Hi", "max_tokens": 8})
         threading.Thread(target=lambda: [self.srv.json("POST", "/v1/completions", {"prompt": "Hi", "max_tokens": 8})
                                           for _ in range(5)]).start()
         r = infera("top", "--url", self.srv.url, "--interval", "0.3", "--iterations", "3", timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
         lines = r.stdout.decode().splitlines()
-        self.assertEqual(len(lines), 4)
+        self.assertEqual(len(lines), 5)  # header, "since start", 3 refreshes
         self.assertIn("gen tok/s", lines[0])
-        self.assertIn("%", lines[1])
+        self.assertIn("(since start)", lines[1])
+        first = lines[1].split()
+        self.assertGreater(float(first[0]), 0)  # req/s since start
+        self.assertGreater(float(first[1]), 0)  # generated tok/s
+        self.assertNotEqual(first[2], "-ms")    # a TTFT p50
+        self.assertIn("%", lines[2])
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
         dead = s.getsockname()[1]

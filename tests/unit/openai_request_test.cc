@@ -173,5 +173,47 @@ TEST_F(OpenAIRequestTest, BadInputNamesTheParam) {
   EXPECT_NE(e.ToJson().find(R"("param":"prompt")"), std::string::npos);
 }
 
+// Fields that would change the output but are not implemented: refused with
+// 400 naming the field, unless they hold their no-op value.
+TEST_F(OpenAIRequestTest, UnimplementedOutputFieldsAreRefusedNotIgnored) {
+  const char* kRefused[][2] = {
+      {"grammar", R"("root ::= \"a\"")"}, {"json_schema", R"({"type": "object"})"},
+      {"guided_json", R"({"type": "object"})"}, {"guided_regex", R"("a+")"}, {"guided_choice", R"(["a"])"},
+      {"guided_grammar", R"("x")"}, {"suffix", R"("end")"}, {"best_of", "2"}, {"use_beam_search", "true"},
+      {"prompt_logprobs", "1"}, {"stop_token_ids", "[1]"}, {"include_stop_str_in_output", "true"},
+      {"skip_special_tokens", "false"}, {"mirostat", "2"}, {"typical_p", "0.9"}, {"tfs_z", "0.5"},
+      {"response_format", R"({"type": "json_object"})"}, {"tool_choice", R"("required")"}};
+  for (const auto& [field, value] : kRefused) {
+    const std::string body = std::string(R"({"prompt": "x", ")") + field + "\": " + value + "}";
+    ApiError e = Error(body);
+    EXPECT_EQ(e.status, 400) << body;
+    EXPECT_EQ(e.param, field) << body;
+  }
+  // Chat-only ones.
+  for (const char* body : {R"({"messages": [{"role": "user", "content": "x"}], "functions": [{"name": "f"}]})",
+                           R"({"messages": [{"role": "user", "content": "x"}], "chat_template": "{{x}}"})",
+                           R"({"messages": [{"role": "user", "content": "x"}], "modalities": ["audio"]})"}) {
+    EXPECT_EQ(Error(body, true).status, 400) << body;
+  }
+  // No-op values pass.
+  for (const char* body :
+       {R"({"prompt": "x", "grammar": "", "json_schema": null, "suffix": "", "best_of": 1, "use_beam_search": false,
+            "skip_special_tokens": true, "typical_p": 1, "mirostat": 0, "stop_token_ids": []})",
+        R"({"prompt": "x", "n": 3, "best_of": 3})"}) {
+    EXPECT_EQ(Error(body).status, 0) << body;
+  }
+}
+
+TEST_F(OpenAIRequestTest, LlamaCppNamesAreAliases) {
+  EXPECT_EQ(Parse(R"({"prompt": "x", "n_predict": 7})").params.max_tokens, 7);
+  EXPECT_EQ(Parse(R"({"prompt": "x", "n_predict": -1})").params.max_tokens, -1);
+  EXPECT_EQ(Parse(R"({"prompt": "x", "max_tokens": 3, "n_predict": 7})").params.max_tokens, 3);
+  EXPECT_EQ(Error(R"({"prompt": "x", "n_predict": 0})").param, "n_predict");
+  CompletionSpec s = Parse(R"({"prompt": "x", "repeat_penalty": 1.3})");
+  EXPECT_FLOAT_EQ(s.params.sampling.repetition_penalty, 1.3f);
+  EXPECT_EQ(s.params.sampling.penalty_last_n, 64);  // llama.cpp's default window with its name
+  EXPECT_EQ(Parse(R"({"prompt": "x", "repeat_penalty": 1.3, "repeat_last_n": 8})").params.sampling.penalty_last_n, 8);
+}
+
 }  // namespace
 }  // namespace infera::server

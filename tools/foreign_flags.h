@@ -1,0 +1,24 @@
+// Flags users bring from llama.cpp and vLLM command lines. Before CLI11
+// parses, the argument list is rewritten: llama.cpp's multi-letter short
+// flags become infera's names (-np -> --parallel, -cnv -> -i, -sys ->
+// --system), flags for things infera does anyway or cannot do on a CPU are
+// dropped with a note saying what infera does instead (-ngl, -fa, --mlock),
+// and flags that cannot be honoured are refused with such a note (-hf).
+// Without this CLI11 would read `-ngl 99` as `-n gl` and fail obscurely.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace infera::cli {
+
+struct TranslatedArgs {
+  std::vector<std::string> args;   // argv[1..] rewritten
+  std::vector<std::string> notes;  // one line each, for stderr
+  std::string error;               // non-empty: refuse with this message
+};
+
+// args: argv[1..argc). Arguments after a literal "--" are left alone.
+TranslatedArgs TranslateForeignFlags(const std::vector<std::string>& args);
+
+}  // namespace infera::cli
