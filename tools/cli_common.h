@@ -25,7 +25,7 @@ int ReportError(const Status& st);
 int ReportError(const std::string& message);
 
 struct RuntimeOptions {
-  int threads = 0;            // 0: all cores
+  int threads = 0;            // 0: the usable cores (ThreadPool::DefaultThreadCount)
   std::string cpu_isa;        // "", "scalar", "avx2", "avx512"
 };
 

@@ -219,7 +219,7 @@ CommandFn RegisterBench(CLI::App& app, const RuntimeOptions& rt) {
   app.add_option("-m,--model", a->model, "model (default: the bundled model)");
   app.add_option("-p,--n-prompt", a->n_prompt, "prompt tokens (0: skip)");
   app.add_option("-n,--n-gen", a->n_gen, "generated tokens (0: skip)");
-  app.add_option("-t,--threads", a->threads, "threads (0: all cores)");
+  app.add_option("-t,--threads", a->threads, "threads (0: the cores this process may use; more is capped)");
   app.add_option("-r,--repetitions", a->reps, "repetitions per test");
   app.add_option("-b,--batch-size", a->batch, "prompt tokens per forward pass");
   app.add_option("-d,--n-depth", a->depth, "tokens already in the KV cache when each test starts");

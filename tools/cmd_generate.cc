@@ -297,7 +297,7 @@ CommandFn RegisterGenerate(CLI::App& app, const RuntimeOptions& rt) {
                  "JSONL: one request per line (prompt or messages, max_tokens, n, temperature, ...); - reads stdin")
       ->required();
   app.add_option("--output", a->output, "JSONL: one result per input line, in input order")->required();
-  app.add_option("-t,--threads", a->threads, "threads (0: all cores)");
+  app.add_option("-t,--threads", a->threads, "threads (0: the cores this process may use; more is capped)");
   app.add_option("--tokenizer", a->tokenizer, "tokenizer file (llama2.c checkpoints)");
   app.add_option("--chat-template", a->chat_template,
                  "chat format for 'messages': chatml, llama2, llama3, mistral, phi3, zephyr, gemma, plain (default: "

@@ -220,7 +220,7 @@ CommandFn RegisterPerplexity(CLI::App& app, const RuntimeOptions& rt) {
   app.add_option("-c,--ctx,--ctx-size", a->ctx, "tokens per chunk (0: 512, or the trained context if shorter)");
   app.add_option("--chunks", a->chunks, "evaluate only the first N chunks");
   app.add_option("-b,--batch-size", a->batch, "tokens per forward pass");
-  app.add_option("-t,--threads", a->threads, "threads (0: all cores)");
+  app.add_option("-t,--threads", a->threads, "threads (0: the cores this process may use; more is capped)");
   app.add_option("--kl-divergence-base", a->kld_base, "file of base log-probabilities (written, or read with --kl-divergence)");
   app.add_flag("--kl-divergence", a->kld, "compare against --kl-divergence-base: mean KL divergence and top-1 agreement");
   app.add_flag("--json", a->json, "print one JSON object");

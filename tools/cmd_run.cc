@@ -138,7 +138,7 @@ CommandFn RegisterRun(CLI::App& app, const RuntimeOptions& rt) {
   app.add_option("-n,--n-predict", a->n_predict, "tokens to generate (-1: until EOS or the context is full)");
   app.add_option("-c,--ctx-size", a->ctx, "context size in tokens (0: the model's, capped to fit in memory)");
   app.add_option("-b,--batch-size", a->batch, "prompt tokens per forward pass");
-  app.add_option("-t,--threads", a->threads, "threads (0: all cores)");
+  app.add_option("-t,--threads", a->threads, "threads (0: the cores this process may use; more is capped)");
   app.add_option("--temp", a->sampling.temperature, "temperature (0: greedy)");
   app.add_option("--top-k", a->sampling.top_k, "top-k (0: off)");
   app.add_option("--top-p", a->sampling.top_p, "top-p in (0, 1]");

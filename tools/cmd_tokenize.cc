@@ -212,7 +212,7 @@ CommandFn RegisterEvalLogits(CLI::App& app, const RuntimeOptions& rt) {
   app.add_option("--tokens", a->tokens, "space-separated token ids")->required();
   app.add_option("--mode", a->mode, "full, incremental or chunk:N");
   app.add_option("--out", a->out, "write logits [n_tokens, n_vocab] as raw f32 to this file");
-  app.add_option("-t,--threads", a->threads, "threads (0: all cores)");
+  app.add_option("-t,--threads", a->threads, "threads (0: the cores this process may use; more is capped)");
   app.add_option("--greedy", a->greedy, "instead: generate N tokens greedily after the given ones and print their ids");
   return [a, &rt]() { return EvalLogits(*a, rt); };
 }
