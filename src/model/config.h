@@ -11,7 +11,7 @@
 
 namespace infera {
 
-enum class Arch { kLlama, kMistral, kQwen2 };
+enum class Arch { kLlama, kMistral, kQwen2, kQwen3 };
 const char* ArchName(Arch a);
 
 // kNorm: rotate adjacent pairs (x[2i], x[2i+1]) — GGUF llama and llama2.c.
@@ -44,6 +44,7 @@ struct ModelConfig {
   RopeScaling rope_scaling;
   int sliding_window = 0;  // 0: full attention
   bool qkv_bias = false;
+  bool qk_norm = false;  // RMSNorm over each head of Q and K before RoPE (qwen3)
   bool tied_embeddings = false;
 
   int q_dim() const { return n_head * head_dim; }

@@ -139,6 +139,10 @@ Status LlamaRunner::Forward(const ForwardBatch& b, KvStorage& kv, std::vector<fl
           for (int i = 0; i < qd; ++i) q[i] += L.bq[i];
           for (int i = 0; i < kvd; ++i) { k[i] += L.bk[i]; v[i] += L.bv[i]; }
         }
+        if (c_.qk_norm) {  // qwen3: each head of Q and K normalized before RoPE
+          for (int h = 0; h < c_.n_head; ++h) RmsNorm(q + h * hd, L.q_norm.data(), q + h * hd, hd, c_.rms_eps);
+          for (int h = 0; h < n_kv; ++h) RmsNorm(k + h * hd, L.k_norm.data(), k + h * hd, hd, c_.rms_eps);
+        }
         Rope(q, c_.n_head, b.positions[t]);
         Rope(k, c_.n_head_kv, b.positions[t]);
         const int32_t slot = (*b.seq_slots[b.seq[t]])[b.positions[t]];

@@ -1,5 +1,5 @@
-"""Independent numpy forward pass of the Llama family (llama, mistral, qwen2)
-on Hugging Face-layout weights, in float64. Written from the architecture's
+"""Independent numpy forward pass of the Llama family (llama, mistral, qwen2,
+qwen3) on Hugging Face-layout weights, in float64. Written from the architecture's
 published description, not from infera's C++ code."""
 import math
 
@@ -44,8 +44,9 @@ def rmsnorm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
-def forward(cfg, W, tokens):
-    """Logits [T, vocab] for a token list, all positions (causal)."""
+def forward(cfg, W, tokens, qk_norm=True):
+    """Logits [T, vocab] for a token list, all positions (causal).
+    qk_norm=False leaves out Qwen3's per-head Q/K norms (to show they matter)."""
     T = len(tokens)
     H, KV, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
     eps = cfg["rms_norm_eps"]
@@ -66,8 +67,12 @@ def forward(cfg, W, tokens):
             q += W[p + "self_attn.q_proj.bias"]
             k += W[p + "self_attn.k_proj.bias"]
             v += W[p + "self_attn.v_proj.bias"]
-        q = rope_halves(q.reshape(T, H, hd), pos, inv)
-        k = rope_halves(k.reshape(T, KV, hd), pos, inv)
+        q, k = q.reshape(T, H, hd), k.reshape(T, KV, hd)
+        if qk_norm and p + "self_attn.q_norm.weight" in W:  # Qwen3: RMSNorm over each head
+            q = rmsnorm(q, W[p + "self_attn.q_norm.weight"], eps)
+            k = rmsnorm(k, W[p + "self_attn.k_norm.weight"], eps)
+        q = rope_halves(q, pos, inv)
+        k = rope_halves(k, pos, inv)
         v = v.reshape(T, KV, hd)
         rep = H // KV
         k = np.repeat(k, rep, axis=1)

@@ -28,20 +28,22 @@ VARIANTS = {
     "qwen2_bias_tied": ("qwen2", dict(num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
                                       rope_theta=1000000.0)),
     "mistral_sliding_window": ("mistral", dict(num_attention_heads=4, num_key_value_heads=2, sliding_window=8)),
+    # head_dim 32 with 4 heads: q_dim 128 != hidden 64, as in real Qwen3 checkpoints.
+    "qwen3_qk_norm": ("qwen3", dict(num_attention_heads=4, num_key_value_heads=2, head_dim=32, rope_theta=1000000.0)),
 }
 
 
 def make_model(arch, overrides, seed):
     rng = np.random.default_rng(seed)
     cfg = dict(model_type=arch, architectures=[{"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
-                                                  "qwen2": "Qwen2ForCausalLM"}[arch]],
+                                                  "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}[arch]],
                vocab_size=96, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
                num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256,
                rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False)
     cfg.update(overrides)
-    if arch == "qwen2":
+    if arch in ("qwen2", "qwen3"):
         cfg["use_sliding_window"] = False
-    cfg["head_dim"] = cfg["hidden_size"] // cfg["num_attention_heads"]
+    cfg.setdefault("head_dim", cfg["hidden_size"] // cfg["num_attention_heads"])
     d, ff, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
     H, KV, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
 
@@ -69,18 +71,24 @@ def make_model(arch, overrides, seed):
         if arch == "qwen2":
             for n, m in (("q", H), ("k", KV), ("v", KV)):
                 W[p + f"self_attn.{n}_proj.bias"] = (0.1 * rng.standard_normal(m * hd)).astype(np.float32)
+        if arch == "qwen3":
+            # Far from 1 so that leaving the norms out changes the logits clearly.
+            W[p + "self_attn.q_norm.weight"] = (1.0 + 0.5 * rng.standard_normal(hd)).astype(np.float32)
+            W[p + "self_attn.k_norm.weight"] = (1.0 + 0.5 * rng.standard_normal(hd)).astype(np.float32)
     return cfg, W
 
 
 def write_hf(folder, cfg, W, dtype="F32"):
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "config.json"), "w") as f:
-        json.dump({k: v for k, v in cfg.items() if k != "head_dim"}, f)
+        # head_dim only where it is not hidden / heads (as in real configs).
+        implied = cfg["hidden_size"] // cfg["num_attention_heads"]
+        json.dump({k: v for k, v in cfg.items() if k != "head_dim" or v != implied}, f)
     mf.write_safetensors(os.path.join(folder, "model.safetensors"), W, dtype)
 
 
 def write_gguf(path, cfg, W, gtype=mf.GGML_F32):
-    arch = "qwen2" if cfg["model_type"] == "qwen2" else "llama"
+    arch = cfg["model_type"] if cfg["model_type"] in ("qwen2", "qwen3") else "llama"
     H, KV = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     a = arch + "."
     kvs = [("general.architecture", "str", arch), ("general.name", "str", "ref-test"),
@@ -95,7 +103,9 @@ def write_gguf(path, cfg, W, gtype=mf.GGML_F32):
            (a + "vocab_size", "u32", cfg["vocab_size"])]
     if cfg.get("sliding_window"):
         kvs.append((a + "attention.sliding_window", "u32", cfg["sliding_window"]))
-    permute = arch == "llama"  # qwen2 keeps the HF rotary layout (NEOX)
+    if cfg["head_dim"] != cfg["hidden_size"] // H:
+        kvs += [(a + "attention.key_length", "u32", cfg["head_dim"]), (a + "attention.value_length", "u32", cfg["head_dim"])]
+    permute = arch == "llama"  # qwen2 / qwen3 keep the HF rotary layout (NEOX)
     T = [("token_embd.weight", W["model.embed_tokens.weight"], gtype),
          ("output_norm.weight", W["model.norm.weight"], mf.GGML_F32)]
     if "lm_head.weight" in W:
@@ -121,6 +131,8 @@ def write_gguf(path, cfg, W, gtype=mf.GGML_F32):
               (b + "ffn_down.weight", W[p + "mlp.down_proj.weight"], gtype)]
         if arch == "qwen2":
             T += [(b + f"attn_{n}.bias", W[p + f"self_attn.{n}_proj.bias"], mf.GGML_F32) for n in "qkv"]
+        if arch == "qwen3":
+            T += [(b + f"attn_{n}_norm.weight", W[p + f"self_attn.{n}_norm.weight"], mf.GGML_F32) for n in "qk"]
     mf.write_gguf(path, kvs, T)
 
 
@@ -190,6 +202,20 @@ class ReferenceTest(unittest.TestCase):
 
     def test_mistral_sliding_window(self):
         self.check_variant("mistral_sliding_window", *VARIANTS["mistral_sliding_window"], seed=5)
+
+    def test_qwen3_qk_norm(self):
+        cfg, W, tokens = self.check_variant("qwen3_qk_norm", *VARIANTS["qwen3_qk_norm"], seed=10)
+        # The test can fail: without the per-head Q/K norms the reference is far off infera.
+        without = ref.forward(cfg, {k: v.astype(np.float64) for k, v in W.items()}, tokens, qk_norm=False)
+        got = infera_logits(os.path.join(self.tmp.name, "qwen3_qk_norm.gguf"), tokens)
+        self.assertGreater(max_rel_err(got, without), 1e-2)
+        # convert HF -> GGUF keeps the norms, under llama.cpp's names.
+        out = os.path.join(self.tmp.name, "qwen3_conv.gguf")
+        subprocess.run([INFERA, "--log-level", "warn", "convert", os.path.join(self.tmp.name, "qwen3_qk_norm_hf"), out],
+                       check=True, capture_output=True)
+        self.assertLess(max_rel_err(infera_logits(out, tokens), got), 1e-6)
+        r = subprocess.run([INFERA, "info", out], capture_output=True, text=True)
+        self.assertIn("qwen3", r.stdout)
 
     def test_f16_and_bf16_weights(self):
         cfg, W = make_model("llama", dict(num_attention_heads=4, num_key_value_heads=2), 6)
