@@ -27,6 +27,10 @@ Status ModelConfig::Validate(const std::string& source) const {
   if (!(rope_theta > 0) || !std::isfinite(rope_theta)) return bad("rope theta must be positive");
   if (sliding_window < 0) return bad("sliding window must be >= 0");
   if (!(rope_scaling.factor > 0) || !std::isfinite(rope_scaling.factor)) return bad("rope scaling factor must be positive");
+  for (float m : {embedding_scale, residual_scale, logit_scale}) {
+    if (!(m > 0) || !std::isfinite(m)) return bad("embedding, residual and logit scales must be positive");
+  }
+  if (!(attention_scale >= 0) || !std::isfinite(attention_scale)) return bad("attention scale must be >= 0");
   return Status::Ok();
 }
 
@@ -63,6 +67,13 @@ StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& f) {
   c.rms_eps = static_cast<float>(f.GetFloat(a + "attention.layer_norm_rms_epsilon").value_or(1e-5));
   c.rope_theta = static_cast<float>(f.GetFloat(a + "rope.freq_base").value_or(10000.0));
   if (auto sw = f.GetInt(a + "attention.sliding_window")) c.sliding_window = static_cast<int>(std::max<int64_t>(0, *sw));
+  auto scale = [&](const std::string& key, float* out) {
+    if (auto v = f.GetFloat(a + key)) *out = static_cast<float>(*v);
+  };
+  scale("embedding_scale", &c.embedding_scale);
+  scale("residual_scale", &c.residual_scale);
+  scale("attention.scale", &c.attention_scale);
+  scale("logit_scale", &c.logit_scale);
   if (auto t = f.GetString(a + "rope.scaling.type")) {
     if (*t == "linear") {
       c.rope_scaling.type = RopeScaling::Type::kLinear;
@@ -139,6 +150,10 @@ StatusOr<ModelConfig> ConfigFromHfJsonUnchecked(const std::string& text, const s
   RETURN_IF_ERROR(get_float("rms_norm_eps", &c.rms_eps));
   RETURN_IF_ERROR(get_float("rope_theta", &c.rope_theta));
   RETURN_IF_ERROR(get_int("sliding_window", &c.sliding_window, false));
+  RETURN_IF_ERROR(get_float("embedding_multiplier", &c.embedding_scale));
+  RETURN_IF_ERROR(get_float("residual_multiplier", &c.residual_scale));
+  RETURN_IF_ERROR(get_float("attention_multiplier", &c.attention_scale));
+  RETURN_IF_ERROR(get_float("logits_scaling", &c.logit_scale));
   using SW = ArchInfo::HfSlidingWindow;
   if (info->hf_sliding_window == SW::kNever) c.sliding_window = 0;
   if (info->hf_sliding_window == SW::kIfUseSlidingWindow && !j.value("use_sliding_window", false)) c.sliding_window = 0;

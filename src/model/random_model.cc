@@ -97,6 +97,10 @@ void WriteModelMetadata(const ModelConfig& c, DType file_type, GgufWriter* w) {
     w->SetString(a + ".rope.scaling.type", "linear");
     w->SetF32(a + ".rope.scaling.factor", c.rope_scaling.factor);
   }
+  if (c.embedding_scale != 1.0f) w->SetF32(a + ".embedding_scale", c.embedding_scale);
+  if (c.residual_scale != 1.0f) w->SetF32(a + ".residual_scale", c.residual_scale);
+  if (c.attention_scale != 0.0f) w->SetF32(a + ".attention.scale", c.attention_scale);
+  if (c.logit_scale != 1.0f) w->SetF32(a + ".logit_scale", c.logit_scale);
   w->SetU32(a + ".vocab_size", c.n_vocab);
 }
 

@@ -30,13 +30,16 @@ VARIANTS = {
     "mistral_sliding_window": ("mistral", dict(num_attention_heads=4, num_key_value_heads=2, sliding_window=8)),
     # head_dim 32 with 4 heads: q_dim 128 != hidden 64, as in real Qwen3 checkpoints.
     "qwen3_qk_norm": ("qwen3", dict(num_attention_heads=4, num_key_value_heads=2, head_dim=32, rope_theta=1000000.0)),
+    "granite_multipliers": ("granite", dict(num_attention_heads=4, num_key_value_heads=2, embedding_multiplier=6.0,
+                                            residual_multiplier=0.3, attention_multiplier=0.09, logits_scaling=4.0)),
 }
 
 
 def make_model(arch, overrides, seed):
     rng = np.random.default_rng(seed)
     cfg = dict(model_type=arch, architectures=[{"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
-                                                  "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}[arch]],
+                                                  "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+                                                  "granite": "GraniteForCausalLM"}[arch]],
                vocab_size=96, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
                num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256,
                rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False)
@@ -88,7 +91,7 @@ def write_hf(folder, cfg, W, dtype="F32"):
 
 
 def write_gguf(path, cfg, W, gtype=mf.GGML_F32):
-    arch = cfg["model_type"] if cfg["model_type"] in ("qwen2", "qwen3") else "llama"
+    arch = cfg["model_type"] if cfg["model_type"] in ("qwen2", "qwen3", "granite") else "llama"
     H, KV = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     a = arch + "."
     kvs = [("general.architecture", "str", arch), ("general.name", "str", "ref-test"),
@@ -105,7 +108,11 @@ def write_gguf(path, cfg, W, gtype=mf.GGML_F32):
         kvs.append((a + "attention.sliding_window", "u32", cfg["sliding_window"]))
     if cfg["head_dim"] != cfg["hidden_size"] // H:
         kvs += [(a + "attention.key_length", "u32", cfg["head_dim"]), (a + "attention.value_length", "u32", cfg["head_dim"])]
-    permute = arch == "llama"  # qwen2 / qwen3 keep the HF rotary layout (NEOX)
+    for key, gguf_key in (("embedding_multiplier", "embedding_scale"), ("residual_multiplier", "residual_scale"),
+                          ("attention_multiplier", "attention.scale"), ("logits_scaling", "logit_scale")):
+        if key in cfg:  # granite: llama.cpp's keys
+            kvs.append((a + gguf_key, "f32", cfg[key]))
+    permute = arch in ("llama", "granite")  # qwen2 / qwen3 keep the HF rotary layout (NEOX)
     T = [("token_embd.weight", W["model.embed_tokens.weight"], gtype),
          ("output_norm.weight", W["model.norm.weight"], mf.GGML_F32)]
     if "lm_head.weight" in W:
@@ -216,6 +223,19 @@ class ReferenceTest(unittest.TestCase):
         self.assertLess(max_rel_err(infera_logits(out, tokens), got), 1e-6)
         r = subprocess.run([INFERA, "info", out], capture_output=True, text=True)
         self.assertIn("qwen3", r.stdout)
+
+    def test_granite_multipliers(self):
+        cfg, W, tokens = self.check_variant("granite_multipliers", *VARIANTS["granite_multipliers"], seed=11)
+        got = infera_logits(os.path.join(self.tmp.name, "granite_multipliers.gguf"), tokens)
+        Wd = {k: v.astype(np.float64) for k, v in W.items()}
+        # Each multiplier matters: the reference without any one of them is far off.
+        for key in ("embedding_multiplier", "residual_multiplier", "attention_multiplier", "logits_scaling"):
+            without = ref.forward({k: v for k, v in cfg.items() if k != key}, Wd, tokens)
+            self.assertGreater(max_rel_err(got, without), 1e-2, key)
+        out = os.path.join(self.tmp.name, "granite_conv.gguf")
+        subprocess.run([INFERA, "--log-level", "warn", "convert", os.path.join(self.tmp.name, "granite_multipliers_hf"),
+                        out], check=True, capture_output=True)
+        self.assertLess(max_rel_err(infera_logits(out, tokens), got), 1e-6)
 
     def test_f16_and_bf16_weights(self):
         cfg, W = make_model("llama", dict(num_attention_heads=4, num_key_value_heads=2), 6)

@@ -32,6 +32,7 @@ const ArchInfo& LlamaArch();
 const ArchInfo& MistralArch();
 const ArchInfo& Qwen2Arch();
 const ArchInfo& Qwen3Arch();
+const ArchInfo& GraniteArch();
 
 // Every family, in a fixed order.
 const std::vector<const ArchInfo*>& AllArchs();
