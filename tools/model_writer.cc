@@ -108,7 +108,21 @@ StatusOr<ModelWriteSummary> WriteModelGguf(const LoadedModel& lm, const TypeChoo
   ForEachTensor(c, [&](const TensorRole& r, int layer) {
     if (!st.ok()) return;
     const std::string name = GgufTensorName(r, layer);
-    if (r.matrix) {
+    if (!r.parts.empty()) {
+      // A fused tensor: its parts are views of consecutive rows of one
+      // tensor (see BuildWeights); write them back as that tensor.
+      const auto parts = RoleLayerMatrices(r, const_cast<LayerWeights*>(&w.layers[layer]));
+      WeightMatrix whole = *parts[0];
+      whole.n_out = 0;
+      for (const WeightMatrix* p : parts) {
+        if (p->type != whole.type || p->data != whole.data + whole.n_out * whole.row_bytes) {
+          st = Internal(name + ": the parts of a fused tensor are not contiguous");
+          return;
+        }
+        whole.n_out += p->n_out;
+      }
+      st = mat(name, whole);
+    } else if (r.matrix) {
       st = mat(name, *RoleMatrix(r, layer, w));
     } else if (const std::vector<float>& v = *RoleVector(r, layer, w); !v.empty()) {
       vec(name, v);  // (an optional vector the model does not have is empty)

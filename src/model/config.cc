@@ -86,6 +86,7 @@ StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& f) {
   c.rope_style = info->rope_style;
   c.qkv_bias = info->qkv_bias;
   c.qk_norm = info->qk_norm;
+  c.fused_qkv = c.fused_gate_up = info->fused;
   c.tied_embeddings = f.FindTensor(GlobalTensorName(&ModelWeights::output)) == nullptr;
   const GgufValue* tokens = f.Find("tokenizer.ggml.tokens");
   if (auto v = f.GetInt(a + "vocab_size")) c.n_vocab = static_cast<int>(*v);
@@ -159,6 +160,7 @@ StatusOr<ModelConfig> ConfigFromHfJsonUnchecked(const std::string& text, const s
   if (info->hf_sliding_window == SW::kIfUseSlidingWindow && !j.value("use_sliding_window", false)) c.sliding_window = 0;
   c.tied_embeddings = j.value("tie_word_embeddings", false);
   c.qk_norm = info->qk_norm;
+  c.fused_qkv = c.fused_gate_up = info->fused;
   c.qkv_bias = info->qkv_bias ||
                (j.contains("attention_bias") && j["attention_bias"].is_boolean() && j["attention_bias"].get<bool>());
   // Weights are permuted at load into GGUF's pair layout for llama/mistral,

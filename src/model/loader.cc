@@ -21,7 +21,10 @@ std::string SummarizeTypes(const ModelConfig& c, const ModelWeights& w) {
   // llama.cpp's mixtures choose apart).
   std::map<std::string, int> counts;
   ForEachTensor(c, [&](const TensorRole& r, int layer) {
-    if (r.matrix && r.model_matrix != &ModelWeights::output) counts[DTypeName(RoleMatrix(r, layer, w)->type)]++;
+    if (!r.matrix || r.model_matrix == &ModelWeights::output) return;
+    const WeightMatrix* m = r.per_layer ? RoleLayerMatrices(r, const_cast<LayerWeights*>(&w.layers[layer]))[0]
+                                        : RoleMatrix(r, layer, w);
+    counts[DTypeName(m->type)]++;
   });
   std::string best;
   int n = -1;
@@ -75,11 +78,11 @@ StatusOr<std::unique_ptr<Model>> LoadHfFolder(const std::string& dir) {
   ASSIGN_OR_RETURN(ModelConfig c, ConfigFromHfJson(text, cfg_path));
   ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsSet> st, SafetensorsSet::OpenDir(dir));
   std::shared_ptr<const SafetensorsSet> set(std::move(st));
-  if (!c.tied_embeddings && set->Find(HfNameForGguf(GlobalTensorName(&ModelWeights::output))) == nullptr) {
+  if (!c.tied_embeddings && set->Find(HfNameForGguf(GlobalTensorName(&ModelWeights::output), c)) == nullptr) {
     c.tied_embeddings = true;
   }
   TensorLookup lookup = [&](const std::string& n) -> const TensorView* {
-    const std::string hf = HfNameForGguf(n);
+    const std::string hf = HfNameForGguf(n, c);
     return hf.empty() ? nullptr : set->Find(hf);
   };
   WeightLoadOptions opts;

@@ -153,7 +153,7 @@ Status WriteRandomGguf(const ModelConfig& c, const Vocab& vocab, DType type, uin
     if (r.presence == Presence::kOptional) return;  // derived data (rope_freqs), not weights
     const std::string name = GgufTensorName(r, layer);
     if (r.matrix) {
-      matrix(name, DimSize(c, r.n_in), DimSize(c, r.n_out));
+      matrix(name, DimSize(c, r.n_in), RoleRows(r, c));
     } else {
       constant(name, DimSize(c, r.n_in), r.init == Init::kZeros ? 0.0f : 1.0f);
     }

@@ -23,6 +23,10 @@ enum class Presence {
   kUntied,    // output.weight: unless the embeddings are tied
   kQkvBias,   // config.qkv_bias
   kQkNorm,    // config.qk_norm
+  kSplitQkv,  // separate attn_q/k/v: unless config.fused_qkv
+  kFusedQkv,  // attn_qkv: config.fused_qkv
+  kSplitGateUp,  // separate ffn_gate/ffn_up: unless config.fused_gate_up
+  kFusedGateUp,  // ffn_up holding gate and up: config.fused_gate_up
   kOptional,  // may be absent (rope_freqs.weight)
 };
 
@@ -32,6 +36,12 @@ enum class Permute { kNone, kQHeads, kKvHeads };
 
 // What a random-weight model puts in the tensor.
 enum class Init { kNormal, kOnes, kZeros };
+
+// One part of a fused tensor: `rows` consecutive rows that become `dest`.
+struct FusedPart {
+  WeightMatrix LayerWeights::*dest;
+  Dim rows;
+};
 
 struct TensorRole {
   const char* gguf;  // "token_embd.weight", or "attn_q.weight" for "blk.N.attn_q.weight"
@@ -48,11 +58,19 @@ struct TensorRole {
   std::vector<float> ModelWeights::*model_vector;
   WeightMatrix LayerWeights::*layer_matrix;
   std::vector<float> LayerWeights::*layer_vector;
+  // A fused layer matrix (layer_matrix null): its parts, in row order; its
+  // n_out is the sum of their rows. Loading makes each part a view of the
+  // tensor's rows (nothing copied).
+  std::vector<FusedPart> parts;
 };
 
 // The roles of the Llama-family decoder (llama, mistral, qwen2, qwen3), in GGUF
 // file order: globals first, then the roles of each layer.
 const std::vector<TensorRole>& DecoderTensorRoles();
+
+// Tensors that change the computation in ways infera does not implement
+// yet; a model that has one is refused rather than run without it.
+const std::vector<const char*>& UnsupportedTensorNames();
 
 int64_t DimSize(const ModelConfig& c, Dim d);
 // Whether `role` has a tensor in a model with config `c` (kOptional: true).
@@ -64,8 +82,13 @@ std::string GlobalTensorName(WeightMatrix ModelWeights::*member);
 // Full names of a role's tensor for layer `layer` (ignored for globals).
 std::string GgufTensorName(const TensorRole& role, int layer);
 std::string HfTensorName(const TensorRole& role, int layer);
-// The HF name of the tensor a GGUF name stands for ("" if none).
-std::string HfNameForGguf(const std::string& gguf_name);
+// The HF name of the tensor a GGUF name stands for in a model with config
+// `c` ("" if none).
+std::string HfNameForGguf(const std::string& gguf_name, const ModelConfig& c);
+// Rows of a role's matrix (the sum of its parts' rows when fused).
+int64_t RoleRows(const TensorRole& role, const ModelConfig& c);
+// The layer matrices a role fills: its own, or its parts'.
+std::vector<WeightMatrix*> RoleLayerMatrices(const TensorRole& role, LayerWeights* layer);
 
 // Calls fn(role, layer) for every tensor of a model with config `c`, in file
 // order (layer -1 for globals).

@@ -105,6 +105,11 @@ class Builder {
     // HF rows of Q/K (weights and biases) into GGUF's rotary pair order.
     const bool perm = opts_.permute_qk_from_hf && c_.rope_style == RopeStyle::kNorm;
     w_->layers.resize(c_.n_layer);
+    for (const char* name : UnsupportedTensorNames()) {
+      if (lookup_(name) != nullptr) {
+        return Unimplemented(fmt::format("{}: tensor '{}' (LongRoPE) is not supported yet", source_, name));
+      }
+    }
     Status st;
     ForEachTensor(c_, [&](const TensorRole& r, int layer) {
       if (!st.ok()) return;
@@ -114,6 +119,19 @@ class Builder {
                         : r.permute == Permute::kQHeads  ? c_.n_head
                         : r.permute == Permute::kKvHeads ? c_.n_head_kv
                                                          : 0;
+      if (!r.parts.empty()) {  // fused: each part a view of its rows
+        WeightMatrix whole;
+        st = Matrix(name, DimSize(c_, r.n_in), RoleRows(r, c_), &whole);
+        int64_t row = 0;
+        for (const FusedPart& p : r.parts) {
+          WeightMatrix& part = w_->layers[layer].*p.dest;
+          part = whole;
+          part.n_out = DimSize(c_, p.rows);
+          part.data = whole.data + row * whole.row_bytes;
+          row += part.n_out;
+        }
+        return;
+      }
       st = r.matrix ? Matrix(name, DimSize(c_, r.n_in), DimSize(c_, r.n_out), RoleMatrix(r, layer, w_), heads)
                     : Vector(name, DimSize(c_, r.n_in), RoleVector(r, layer, w_), heads);
     });
@@ -136,7 +154,9 @@ class Builder {
     };
     add(&w_->output);
     ForEachTensor(c_, [&](const TensorRole& r, int layer) {
-      if (r.per_layer && r.matrix) add(RoleMatrix(r, layer, w_));
+      if (r.per_layer && r.matrix) {
+        for (WeightMatrix* m : RoleLayerMatrices(r, &w_->layers[layer])) add(m);
+      }
     });
     if (todo.empty()) return;
     w_->packed.resize(todo.size());

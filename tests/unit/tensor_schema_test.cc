@@ -25,26 +25,40 @@ ModelConfig SmallConfig(bool qkv_bias, bool tied) {
 }
 
 TEST(TensorSchemaTest, NamesAreUniqueAndMapBothWays) {
-  std::set<std::string> gguf, hf;
-  for (const TensorRole& r : DecoderTensorRoles()) {
-    EXPECT_TRUE(gguf.insert(r.gguf).second) << r.gguf;
-    if (r.hf[0] != '\0') {
-      EXPECT_TRUE(hf.insert(r.hf).second) << r.hf;
+  for (bool fused : {false, true}) {
+    ModelConfig c = SmallConfig(!fused, false);
+    c.qk_norm = true;
+    c.fused_qkv = c.fused_gate_up = fused;
+    std::set<std::string> gguf, hf;
+    for (const TensorRole& r : DecoderTensorRoles()) {
+      if (!RoleIsPresent(r, c)) continue;
+      EXPECT_TRUE(gguf.insert(r.gguf).second) << r.gguf;
+      if (r.hf[0] != '\0') {
+        EXPECT_TRUE(hf.insert(r.hf).second) << r.hf;
+      }
+      const int layer = r.per_layer ? 11 : -1;
+      EXPECT_EQ(HfNameForGguf(GgufTensorName(r, layer), c), HfTensorName(r, layer)) << r.gguf;
     }
-    const int layer = r.per_layer ? 11 : -1;
-    EXPECT_EQ(HfNameForGguf(GgufTensorName(r, layer)), HfTensorName(r, layer)) << r.gguf;
-    // Exactly one destination.
-    const int dest = (r.model_matrix != nullptr) + (r.model_vector != nullptr) + (r.layer_matrix != nullptr) +
-                     (r.layer_vector != nullptr);
-    EXPECT_EQ(dest, 1) << r.gguf;
-    EXPECT_EQ(r.matrix, r.model_matrix != nullptr || r.layer_matrix != nullptr) << r.gguf;
-    EXPECT_EQ(r.per_layer, r.layer_matrix != nullptr || r.layer_vector != nullptr) << r.gguf;
   }
-  EXPECT_EQ(HfNameForGguf("blk.3.attn_q.weight"), "model.layers.3.self_attn.q_proj.weight");
-  EXPECT_EQ(HfNameForGguf("output.weight"), "lm_head.weight");
-  EXPECT_EQ(HfNameForGguf("blk.x.attn_q.weight"), "");
-  EXPECT_EQ(HfNameForGguf("blk.3.nonsense.weight"), "");
-  EXPECT_EQ(HfNameForGguf("attn_q.weight"), "");  // a layer role needs its layer
+  for (const TensorRole& r : DecoderTensorRoles()) {
+    // Exactly one destination (a fused matrix: its parts).
+    const int dest = (r.model_matrix != nullptr) + (r.model_vector != nullptr) + (r.layer_matrix != nullptr) +
+                     (r.layer_vector != nullptr) + !r.parts.empty();
+    EXPECT_EQ(dest, 1) << r.gguf;
+    EXPECT_EQ(r.matrix, r.model_matrix != nullptr || r.layer_matrix != nullptr || !r.parts.empty()) << r.gguf;
+    EXPECT_EQ(r.per_layer, r.layer_matrix != nullptr || r.layer_vector != nullptr || !r.parts.empty()) << r.gguf;
+  }
+  const ModelConfig c = SmallConfig(false, false);
+  EXPECT_EQ(HfNameForGguf("blk.3.attn_q.weight", c), "model.layers.3.self_attn.q_proj.weight");
+  EXPECT_EQ(HfNameForGguf("output.weight", c), "lm_head.weight");
+  EXPECT_EQ(HfNameForGguf("blk.x.attn_q.weight", c), "");
+  EXPECT_EQ(HfNameForGguf("blk.3.nonsense.weight", c), "");
+  EXPECT_EQ(HfNameForGguf("attn_q.weight", c), "");  // a layer role needs its layer
+  ModelConfig phi3 = c;
+  phi3.fused_qkv = phi3.fused_gate_up = true;
+  EXPECT_EQ(HfNameForGguf("blk.0.ffn_up.weight", phi3), "model.layers.0.mlp.gate_up_proj.weight");
+  EXPECT_EQ(HfNameForGguf("blk.0.ffn_up.weight", c), "model.layers.0.mlp.up_proj.weight");
+  EXPECT_EQ(HfNameForGguf("blk.0.attn_q.weight", phi3), "");
   EXPECT_EQ(GlobalTensorName(&ModelWeights::output), "output.weight");
   EXPECT_EQ(GlobalTensorName(&ModelWeights::tok_embd), "token_embd.weight");
 }

@@ -16,6 +16,7 @@ const ArchInfo& GraniteArch() {
                              RopeStyle::kNorm,
                              /*qkv_bias=*/false,
                              /*qk_norm=*/false,
+                             /*fused=*/false,
                              ArchInfo::HfSlidingWindow::kNever};
   return info;
 }

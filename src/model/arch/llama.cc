@@ -14,6 +14,7 @@ const ArchInfo& LlamaArch() {
                              RopeStyle::kNorm,
                              /*qkv_bias=*/false,
                              /*qk_norm=*/false,
+                             /*fused=*/false,
                              ArchInfo::HfSlidingWindow::kNever};
   return info;
 }

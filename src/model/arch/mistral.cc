@@ -13,6 +13,7 @@ const ArchInfo& MistralArch() {
                              RopeStyle::kNorm,
                              /*qkv_bias=*/false,
                              /*qk_norm=*/false,
+                             /*fused=*/false,
                              ArchInfo::HfSlidingWindow::kAlways};
   return info;
 }

@@ -14,6 +14,7 @@ const ArchInfo& Qwen2Arch() {
                              RopeStyle::kNeox,
                              /*qkv_bias=*/true,
                              /*qk_norm=*/false,
+                             /*fused=*/false,
                              ArchInfo::HfSlidingWindow::kIfUseSlidingWindow};
   return info;
 }

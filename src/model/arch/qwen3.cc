@@ -15,6 +15,7 @@ const ArchInfo& Qwen3Arch() {
                              RopeStyle::kNeox,
                              /*qkv_bias=*/false,
                              /*qk_norm=*/true,
+                             /*fused=*/false,
                              ArchInfo::HfSlidingWindow::kIfUseSlidingWindow};
   return info;
 }

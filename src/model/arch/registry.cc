@@ -7,7 +7,7 @@ namespace infera {
 const std::vector<const ArchInfo*>& AllArchs() {
   // Adding a family: its file in this folder and one entry here.
   static const std::vector<const ArchInfo*> all = {&LlamaArch(), &MistralArch(), &Qwen2Arch(),
-                                                           &Qwen3Arch(), &GraniteArch()};
+                                                           &Qwen3Arch(), &GraniteArch(), &Phi3Arch()};
   return all;
 }
 

@@ -22,6 +22,7 @@ struct ArchInfo {
   RopeStyle rope_style;    // in infera's (GGUF's) layout; HF Q/K rows are permuted into it
   bool qkv_bias;           // always has q/k/v biases (else: HF "attention_bias")
   bool qk_norm;            // RMSNorm over each head of Q and K before RoPE
+  bool fused;              // Q/K/V and gate/up stored fused (attn_qkv, ffn_up of 2 n_ff rows)
   // How an HF config's sliding_window applies: never (llama), always
   // (mistral), or only with "use_sliding_window": true (qwen2).
   enum class HfSlidingWindow { kNever, kAlways, kIfUseSlidingWindow } hf_sliding_window;
@@ -33,6 +34,7 @@ const ArchInfo& MistralArch();
 const ArchInfo& Qwen2Arch();
 const ArchInfo& Qwen3Arch();
 const ArchInfo& GraniteArch();
+const ArchInfo& Phi3Arch();
 
 // Every family, in a fixed order.
 const std::vector<const ArchInfo*>& AllArchs();
