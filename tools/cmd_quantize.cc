@@ -10,6 +10,7 @@
 
 #include "base/file_util.h"
 #include "base/logging.h"
+#include "model/tensor_schema.h"
 #include "quant/policy.h"
 #include "quant/quantize.h"
 #include "tools/commands.h"
@@ -48,7 +49,7 @@ int Quantize(const QuantizeArgs& a) {
   const bool tied = lm->model->config.tied_embeddings;
   const int n_layer = lm->model->config.n_layer;
   // The tensor that produces the logits gets llama.cpp's rule (Q6_K).
-  const std::string output_name = tied ? "token_embd.weight" : "output.weight";
+  const std::string output_name = GlobalTensorName(tied ? &ModelWeights::tok_embd : &ModelWeights::output);
   auto choose = [&](const std::string& name, const WeightMatrix& m) -> DType {
     for (const auto& r : rules) {
       if (fnmatch(r.pattern.c_str(), name.c_str(), 0) == 0) return FallbackForShape(r.type, m.n_in);

@@ -12,6 +12,7 @@
 #include "base/logging.h"
 #include "formats/gguf_writer.h"
 #include "model/random_model.h"
+#include "model/tensor_schema.h"
 #include "quant/quantize.h"
 #include "tensor/quant_blocks.h"
 
@@ -67,7 +68,8 @@ StatusOr<ModelWriteSummary> WriteModelGguf(const LoadedModel& lm, const TypeChoo
     }
   }
   ModelWriteSummary sum;
-  const int total = 2 + (c.tied_embeddings ? 0 : 1) + c.n_layer * 7;
+  int total = 0;  // matrices, for the progress display
+  ForEachTensor(c, [&](const TensorRole& r, int) { total += r.matrix ? 1 : 0; });
   int done = 0;
   const bool tty = isatty(fileno(stderr)) != 0;
   auto mat = [&](const std::string& name, const WeightMatrix& x) -> Status {
@@ -102,28 +104,31 @@ StatusOr<ModelWriteSummary> WriteModelGguf(const LoadedModel& lm, const TypeChoo
     sum.elements += v.size();
     sum.tensors_per_type["f32"]++;
   };
-  RETURN_IF_ERROR(mat("token_embd.weight", w.tok_embd));
-  vec("output_norm.weight", w.output_norm);
-  if (!c.tied_embeddings) RETURN_IF_ERROR(mat("output.weight", w.output));
-  if (!w.rope_freq_factors.empty()) vec("rope_freqs.weight", w.rope_freq_factors);
-  for (int l = 0; l < c.n_layer; ++l) {
-    const auto& L = w.layers[l];
-    auto n = [&](const char* s) { return fmt::format("blk.{}.{}", l, s); };
-    vec(n("attn_norm.weight"), L.attn_norm);
-    RETURN_IF_ERROR(mat(n("attn_q.weight"), L.wq));
-    RETURN_IF_ERROR(mat(n("attn_k.weight"), L.wk));
-    RETURN_IF_ERROR(mat(n("attn_v.weight"), L.wv));
-    RETURN_IF_ERROR(mat(n("attn_output.weight"), L.wo));
-    if (c.qkv_bias) {
-      vec(n("attn_q.bias"), L.bq);
-      vec(n("attn_k.bias"), L.bk);
-      vec(n("attn_v.bias"), L.bv);
+  Status st;
+  ForEachTensor(c, [&](const TensorRole& r, int layer) {
+    if (!st.ok()) return;
+    const std::string name = GgufTensorName(r, layer);
+    if (!r.parts.empty()) {
+      // A fused tensor: its parts are views of consecutive rows of one
+      // tensor (see BuildWeights); write them back as that tensor.
+      const auto parts = RoleLayerMatrices(r, const_cast<LayerWeights*>(&w.layers[layer]));
+      WeightMatrix whole = *parts[0];
+      whole.n_out = 0;
+      for (const WeightMatrix* p : parts) {
+        if (p->type != whole.type || p->data != whole.data + whole.n_out * whole.row_bytes) {
+          st = Internal(name + ": the parts of a fused tensor are not contiguous");
+          return;
+        }
+        whole.n_out += p->n_out;
+      }
+      st = mat(name, whole);
+    } else if (r.matrix) {
+      st = mat(name, *RoleMatrix(r, layer, w));
+    } else if (const std::vector<float>& v = *RoleVector(r, layer, w); !v.empty()) {
+      vec(name, v);  // (an optional vector the model does not have is empty)
     }
-    vec(n("ffn_norm.weight"), L.ffn_norm);
-    RETURN_IF_ERROR(mat(n("ffn_gate.weight"), L.w_gate));
-    RETURN_IF_ERROR(mat(n("ffn_up.weight"), L.w_up));
-    RETURN_IF_ERROR(mat(n("ffn_down.weight"), L.w_down));
-  }
+  });
+  RETURN_IF_ERROR(st);
   if (opts.show_progress && tty) std::fputc('\n', stderr);
   RETURN_IF_ERROR(gw.Write(path));
   return sum;

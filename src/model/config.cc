@@ -5,16 +5,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "model/arch/registry.h"
+#include "model/tensor_schema.h"
+
 namespace infera {
 
-const char* ArchName(Arch a) {
-  switch (a) {
-    case Arch::kLlama: return "llama";
-    case Arch::kMistral: return "mistral";
-    case Arch::kQwen2: return "qwen2";
-  }
-  return "?";
-}
+const char* ArchName(Arch a) { return GetArch(a).name; }
 
 Status ModelConfig::Validate(const std::string& source) const {
   auto bad = [&](const std::string& what) { return DataLoss(source + ": invalid model config: " + what); };
@@ -31,6 +27,10 @@ Status ModelConfig::Validate(const std::string& source) const {
   if (!(rope_theta > 0) || !std::isfinite(rope_theta)) return bad("rope theta must be positive");
   if (sliding_window < 0) return bad("sliding window must be >= 0");
   if (!(rope_scaling.factor > 0) || !std::isfinite(rope_scaling.factor)) return bad("rope scaling factor must be positive");
+  for (float m : {embedding_scale, residual_scale, logit_scale}) {
+    if (!(m > 0) || !std::isfinite(m)) return bad("embedding, residual and logit scales must be positive");
+  }
+  if (!(attention_scale >= 0) || !std::isfinite(attention_scale)) return bad("attention scale must be >= 0");
   return Status::Ok();
 }
 
@@ -38,10 +38,12 @@ StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& f) {
   ModelConfig c;
   auto arch = f.GetString("general.architecture");
   if (!arch) return DataLoss(f.name() + ": missing required key general.architecture");
-  if (*arch == "llama") c.arch = Arch::kLlama;
-  else if (*arch == "mistral") c.arch = Arch::kMistral;
-  else if (*arch == "qwen2") c.arch = Arch::kQwen2;
-  else return Unimplemented(f.name() + ": unsupported architecture '" + *arch + "' (supported: llama, mistral, qwen2)");
+  const ArchInfo* info = FindArchByGguf(*arch);
+  if (info == nullptr) {
+    return Unimplemented(f.name() + ": unsupported architecture '" + *arch + "' (supported: " + SupportedArchNames() +
+                         ")");
+  }
+  c.arch = info->arch;
   const std::string a = *arch + ".";
   c.name = f.GetString("general.name").value_or(*arch);
   auto req = [&](const std::string& key, int* out) -> Status {
@@ -65,6 +67,13 @@ StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& f) {
   c.rms_eps = static_cast<float>(f.GetFloat(a + "attention.layer_norm_rms_epsilon").value_or(1e-5));
   c.rope_theta = static_cast<float>(f.GetFloat(a + "rope.freq_base").value_or(10000.0));
   if (auto sw = f.GetInt(a + "attention.sliding_window")) c.sliding_window = static_cast<int>(std::max<int64_t>(0, *sw));
+  auto scale = [&](const std::string& key, float* out) {
+    if (auto v = f.GetFloat(a + key)) *out = static_cast<float>(*v);
+  };
+  scale("embedding_scale", &c.embedding_scale);
+  scale("residual_scale", &c.residual_scale);
+  scale("attention.scale", &c.attention_scale);
+  scale("logit_scale", &c.logit_scale);
   if (auto t = f.GetString(a + "rope.scaling.type")) {
     if (*t == "linear") {
       c.rope_scaling.type = RopeScaling::Type::kLinear;
@@ -74,13 +83,17 @@ StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& f) {
     }
   }
   // llama3-style scaling arrives as the rope_freqs.weight tensor (read by the loader).
-  c.rope_style = c.arch == Arch::kQwen2 ? RopeStyle::kNeox : RopeStyle::kNorm;
-  c.qkv_bias = c.arch == Arch::kQwen2;
-  c.tied_embeddings = f.FindTensor("output.weight") == nullptr;
+  c.rope_style = info->rope_style;
+  c.qkv_bias = info->qkv_bias;
+  c.qk_norm = info->qk_norm;
+  c.fused_qkv = c.fused_gate_up = info->fused;
+  c.tied_embeddings = f.FindTensor(GlobalTensorName(&ModelWeights::output)) == nullptr;
   const GgufValue* tokens = f.Find("tokenizer.ggml.tokens");
   if (auto v = f.GetInt(a + "vocab_size")) c.n_vocab = static_cast<int>(*v);
   else if (tokens && tokens->type == GgufType::kArray) c.n_vocab = static_cast<int>(tokens->ArraySize());
-  else if (const auto* e = f.FindTensor("token_embd.weight"); e && e->ne.size() == 2) c.n_vocab = static_cast<int>(e->ne[1]);
+  else if (const auto* e = f.FindTensor(GlobalTensorName(&ModelWeights::tok_embd)); e && e->ne.size() == 2) {
+    c.n_vocab = static_cast<int>(e->ne[1]);
+  }
   RETURN_IF_ERROR(c.Validate(f.name()));
   return c;
 }
@@ -91,20 +104,19 @@ StatusOr<ModelConfig> ConfigFromHfJsonUnchecked(const std::string& text, const s
   json j = json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return DataLoss(source + ": not a JSON object");
   ModelConfig c;
-  std::string type = j.value("model_type", std::string());
+  // model_type names the family; older configs only list "architectures".
+  std::string type = j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : "";
   if (type.empty() && j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
       j["architectures"][0].is_string()) {
-    std::string a = j["architectures"][0].get<std::string>();
-    if (a == "LlamaForCausalLM") type = "llama";
-    else if (a == "MistralForCausalLM") type = "mistral";
-    else if (a == "Qwen2ForCausalLM") type = "qwen2";
-    else type = a;
+    type = j["architectures"][0].get<std::string>();
   }
-  if (type == "llama") c.arch = Arch::kLlama;
-  else if (type == "mistral") c.arch = Arch::kMistral;
-  else if (type == "qwen2") c.arch = Arch::kQwen2;
-  else return Unimplemented(source + ": unsupported architecture '" + (type.empty() ? "(none)" : type) + "' (supported: llama, mistral, qwen2)");
-  c.name = type;
+  const ArchInfo* info = FindArchByHf(type);
+  if (info == nullptr) {
+    return Unimplemented(source + ": unsupported architecture '" + (type.empty() ? "(none)" : type) +
+                         "' (supported: " + SupportedArchNames() + ")");
+  }
+  c.arch = info->arch;
+  c.name = info->name;
   auto get_int = [&](const char* key, int* out, bool required) -> Status {
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) {
@@ -139,13 +151,21 @@ StatusOr<ModelConfig> ConfigFromHfJsonUnchecked(const std::string& text, const s
   RETURN_IF_ERROR(get_float("rms_norm_eps", &c.rms_eps));
   RETURN_IF_ERROR(get_float("rope_theta", &c.rope_theta));
   RETURN_IF_ERROR(get_int("sliding_window", &c.sliding_window, false));
-  if (c.arch != Arch::kMistral && c.arch != Arch::kQwen2) c.sliding_window = 0;
-  if (c.arch == Arch::kQwen2 && !j.value("use_sliding_window", false)) c.sliding_window = 0;
+  RETURN_IF_ERROR(get_float("embedding_multiplier", &c.embedding_scale));
+  RETURN_IF_ERROR(get_float("residual_multiplier", &c.residual_scale));
+  RETURN_IF_ERROR(get_float("attention_multiplier", &c.attention_scale));
+  RETURN_IF_ERROR(get_float("logits_scaling", &c.logit_scale));
+  using SW = ArchInfo::HfSlidingWindow;
+  if (info->hf_sliding_window == SW::kNever) c.sliding_window = 0;
+  if (info->hf_sliding_window == SW::kIfUseSlidingWindow && !j.value("use_sliding_window", false)) c.sliding_window = 0;
   c.tied_embeddings = j.value("tie_word_embeddings", false);
-  c.qkv_bias = c.arch == Arch::kQwen2 || (j.contains("attention_bias") && j["attention_bias"].is_boolean() && j["attention_bias"].get<bool>());
+  c.qk_norm = info->qk_norm;
+  c.fused_qkv = c.fused_gate_up = info->fused;
+  c.qkv_bias = info->qkv_bias ||
+               (j.contains("attention_bias") && j["attention_bias"].is_boolean() && j["attention_bias"].get<bool>());
   // Weights are permuted at load into GGUF's pair layout for llama/mistral,
   // so the rotary style matches what the GGUF of the same model would use.
-  c.rope_style = c.arch == Arch::kQwen2 ? RopeStyle::kNeox : RopeStyle::kNorm;
+  c.rope_style = info->rope_style;
   if (auto it = j.find("rope_scaling"); it != j.end() && it->is_object()) {
     const auto& rs = *it;
     std::string t = rs.value("rope_type", rs.value("type", std::string()));

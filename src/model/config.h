@@ -11,7 +11,7 @@
 
 namespace infera {
 
-enum class Arch { kLlama, kMistral, kQwen2 };
+enum class Arch { kLlama, kMistral, kQwen2, kQwen3, kGranite, kPhi3 };
 const char* ArchName(Arch a);
 
 // kNorm: rotate adjacent pairs (x[2i], x[2i+1]) — GGUF llama and llama2.c.
@@ -44,6 +44,19 @@ struct ModelConfig {
   RopeScaling rope_scaling;
   int sliding_window = 0;  // 0: full attention
   bool qkv_bias = false;
+  bool qk_norm = false;  // RMSNorm over each head of Q and K before RoPE (qwen3)
+  // Q, K, V in one tensor (attn_qkv) and gate + up in one (ffn_up, 2 n_ff
+  // rows: gate first), as phi3 stores them.
+  bool fused_qkv = false;
+  bool fused_gate_up = false;
+  // Granite's multipliers (1 / 0: off): token embeddings are scaled by
+  // embedding_scale, each block's output by residual_scale before it joins
+  // the residual stream, attention scores by attention_scale instead of
+  // 1/sqrt(head_dim), and the logits are divided by logit_scale.
+  float embedding_scale = 1.0f;
+  float residual_scale = 1.0f;
+  float attention_scale = 0.0f;
+  float logit_scale = 1.0f;
   bool tied_embeddings = false;
 
   int q_dim() const { return n_head * head_dim; }

@@ -87,6 +87,9 @@ void LlamaRunner::EmbedTokens(const ForwardBatch& b) {
     const uint8_t* row = e.data + static_cast<size_t>(b.tokens[t]) * e.row_bytes;
     float* out = x_.data() + static_cast<size_t>(t) * d;
     DequantizeRow(e.type, row, out, d);
+    if (c_.embedding_scale != 1.0f) {
+      for (int i = 0; i < d; ++i) out[i] *= c_.embedding_scale;
+    }
   }
 }
 
@@ -104,15 +107,20 @@ Status LlamaRunner::Forward(const ForwardBatch& b, KvStorage& kv, std::vector<fl
   for (auto& s : scores_) grow(s, std::max(size_t(max_pos) + 1, flash_scratch));
 
   EmbedTokens(b);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float scale = c_.attention_scale > 0 ? c_.attention_scale : 1.0f / std::sqrt(static_cast<float>(hd));
   const auto& W = *model_.weights;
   // Per-token work split over the pool (inline for a single token).
   auto for_tokens = [&](FunctionRef<void(int64_t, int64_t)> fn) {
     if (T > 1) pool_.ParallelFor(T, 1, fn);
     else fn(0, T);
   };
+  const float rs = c_.residual_scale;
   auto add_residual = [&](int64_t t0, int64_t t1) {
-    for (size_t i = size_t(t0) * d; i < size_t(t1) * d; ++i) x_[i] += tmp_[i];
+    if (rs == 1.0f) {
+      for (size_t i = size_t(t0) * d; i < size_t(t1) * d; ++i) x_[i] += tmp_[i];
+    } else {
+      for (size_t i = size_t(t0) * d; i < size_t(t1) * d; ++i) x_[i] += rs * tmp_[i];
+    }
   };
   for (int l = 0; l < c_.n_layer; ++l) {
     const LayerWeights& L = W.layers[l];
@@ -138,6 +146,10 @@ Status LlamaRunner::Forward(const ForwardBatch& b, KvStorage& kv, std::vector<fl
         if (c_.qkv_bias) {
           for (int i = 0; i < qd; ++i) q[i] += L.bq[i];
           for (int i = 0; i < kvd; ++i) { k[i] += L.bk[i]; v[i] += L.bv[i]; }
+        }
+        if (c_.qk_norm) {  // qwen3: each head of Q and K normalized before RoPE
+          for (int h = 0; h < c_.n_head; ++h) RmsNorm(q + h * hd, L.q_norm.data(), q + h * hd, hd, c_.rms_eps);
+          for (int h = 0; h < n_kv; ++h) RmsNorm(k + h * hd, L.k_norm.data(), k + h * hd, hd, c_.rms_eps);
         }
         Rope(q, c_.n_head, b.positions[t]);
         Rope(k, c_.n_head_kv, b.positions[t]);
@@ -204,6 +216,10 @@ Status LlamaRunner::Forward(const ForwardBatch& b, KvStorage& kv, std::vector<fl
   }
   logits->resize(size_t(R) * c_.n_vocab);
   Matmul(k_, pool_, W.output, xn_.data(), R, logits->data());
+  if (c_.logit_scale != 1.0f) {
+    const float inv = 1.0f / c_.logit_scale;
+    for (float& v : *logits) v *= inv;
+  }
   return Status::Ok();
 }
 

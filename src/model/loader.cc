@@ -11,44 +11,21 @@
 #include "base/file_util.h"
 #include "formats/llama2c.h"
 #include "formats/safetensors.h"
+#include "model/tensor_schema.h"
 
 namespace infera {
 namespace {
 
-std::string HfNameFor(const std::string& gguf) {
-  static const std::map<std::string, std::string> kGlobal = {
-      {"token_embd.weight", "model.embed_tokens.weight"},
-      {"output_norm.weight", "model.norm.weight"},
-      {"output.weight", "lm_head.weight"},
-  };
-  if (auto it = kGlobal.find(gguf); it != kGlobal.end()) return it->second;
-  static const std::map<std::string, std::string> kLayer = {
-      {"attn_norm.weight", "input_layernorm.weight"},
-      {"attn_q.weight", "self_attn.q_proj.weight"}, {"attn_k.weight", "self_attn.k_proj.weight"},
-      {"attn_v.weight", "self_attn.v_proj.weight"}, {"attn_output.weight", "self_attn.o_proj.weight"},
-      {"attn_q.bias", "self_attn.q_proj.bias"}, {"attn_k.bias", "self_attn.k_proj.bias"},
-      {"attn_v.bias", "self_attn.v_proj.bias"},
-      {"ffn_norm.weight", "post_attention_layernorm.weight"},
-      {"ffn_gate.weight", "mlp.gate_proj.weight"}, {"ffn_up.weight", "mlp.up_proj.weight"},
-      {"ffn_down.weight", "mlp.down_proj.weight"},
-  };
-  if (gguf.rfind("blk.", 0) == 0) {
-    auto dot = gguf.find('.', 4);
-    if (dot != std::string::npos) {
-      auto it = kLayer.find(gguf.substr(dot + 1));
-      if (it != kLayer.end()) return "model.layers." + gguf.substr(4, dot - 4) + "." + it->second;
-    }
-  }
-  return "";
-}
-
-std::string SummarizeTypes(const ModelWeights& w) {
+std::string SummarizeTypes(const ModelConfig& c, const ModelWeights& w) {
+  // The embedding and the layers' matrices (not the output, whose type
+  // llama.cpp's mixtures choose apart).
   std::map<std::string, int> counts;
-  auto add = [&](const WeightMatrix& m) { counts[DTypeName(m.type)]++; };
-  add(w.tok_embd);
-  for (const auto& l : w.layers) {
-    for (const auto* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) add(*m);
-  }
+  ForEachTensor(c, [&](const TensorRole& r, int layer) {
+    if (!r.matrix || r.model_matrix == &ModelWeights::output) return;
+    const WeightMatrix* m = r.per_layer ? RoleLayerMatrices(r, const_cast<LayerWeights*>(&w.layers[layer]))[0]
+                                        : RoleMatrix(r, layer, w);
+    counts[DTypeName(m->type)]++;
+  });
   std::string best;
   int n = -1;
   for (const auto& [k, v] : counts) if (v > n) { best = k; n = v; }
@@ -68,7 +45,7 @@ StatusOr<std::unique_ptr<Model>> LoadGguf(const std::string& path) {
   m->format = ModelFormat::kGguf;
   m->path = path;
   m->gguf = file;
-  m->weight_type_summary = SummarizeTypes(*m->weights);
+  m->weight_type_summary = SummarizeTypes(m->config, *m->weights);
   return m;
 }
 
@@ -101,9 +78,11 @@ StatusOr<std::unique_ptr<Model>> LoadHfFolder(const std::string& dir) {
   ASSIGN_OR_RETURN(ModelConfig c, ConfigFromHfJson(text, cfg_path));
   ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsSet> st, SafetensorsSet::OpenDir(dir));
   std::shared_ptr<const SafetensorsSet> set(std::move(st));
-  if (!c.tied_embeddings && set->Find("lm_head.weight") == nullptr) c.tied_embeddings = true;
+  if (!c.tied_embeddings && set->Find(HfNameForGguf(GlobalTensorName(&ModelWeights::output), c)) == nullptr) {
+    c.tied_embeddings = true;
+  }
   TensorLookup lookup = [&](const std::string& n) -> const TensorView* {
-    const std::string hf = HfNameFor(n);
+    const std::string hf = HfNameForGguf(n, c);
     return hf.empty() ? nullptr : set->Find(hf);
   };
   WeightLoadOptions opts;
@@ -117,7 +96,7 @@ StatusOr<std::unique_ptr<Model>> LoadHfFolder(const std::string& dir) {
   RETURN_IF_ERROR(ReadEosIds(cfg_path, c.n_vocab, &m->extra_eog_ids));
   RETURN_IF_ERROR(ReadEosIds(dir + "/generation_config.json", c.n_vocab, &m->extra_eog_ids));
   m->keep_alive.push_back(set);
-  m->weight_type_summary = SummarizeTypes(*m->weights);
+  m->weight_type_summary = SummarizeTypes(m->config, *m->weights);
   return m;
 }
 

@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include "formats/gguf_writer.h"
+#include "model/arch/registry.h"
+#include "model/tensor_schema.h"
 #include "tensor/fp16.h"
 
 namespace infera {
@@ -70,7 +72,7 @@ Vocab MakeSyntheticVocab(int n_vocab) {
 }
 
 void WriteModelMetadata(const ModelConfig& c, DType file_type, GgufWriter* w) {
-  const std::string a = c.arch == Arch::kQwen2 ? "qwen2" : "llama";
+  const std::string a = GetArch(c.arch).gguf_write;
   w->SetString("general.architecture", a);
   w->SetString("general.name", c.name);
   uint32_t ftype = 0;  // llama.cpp's LLAMA_FTYPE values
@@ -95,6 +97,10 @@ void WriteModelMetadata(const ModelConfig& c, DType file_type, GgufWriter* w) {
     w->SetString(a + ".rope.scaling.type", "linear");
     w->SetF32(a + ".rope.scaling.factor", c.rope_scaling.factor);
   }
+  if (c.embedding_scale != 1.0f) w->SetF32(a + ".embedding_scale", c.embedding_scale);
+  if (c.residual_scale != 1.0f) w->SetF32(a + ".residual_scale", c.residual_scale);
+  if (c.attention_scale != 0.0f) w->SetF32(a + ".attention.scale", c.attention_scale);
+  if (c.logit_scale != 1.0f) w->SetF32(a + ".logit_scale", c.logit_scale);
   w->SetU32(a + ".vocab_size", c.n_vocab);
 }
 
@@ -138,27 +144,20 @@ Status WriteRandomGguf(const ModelConfig& c, const Vocab& vocab, DType type, uin
     }
     w.AddTensorCopy(name, type, {n_in, n_out}, std::move(bytes));
   };
-  auto ones = [&](const std::string& name, int64_t n) {
+  auto constant = [&](const std::string& name, int64_t n, float value) {
     std::vector<uint8_t> bytes(n * 4);
-    const float one = 1.0f;
-    for (int64_t i = 0; i < n; ++i) std::memcpy(&bytes[i * 4], &one, 4);
+    for (int64_t i = 0; i < n; ++i) std::memcpy(&bytes[i * 4], &value, 4);
     w.AddTensorCopy(name, DType::kF32, {n}, std::move(bytes));
   };
-  matrix("token_embd.weight", c.n_embd, c.n_vocab);
-  ones("output_norm.weight", c.n_embd);
-  if (!c.tied_embeddings) matrix("output.weight", c.n_embd, c.n_vocab);
-  for (int l = 0; l < c.n_layer; ++l) {
-    auto n = [&](const char* s) { return fmt::format("blk.{}.{}", l, s); };
-    ones(n("attn_norm.weight"), c.n_embd);
-    matrix(n("attn_q.weight"), c.n_embd, c.q_dim());
-    matrix(n("attn_k.weight"), c.n_embd, c.kv_dim());
-    matrix(n("attn_v.weight"), c.n_embd, c.kv_dim());
-    matrix(n("attn_output.weight"), c.q_dim(), c.n_embd);
-    ones(n("ffn_norm.weight"), c.n_embd);
-    matrix(n("ffn_gate.weight"), c.n_embd, c.n_ff);
-    matrix(n("ffn_up.weight"), c.n_embd, c.n_ff);
-    matrix(n("ffn_down.weight"), c.n_ff, c.n_embd);
-  }
+  ForEachTensor(c, [&](const TensorRole& r, int layer) {
+    if (r.presence == Presence::kOptional) return;  // derived data (rope_freqs), not weights
+    const std::string name = GgufTensorName(r, layer);
+    if (r.matrix) {
+      matrix(name, DimSize(c, r.n_in), RoleRows(r, c));
+    } else {
+      constant(name, DimSize(c, r.n_in), r.init == Init::kZeros ? 0.0f : 1.0f);
+    }
+  });
   return w.Write(path);
 }
 

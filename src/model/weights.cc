@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "model/tensor_schema.h"
 #include "tensor/fp16.h"
 
 namespace infera {
@@ -101,40 +102,43 @@ class Builder {
   }
 
   Status Build() {
-    const int64_t d = c_.n_embd, V = c_.n_vocab, q = c_.q_dim(), kv = c_.kv_dim(), ff = c_.n_ff;
-    RETURN_IF_ERROR(Matrix("token_embd.weight", d, V, &w_->tok_embd));
-    RETURN_IF_ERROR(Vector("output_norm.weight", d, &w_->output_norm));
-    if (c_.tied_embeddings) {
-      w_->output = w_->tok_embd;
-    } else {
-      RETURN_IF_ERROR(Matrix("output.weight", d, V, &w_->output));
-    }
-    if (const TensorView* rf = lookup_("rope_freqs.weight")) {
-      const TensorView* t;
-      RETURN_IF_ERROR(Get("rope_freqs.weight", {c_.rope_dim / 2}, &t));
-      ASSIGN_OR_RETURN(w_->rope_freq_factors, ToF32(*rf));
-    } else if (c_.rope_scaling.type == RopeScaling::Type::kLlama3) {
-      w_->rope_freq_factors = Llama3RopeFreqFactors(c_);
-    }
+    // HF rows of Q/K (weights and biases) into GGUF's rotary pair order.
     const bool perm = opts_.permute_qk_from_hf && c_.rope_style == RopeStyle::kNorm;
     w_->layers.resize(c_.n_layer);
-    for (int l = 0; l < c_.n_layer; ++l) {
-      auto& L = w_->layers[l];
-      auto n = [&](const char* s) { return fmt::format("blk.{}.{}", l, s); };
-      RETURN_IF_ERROR(Vector(n("attn_norm.weight"), d, &L.attn_norm));
-      RETURN_IF_ERROR(Matrix(n("attn_q.weight"), d, q, &L.wq, perm ? c_.n_head : 0));
-      RETURN_IF_ERROR(Matrix(n("attn_k.weight"), d, kv, &L.wk, perm ? c_.n_head_kv : 0));
-      RETURN_IF_ERROR(Matrix(n("attn_v.weight"), d, kv, &L.wv));
-      RETURN_IF_ERROR(Matrix(n("attn_output.weight"), q, d, &L.wo));
-      if (c_.qkv_bias) {
-        RETURN_IF_ERROR(Vector(n("attn_q.bias"), q, &L.bq, perm ? c_.n_head : 0));
-        RETURN_IF_ERROR(Vector(n("attn_k.bias"), kv, &L.bk, perm ? c_.n_head_kv : 0));
-        RETURN_IF_ERROR(Vector(n("attn_v.bias"), kv, &L.bv));
+    for (const char* name : UnsupportedTensorNames()) {
+      if (lookup_(name) != nullptr) {
+        return Unimplemented(fmt::format("{}: tensor '{}' (LongRoPE) is not supported yet", source_, name));
       }
-      RETURN_IF_ERROR(Vector(n("ffn_norm.weight"), d, &L.ffn_norm));
-      RETURN_IF_ERROR(Matrix(n("ffn_gate.weight"), d, ff, &L.w_gate));
-      RETURN_IF_ERROR(Matrix(n("ffn_up.weight"), d, ff, &L.w_up));
-      RETURN_IF_ERROR(Matrix(n("ffn_down.weight"), ff, d, &L.w_down));
+    }
+    Status st;
+    ForEachTensor(c_, [&](const TensorRole& r, int layer) {
+      if (!st.ok()) return;
+      const std::string name = GgufTensorName(r, layer);
+      if (r.presence == Presence::kOptional && lookup_(name) == nullptr) return;
+      const int heads = !perm                            ? 0
+                        : r.permute == Permute::kQHeads  ? c_.n_head
+                        : r.permute == Permute::kKvHeads ? c_.n_head_kv
+                                                         : 0;
+      if (!r.parts.empty()) {  // fused: each part a view of its rows
+        WeightMatrix whole;
+        st = Matrix(name, DimSize(c_, r.n_in), RoleRows(r, c_), &whole);
+        int64_t row = 0;
+        for (const FusedPart& p : r.parts) {
+          WeightMatrix& part = w_->layers[layer].*p.dest;
+          part = whole;
+          part.n_out = DimSize(c_, p.rows);
+          part.data = whole.data + row * whole.row_bytes;
+          row += part.n_out;
+        }
+        return;
+      }
+      st = r.matrix ? Matrix(name, DimSize(c_, r.n_in), DimSize(c_, r.n_out), RoleMatrix(r, layer, w_), heads)
+                    : Vector(name, DimSize(c_, r.n_in), RoleVector(r, layer, w_), heads);
+    });
+    RETURN_IF_ERROR(st);
+    if (c_.tied_embeddings) w_->output = w_->tok_embd;
+    if (w_->rope_freq_factors.empty() && c_.rope_scaling.type == RopeScaling::Type::kLlama3) {
+      w_->rope_freq_factors = Llama3RopeFreqFactors(c_);
     }
     PackQuantized();
     return Status::Ok();
@@ -149,9 +153,11 @@ class Builder {
       if (GetPackFormat(m->type).supported) todo.push_back(m);
     };
     add(&w_->output);
-    for (auto& L : w_->layers) {
-      for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) add(m);
-    }
+    ForEachTensor(c_, [&](const TensorRole& r, int layer) {
+      if (r.per_layer && r.matrix) {
+        for (WeightMatrix* m : RoleLayerMatrices(r, &w_->layers[layer])) add(m);
+      }
+    });
     if (todo.empty()) return;
     w_->packed.resize(todo.size());
     std::atomic<size_t> next{0};

@@ -20,6 +20,7 @@ namespace infera {
 struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm;
   std::vector<float> bq, bk, bv;  // empty unless config.qkv_bias
+  std::vector<float> q_norm, k_norm;  // [head_dim]; empty unless config.qk_norm
   WeightMatrix wq, wk, wv, wo;
   WeightMatrix w_gate, w_up, w_down;
 };

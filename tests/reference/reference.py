@@ -1,5 +1,5 @@
-"""Independent numpy forward pass of the Llama family (llama, mistral, qwen2)
-on Hugging Face-layout weights, in float64. Written from the architecture's
+"""Independent numpy forward pass of the Llama family (llama, mistral, qwen2,
+qwen3, granite) on Hugging Face-layout weights, in float64. Written from the architecture's
 published description, not from infera's C++ code."""
 import math
 
@@ -44,15 +44,21 @@ def rmsnorm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
-def forward(cfg, W, tokens):
-    """Logits [T, vocab] for a token list, all positions (causal)."""
+def forward(cfg, W, tokens, qk_norm=True):
+    """Logits [T, vocab] for a token list, all positions (causal).
+    qk_norm=False leaves out Qwen3's per-head Q/K norms (to show they matter)."""
     T = len(tokens)
     H, KV, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
     eps = cfg["rms_norm_eps"]
     window = cfg.get("sliding_window") or 0
     pos = np.arange(T, dtype=np.float64)
     inv = inv_frequencies(cfg)
-    x = W["model.embed_tokens.weight"][tokens].astype(np.float64)
+    # Granite's multipliers (absent: the plain Llama values).
+    emb_mul = cfg.get("embedding_multiplier", 1.0)
+    res_mul = cfg.get("residual_multiplier", 1.0)
+    att_mul = cfg.get("attention_multiplier") or 1.0 / math.sqrt(hd)
+    logit_div = cfg.get("logits_scaling", 1.0)
+    x = W["model.embed_tokens.weight"][tokens].astype(np.float64) * emb_mul
     mask = np.tril(np.ones((T, T), dtype=bool))
     if window:
         mask &= (np.arange(T)[:, None] - np.arange(T)[None, :]) < window
@@ -66,26 +72,30 @@ def forward(cfg, W, tokens):
             q += W[p + "self_attn.q_proj.bias"]
             k += W[p + "self_attn.k_proj.bias"]
             v += W[p + "self_attn.v_proj.bias"]
-        q = rope_halves(q.reshape(T, H, hd), pos, inv)
-        k = rope_halves(k.reshape(T, KV, hd), pos, inv)
+        q, k = q.reshape(T, H, hd), k.reshape(T, KV, hd)
+        if qk_norm and p + "self_attn.q_norm.weight" in W:  # Qwen3: RMSNorm over each head
+            q = rmsnorm(q, W[p + "self_attn.q_norm.weight"], eps)
+            k = rmsnorm(k, W[p + "self_attn.k_norm.weight"], eps)
+        q = rope_halves(q, pos, inv)
+        k = rope_halves(k, pos, inv)
         v = v.reshape(T, KV, hd)
         rep = H // KV
         k = np.repeat(k, rep, axis=1)
         v = np.repeat(v, rep, axis=1)
-        scores = np.einsum("thd,shd->hts", q, k) / math.sqrt(hd)
+        scores = np.einsum("thd,shd->hts", q, k) * att_mul
         scores = np.where(mask[None], scores, -np.inf)
         scores -= scores.max(axis=-1, keepdims=True)
         probs = np.exp(scores)
         probs /= probs.sum(axis=-1, keepdims=True)
         att = np.einsum("hts,shd->thd", probs, v).reshape(T, H * hd)
-        x = x + att @ W[p + "self_attn.o_proj.weight"].T
+        x = x + res_mul * (att @ W[p + "self_attn.o_proj.weight"].T)
         h = rmsnorm(x, W[p + "post_attention_layernorm.weight"], eps)
         g = h @ W[p + "mlp.gate_proj.weight"].T
         u = h @ W[p + "mlp.up_proj.weight"].T
-        x = x + ((g / (1 + np.exp(-g))) * u) @ W[p + "mlp.down_proj.weight"].T
+        x = x + res_mul * (((g / (1 + np.exp(-g))) * u) @ W[p + "mlp.down_proj.weight"].T)
     x = rmsnorm(x, W["model.norm.weight"], eps)
     out = W.get("lm_head.weight", W["model.embed_tokens.weight"])
-    return x @ out.T
+    return (x @ out.T) / logit_div
 
 
 def greedy(cfg, W, tokens, n):

@@ -28,20 +28,26 @@ VARIANTS = {
     "qwen2_bias_tied": ("qwen2", dict(num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
                                       rope_theta=1000000.0)),
     "mistral_sliding_window": ("mistral", dict(num_attention_heads=4, num_key_value_heads=2, sliding_window=8)),
+    # head_dim 32 with 4 heads: q_dim 128 != hidden 64, as in real Qwen3 checkpoints.
+    "qwen3_qk_norm": ("qwen3", dict(num_attention_heads=4, num_key_value_heads=2, head_dim=32, rope_theta=1000000.0)),
+    "phi3_fused_window": ("phi3", dict(num_attention_heads=4, num_key_value_heads=2, sliding_window=8)),
+    "granite_multipliers": ("granite", dict(num_attention_heads=4, num_key_value_heads=2, embedding_multiplier=6.0,
+                                            residual_multiplier=0.3, attention_multiplier=0.09, logits_scaling=4.0)),
 }
 
 
 def make_model(arch, overrides, seed):
     rng = np.random.default_rng(seed)
     cfg = dict(model_type=arch, architectures=[{"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
-                                                  "qwen2": "Qwen2ForCausalLM"}[arch]],
+                                                  "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+                                                  "granite": "GraniteForCausalLM", "phi3": "Phi3ForCausalLM"}[arch]],
                vocab_size=96, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
                num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256,
                rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False)
     cfg.update(overrides)
-    if arch == "qwen2":
+    if arch in ("qwen2", "qwen3"):
         cfg["use_sliding_window"] = False
-    cfg["head_dim"] = cfg["hidden_size"] // cfg["num_attention_heads"]
+    cfg.setdefault("head_dim", cfg["hidden_size"] // cfg["num_attention_heads"])
     d, ff, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
     H, KV, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
 
@@ -69,18 +75,39 @@ def make_model(arch, overrides, seed):
         if arch == "qwen2":
             for n, m in (("q", H), ("k", KV), ("v", KV)):
                 W[p + f"self_attn.{n}_proj.bias"] = (0.1 * rng.standard_normal(m * hd)).astype(np.float32)
+        if arch == "qwen3":
+            # Far from 1 so that leaving the norms out changes the logits clearly.
+            W[p + "self_attn.q_norm.weight"] = (1.0 + 0.5 * rng.standard_normal(hd)).astype(np.float32)
+            W[p + "self_attn.k_norm.weight"] = (1.0 + 0.5 * rng.standard_normal(hd)).astype(np.float32)
     return cfg, W
 
 
+def fused_for_phi3(cfg, W):
+    """Phi-3's HF layout: Q, K, V rows in one qkv_proj, gate and up rows in one gate_up_proj."""
+    if cfg["model_type"] != "phi3":
+        return W
+    out = dict(W)
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        out[p + "self_attn.qkv_proj.weight"] = np.concatenate(
+            [out.pop(p + f"self_attn.{n}_proj.weight") for n in "qkv"])
+        out[p + "mlp.gate_up_proj.weight"] = np.concatenate([out.pop(p + "mlp.gate_proj.weight"),
+                                                              out.pop(p + "mlp.up_proj.weight")])
+    return out
+
+
 def write_hf(folder, cfg, W, dtype="F32"):
+    W = fused_for_phi3(cfg, W)
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "config.json"), "w") as f:
-        json.dump({k: v for k, v in cfg.items() if k != "head_dim"}, f)
+        # head_dim only where it is not hidden / heads (as in real configs).
+        implied = cfg["hidden_size"] // cfg["num_attention_heads"]
+        json.dump({k: v for k, v in cfg.items() if k != "head_dim" or v != implied}, f)
     mf.write_safetensors(os.path.join(folder, "model.safetensors"), W, dtype)
 
 
 def write_gguf(path, cfg, W, gtype=mf.GGML_F32):
-    arch = "qwen2" if cfg["model_type"] == "qwen2" else "llama"
+    arch = cfg["model_type"] if cfg["model_type"] in ("qwen2", "qwen3", "granite", "phi3") else "llama"
     H, KV = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     a = arch + "."
     kvs = [("general.architecture", "str", arch), ("general.name", "str", "ref-test"),
@@ -95,7 +122,13 @@ def write_gguf(path, cfg, W, gtype=mf.GGML_F32):
            (a + "vocab_size", "u32", cfg["vocab_size"])]
     if cfg.get("sliding_window"):
         kvs.append((a + "attention.sliding_window", "u32", cfg["sliding_window"]))
-    permute = arch == "llama"  # qwen2 keeps the HF rotary layout (NEOX)
+    if cfg["head_dim"] != cfg["hidden_size"] // H:
+        kvs += [(a + "attention.key_length", "u32", cfg["head_dim"]), (a + "attention.value_length", "u32", cfg["head_dim"])]
+    for key, gguf_key in (("embedding_multiplier", "embedding_scale"), ("residual_multiplier", "residual_scale"),
+                          ("attention_multiplier", "attention.scale"), ("logits_scaling", "logit_scale")):
+        if key in cfg:  # granite: llama.cpp's keys
+            kvs.append((a + gguf_key, "f32", cfg[key]))
+    permute = arch in ("llama", "granite")  # qwen2 / qwen3 keep the HF rotary layout (NEOX)
     T = [("token_embd.weight", W["model.embed_tokens.weight"], gtype),
          ("output_norm.weight", W["model.norm.weight"], mf.GGML_F32)]
     if "lm_head.weight" in W:
@@ -111,6 +144,15 @@ def write_gguf(path, cfg, W, gtype=mf.GGML_F32):
         if permute:
             q, k = mf.permute_for_gguf(q, H), mf.permute_for_gguf(k, KV)
         b = f"blk.{l}."
+        if arch == "phi3":  # llama.cpp's fused tensors
+            T += [(b + "attn_norm.weight", W[p + "input_layernorm.weight"], mf.GGML_F32),
+                  (b + "attn_qkv.weight", np.concatenate([q, k, W[p + "self_attn.v_proj.weight"]]), gtype),
+                  (b + "attn_output.weight", W[p + "self_attn.o_proj.weight"], gtype),
+                  (b + "ffn_norm.weight", W[p + "post_attention_layernorm.weight"], mf.GGML_F32),
+                  (b + "ffn_up.weight", np.concatenate([W[p + "mlp.gate_proj.weight"], W[p + "mlp.up_proj.weight"]]),
+                   gtype),
+                  (b + "ffn_down.weight", W[p + "mlp.down_proj.weight"], gtype)]
+            continue
         T += [(b + "attn_norm.weight", W[p + "input_layernorm.weight"], mf.GGML_F32),
               (b + "attn_q.weight", q, gtype), (b + "attn_k.weight", k, gtype),
               (b + "attn_v.weight", W[p + "self_attn.v_proj.weight"], gtype),
@@ -121,6 +163,8 @@ def write_gguf(path, cfg, W, gtype=mf.GGML_F32):
               (b + "ffn_down.weight", W[p + "mlp.down_proj.weight"], gtype)]
         if arch == "qwen2":
             T += [(b + f"attn_{n}.bias", W[p + f"self_attn.{n}_proj.bias"], mf.GGML_F32) for n in "qkv"]
+        if arch == "qwen3":
+            T += [(b + f"attn_{n}_norm.weight", W[p + f"self_attn.{n}_norm.weight"], mf.GGML_F32) for n in "qk"]
     mf.write_gguf(path, kvs, T)
 
 
@@ -190,6 +234,62 @@ class ReferenceTest(unittest.TestCase):
 
     def test_mistral_sliding_window(self):
         self.check_variant("mistral_sliding_window", *VARIANTS["mistral_sliding_window"], seed=5)
+
+    def test_qwen3_qk_norm(self):
+        cfg, W, tokens = self.check_variant("qwen3_qk_norm", *VARIANTS["qwen3_qk_norm"], seed=10)
+        # The test can fail: without the per-head Q/K norms the reference is far off infera.
+        without = ref.forward(cfg, {k: v.astype(np.float64) for k, v in W.items()}, tokens, qk_norm=False)
+        got = infera_logits(os.path.join(self.tmp.name, "qwen3_qk_norm.gguf"), tokens)
+        self.assertGreater(max_rel_err(got, without), 1e-2)
+        # convert HF -> GGUF keeps the norms, under llama.cpp's names.
+        out = os.path.join(self.tmp.name, "qwen3_conv.gguf")
+        subprocess.run([INFERA, "--log-level", "warn", "convert", os.path.join(self.tmp.name, "qwen3_qk_norm_hf"), out],
+                       check=True, capture_output=True)
+        self.assertLess(max_rel_err(infera_logits(out, tokens), got), 1e-6)
+        r = subprocess.run([INFERA, "info", out], capture_output=True, text=True)
+        self.assertIn("qwen3", r.stdout)
+
+    def test_phi3_fused_tensors(self):
+        cfg, W, tokens = self.check_variant("phi3_fused_window", *VARIANTS["phi3_fused_window"], seed=12)
+        gg = os.path.join(self.tmp.name, "phi3_fused_window.gguf")
+        got = infera_logits(gg, tokens)
+        # Reading the fused halves the other way round (up, then gate) is far off: the split matters.
+        swapped = dict(W)
+        for l in range(cfg["num_hidden_layers"]):
+            p = f"model.layers.{l}."
+            swapped[p + "mlp.gate_proj.weight"], swapped[p + "mlp.up_proj.weight"] = \
+                W[p + "mlp.up_proj.weight"], W[p + "mlp.gate_proj.weight"]
+        wrong = ref.forward(cfg, {k: v.astype(np.float64) for k, v in swapped.items()}, tokens)
+        self.assertGreater(max_rel_err(got, wrong), 1e-2)
+        # convert (HF -> GGUF) and quantize write the fused tensors back as one.
+        conv = os.path.join(self.tmp.name, "phi3_conv.gguf")
+        subprocess.run([INFERA, "--log-level", "warn", "convert", os.path.join(self.tmp.name, "phi3_fused_window_hf"),
+                        conv], check=True, capture_output=True)
+        self.assertLess(max_rel_err(infera_logits(conv, tokens), got), 1e-6)
+        q8 = os.path.join(self.tmp.name, "phi3_q8.gguf")
+        subprocess.run([INFERA, "--log-level", "warn", "quantize", gg, q8, "--type", "q8_0"], check=True,
+                       capture_output=True)
+        self.assertLess(max_rel_err(infera_logits(q8, tokens), got), 5e-2)
+        # LongRoPE (the 128k variants) is refused, not run without it.
+        long_cfg = dict(cfg, rope_scaling=dict(type="longrope", short_factor=[1.0] * 8, long_factor=[2.0] * 8))
+        hf = os.path.join(self.tmp.name, "phi3_longrope_hf")
+        write_hf(hf, long_cfg, W)
+        r = subprocess.run([INFERA, "info", hf], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("longrope", r.stderr)
+
+    def test_granite_multipliers(self):
+        cfg, W, tokens = self.check_variant("granite_multipliers", *VARIANTS["granite_multipliers"], seed=11)
+        got = infera_logits(os.path.join(self.tmp.name, "granite_multipliers.gguf"), tokens)
+        Wd = {k: v.astype(np.float64) for k, v in W.items()}
+        # Each multiplier matters: the reference without any one of them is far off.
+        for key in ("embedding_multiplier", "residual_multiplier", "attention_multiplier", "logits_scaling"):
+            without = ref.forward({k: v for k, v in cfg.items() if k != key}, Wd, tokens)
+            self.assertGreater(max_rel_err(got, without), 1e-2, key)
+        out = os.path.join(self.tmp.name, "granite_conv.gguf")
+        subprocess.run([INFERA, "--log-level", "warn", "convert", os.path.join(self.tmp.name, "granite_multipliers_hf"),
+                        out], check=True, capture_output=True)
+        self.assertLess(max_rel_err(infera_logits(out, tokens), got), 1e-6)
 
     def test_f16_and_bf16_weights(self):
         cfg, W = make_model("llama", dict(num_attention_heads=4, num_key_value_heads=2), 6)

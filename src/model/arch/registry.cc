@@ -1,0 +1,46 @@
+#include "model/arch/registry.h"
+
+#include <algorithm>
+
+namespace infera {
+
+const std::vector<const ArchInfo*>& AllArchs() {
+  // Adding a family: its file in this folder and one entry here.
+  static const std::vector<const ArchInfo*> all = {&LlamaArch(), &MistralArch(), &Qwen2Arch(),
+                                                           &Qwen3Arch(), &GraniteArch(), &Phi3Arch()};
+  return all;
+}
+
+const ArchInfo& GetArch(Arch arch) {
+  for (const ArchInfo* a : AllArchs()) {
+    if (a->arch == arch) return *a;
+  }
+  return LlamaArch();  // every Arch value has an entry (registry_test checks)
+}
+
+const ArchInfo* FindArchByGguf(const std::string& name) {
+  for (const ArchInfo* a : AllArchs()) {
+    if (name == a->name) return a;
+  }
+  return nullptr;
+}
+
+const ArchInfo* FindArchByHf(const std::string& key) {
+  for (const ArchInfo* a : AllArchs()) {
+    const auto& archs = a->hf_architectures;
+    const auto& types = a->hf_model_types;
+    if (std::find(archs.begin(), archs.end(), key) != archs.end() ||
+        std::find(types.begin(), types.end(), key) != types.end()) {
+      return a;
+    }
+  }
+  return nullptr;
+}
+
+std::string SupportedArchNames() {
+  std::string out;
+  for (const ArchInfo* a : AllArchs()) out += (out.empty() ? "" : ", ") + std::string(a->name);
+  return out;
+}
+
+}  // namespace infera

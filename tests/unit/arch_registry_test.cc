@@ -1,0 +1,59 @@
+// The architecture registry: every Arch has one entry, names are unique and
+// found by every spelling, and configs take the family's properties from it.
+#include "model/arch/registry.h"
+
+#include <set>
+
+#include <gtest/gtest.h>
+
+namespace infera {
+namespace {
+
+TEST(ArchRegistryTest, EveryFamilyOnceAndFoundByEveryName) {
+  std::set<std::string> names, hf;
+  std::set<int> archs;
+  for (const ArchInfo* a : AllArchs()) {
+    EXPECT_TRUE(names.insert(a->name).second) << a->name;
+    EXPECT_TRUE(archs.insert(static_cast<int>(a->arch)).second) << a->name;
+    EXPECT_EQ(&GetArch(a->arch), a);
+    EXPECT_EQ(FindArchByGguf(a->name), a);
+    EXPECT_EQ(std::string(ArchName(a->arch)), a->name);
+    for (const auto& n : a->hf_architectures) {
+      EXPECT_TRUE(hf.insert(n).second) << n;
+      EXPECT_EQ(FindArchByHf(n), a) << n;
+    }
+    for (const auto& n : a->hf_model_types) EXPECT_EQ(FindArchByHf(n), a) << n;
+  }
+  for (Arch arch : {Arch::kLlama, Arch::kMistral, Arch::kQwen2, Arch::kQwen3, Arch::kGranite, Arch::kPhi3}) EXPECT_TRUE(archs.count(static_cast<int>(arch)));
+  EXPECT_EQ(FindArchByGguf("mamba"), nullptr);
+  EXPECT_EQ(FindArchByHf("GPT2LMHeadModel"), nullptr);
+  EXPECT_EQ(SupportedArchNames(), "llama, mistral, qwen2, qwen3, granite, phi3");
+}
+
+TEST(ArchRegistryTest, HfConfigsTakeTheFamilysProperties) {
+  const std::string base = R"("vocab_size": 32, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 4,
+                              "intermediate_size": 24, "sliding_window": 8)";
+  auto config = [&](const std::string& head) {
+    auto c = ConfigFromHfJson("{" + head + ", " + base + "}", "config.json");
+    EXPECT_TRUE(c.ok()) << c.status().message();
+    return c.ok() ? *c : ModelConfig{};
+  };
+  const ModelConfig llama = config(R"("architectures": ["LlamaForCausalLM"])");
+  EXPECT_EQ(llama.arch, Arch::kLlama);
+  EXPECT_EQ(llama.sliding_window, 0);
+  EXPECT_FALSE(llama.qkv_bias);
+  EXPECT_EQ(config(R"("model_type": "mistral")").sliding_window, 8);
+  const ModelConfig qwen = config(R"("model_type": "qwen2")");
+  EXPECT_TRUE(qwen.qkv_bias);
+  EXPECT_EQ(qwen.rope_style, RopeStyle::kNeox);
+  EXPECT_EQ(qwen.sliding_window, 0);
+  EXPECT_EQ(config(R"("model_type": "qwen2", "use_sliding_window": true)").sliding_window, 8);
+  EXPECT_TRUE(config(R"("model_type": "llama", "attention_bias": true)").qkv_bias);
+  auto gpt2 = ConfigFromHfJson("{\"model_type\": \"gpt2\", " + base + "}", "config.json");
+  ASSERT_FALSE(gpt2.ok());
+  EXPECT_NE(gpt2.status().message().find("unsupported architecture 'gpt2' (supported: llama, mistral, qwen2, qwen3, granite, phi3)"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace infera
