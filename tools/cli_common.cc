@@ -84,10 +84,6 @@ std::string ModelPathOrDefault(const std::string& model_path) {
   return found.ok() ? *found : std::string();
 }
 
-Status CheckOutput(const std::string& output, const std::vector<std::string>& inputs) {
-  return CheckOutputNotInput(output, inputs);
-}
-
 StatusOr<std::string> ReadTextArg(const std::string& path) {
   if (path != "-") return ReadFileToString(path);
   std::string text;

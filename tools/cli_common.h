@@ -45,11 +45,6 @@ StatusOr<LoadedModel> LoadModelAndTokenizer(const std::string& model_path, const
 // when it is empty ("" when there is none).
 std::string ModelPathOrDefault(const std::string& model_path);
 
-// Refuses (InvalidArgument) an output path that is, or links to, one of the
-// inputs; empty inputs are skipped, an empty model path means the default
-// model. Every command that writes a file calls this before reading.
-Status CheckOutput(const std::string& output, const std::vector<std::string>& inputs);
-
 // The text of a file argument; "-" reads standard input.
 StatusOr<std::string> ReadTextArg(const std::string& path);
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "base/logging.h"
+#include "base/output_file.h"
 #include "formats/gguf_writer.h"
 #include "model/loader.h"
 #include "model/random_model.h"
@@ -28,7 +29,7 @@ struct ConvertArgs {
 
 int ConvertRandom(const ConvertArgs& a) {
   if (a.paths.size() != 1) return ReportError("convert --random SHAPE takes one output path");
-  if (Status st = CheckOutput(a.paths[0], {a.vocab}); !st.ok()) return ReportError(st);
+  if (Status st = CheckOutputNotInput(a.paths[0], {a.vocab}); !st.ok()) return ReportError(st);
   auto shape = RandomModelShape(a.random_shape);
   if (!shape.ok()) return ReportError(shape.status());
   const std::string t = a.outtype == "keep" ? "f16" : a.outtype;
@@ -53,7 +54,7 @@ int ConvertRandom(const ConvertArgs& a) {
 int Convert(const ConvertArgs& a) {
   if (!a.random_shape.empty()) return ConvertRandom(a);
   if (a.paths.size() != 2) return ReportError("usage: infera convert IN OUT.gguf");
-  if (Status st = CheckOutput(a.paths[1], {a.paths[0], a.tokenizer}); !st.ok()) return ReportError(st);
+  if (Status st = CheckOutputNotInput(a.paths[1], {a.paths[0], a.tokenizer}); !st.ok()) return ReportError(st);
   auto lm = LoadModelAndTokenizer(a.paths[0], a.tokenizer, false);
   if (!lm.ok()) return ReportError(lm.status());
   const Model& m = *lm->model;

@@ -143,7 +143,7 @@ std::string ParseRequest(const Json& j, const Tokenizer& tok, ChatFormat chat_fo
 int Generate(const GenerateArgs& a, const RuntimeOptions& rt_in) {
   if (a.input.empty() || a.output.empty()) return ReportError("usage: infera generate --input IN.jsonl --output OUT.jsonl");
   if (a.max_n < 1) return ReportError("--max-n must be at least 1");
-  if (Status st = CheckOutput(a.output, {a.input, ModelPathOrDefault(a.model), a.tokenizer}); !st.ok()) {
+  if (Status st = CheckOutputNotInput(a.output, {a.input, ModelPathOrDefault(a.model), a.tokenizer}); !st.ok()) {
     return ReportError(st);
   }
   EngineFlags ef = a.engine;

@@ -72,7 +72,7 @@ int Perplexity(const PplArgs& a, const RuntimeOptions& rt) {
   if (a.batch <= 0 || a.threads < 0) return ReportError("--batch-size must be > 0 and --threads >= 0");
   if (a.kld && a.kld_base.empty()) return ReportError("--kl-divergence needs --kl-divergence-base FILE");
   if (!a.kld && !a.kld_base.empty()) {  // the base file is written: never over the model or the text
-    if (Status st = CheckOutput(a.kld_base, {ModelPathOrDefault(a.model), a.file}); !st.ok()) return ReportError(st);
+    if (Status st = CheckOutputNotInput(a.kld_base, {ModelPathOrDefault(a.model), a.file}); !st.ok()) return ReportError(st);
   }
   auto text = ReadTextArg(a.file);
   if (!text.ok()) return ReportError(text.status());

@@ -10,6 +10,7 @@
 
 #include "base/file_util.h"
 #include "base/logging.h"
+#include "base/output_file.h"
 #include "model/tensor_schema.h"
 #include "quant/policy.h"
 #include "quant/quantize.h"
@@ -29,7 +30,7 @@ struct QuantizeArgs {
 
 int Quantize(const QuantizeArgs& a) {
   if (a.paths.size() != 2) return ReportError("usage: infera quantize IN OUT.gguf --type T");
-  if (Status st = CheckOutput(a.paths[1], {a.paths[0], a.tokenizer}); !st.ok()) return ReportError(st);
+  if (Status st = CheckOutputNotInput(a.paths[1], {a.paths[0], a.tokenizer}); !st.ok()) return ReportError(st);
   const auto target = ParseQuantTarget(a.type);
   if (!target) {
     return ReportError("--type must be one of q8_0, q6_k, q5_k_m, q5_k_s, q5_k, q5_1, q5_0, q4_k_m, q4_k_s, q4_k, "

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "base/file_util.h"
+#include "base/output_file.h"
 #include "engine/generator.h"
 #include "formats/gguf_reader.h"
 #include "tensor/quant_blocks.h"
@@ -81,7 +82,7 @@ struct DumpTensorArgs {
 
 // Writes one tensor of a GGUF file, dequantized to f32, as raw floats.
 int DumpTensor(const DumpTensorArgs& a) {
-  if (Status st = CheckOutput(a.out, {a.model}); !st.ok()) return ReportError(st);
+  if (Status st = CheckOutputNotInput(a.out, {a.model}); !st.ok()) return ReportError(st);
   auto f = GgufFile::Open(a.model);
   if (!f.ok()) return ReportError(f.status());
   const TensorView* t = (*f)->FindTensor(a.tensor);
@@ -132,7 +133,7 @@ int EvalLogits(const EvalArgs& a, const RuntimeOptions& rt) {
   if (std::string e = ParseIds(a.tokens, "--tokens", &ids); !e.empty()) return ReportError(e);
   if (ids.empty()) return ReportError("--tokens is empty");
   if (!a.out.empty()) {
-    if (Status st = CheckOutput(a.out, {ModelPathOrDefault(a.model)}); !st.ok()) return ReportError(st);
+    if (Status st = CheckOutputNotInput(a.out, {ModelPathOrDefault(a.model)}); !st.ok()) return ReportError(st);
   }
   int32_t chunk = 0;
   if (a.mode == "full") chunk = static_cast<int32_t>(ids.size());

@@ -111,7 +111,7 @@ StatusOr<ModelWriteSummary> WriteModelGguf(const LoadedModel& lm, const TypeChoo
     if (!r.parts.empty()) {
       // A fused tensor: its parts are views of consecutive rows of one
       // tensor (see BuildWeights); write them back as that tensor.
-      const auto parts = RoleLayerMatrices(r, const_cast<LayerWeights*>(&w.layers[layer]));
+      const auto parts = RoleLayerMatrices(r, w.layers[layer]);
       WeightMatrix whole = *parts[0];
       whole.n_out = 0;
       for (const WeightMatrix* p : parts) {

@@ -22,7 +22,7 @@ std::string SummarizeTypes(const ModelConfig& c, const ModelWeights& w) {
   std::map<std::string, int> counts;
   ForEachTensor(c, [&](const TensorRole& r, int layer) {
     if (!r.matrix || r.model_matrix == &ModelWeights::output) return;
-    const WeightMatrix* m = r.per_layer ? RoleLayerMatrices(r, const_cast<LayerWeights*>(&w.layers[layer]))[0]
+    const WeightMatrix* m = r.per_layer ? RoleLayerMatrices(r, w.layers[layer])[0]
                                         : RoleMatrix(r, layer, w);
     counts[DTypeName(m->type)]++;
   });

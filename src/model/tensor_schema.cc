@@ -147,6 +147,12 @@ std::vector<WeightMatrix*> RoleLayerMatrices(const TensorRole& role, LayerWeight
   return out;
 }
 
+std::vector<const WeightMatrix*> RoleLayerMatrices(const TensorRole& role, const LayerWeights& layer) {
+  std::vector<const WeightMatrix*> out;
+  for (WeightMatrix* m : RoleLayerMatrices(role, const_cast<LayerWeights*>(&layer))) out.push_back(m);
+  return out;
+}
+
 std::string HfNameForGguf(const std::string& gguf_name, const ModelConfig& c) {
   const std::string prefix = kGgufLayerPrefix;
   int layer = -1;

@@ -89,6 +89,7 @@ std::string HfNameForGguf(const std::string& gguf_name, const ModelConfig& c);
 int64_t RoleRows(const TensorRole& role, const ModelConfig& c);
 // The layer matrices a role fills: its own, or its parts'.
 std::vector<WeightMatrix*> RoleLayerMatrices(const TensorRole& role, LayerWeights* layer);
+std::vector<const WeightMatrix*> RoleLayerMatrices(const TensorRole& role, const LayerWeights& layer);
 
 // Calls fn(role, layer) for every tensor of a model with config `c`, in file
 // order (layer -1 for globals).
