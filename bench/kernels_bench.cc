@@ -86,11 +86,11 @@ void RunAttention(benchmark::State& state, bool flash) {
   const KernelTable k = MakeBestKernelTable();
   for (auto _ : state) {
     if (flash) {
-      k.flash_attend_group(q.data(), g, kc.data(), vc.data(), stride, hd, 0.125f, slots.data(), 0, n - 1, out.data(),
+      k.flash_attend_group(q.data(), g, kc.data(), vc.data(), stride, hd, 0.125f, 0.0f, slots.data(), 0, n - 1, out.data(),
                            scratch.data());
     } else {
       for (int h = 0; h < g; ++h) {
-        k.attend_head(q.data() + h * hd, kc.data(), vc.data(), stride, hd, 0.125f, slots.data(), 0, n - 1,
+        k.attend_head(q.data() + h * hd, kc.data(), vc.data(), stride, hd, 0.125f, 0.0f, slots.data(), 0, n - 1,
                       scratch.data(), out.data() + h * hd);
       }
     }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -22,6 +23,11 @@ namespace infera {
 struct Model;
 class Tokenizer;
 struct KernelTable;
+class ModelRunner;
+class ThreadPool;
+
+// Makes the runner an engine steps with, on the engine's thread pool.
+using ModelRunnerFactory = std::function<std::unique_ptr<ModelRunner>(ThreadPool& pool)>;
 
 struct EngineOptions {
   int threads = 0;                  // 0: all cores
@@ -98,6 +104,11 @@ class Engine {
   // outlive the engine.
   static StatusOr<std::unique_ptr<Engine>> Create(const Model& model, const Tokenizer* tokenizer,
                                                   const KernelTable& kernels, const EngineOptions& opts);
+  // The same with another runner than the model's decoder (tests: fakes;
+  // later: a parallel rank's runner). `model` still gives the config.
+  static StatusOr<std::unique_ptr<Engine>> Create(const Model& model, const Tokenizer* tokenizer,
+                                                  const KernelTable& kernels, const EngineOptions& opts,
+                                                  const ModelRunnerFactory& make_runner);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

@@ -13,7 +13,7 @@ namespace infera {
 // row of position p starts at k_base + slots[p] * row_stride (k_base already
 // offset to this head's KV group), likewise V. `scores` has last+1 floats.
 void AttendHead(const KernelTable& k, const float* q, const float* k_base, const float* v_base,
-                int64_t row_stride, int head_dim, float scale, const int32_t* slots, int32_t first,
+                int64_t row_stride, int head_dim, float scale, float softcap, const int32_t* slots, int32_t first,
                 int32_t last, float* scores, float* out);
 
 }  // namespace infera

@@ -16,7 +16,7 @@
 #include "kernels/kernels.h"
 #include "kv_cache/block_manager.h"
 #include "model/batch.h"
-#include "model/llama.h"
+#include "model/model_runner.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
 #include "scheduler/scheduler.h"
@@ -83,7 +83,7 @@ struct Engine::Impl {
   const KernelTable& kernels;
   EngineOptions opts;
   ThreadPool pool;
-  LlamaRunner runner;
+  std::unique_ptr<ModelRunner> runner;
   KvStorage kv;
   BlockManager blocks;
   Scheduler sched;
@@ -96,8 +96,10 @@ struct Engine::Impl {
   std::vector<int32_t> eog_ids;  // every end-of-generation id (for min_tokens)
   std::vector<float> raw;        // scratch: logits before bias and penalties
 
-  Impl(const Model& m, const Tokenizer* t, const KernelTable& k, const EngineOptions& o, int32_t n_blocks, KvType kt)
-      : model(m), tok(t), kernels(k), opts(o), pool(o.threads), runner(m, k, pool),
+  Impl(const Model& m, const Tokenizer* t, const KernelTable& k, const EngineOptions& o, int32_t n_blocks, KvType kt,
+       const ModelRunnerFactory& make_runner)
+      : model(m), tok(t), kernels(k), opts(o), pool(o.threads),
+        runner(make_runner ? make_runner(pool) : MakeModelRunner(m, k, pool)),
         kv(m.config.n_layer, n_blocks * o.kv_block_size, m.config.kv_dim(), kt, m.config.head_dim),
         blocks(n_blocks, o.kv_block_size, o.prefix_caching),
         sched(SchedulerConfig{o.max_num_seqs, o.max_batched_tokens, o.max_model_len, o.guaranteed_admission,
@@ -147,7 +149,13 @@ Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
 StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokenizer* tokenizer,
-                                                 const KernelTable& kernels, const EngineOptions& given) {
+                                                 const KernelTable& kernels, const EngineOptions& opts) {
+  return Create(model, tokenizer, kernels, opts, nullptr);
+}
+
+StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokenizer* tokenizer,
+                                                 const KernelTable& kernels, const EngineOptions& given,
+                                                 const ModelRunnerFactory& make_runner) {
   EngineOptions o = given;
   const ModelConfig& c = model.config;
   if (o.kv_block_size < 1 || o.kv_block_size > 1024) return InvalidArgument("--kv-block-size must be in 1..1024");
@@ -173,7 +181,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Token
   const int64_t n_blocks = static_cast<int64_t>(bytes / (per_token * o.kv_block_size));
   if (n_blocks < 1) return InvalidArgument("--kv-cache-mb is too small for one KV block");
   if (n_blocks * o.kv_block_size > (1ll << 31) - 1) return InvalidArgument("--kv-cache-mb is too large");
-  auto impl = std::make_unique<Impl>(model, tokenizer, kernels, o, static_cast<int32_t>(n_blocks), kt);
+  auto impl = std::make_unique<Impl>(model, tokenizer, kernels, o, static_cast<int32_t>(n_blocks), kt, make_runner);
   LOG_INFO("engine: KV cache {:.1f} MiB ({}) = {} blocks of {} tokens ({} tokens), context {}, max {} seqs, {} tokens/step",
            KvStorage::BytesFor(c.n_layer, n_blocks * o.kv_block_size, c.kv_dim(), kt, c.head_dim) / 1048576.0,
            o.kv_cache_type, n_blocks, o.kv_block_size, n_blocks * o.kv_block_size, o.max_model_len, o.max_num_seqs,
@@ -289,7 +297,7 @@ std::vector<RequestOutput> Engine::Step() {
       m.batch.Add(toks[i], i, static_cast<int32_t>(s), c.want_logits && i == c.start + c.n - 1);
     }
   }
-  Status st = m.runner.Forward(m.batch, m.kv, &m.logits);
+  Status st = m.runner->Forward(m.batch, m.kv, &m.logits);
   if (!st.ok()) {
     // One failed batch fails its requests, never the loop.
     LOG_ERROR("forward pass failed: {}", st.ToString());

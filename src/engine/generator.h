@@ -1,7 +1,7 @@
 // Single-sequence generation with a KV cache: the prompt is processed as
 // batches (once), then one token per step. Used by `infera run`, `bench`
 // and the tests; the multi-request engine of Stage 4 builds on the same
-// LlamaRunner and flat batches.
+// DecoderRunner and flat batches.
 //
 // Thread-safety: one call at a time per Generator.
 #pragma once
@@ -18,7 +18,7 @@
 #include "infera/request.h"
 #include "infera/sampling_params.h"
 #include "kv_cache/kv_cache.h"
-#include "model/llama.h"
+#include "model/decoder.h"
 #include "tokenizer/tokenizer.h"
 
 namespace infera {
@@ -78,7 +78,7 @@ class Generator {
 
   const Model& model_;
   const Tokenizer* tok_;
-  LlamaRunner runner_;
+  DecoderRunner runner_;
   int32_t n_ctx_, n_batch_;
   KvStorage kv_;
   KvSlotPool slot_pool_;

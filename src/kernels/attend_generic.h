@@ -2,6 +2,7 @@
 // an axpy kernel (the reference definition every fused variant reproduces).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -16,10 +17,12 @@ namespace {
 // accumulated in i order with fused multiply-adds.
 template <float (*Dot)(const float*, const float*, int64_t), void (*Axpy)(float, const float*, float*, int64_t)>
 void AttendHeadComposed(const float* q, const float* k_base, const float* v_base, int64_t row_stride, int head_dim,
-                        float scale, const int32_t* slots, int32_t first, int32_t last, float* scores, float* out) {
+                        float scale, float softcap, const int32_t* slots, int32_t first, int32_t last, float* scores,
+                        float* out) {
   const int32_t n = last - first + 1;
   for (int32_t i = 0; i < n; ++i) {
     scores[i] = Dot(q, k_base + static_cast<int64_t>(slots[first + i]) * row_stride, head_dim) * scale;
+    if (softcap > 0) scores[i] = softcap * std::tanh(scores[i] / softcap);
   }
   Softmax(scores, n);
   std::memset(out, 0, sizeof(float) * head_dim);

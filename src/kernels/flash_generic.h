@@ -74,9 +74,13 @@ inline float QuantizeKvRow(const float* x, int n, int8_t* q) {
   return d;
 }
 
+// softcap * tanh(s / softcap) for softcap > 0, else s (attention scores).
+inline float SoftCap(float s, float softcap) { return softcap > 0 ? softcap * std::tanh(s / softcap) : s; }
+
 template <float (*Dot)(const float*, const float*, int64_t), typename Rows>
 void FlashAttendGroupRows(const float* q, int g, const Rows& krows, const Rows& vrows, int head_dim, float scale,
-                          const int32_t* slots, int32_t first, int32_t last, float* out, float* scratch) {
+                          float softcap, const int32_t* slots, int32_t first, int32_t last, float* out,
+                          float* scratch) {
   float rowbuf[512];  // head_dim <= 512
   float* s = scratch;                   // [g][kFlashTile]
   float* m = scratch + g * kFlashTile;  // running max [g]
@@ -90,7 +94,7 @@ void FlashAttendGroupRows(const float* q, int g, const Rows& krows, const Rows& 
     const int nt = static_cast<int>(std::min<int32_t>(kFlashTile, last - t0 + 1));
     for (int j = 0; j < nt; ++j) {
       const float* kr = krows.Row(slots[t0 + j], rowbuf);
-      for (int h = 0; h < g; ++h) s[h * kFlashTile + j] = Dot(q + h * head_dim, kr, head_dim) * scale;
+      for (int h = 0; h < g; ++h) s[h * kFlashTile + j] = SoftCap(Dot(q + h * head_dim, kr, head_dim) * scale, softcap);
     }
     for (int h = 0; h < g; ++h) {
       float mx = m[h];
@@ -125,21 +129,21 @@ void FlashAttendGroupRows(const float* q, int g, const Rows& krows, const Rows& 
 
 template <float (*Dot)(const float*, const float*, int64_t)>
 void FlashAttendGroupScalar(const float* q, int g, const float* k_base, const float* v_base, int64_t row_stride,
-                            int head_dim, float scale, const int32_t* slots, int32_t first, int32_t last, float* out,
-                            float* scratch) {
-  FlashAttendGroupRows<Dot>(q, g, F32Rows{k_base, row_stride}, F32Rows{v_base, row_stride}, head_dim, scale, slots,
-                            first, last, out, scratch);
+                            int head_dim, float scale, float softcap, const int32_t* slots, int32_t first,
+                            int32_t last, float* out, float* scratch) {
+  FlashAttendGroupRows<Dot>(q, g, F32Rows{k_base, row_stride}, F32Rows{v_base, row_stride}, head_dim, scale, softcap,
+                            slots, first, last, out, scratch);
 }
 
 // The int8 cache: k8/v8 point at this head's first element of slot 0, ks/vs at
 // its scale of slot 0; row_stride = kv_dim, scale_stride = n_kv_heads.
 template <float (*Dot)(const float*, const float*, int64_t)>
 void FlashAttendGroupQ8(const float* q, int g, const int8_t* k8, const float* ks, const int8_t* v8, const float* vs,
-                        int64_t row_stride, int64_t scale_stride, int head_dim, float scale, const int32_t* slots,
-                        int32_t first, int32_t last, float* out, float* scratch) {
+                        int64_t row_stride, int64_t scale_stride, int head_dim, float scale, float softcap,
+                        const int32_t* slots, int32_t first, int32_t last, float* out, float* scratch) {
   FlashAttendGroupRows<Dot>(q, g, Q8Rows{k8, ks, row_stride, scale_stride, head_dim},
-                            Q8Rows{v8, vs, row_stride, scale_stride, head_dim}, head_dim, scale, slots, first, last,
-                            out, scratch);
+                            Q8Rows{v8, vs, row_stride, scale_stride, head_dim}, head_dim, scale, softcap, slots, first,
+                            last, out, scratch);
 }
 
 }  // namespace

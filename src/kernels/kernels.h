@@ -62,18 +62,20 @@ struct KernelTable {
   // One query head over its cached K/V (see attend_generic.h for the
   // definition): q [head_dim] -> out [head_dim], positions [first, last],
   // row of position p at base + slots[p] * row_stride; scores [last + 1].
+  // Scores are q·k * scale, then softcap * tanh(score / softcap) when
+  // softcap > 0 (Gemma 2's attention soft-capping).
   void (*attend_head)(const float* q, const float* k_base, const float* v_base, int64_t row_stride, int head_dim,
-                      float scale, const int32_t* slots, int32_t first, int32_t last, float* scores,
+                      float scale, float softcap, const int32_t* slots, int32_t first, int32_t last, float* scores,
                       float* out) = nullptr;
   // Tiled online-softmax attention of one token's g query heads sharing one
   // KV head (flash_generic.h): q, out [g, head_dim]; scratch g * 34 floats.
   void (*flash_attend_group)(const float* q, int g, const float* k_base, const float* v_base, int64_t row_stride,
-                             int head_dim, float scale, const int32_t* slots, int32_t first, int32_t last, float* out,
-                             float* scratch) = nullptr;
+                             int head_dim, float scale, float softcap, const int32_t* slots, int32_t first,
+                             int32_t last, float* out, float* scratch) = nullptr;
   // The same over an int8 K/V cache (see FlashAttendGroupQ8).
   void (*flash_attend_group_q8)(const float* q, int g, const int8_t* k8, const float* ks, const int8_t* v8,
                                 const float* vs, int64_t row_stride, int64_t scale_stride, int head_dim, float scale,
-                                const int32_t* slots, int32_t first, int32_t last, float* out,
+                                float softcap, const int32_t* slots, int32_t first, int32_t last, float* out,
                                 float* scratch) = nullptr;
 
   FloatTileFn FloatTileFor(DType t) const;
@@ -116,6 +118,9 @@ inline float Reduce16(const float* v) {
 void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps);
 // g[i] = silu(g[i]) * u[i]
 void SiluMul(float* g, const float* u, int64_t n);
+// g[i] = gelu(g[i]) * u[i] with GELU's tanh approximation
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Gemma's gelu_pytorch_tanh).
+void GeluTanhMul(float* g, const float* u, int64_t n);
 // In-place softmax over x[0, n).
 void Softmax(float* x, int64_t n);
 

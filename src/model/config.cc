@@ -12,6 +12,18 @@ namespace infera {
 
 const char* ArchName(Arch a) { return GetArch(a).name; }
 
+LayerConfig ModelConfig::Layer(int layer) const {
+  LayerConfig lc;
+  const bool sliding = LayerIsSliding(layer);
+  lc.sliding_window = sliding ? sliding_window : 0;
+  // gemma3: local layers use their own base and no scaling.
+  const bool local_rope = sliding && rope_theta_swa > 0;
+  lc.rope_theta = local_rope ? rope_theta_swa : rope_theta;
+  if (!local_rope && rope_scaling.type == RopeScaling::Type::kLinear) lc.rope_linear_factor = rope_scaling.factor;
+  return lc;
+}
+
+
 Status ModelConfig::Validate(const std::string& source) const {
   auto bad = [&](const std::string& what) { return DataLoss(source + ": invalid model config: " + what); };
   if (n_vocab <= 0 || n_vocab > (1 << 24)) return bad(fmt::format("vocab size {} out of range", n_vocab));
@@ -31,6 +43,11 @@ Status ModelConfig::Validate(const std::string& source) const {
     if (!(m > 0) || !std::isfinite(m)) return bad("embedding, residual and logit scales must be positive");
   }
   if (!(attention_scale >= 0) || !std::isfinite(attention_scale)) return bad("attention scale must be >= 0");
+  for (float cap : {attn_softcap, final_softcap}) {
+    if (!(cap >= 0) || !std::isfinite(cap)) return bad("soft-capping values must be >= 0");
+  }
+  if (swa_period < 0 || swa_period > 1024) return bad("sliding window pattern out of range");
+  if (!(rope_theta_swa >= 0) || !std::isfinite(rope_theta_swa)) return bad("sliding-layer rope base must be >= 0");
   return Status::Ok();
 }
 
@@ -43,7 +60,7 @@ StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& f) {
     return Unimplemented(f.name() + ": unsupported architecture '" + *arch + "' (supported: " + SupportedArchNames() +
                          ")");
   }
-  c.arch = info->arch;
+  ApplyArchShape(*info, &c);
   const std::string a = *arch + ".";
   c.name = f.GetString("general.name").value_or(*arch);
   auto req = [&](const std::string& key, int* out) -> Status {
@@ -74,6 +91,15 @@ StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& f) {
   scale("residual_scale", &c.residual_scale);
   scale("attention.scale", &c.attention_scale);
   scale("logit_scale", &c.logit_scale);
+  scale("attn_logit_softcapping", &c.attn_softcap);
+  scale("final_logit_softcapping", &c.final_softcap);
+  scale("rope.freq_base_swa", &c.rope_theta_swa);
+  if (c.arch == Arch::kGemma2 && !f.Find(a + "attention.sliding_window")) c.sliding_window = 4096;  // as llama.cpp
+  if (!f.Find(a + "attention.scale") && info->gguf_attention_scale == ArchInfo::GgufAttentionScale::kGemma &&
+      (c.n_layer == 46 || c.n_layer == 62) && c.n_embd / c.n_head != c.head_dim) {
+    // llama.cpp's rule for the 27B models (query_pre_attn_scalar = n_embd / n_head).
+    c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
+  }
   if (auto t = f.GetString(a + "rope.scaling.type")) {
     if (*t == "linear") {
       c.rope_scaling.type = RopeScaling::Type::kLinear;
@@ -83,10 +109,6 @@ StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& f) {
     }
   }
   // llama3-style scaling arrives as the rope_freqs.weight tensor (read by the loader).
-  c.rope_style = info->rope_style;
-  c.qkv_bias = info->qkv_bias;
-  c.qk_norm = info->qk_norm;
-  c.fused_qkv = c.fused_gate_up = info->fused;
   c.tied_embeddings = f.FindTensor(GlobalTensorName(&ModelWeights::output)) == nullptr;
   const GgufValue* tokens = f.Find("tokenizer.ggml.tokens");
   if (auto v = f.GetInt(a + "vocab_size")) c.n_vocab = static_cast<int>(*v);
@@ -115,7 +137,7 @@ StatusOr<ModelConfig> ConfigFromHfJsonUnchecked(const std::string& text, const s
     return Unimplemented(source + ": unsupported architecture '" + (type.empty() ? "(none)" : type) +
                          "' (supported: " + SupportedArchNames() + ")");
   }
-  c.arch = info->arch;
+  ApplyArchShape(*info, &c);
   c.name = info->name;
   auto get_int = [&](const char* key, int* out, bool required) -> Status {
     auto it = j.find(key);
@@ -155,17 +177,31 @@ StatusOr<ModelConfig> ConfigFromHfJsonUnchecked(const std::string& text, const s
   RETURN_IF_ERROR(get_float("residual_multiplier", &c.residual_scale));
   RETURN_IF_ERROR(get_float("attention_multiplier", &c.attention_scale));
   RETURN_IF_ERROR(get_float("logits_scaling", &c.logit_scale));
+  RETURN_IF_ERROR(get_float("attn_logit_softcapping", &c.attn_softcap));
+  RETURN_IF_ERROR(get_float("final_logit_softcapping", &c.final_softcap));
+  RETURN_IF_ERROR(get_float("rope_local_base_freq", &c.rope_theta_swa));
+  if (c.arch == Arch::kGemma2 && !j.contains("sliding_window")) c.sliding_window = 4096;
+  float qpas = 0;  // gemma: scores scaled by 1/sqrt(query_pre_attn_scalar)
+  RETURN_IF_ERROR(get_float("query_pre_attn_scalar", &qpas));
+  if (qpas < 0) return DataLoss(source + ": query_pre_attn_scalar must be positive");
+  if (qpas > 0 && qpas != static_cast<float>(c.head_dim)) c.attention_scale = 1.0f / std::sqrt(qpas);
+  int pattern = c.swa_period;
+  RETURN_IF_ERROR(get_int("sliding_window_pattern", &pattern, false));
+  if (pattern != c.swa_period) {
+    return Unimplemented(fmt::format("{}: sliding_window_pattern {} differs from {}'s {} (not supported)", source,
+                                     pattern, info->name, c.swa_period));
+  }
+  if (auto it = j.find("clip_qkv"); it != j.end() && !it->is_null()) {
+    return Unimplemented(source + ": clip_qkv is not supported");
+  }
   using SW = ArchInfo::HfSlidingWindow;
   if (info->hf_sliding_window == SW::kNever) c.sliding_window = 0;
   if (info->hf_sliding_window == SW::kIfUseSlidingWindow && !j.value("use_sliding_window", false)) c.sliding_window = 0;
   c.tied_embeddings = j.value("tie_word_embeddings", false);
-  c.qk_norm = info->qk_norm;
-  c.fused_qkv = c.fused_gate_up = info->fused;
   c.qkv_bias = info->qkv_bias ||
                (j.contains("attention_bias") && j["attention_bias"].is_boolean() && j["attention_bias"].get<bool>());
-  // Weights are permuted at load into GGUF's pair layout for llama/mistral,
-  // so the rotary style matches what the GGUF of the same model would use.
-  c.rope_style = info->rope_style;
+  // (Weights are permuted at load into GGUF's pair layout for llama/mistral,
+  // so the rotary style matches what the GGUF of the same model would use.)
   if (auto it = j.find("rope_scaling"); it != j.end() && it->is_object()) {
     const auto& rs = *it;
     std::string t = rs.value("rope_type", rs.value("type", std::string()));
@@ -187,6 +223,15 @@ StatusOr<ModelConfig> ConfigFromHfJsonUnchecked(const std::string& text, const s
       c.rope_scaling.factor = num("factor", 1.0f);
     } else if (!t.empty() && t != "default") {
       return Unimplemented(source + ": unsupported rope_scaling type '" + t + "'");
+    }
+  }
+  if (auto lt = j.find("layer_types"); lt != j.end() && lt->is_array() && c.sliding_window > 0) {
+    for (int l = 0; l < static_cast<int>(lt->size()) && l < c.n_layer; ++l) {
+      const bool sliding = (*lt)[l].is_string() && (*lt)[l].get<std::string>() == "sliding_attention";
+      if (sliding != c.LayerIsSliding(l)) {
+        return Unimplemented(source + ": layer_types does not follow " + info->name +
+                             "'s sliding-window pattern (not supported)");
+      }
     }
   }
   RETURN_IF_ERROR(c.Validate(source));

@@ -5,18 +5,30 @@
 #include <string>
 #include <vector>
 
+#include "attention/rope.h"
 #include "formats/gguf_reader.h"
 #include "formats/llama2c.h"
 #include "infera/status.h"
 
 namespace infera {
 
-enum class Arch { kLlama, kMistral, kQwen2, kQwen3, kGranite, kPhi3 };
+enum class Arch { kLlama, kMistral, kQwen2, kQwen3, kGranite, kPhi3, kGemma2, kGemma3, kOlmo2 };
 const char* ArchName(Arch a);
 
-// kNorm: rotate adjacent pairs (x[2i], x[2i+1]) — GGUF llama and llama2.c.
-// kNeox: rotate halves (x[i], x[i + d/2]) — HF layout, GGUF qwen2.
-enum class RopeStyle { kNorm, kNeox };
+// The gate's activation in the gated feed-forward act(gate) * up.
+enum class Activation { kSilu, kGeluTanh };
+
+// RMSNorm of Q and K before RoPE: none, over each head (qwen3, gemma3:
+// a [head_dim] weight) or over the whole projection (olmo2: [q_dim] and
+// [kv_dim] weights).
+enum class QkNorm { kNone, kPerHead, kFull };
+
+// What differs from layer to layer (see ModelConfig::Layer).
+struct LayerConfig {
+  int sliding_window = 0;  // 0: global attention
+  float rope_theta = 10000.0f;
+  float rope_linear_factor = 1.0f;  // linear position interpolation (1: none)
+};
 
 struct RopeScaling {
   enum class Type { kNone, kLinear, kLlama3 } type = Type::kNone;
@@ -43,8 +55,24 @@ struct ModelConfig {
   RopeStyle rope_style = RopeStyle::kNorm;
   RopeScaling rope_scaling;
   int sliding_window = 0;  // 0: full attention
+  // Which layers use the window: 0 every layer; N > 0: layer l slides iff
+  // l % N < N - 1 (gemma2: 2, every other layer from the first; gemma3: 6,
+  // five local layers to one global one).
+  int swa_period = 0;
+  float rope_theta_swa = 0.0f;  // RoPE base of sliding layers (0: rope_theta); gemma3: 10k
   bool qkv_bias = false;
-  bool qk_norm = false;  // RMSNorm over each head of Q and K before RoPE (qwen3)
+  QkNorm qk_norm = QkNorm::kNone;
+  // Norm placement: pre_norm — attn_norm / ffn_norm on each block's input
+  // (llama); post_norm — post_attention_norm / post_ffw_norm on each block's
+  // output before it joins the residual (olmo2: post only; gemma: both).
+  bool pre_norm = true;
+  bool post_norm = false;
+  Activation activation = Activation::kSilu;
+  // Gemma: token embeddings times sqrt(n_embd); soft-capping of attention
+  // scores and of the final logits (cap * tanh(x / cap); 0: off).
+  bool embed_scale_sqrt_dim = false;
+  float attn_softcap = 0.0f;
+  float final_softcap = 0.0f;
   // Q, K, V in one tensor (attn_qkv) and gate + up in one (ffn_up, 2 n_ff
   // rows: gate first), as phi3 stores them.
   bool fused_qkv = false;
@@ -60,6 +88,10 @@ struct ModelConfig {
   bool tied_embeddings = false;
 
   int q_dim() const { return n_head * head_dim; }
+  bool LayerIsSliding(int layer) const {
+    return sliding_window > 0 && (swa_period == 0 || layer % swa_period < swa_period - 1);
+  }
+  LayerConfig Layer(int layer) const;
   int kv_dim() const { return n_head_kv * head_dim; }
   Status Validate(const std::string& source) const;
 };

@@ -11,9 +11,20 @@
 #include "base/file_util.h"
 #include "formats/llama2c.h"
 #include "formats/safetensors.h"
+#include "model/arch/registry.h"
 #include "model/tensor_schema.h"
 
 namespace infera {
+
+const char* ModelFormatName(ModelFormat f) {
+  switch (f) {
+    case ModelFormat::kGguf: return "gguf";
+    case ModelFormat::kSafetensors: return "safetensors";
+    case ModelFormat::kLlama2c: return "llama2.c";
+  }
+  return "?";
+}
+
 namespace {
 
 std::string SummarizeTypes(const ModelConfig& c, const ModelWeights& w) {
@@ -87,6 +98,7 @@ StatusOr<std::unique_ptr<Model>> LoadHfFolder(const std::string& dir) {
   };
   WeightLoadOptions opts;
   opts.permute_qk_from_hf = true;
+  opts.norm_plus_one = GetArch(c.arch).hf_norm_plus_one;
   ASSIGN_OR_RETURN(auto w, BuildWeights(c, lookup, opts, dir));
   auto m = std::make_unique<Model>();
   m->config = c;

@@ -72,7 +72,8 @@ Vocab MakeSyntheticVocab(int n_vocab) {
 }
 
 void WriteModelMetadata(const ModelConfig& c, DType file_type, GgufWriter* w) {
-  const std::string a = GetArch(c.arch).gguf_write;
+  const ArchInfo& info = GetArch(c.arch);
+  const std::string a = info.gguf_arch();
   w->SetString("general.architecture", a);
   w->SetString("general.name", c.name);
   uint32_t ftype = 0;  // llama.cpp's LLAMA_FTYPE values
@@ -101,6 +102,11 @@ void WriteModelMetadata(const ModelConfig& c, DType file_type, GgufWriter* w) {
   if (c.residual_scale != 1.0f) w->SetF32(a + ".residual_scale", c.residual_scale);
   if (c.attention_scale != 0.0f) w->SetF32(a + ".attention.scale", c.attention_scale);
   if (c.logit_scale != 1.0f) w->SetF32(a + ".logit_scale", c.logit_scale);
+  // Gemma (llama.cpp's keys); the sliding layers' RoPE base only where it
+  // is not the family's default, which llama.cpp assumes.
+  if (c.attn_softcap > 0) w->SetF32(a + ".attn_logit_softcapping", c.attn_softcap);
+  if (c.final_softcap > 0) w->SetF32(a + ".final_logit_softcapping", c.final_softcap);
+  if (c.rope_theta_swa != info.rope_theta_swa) w->SetF32(a + ".rope.freq_base_swa", c.rope_theta_swa);
   w->SetU32(a + ".vocab_size", c.n_vocab);
 }
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "model/arch/registry.h"
+
 namespace infera {
 
 namespace {
@@ -15,6 +17,11 @@ TensorRole GlobalMatrix(const char* gguf, const char* hf, Dim n_in, Dim n_out, P
 TensorRole GlobalVector(const char* gguf, const char* hf, Dim n, Presence p, Init init, std::vector<float> MW::*v) {
   return {gguf, hf, false, n, n, false, p, Permute::kNone, init, nullptr, v, nullptr, nullptr, {}};
 }
+TensorRole GlobalNorm(const char* gguf, const char* hf, std::vector<float> MW::*v) {
+  TensorRole r = GlobalVector(gguf, hf, Dim::kEmbd, Presence::kAlways, Init::kOnes, v);
+  r.norm = true;
+  return r;
+}
 TensorRole LayerMatrix(const char* gguf, const char* hf, Dim n_in, Dim n_out, Permute perm, WeightMatrix LW::*m,
                        Presence p = Presence::kAlways) {
   return {gguf, hf, true, n_in, n_out, true, p, perm, Init::kNormal, nullptr, nullptr, m, nullptr, {}};
@@ -27,20 +34,23 @@ TensorRole LayerVector(const char* gguf, const char* hf, Dim n, Presence p, Perm
                        std::vector<float> LW::*v) {
   return {gguf, hf, true, n, n, false, p, perm, init, nullptr, nullptr, nullptr, v, {}};
 }
+TensorRole LayerNorm(const char* gguf, const char* hf, Dim n, Presence p, std::vector<float> LW::*v) {
+  TensorRole r = LayerVector(gguf, hf, n, p, Permute::kNone, Init::kOnes, v);
+  r.norm = true;
+  return r;
+}
 
 std::vector<TensorRole> MakeRoles() {
   return {
       GlobalMatrix("token_embd.weight", "model.embed_tokens.weight", Dim::kEmbd, Dim::kVocab, Presence::kAlways,
                    &MW::tok_embd),
-      GlobalVector("output_norm.weight", "model.norm.weight", Dim::kEmbd, Presence::kAlways, Init::kOnes,
-                   &MW::output_norm),
+      GlobalNorm("output_norm.weight", "model.norm.weight", &MW::output_norm),
       GlobalMatrix("output.weight", "lm_head.weight", Dim::kEmbd, Dim::kVocab, Presence::kUntied, &MW::output),
       // llama3 RoPE frequency divisors, as llama.cpp's converter stores them
       // (computed from the config when absent).
       GlobalVector("rope_freqs.weight", "", Dim::kRopeHalf, Presence::kOptional, Init::kOnes,
                    &MW::rope_freq_factors),
-      LayerVector("attn_norm.weight", "input_layernorm.weight", Dim::kEmbd, Presence::kAlways, Permute::kNone,
-                  Init::kOnes, &LW::attn_norm),
+      LayerNorm("attn_norm.weight", "input_layernorm.weight", Dim::kEmbd, Presence::kPreNorm, &LW::attn_norm),
       LayerMatrix("attn_q.weight", "self_attn.q_proj.weight", Dim::kEmbd, Dim::kQ, Permute::kQHeads, &LW::wq,
                   Presence::kSplitQkv),
       LayerMatrix("attn_k.weight", "self_attn.k_proj.weight", Dim::kEmbd, Dim::kKv, Permute::kKvHeads, &LW::wk,
@@ -56,12 +66,15 @@ std::vector<TensorRole> MakeRoles() {
                   Init::kZeros, &LW::bk),
       LayerVector("attn_v.bias", "self_attn.v_proj.bias", Dim::kKv, Presence::kQkvBias, Permute::kNone,
                   Init::kZeros, &LW::bv),
-      LayerVector("attn_q_norm.weight", "self_attn.q_norm.weight", Dim::kHead, Presence::kQkNorm, Permute::kNone,
-                  Init::kOnes, &LW::q_norm),
-      LayerVector("attn_k_norm.weight", "self_attn.k_norm.weight", Dim::kHead, Presence::kQkNorm, Permute::kNone,
-                  Init::kOnes, &LW::k_norm),
-      LayerVector("ffn_norm.weight", "post_attention_layernorm.weight", Dim::kEmbd, Presence::kAlways,
-                  Permute::kNone, Init::kOnes, &LW::ffn_norm),
+      // qwen3 / gemma3: one weight per head; olmo2: over the whole projection.
+      LayerNorm("attn_q_norm.weight", "self_attn.q_norm.weight", Dim::kHead, Presence::kQkNormHead, &LW::q_norm),
+      LayerNorm("attn_k_norm.weight", "self_attn.k_norm.weight", Dim::kHead, Presence::kQkNormHead, &LW::k_norm),
+      LayerNorm("attn_q_norm.weight", "self_attn.q_norm.weight", Dim::kQ, Presence::kQkNormFull, &LW::q_norm),
+      LayerNorm("attn_k_norm.weight", "self_attn.k_norm.weight", Dim::kKv, Presence::kQkNormFull, &LW::k_norm),
+      LayerNorm("post_attention_norm.weight", "post_attention_layernorm.weight", Dim::kEmbd, Presence::kPostNorm,
+                &LW::post_attn_norm),
+      // (gemma: HF pre_feedforward_layernorm; see its registry file)
+      LayerNorm("ffn_norm.weight", "post_attention_layernorm.weight", Dim::kEmbd, Presence::kPreNorm, &LW::ffn_norm),
       LayerMatrix("ffn_gate.weight", "mlp.gate_proj.weight", Dim::kEmbd, Dim::kFf, Permute::kNone, &LW::w_gate,
                   Presence::kSplitGateUp),
       LayerMatrix("ffn_up.weight", "mlp.up_proj.weight", Dim::kEmbd, Dim::kFf, Permute::kNone, &LW::w_up,
@@ -70,6 +83,8 @@ std::vector<TensorRole> MakeRoles() {
       FusedMatrix("ffn_up.weight", "mlp.gate_up_proj.weight", Dim::kEmbd, Presence::kFusedGateUp,
                   {{&LW::w_gate, Dim::kFf}, {&LW::w_up, Dim::kFf}}),
       LayerMatrix("ffn_down.weight", "mlp.down_proj.weight", Dim::kFf, Dim::kEmbd, Permute::kNone, &LW::w_down),
+      LayerNorm("post_ffw_norm.weight", "post_feedforward_layernorm.weight", Dim::kEmbd, Presence::kPostNorm,
+                &LW::post_ffn_norm),
   };
 }
 
@@ -107,7 +122,10 @@ bool RoleIsPresent(const TensorRole& role, const ModelConfig& c) {
     case Presence::kAlways: return true;
     case Presence::kUntied: return !c.tied_embeddings;
     case Presence::kQkvBias: return c.qkv_bias;
-    case Presence::kQkNorm: return c.qk_norm;
+    case Presence::kQkNormHead: return c.qk_norm == QkNorm::kPerHead;
+    case Presence::kQkNormFull: return c.qk_norm == QkNorm::kFull;
+    case Presence::kPreNorm: return c.pre_norm;
+    case Presence::kPostNorm: return c.post_norm;
     case Presence::kSplitQkv: return !c.fused_qkv;
     case Presence::kFusedQkv: return c.fused_qkv;
     case Presence::kSplitGateUp: return !c.fused_gate_up;
@@ -128,9 +146,13 @@ std::string GgufTensorName(const TensorRole& role, int layer) {
   return role.per_layer ? fmt::format("{}{}.{}", kGgufLayerPrefix, layer, role.gguf) : std::string(role.gguf);
 }
 
-std::string HfTensorName(const TensorRole& role, int layer) {
-  if (role.hf[0] == '\0') return {};
-  return role.per_layer ? fmt::format("{}{}.{}", kHfLayerPrefix, layer, role.hf) : std::string(role.hf);
+std::string HfTensorName(const TensorRole& role, int layer, const ModelConfig& c) {
+  std::string hf = role.hf;
+  for (const auto& [gguf, name] : GetArch(c.arch).hf_tensor_names) {
+    if (gguf == role.gguf) hf = name;
+  }
+  if (hf.empty()) return {};
+  return role.per_layer ? fmt::format("{}{}.{}", kHfLayerPrefix, layer, hf) : hf;
 }
 
 int64_t RoleRows(const TensorRole& role, const ModelConfig& c) {
@@ -166,7 +188,7 @@ std::string HfNameForGguf(const std::string& gguf_name, const ModelConfig& c) {
     rest = gguf_name.substr(dot + 1);
   }
   for (const TensorRole& r : DecoderTensorRoles()) {
-    if (r.per_layer == (layer >= 0) && rest == r.gguf && RoleIsPresent(r, c)) return HfTensorName(r, layer);
+    if (r.per_layer == (layer >= 0) && rest == r.gguf && RoleIsPresent(r, c)) return HfTensorName(r, layer, c);
   }
   return {};
 }

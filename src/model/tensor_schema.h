@@ -22,7 +22,10 @@ enum class Presence {
   kAlways,
   kUntied,    // output.weight: unless the embeddings are tied
   kQkvBias,   // config.qkv_bias
-  kQkNorm,    // config.qk_norm
+  kQkNormHead,  // config.qk_norm == kPerHead
+  kQkNormFull,  // config.qk_norm == kFull
+  kPreNorm,   // config.pre_norm (attn_norm, ffn_norm)
+  kPostNorm,  // config.post_norm (post_attention_norm, post_ffw_norm)
   kSplitQkv,  // separate attn_q/k/v: unless config.fused_qkv
   kFusedQkv,  // attn_qkv: config.fused_qkv
   kSplitGateUp,  // separate ffn_gate/ffn_up: unless config.fused_gate_up
@@ -62,6 +65,8 @@ struct TensorRole {
   // n_out is the sum of their rows. Loading makes each part a view of the
   // tensor's rows (nothing copied).
   std::vector<FusedPart> parts;
+  // An RMSNorm weight (Gemma's HF files store it minus one).
+  bool norm = false;
 };
 
 // The roles of the Llama-family decoder (llama, mistral, qwen2, qwen3), in GGUF
@@ -79,9 +84,10 @@ bool RoleIsPresent(const TensorRole& role, const ModelConfig& c);
 // The GGUF name of a global matrix ("output.weight" for &ModelWeights::output).
 std::string GlobalTensorName(WeightMatrix ModelWeights::*member);
 
-// Full names of a role's tensor for layer `layer` (ignored for globals).
+// Full names of a role's tensor for layer `layer` (ignored for globals);
+// the HF name as the family of `c` spells it ("" if it has none).
 std::string GgufTensorName(const TensorRole& role, int layer);
-std::string HfTensorName(const TensorRole& role, int layer);
+std::string HfTensorName(const TensorRole& role, int layer, const ModelConfig& c);
 // The HF name of the tensor a GGUF name stands for in a model with config
 // `c` ("" if none).
 std::string HfNameForGguf(const std::string& gguf_name, const ModelConfig& c);

@@ -132,8 +132,15 @@ class Builder {
         }
         return;
       }
-      st = r.matrix ? Matrix(name, DimSize(c_, r.n_in), DimSize(c_, r.n_out), RoleMatrix(r, layer, w_), heads)
-                    : Vector(name, DimSize(c_, r.n_in), RoleVector(r, layer, w_), heads);
+      if (r.matrix) {
+        st = Matrix(name, DimSize(c_, r.n_in), DimSize(c_, r.n_out), RoleMatrix(r, layer, w_), heads);
+        return;
+      }
+      std::vector<float>* v = RoleVector(r, layer, w_);
+      st = Vector(name, DimSize(c_, r.n_in), v, heads);
+      if (st.ok() && r.norm && opts_.norm_plus_one) {
+        for (float& x : *v) x += 1.0f;
+      }
     });
     RETURN_IF_ERROR(st);
     if (c_.tied_embeddings) w_->output = w_->tok_embd;

@@ -18,9 +18,11 @@
 namespace infera {
 
 struct LayerWeights {
-  std::vector<float> attn_norm, ffn_norm;
+  std::vector<float> attn_norm, ffn_norm;            // [n_embd]; empty unless config.pre_norm
+  std::vector<float> post_attn_norm, post_ffn_norm;  // [n_embd]; empty unless config.post_norm
   std::vector<float> bq, bk, bv;  // empty unless config.qkv_bias
-  std::vector<float> q_norm, k_norm;  // [head_dim]; empty unless config.qk_norm
+  // [head_dim] (QkNorm::kPerHead) or [q_dim] / [kv_dim] (kFull); empty unless config.qk_norm
+  std::vector<float> q_norm, k_norm;
   WeightMatrix wq, wk, wv, wo;
   WeightMatrix w_gate, w_up, w_down;
 };
@@ -45,6 +47,8 @@ struct WeightLoadOptions {
   // HF checkpoints of llama/mistral keep Q/K rows in the "halves" rotary
   // layout; permute them into GGUF's pair layout while loading.
   bool permute_qk_from_hf = false;
+  // Gemma's HF norm weights w mean (1 + w): add the one while loading.
+  bool norm_plus_one = false;
 };
 
 StatusOr<std::unique_ptr<ModelWeights>> BuildWeights(const ModelConfig& c, const TensorLookup& lookup,

@@ -154,9 +154,9 @@ TEST_P(KernelIsaTest, AttendHeadMatchesReferenceExactly) {
       for (int32_t last : {0, 6, 36}) {
         if (last < first) continue;
         std::vector<float> s1(n_pos), s2(n_pos), o1(head_dim), o2(head_dim);
-        ref.attend_head(q.data(), cache_k.data() + 3, cache_v.data() + 3, stride, head_dim, 0.125f, slots.data(),
+        ref.attend_head(q.data(), cache_k.data() + 3, cache_v.data() + 3, stride, head_dim, 0.125f, 0.0f, slots.data(),
                         first, last, s1.data(), o1.data());
-        k.attend_head(q.data(), cache_k.data() + 3, cache_v.data() + 3, stride, head_dim, 0.125f, slots.data(),
+        k.attend_head(q.data(), cache_k.data() + 3, cache_v.data() + 3, stride, head_dim, 0.125f, 0.0f, slots.data(),
                       first, last, s2.data(), o2.data());
         ASSERT_EQ(std::memcmp(o1.data(), o2.data(), head_dim * 4), 0) << head_dim << " " << first << ".." << last;
       }
@@ -192,10 +192,10 @@ TEST_P(KernelIsaTest, FlashAttentionMatchesNaive) {
         std::vector<float> scores(len + 1), naive(g * head_dim), flash(g * head_dim), flash_ref(g * head_dim);
         std::vector<float> scratch(g * (kFlashTile + 2));
         for (int h = 0; h < g; ++h) {
-          ref.attend_head(q.data() + h * head_dim, kc.data(), vc.data(), stride, head_dim, 0.125f, slots.data(), first,
+          ref.attend_head(q.data() + h * head_dim, kc.data(), vc.data(), stride, head_dim, 0.125f, 0.0f, slots.data(), first,
                           len - 1, scores.data(), naive.data() + h * head_dim);
         }
-        k.flash_attend_group(q.data(), g, kc.data(), vc.data(), stride, head_dim, 0.125f, slots.data(), first, len - 1,
+        k.flash_attend_group(q.data(), g, kc.data(), vc.data(), stride, head_dim, 0.125f, 0.0f, slots.data(), first, len - 1,
                              flash.data(), scratch.data());
         double err = 0, norm = 0;
         for (int i = 0; i < g * head_dim; ++i) {
@@ -210,13 +210,13 @@ TEST_P(KernelIsaTest, FlashAttentionMatchesNaive) {
           ks[slot] = QuantizeKvRow(kc.data() + slot * stride, head_dim, k8.data() + slot * stride);
           vs[slot] = QuantizeKvRow(vc.data() + slot * stride, head_dim, v8.data() + slot * stride);
         }
-        k.flash_attend_group_q8(q.data(), g, k8.data(), ks.data(), v8.data(), vs.data(), stride, 1, head_dim, 0.125f,
+        k.flash_attend_group_q8(q.data(), g, k8.data(), ks.data(), v8.data(), vs.data(), stride, 1, head_dim, 0.125f, 0.0f,
                                 slots.data(), first, len - 1, flash8.data(), scratch.data());
         double err8 = 0;
         for (int i = 0; i < g * head_dim; ++i) err8 = std::max(err8, std::fabs(double(flash8[i]) - naive[i]));
         EXPECT_LT(err8 / std::max(norm, 1e-30), 2e-2) << "q8 len " << len << " g " << g;
         if (len <= 1000) {
-          ref.flash_attend_group(q.data(), g, kc.data(), vc.data(), stride, head_dim, 0.125f, slots.data(), first,
+          ref.flash_attend_group(q.data(), g, kc.data(), vc.data(), stride, head_dim, 0.125f, 0.0f, slots.data(), first,
                                  len - 1, flash_ref.data(), scratch.data());
           EXPECT_EQ(std::memcmp(flash.data(), flash_ref.data(), flash.size() * 4), 0) << "len " << len;
         }

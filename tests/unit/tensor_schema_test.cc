@@ -2,6 +2,8 @@
 // other, presence follows the config, and each role fills its own member.
 #include "model/tensor_schema.h"
 
+#include "model/arch/registry.h"
+
 #include <set>
 
 #include <gtest/gtest.h>
@@ -25,20 +27,33 @@ ModelConfig SmallConfig(bool qkv_bias, bool tied) {
 }
 
 TEST(TensorSchemaTest, NamesAreUniqueAndMapBothWays) {
-  for (bool fused : {false, true}) {
-    ModelConfig c = SmallConfig(!fused, false);
-    c.qk_norm = true;
-    c.fused_qkv = c.fused_gate_up = fused;
+  for (const ArchInfo* arch : AllArchs()) {
+    ModelConfig c = SmallConfig(true, false);
+    ApplyArchShape(*arch, &c);
     std::set<std::string> gguf, hf;
     for (const TensorRole& r : DecoderTensorRoles()) {
       if (!RoleIsPresent(r, c)) continue;
-      EXPECT_TRUE(gguf.insert(r.gguf).second) << r.gguf;
-      if (r.hf[0] != '\0') {
-        EXPECT_TRUE(hf.insert(r.hf).second) << r.hf;
-      }
+      EXPECT_TRUE(gguf.insert(r.gguf).second) << r.gguf << " " << arch->name;
       const int layer = r.per_layer ? 11 : -1;
-      EXPECT_EQ(HfNameForGguf(GgufTensorName(r, layer), c), HfTensorName(r, layer)) << r.gguf;
+      const std::string hf_name = HfTensorName(r, layer, c);
+      if (!hf_name.empty()) {
+        EXPECT_TRUE(hf.insert(hf_name).second) << hf_name << " " << arch->name;
+      }
+      EXPECT_EQ(HfNameForGguf(GgufTensorName(r, layer), c), hf_name) << r.gguf << " " << arch->name;
     }
+  }
+  {
+    // Gemma's and OLMo 2's norms: the same HF name means different roles.
+    ModelConfig gemma = SmallConfig(false, true), olmo = gemma;
+    ApplyArchShape(Gemma2Arch(), &gemma);
+    ApplyArchShape(Olmo2Arch(), &olmo);
+    EXPECT_EQ(HfNameForGguf("blk.2.ffn_norm.weight", gemma), "model.layers.2.pre_feedforward_layernorm.weight");
+    EXPECT_EQ(HfNameForGguf("blk.2.post_attention_norm.weight", gemma),
+              "model.layers.2.post_attention_layernorm.weight");
+    EXPECT_EQ(HfNameForGguf("blk.2.post_attention_norm.weight", olmo),
+              "model.layers.2.post_attention_layernorm.weight");
+    EXPECT_EQ(HfNameForGguf("blk.2.ffn_norm.weight", olmo), "");
+    EXPECT_EQ(HfNameForGguf("blk.2.attn_norm.weight", olmo), "");
   }
   for (const TensorRole& r : DecoderTensorRoles()) {
     // Exactly one destination (a fused matrix: its parts).

@@ -8,16 +8,12 @@
 namespace infera {
 
 const ArchInfo& GraniteArch() {
-  static const ArchInfo info{Arch::kGranite,
-                             "granite",
-                             "granite",
-                             {"GraniteForCausalLM"},
-                             {"granite"},
-                             RopeStyle::kNorm,
-                             /*qkv_bias=*/false,
-                             /*qk_norm=*/false,
-                             /*fused=*/false,
-                             ArchInfo::HfSlidingWindow::kNever};
+  static const ArchInfo info{
+      .arch = Arch::kGranite,
+      .name = "granite",
+      .hf_architectures = {"GraniteForCausalLM"},
+      .hf_model_types = {"granite"},
+  };
   return info;
 }
 

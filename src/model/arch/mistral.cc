@@ -5,16 +5,14 @@
 namespace infera {
 
 const ArchInfo& MistralArch() {
-  static const ArchInfo info{Arch::kMistral,
-                             "mistral",
-                             "llama",
-                             {"MistralForCausalLM"},
-                             {"mistral"},
-                             RopeStyle::kNorm,
-                             /*qkv_bias=*/false,
-                             /*qk_norm=*/false,
-                             /*fused=*/false,
-                             ArchInfo::HfSlidingWindow::kAlways};
+  static const ArchInfo info{
+      .arch = Arch::kMistral,
+      .name = "mistral",
+      .gguf_write = "llama",
+      .hf_architectures = {"MistralForCausalLM"},
+      .hf_model_types = {"mistral"},
+      .hf_sliding_window = ArchInfo::HfSlidingWindow::kAlways,
+  };
   return info;
 }
 

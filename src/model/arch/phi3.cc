@@ -8,16 +8,15 @@
 namespace infera {
 
 const ArchInfo& Phi3Arch() {
-  static const ArchInfo info{Arch::kPhi3,
-                             "phi3",
-                             "phi3",
-                             {"Phi3ForCausalLM"},
-                             {"phi3"},
-                             RopeStyle::kNeox,
-                             /*qkv_bias=*/false,
-                             /*qk_norm=*/false,
-                             /*fused=*/true,
-                             ArchInfo::HfSlidingWindow::kAlways};
+  static const ArchInfo info{
+      .arch = Arch::kPhi3,
+      .name = "phi3",
+      .hf_architectures = {"Phi3ForCausalLM"},
+      .hf_model_types = {"phi3"},
+      .rope_style = RopeStyle::kNeox,
+      .fused = true,
+      .hf_sliding_window = ArchInfo::HfSlidingWindow::kAlways,
+  };
   return info;
 }
 

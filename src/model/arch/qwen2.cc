@@ -6,16 +6,15 @@
 namespace infera {
 
 const ArchInfo& Qwen2Arch() {
-  static const ArchInfo info{Arch::kQwen2,
-                             "qwen2",
-                             "qwen2",
-                             {"Qwen2ForCausalLM"},
-                             {"qwen2"},
-                             RopeStyle::kNeox,
-                             /*qkv_bias=*/true,
-                             /*qk_norm=*/false,
-                             /*fused=*/false,
-                             ArchInfo::HfSlidingWindow::kIfUseSlidingWindow};
+  static const ArchInfo info{
+      .arch = Arch::kQwen2,
+      .name = "qwen2",
+      .hf_architectures = {"Qwen2ForCausalLM"},
+      .hf_model_types = {"qwen2"},
+      .rope_style = RopeStyle::kNeox,
+      .qkv_bias = true,
+      .hf_sliding_window = ArchInfo::HfSlidingWindow::kIfUseSlidingWindow,
+  };
   return info;
 }
 

@@ -7,16 +7,15 @@
 namespace infera {
 
 const ArchInfo& Qwen3Arch() {
-  static const ArchInfo info{Arch::kQwen3,
-                             "qwen3",
-                             "qwen3",
-                             {"Qwen3ForCausalLM"},
-                             {"qwen3"},
-                             RopeStyle::kNeox,
-                             /*qkv_bias=*/false,
-                             /*qk_norm=*/true,
-                             /*fused=*/false,
-                             ArchInfo::HfSlidingWindow::kIfUseSlidingWindow};
+  static const ArchInfo info{
+      .arch = Arch::kQwen3,
+      .name = "qwen3",
+      .hf_architectures = {"Qwen3ForCausalLM"},
+      .hf_model_types = {"qwen3"},
+      .rope_style = RopeStyle::kNeox,
+      .qk_norm = QkNorm::kPerHead,
+      .hf_sliding_window = ArchInfo::HfSlidingWindow::kIfUseSlidingWindow,
+  };
   return info;
 }
 

@@ -6,9 +6,25 @@ namespace infera {
 
 const std::vector<const ArchInfo*>& AllArchs() {
   // Adding a family: its file in this folder and one entry here.
-  static const std::vector<const ArchInfo*> all = {&LlamaArch(), &MistralArch(), &Qwen2Arch(),
-                                                           &Qwen3Arch(), &GraniteArch(), &Phi3Arch()};
+  static const std::vector<const ArchInfo*> all = {&LlamaArch(),   &MistralArch(), &Qwen2Arch(),
+                                                   &Qwen3Arch(),   &GraniteArch(), &Phi3Arch(),
+                                                   &Gemma2Arch(),  &Gemma3Arch(),  &Olmo2Arch()};
   return all;
+}
+
+// The block shape a family implies (everything the files do not spell out).
+void ApplyArchShape(const ArchInfo& info, ModelConfig* c) {
+  c->arch = info.arch;
+  c->rope_style = info.rope_style;
+  c->qkv_bias = info.qkv_bias;
+  c->qk_norm = info.qk_norm;
+  c->fused_qkv = c->fused_gate_up = info.fused;
+  c->pre_norm = info.pre_norm;
+  c->post_norm = info.post_norm;
+  c->activation = info.activation;
+  c->embed_scale_sqrt_dim = info.embed_scale_sqrt_dim;
+  c->swa_period = info.swa_period;
+  c->rope_theta_swa = info.rope_theta_swa;
 }
 
 const ArchInfo& GetArch(Arch arch) {

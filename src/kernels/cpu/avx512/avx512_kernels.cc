@@ -118,10 +118,10 @@ void AxpyF32(float a, const float* x, float* y, int64_t n) {
 // (head_dim a multiple of 16, at most 256): the same operations in the same
 // order as AttendHeadComposed, without a call per cached position.
 void AttendHead(const float* q, const float* k_base, const float* v_base, int64_t row_stride, int head_dim, float scale,
-                const int32_t* slots, int32_t first, int32_t last, float* scores, float* out) {
-  if (head_dim % 16 != 0 || head_dim > 256) {
-    return AttendHeadComposed<DotF32, AxpyF32>(q, k_base, v_base, row_stride, head_dim, scale, slots, first, last,
-                                                scores, out);
+                float softcap, const int32_t* slots, int32_t first, int32_t last, float* scores, float* out) {
+  if (head_dim % 16 != 0 || head_dim > 256 || softcap > 0) {
+    return AttendHeadComposed<DotF32, AxpyF32>(q, k_base, v_base, row_stride, head_dim, scale, softcap, slots, first,
+                                                last, scores, out);
   }
   const int nv = head_dim / 16;
   const int32_t n = last - first + 1;

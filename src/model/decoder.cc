@@ -1,0 +1,229 @@
+#include "model/decoder.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "tensor/quant_blocks.h"
+
+namespace infera {
+
+std::unique_ptr<ModelRunner> MakeModelRunner(const Model& model, const KernelTable& kernels, ThreadPool& pool) {
+  return std::make_unique<DecoderRunner>(model, kernels, pool);
+}
+
+DecoderRunner::DecoderRunner(const Model& model, const KernelTable& kernels, ThreadPool& pool)
+    : model_(model), c_(model.config), kernels_(kernels), pool_(pool) {
+  const auto& freq_factors = model.weights->rope_freq_factors;
+  const float scale =
+      c_.attention_scale > 0 ? c_.attention_scale : 1.0f / std::sqrt(static_cast<float>(c_.head_dim));
+  for (int l = 0; l < c_.n_layer; ++l) {
+    const LayerConfig lc = c_.Layer(l);
+    // llama3 / file frequency divisors belong to the global RoPE, not to
+    // gemma3's local one.
+    const bool local_rope = c_.LayerIsSliding(l) && c_.rope_theta_swa > 0;
+    rope_.emplace_back(c_.rope_dim, lc.rope_theta, lc.rope_linear_factor,
+                       local_rope ? std::vector<float>{} : freq_factors, c_.rope_style);
+    AttentionShape s;
+    s.n_head = c_.n_head;
+    s.n_head_kv = c_.n_head_kv;
+    s.head_dim = c_.head_dim;
+    s.scale = scale;
+    s.softcap = c_.attn_softcap;
+    s.sliding_window = lc.sliding_window;
+    attn_shape_.push_back(s);
+  }
+  attn_scratch_.resize(pool.size());
+}
+
+Status DecoderRunner::Validate(const ForwardBatch& b, const KvStorage& kv) const {
+  const int32_t T = b.size();
+  if (T == 0) return InvalidArgument("empty batch");
+  if (b.positions.size() != b.tokens.size() || b.seq.size() != b.tokens.size()) {
+    return Internal("batch arrays differ in length");
+  }
+  if (kv.type() == KvType::kQ8 && (kv.n_heads() != c_.n_head_kv || c_.head_dim > 512)) {
+    return Internal("int8 KV storage does not match the model's KV heads");
+  }
+  for (int32_t t = 0; t < T; ++t) {
+    if (b.tokens[t] < 0 || b.tokens[t] >= c_.n_vocab) {
+      return InvalidArgument(fmt::format("token id {} out of range [0, {})", b.tokens[t], c_.n_vocab));
+    }
+    if (b.seq[t] < 0 || b.seq[t] >= static_cast<int32_t>(b.seq_slots.size())) return Internal("bad sequence index");
+    const auto& slots = *b.seq_slots[b.seq[t]];
+    if (b.positions[t] < 0 || b.positions[t] >= static_cast<int32_t>(slots.size())) {
+      return Internal(fmt::format("position {} has no KV slot", b.positions[t]));
+    }
+    // Earlier slots were checked when their tokens were written.
+    const int32_t slot = slots[b.positions[t]];
+    if (slot < 0 || slot >= kv.n_slots()) return Internal("KV slot out of range");
+  }
+  for (int32_t r : b.logit_rows) {
+    if (r < 0 || r >= T) return Internal("logit row out of range");
+  }
+  return Status::Ok();
+}
+
+void DecoderRunner::GrowScratch(const ForwardBatch& b) {
+  const size_t T = b.size();
+  auto grow = [](std::vector<float>& v, size_t n) {
+    if (v.size() < n) v.resize(n);
+  };
+  grow(x_, T * c_.n_embd);
+  grow(normed_, T * c_.n_embd);
+  grow(q_, T * c_.q_dim());
+  grow(k_, T * c_.kv_dim());
+  grow(v_, T * c_.kv_dim());
+  grow(attn_out_, T * c_.q_dim());
+  grow(block_out_, T * c_.n_embd);
+  grow(gate_, T * c_.n_ff);
+  grow(up_, T * c_.n_ff);
+  int32_t max_pos = 0;
+  for (int32_t p : b.positions) max_pos = std::max(max_pos, p);
+  for (auto& s : attn_scratch_) grow(s, AttentionScratchFloats(attn_shape_[0], max_pos));
+}
+
+void DecoderRunner::ForTokens(int32_t T, FunctionRef<void(int64_t, int64_t)> fn) {
+  if (T > 1) pool_.ParallelFor(T, 1, fn);
+  else fn(0, T);
+}
+
+void DecoderRunner::Embed(const ForwardBatch& b) {
+  const auto& e = model_.weights->tok_embd;
+  const int d = c_.n_embd;
+  const float scale = c_.embedding_scale * (c_.embed_scale_sqrt_dim ? std::sqrt(static_cast<float>(d)) : 1.0f);
+  for (int32_t t = 0; t < b.size(); ++t) {
+    const uint8_t* row = e.data + static_cast<size_t>(b.tokens[t]) * e.row_bytes;
+    float* out = x_.data() + static_cast<size_t>(t) * d;
+    DequantizeRow(e.type, row, out, d);
+    if (scale != 1.0f) {
+      for (int i = 0; i < d; ++i) out[i] *= scale;
+    }
+  }
+}
+
+void DecoderRunner::AddToResidual(const std::vector<float>& post_norm, int64_t t0, int64_t t1) {
+  const int d = c_.n_embd;
+  if (!post_norm.empty()) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* row = &block_out_[size_t(t) * d];
+      RmsNorm(row, post_norm.data(), row, d, c_.rms_eps);
+    }
+  }
+  const float rs = c_.residual_scale;
+  if (rs == 1.0f) {
+    for (size_t i = size_t(t0) * d; i < size_t(t1) * d; ++i) x_[i] += block_out_[i];
+  } else {
+    for (size_t i = size_t(t0) * d; i < size_t(t1) * d; ++i) x_[i] += rs * block_out_[i];
+  }
+}
+
+void DecoderRunner::AttentionBlock(int l, const ForwardBatch& b, KvStorage& kv) {
+  const LayerWeights& L = model_.weights->layers[l];
+  const AttentionShape& s = attn_shape_[l];
+  const int32_t T = b.size();
+  const int d = c_.n_embd, qd = s.q_dim(), kvd = s.kv_dim(), hd = s.head_dim;
+  const float* in = x_.data();
+  if (c_.pre_norm) {
+    ForTokens(T, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        RmsNorm(&x_[size_t(t) * d], L.attn_norm.data(), &normed_[size_t(t) * d], d, c_.rms_eps);
+      }
+    });
+    in = normed_.data();
+  }
+  Matmul(kernels_, pool_, L.wq, in, T, q_.data());
+  Matmul(kernels_, pool_, L.wk, in, T, k_.data());
+  Matmul(kernels_, pool_, L.wv, in, T, v_.data());
+  ForTokens(T, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* q = &q_[size_t(t) * qd];
+      float* k = &k_[size_t(t) * kvd];
+      float* v = &v_[size_t(t) * kvd];
+      if (c_.qkv_bias) {
+        for (int i = 0; i < qd; ++i) q[i] += L.bq[i];
+        for (int i = 0; i < kvd; ++i) {
+          k[i] += L.bk[i];
+          v[i] += L.bv[i];
+        }
+      }
+      if (c_.qk_norm == QkNorm::kPerHead) {
+        for (int h = 0; h < s.n_head; ++h) RmsNorm(q + h * hd, L.q_norm.data(), q + h * hd, hd, c_.rms_eps);
+        for (int h = 0; h < s.n_head_kv; ++h) RmsNorm(k + h * hd, L.k_norm.data(), k + h * hd, hd, c_.rms_eps);
+      } else if (c_.qk_norm == QkNorm::kFull) {
+        RmsNorm(q, L.q_norm.data(), q, qd, c_.rms_eps);
+        RmsNorm(k, L.k_norm.data(), k, kvd, c_.rms_eps);
+      }
+      rope_[l].Apply(q, s.n_head, hd, b.positions[t]);
+      rope_[l].Apply(k, s.n_head_kv, hd, b.positions[t]);
+      const int32_t slot = (*b.seq_slots[b.seq[t]])[b.positions[t]];
+      WriteKv(kv, l, slot, k, v, s.n_head_kv, hd);
+    }
+  });
+  const TokenSlots slots{b.positions.data(), b.seq.data(), &b.seq_slots};
+  AttendBatch(kernels_, pool_, kv, l, s, slots, T, q_.data(), attn_out_.data(), attn_scratch_, naive_attention_);
+  Matmul(kernels_, pool_, L.wo, attn_out_.data(), T, block_out_.data());
+  ForTokens(T, [&](int64_t t0, int64_t t1) { AddToResidual(L.post_attn_norm, t0, t1); });
+}
+
+void DecoderRunner::FfnBlock(int l, int32_t T) {
+  const LayerWeights& L = model_.weights->layers[l];
+  const int d = c_.n_embd, ff = c_.n_ff;
+  const float* in = x_.data();
+  if (c_.pre_norm) {
+    ForTokens(T, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        RmsNorm(&x_[size_t(t) * d], L.ffn_norm.data(), &normed_[size_t(t) * d], d, c_.rms_eps);
+      }
+    });
+    in = normed_.data();
+  }
+  Matmul(kernels_, pool_, L.w_gate, in, T, gate_.data());
+  Matmul(kernels_, pool_, L.w_up, in, T, up_.data());
+  ForTokens(T, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      if (c_.activation == Activation::kGeluTanh) GeluTanhMul(&gate_[size_t(t) * ff], &up_[size_t(t) * ff], ff);
+      else SiluMul(&gate_[size_t(t) * ff], &up_[size_t(t) * ff], ff);
+    }
+  });
+  Matmul(kernels_, pool_, L.w_down, gate_.data(), T, block_out_.data());
+  ForTokens(T, [&](int64_t t0, int64_t t1) { AddToResidual(L.post_ffn_norm, t0, t1); });
+}
+
+void DecoderRunner::Logits(const ForwardBatch& b, std::vector<float>* logits) {
+  const auto& W = *model_.weights;
+  const int d = c_.n_embd;
+  const int32_t R = static_cast<int32_t>(b.logit_rows.size());
+  if (R == 0) {
+    logits->clear();
+    return;
+  }
+  for (int32_t r = 0; r < R; ++r) {
+    RmsNorm(&x_[size_t(b.logit_rows[r]) * d], W.output_norm.data(), &normed_[size_t(r) * d], d, c_.rms_eps);
+  }
+  logits->resize(size_t(R) * c_.n_vocab);
+  Matmul(kernels_, pool_, W.output, normed_.data(), R, logits->data());
+  if (c_.logit_scale != 1.0f) {
+    const float inv = 1.0f / c_.logit_scale;
+    for (float& v : *logits) v *= inv;
+  }
+  if (c_.final_softcap > 0) {
+    const float cap = c_.final_softcap;
+    for (float& v : *logits) v = cap * std::tanh(v / cap);
+  }
+}
+
+Status DecoderRunner::Forward(const ForwardBatch& b, KvStorage& kv, std::vector<float>* logits) {
+  RETURN_IF_ERROR(Validate(b, kv));
+  GrowScratch(b);
+  Embed(b);
+  for (int l = 0; l < c_.n_layer; ++l) {
+    AttentionBlock(l, b, kv);
+    FfnBlock(l, b.size());
+  }
+  Logits(b, logits);
+  return Status::Ok();
+}
+
+}  // namespace infera

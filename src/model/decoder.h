@@ -1,0 +1,71 @@
+// The decoder forward pass of every supported family, as named blocks that
+// read like the model card:
+//
+//   x = Embed(tokens)                       (* embedding scale)
+//   for each layer:
+//     x += AttentionBlock(x)                pre-norm? · QKV · q/k-norm · RoPE
+//                                           · KV write · attention · out · post-norm?
+//     x += FfnBlock(x)                      pre-norm? · act(gate) * up · down · post-norm?
+//   logits = Logits(x)                      final norm · output · scale · soft-cap
+//
+// What differs between families is data: ModelConfig (and its per-layer
+// LayerConfig) decides norm placement, activation, q/k norms, windows,
+// RoPE bases and scales; the tensor schema decides which weights exist.
+// Runs one flat batch of tokens from many sequences; owns reusable scratch,
+// so after the first call with a given batch size decode steps allocate
+// nothing.
+//
+// Thread-safety: one Forward() at a time per runner; the Model may be shared
+// by several runners.
+#pragma once
+
+#include <vector>
+
+#include "attention/attention.h"
+#include "attention/rope.h"
+#include "model/model_runner.h"
+
+namespace infera {
+
+class DecoderRunner : public ModelRunner {
+ public:
+  // `model`, `kernels` and `pool` must outlive the runner.
+  DecoderRunner(const Model& model, const KernelTable& kernels, ThreadPool& pool);
+
+  Status Forward(const ForwardBatch& batch, KvStorage& kv, std::vector<float>* logits) override;
+
+  // Use the naive reference attention (one score row per head) instead of the
+  // tiled kernel: for tests.
+  void set_naive_attention(bool on) { naive_attention_ = on; }
+
+ private:
+  Status Validate(const ForwardBatch& batch, const KvStorage& kv) const;
+  void GrowScratch(const ForwardBatch& batch);
+  // The blocks; each reads and updates the residual stream x_ [T, n_embd].
+  void Embed(const ForwardBatch& batch);
+  void AttentionBlock(int layer, const ForwardBatch& batch, KvStorage& kv);
+  void FfnBlock(int layer, int32_t T);
+  void Logits(const ForwardBatch& batch, std::vector<float>* logits);
+  // x_ += residual_scale * post_norm?(block_out_) for rows [t0, t1).
+  void AddToResidual(const std::vector<float>& post_norm, int64_t t0, int64_t t1);
+  // Runs fn(t0, t1) over the batch's tokens on the pool (inline for one).
+  void ForTokens(int32_t T, FunctionRef<void(int64_t, int64_t)> fn);
+
+  const Model& model_;
+  const ModelConfig& c_;
+  const KernelTable& kernels_;
+  ThreadPool& pool_;
+  std::vector<Rope> rope_;                  // per layer
+  std::vector<AttentionShape> attn_shape_;  // per layer
+  // Scratch, grown on demand, row-major [T, width]:
+  std::vector<float> x_;          // residual stream [T, n_embd]
+  std::vector<float> normed_;     // block input after its norm [T, n_embd]
+  std::vector<float> q_, k_, v_;  // projections [T, q_dim] / [T, kv_dim]
+  std::vector<float> attn_out_;   // attention output before wo [T, q_dim]
+  std::vector<float> block_out_;  // a block's output [T, n_embd]
+  std::vector<float> gate_, up_;  // [T, n_ff]
+  std::vector<std::vector<float>> attn_scratch_;  // per pool thread
+  bool naive_attention_ = false;
+};
+
+}  // namespace infera
