@@ -148,7 +148,24 @@ bool ParseMessages(const json& body, const ParseContext& ctx, CompletionSpec* ou
     chat.push_back(std::move(cm));
   }
   (void)body;
-  std::vector<int32_t> ids = EncodeChat(*ctx.tokenizer, ctx.chat_format, chat, /*add_generation_prompt=*/true);
+  // vLLM's chat_template_kwargs: enable_thinking (Qwen3) is understood; any
+  // other argument would be silently ignored, so it is refused.
+  ChatOptions chat_opts;
+  if (const json* kw = r->Find("chat_template_kwargs")) {
+    if (!kw->is_object()) return r->Fail("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    for (auto it = kw->begin(); it != kw->end(); ++it) {
+      if (it.key() == "enable_thinking" && it->is_boolean()) {
+        chat_opts.enable_thinking = it->get<bool>();
+      } else if (it.key() == "enable_thinking") {
+        return r->Fail("chat_template_kwargs", "'enable_thinking' must be true or false");
+      } else {
+        return r->Fail("chat_template_kwargs",
+                       fmt::format("unsupported chat template argument '{}' (supported: enable_thinking)", it.key()));
+      }
+    }
+  }
+  std::vector<int32_t> ids =
+      EncodeChat(*ctx.tokenizer, ctx.chat_format, chat, /*add_generation_prompt=*/true, chat_opts);
   out->prompt_texts.push_back(ctx.tokenizer->Decode(ids, true));
   out->prompts.push_back(std::move(ids));
   if (ctx.chat_format == ChatFormat::kPlain) out->params.stop.push_back("\nUser:");
@@ -185,7 +202,6 @@ constexpr Unsupported kUnsupported[] = {
     {"skip_special_tokens", Noop::kTrue, "special tokens in the output text", 3},
     {"truncate_prompt_tokens", Noop::kEmpty, "prompt truncation", 3},
     {"chat_template", Noop::kEmpty, "a per-request chat template", 2},
-    {"chat_template_kwargs", Noop::kEmpty, "chat template arguments", 2},
     {"continue_final_message", Noop::kFalse, "continuing the final message", 2},
     {"audio", Noop::kEmpty, "audio output", 2},
     {"mirostat", Noop::kZero, "mirostat sampling", 3},

@@ -24,6 +24,15 @@ std::vector<ChatMessage> FoldSystem(const std::vector<ChatMessage>& in, const st
   return out;
 }
 
+// An assistant turn without its reasoning: the text after the last
+// "</think>", leading newlines removed (Qwen3's template).
+std::string WithoutThinking(const std::string& content) {
+  const size_t end = content.rfind("</think>");
+  if (end == std::string::npos) return content;
+  const size_t start = content.find_first_not_of('\n', end + 8);
+  return start == std::string::npos ? std::string() : content.substr(start);
+}
+
 }  // namespace
 
 const char* ChatFormatName(ChatFormat f) {
@@ -36,27 +45,38 @@ const char* ChatFormatName(ChatFormat f) {
     case ChatFormat::kPhi3: return "phi3";
     case ChatFormat::kZephyr: return "zephyr";
     case ChatFormat::kGemma: return "gemma";
+    case ChatFormat::kQwen3: return "qwen3";
+    case ChatFormat::kTulu: return "tulu";
   }
   return "?";
 }
 
 bool ParseChatFormat(const std::string& name, ChatFormat* out) {
   for (ChatFormat f : {ChatFormat::kPlain, ChatFormat::kChatml, ChatFormat::kLlama2, ChatFormat::kLlama3,
-                       ChatFormat::kMistral, ChatFormat::kPhi3, ChatFormat::kZephyr, ChatFormat::kGemma}) {
+                       ChatFormat::kMistral, ChatFormat::kPhi3, ChatFormat::kZephyr, ChatFormat::kGemma,
+                       ChatFormat::kQwen3, ChatFormat::kTulu}) {
     if (name == ChatFormatName(f)) {
       *out = f;
       return true;
     }
   }
   if (name == "qwen" || name == "qwen2") { *out = ChatFormat::kChatml; return true; }
+  if (name == "olmo2") { *out = ChatFormat::kTulu; return true; }
+  if (name == "gemma2" || name == "gemma3") { *out = ChatFormat::kGemma; return true; }
   return false;
 }
 
 ChatFormat DetectChatFormat(const std::string& t, bool* known) {
   *known = true;
+  if (Has(t, "<|im_start|>") && Has(t, "<think>")) return ChatFormat::kQwen3;
   if (Has(t, "<|im_start|>")) return ChatFormat::kChatml;
   if (Has(t, "<|start_header_id|>")) return ChatFormat::kLlama3;
   if (Has(t, "<|user|>") && Has(t, "<|end|>")) return ChatFormat::kPhi3;
+  // Tulu / OLMo 2 end user turns with a newline and only replies with EOS.
+  if (Has(t, "<|user|>") && Has(t, "<|assistant|>") && Has(t, "message['content'] + '\\n'") && Has(t, "eos_token") &&
+      !Has(t, "</s>")) {
+    return ChatFormat::kTulu;
+  }
   if (Has(t, "<|user|>")) return ChatFormat::kZephyr;
   if (Has(t, "<start_of_turn>")) return ChatFormat::kGemma;
   if (Has(t, "[INST]") && Has(t, "<<SYS>>")) return ChatFormat::kLlama2;
@@ -65,9 +85,36 @@ ChatFormat DetectChatFormat(const std::string& t, bool* known) {
   return ChatFormat::kPlain;
 }
 
-std::string RenderChat(ChatFormat f, const std::vector<ChatMessage>& messages, bool gen) {
+std::string RenderChat(ChatFormat f, const std::vector<ChatMessage>& messages, bool gen, const ChatOptions& opts) {
   std::string s;
   switch (f) {
+    case ChatFormat::kQwen3: {
+      size_t last_user = 0;
+      for (size_t i = 0; i < messages.size(); ++i) {
+        if (messages[i].role == "user") last_user = i;
+      }
+      for (size_t i = 0; i < messages.size(); ++i) {
+        const auto& m = messages[i];
+        const bool strip = m.role == "assistant" && i < last_user;
+        s += "<|im_start|>" + m.role + "\n" + (strip ? WithoutThinking(m.content) : m.content) + "<|im_end|>\n";
+      }
+      if (gen) {
+        s += "<|im_start|>assistant\n";
+        if (!opts.enable_thinking) s += "<think>\n\n</think>\n\n";
+      }
+      return s;
+    }
+    case ChatFormat::kTulu:
+      for (size_t i = 0; i < messages.size(); ++i) {
+        const auto& m = messages[i];
+        if (m.role == "assistant") {
+          s += "<|assistant|>\n" + m.content + opts.eos_text + (i + 1 < messages.size() ? "\n" : "");
+        } else {
+          s += "<|" + m.role + "|>\n" + m.content + "\n";
+        }
+      }
+      if (gen) s += "<|assistant|>\n";
+      return s;
     case ChatFormat::kChatml:
       for (const auto& m : messages) s += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
       if (gen) s += "<|im_start|>assistant\n";
@@ -133,12 +180,16 @@ std::string RenderChat(ChatFormat f, const std::vector<ChatMessage>& messages, b
   return s;
 }
 
-std::vector<int32_t> EncodeChat(const Tokenizer& tok, ChatFormat f, const std::vector<ChatMessage>& messages, bool gen) {
+std::vector<int32_t> EncodeChat(const Tokenizer& tok, ChatFormat f, const std::vector<ChatMessage>& messages, bool gen,
+                                ChatOptions opts) {
   if (f != ChatFormat::kMistral) {
     const bool bos_in_text = f == ChatFormat::kLlama3 || f == ChatFormat::kLlama2 || f == ChatFormat::kGemma;
+    // Tulu's template starts with bos_token whatever add_bos says.
+    const bool add_bos = f == ChatFormat::kTulu || tok.vocab().add_bos;
     std::vector<int32_t> ids;
-    if (!bos_in_text && tok.vocab().add_bos && tok.vocab().bos >= 0) ids.push_back(tok.vocab().bos);
-    auto body = tok.Encode(RenderChat(f, messages, gen), false, true);
+    if (!bos_in_text && add_bos && tok.vocab().bos >= 0) ids.push_back(tok.vocab().bos);
+    if (tok.vocab().eos >= 0 && tok.vocab().eos < tok.vocab().size()) opts.eos_text = tok.vocab().pieces[tok.vocab().eos];
+    auto body = tok.Encode(RenderChat(f, messages, gen, opts), false, true);
     ids.insert(ids.end(), body.begin(), body.end());
     return ids;
   }

@@ -1,5 +1,6 @@
-"""Independent numpy forward pass of the Llama family (llama, mistral, qwen2,
-qwen3, granite) on Hugging Face-layout weights, in float64. Written from the architecture's
+"""Independent numpy forward pass of the decoder families (llama, mistral,
+qwen2, qwen3, granite, phi3, gemma2, gemma3, olmo2) on Hugging Face-layout
+weights, in float64. Written from the architecture's
 published description, not from infera's C++ code."""
 import math
 
@@ -44,27 +45,73 @@ def rmsnorm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
-def forward(cfg, W, tokens, qk_norm=True):
+GEMMA = ("gemma2", "gemma3_text")
+FEATURES = ("qk_norm", "attn_softcap", "final_softcap", "window", "local_rope", "post_norm", "norm_plus_one",
+            "embed_scale", "gelu")
+
+
+def layer_is_sliding(cfg, l):
+    """Gemma 2: every other layer from the first; Gemma 3: five local to one
+    global (sliding_window_pattern); others: every layer if a window is set."""
+    if not cfg.get("sliding_window"):
+        return False
+    if cfg["model_type"] == "gemma2":
+        return l % 2 == 0
+    if cfg["model_type"] == "gemma3_text":
+        return (l + 1) % cfg.get("sliding_window_pattern", 6) != 0
+    return True
+
+
+def softcap(x, cap):
+    return cap * np.tanh(x / cap) if cap else x
+
+
+def forward(cfg, W, tokens, qk_norm=True, without=()):
     """Logits [T, vocab] for a token list, all positions (causal).
-    qk_norm=False leaves out Qwen3's per-head Q/K norms (to show they matter)."""
+    qk_norm=False or a name from FEATURES in `without` leaves that feature
+    out (to show each one matters)."""
+    if not qk_norm:
+        without = tuple(without) + ("qk_norm",)
+    off = set(without)
     T = len(tokens)
+    mt = cfg["model_type"]
+    gemma = mt in GEMMA
     H, KV, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
     eps = cfg["rms_norm_eps"]
-    window = cfg.get("sliding_window") or 0
     pos = np.arange(T, dtype=np.float64)
-    inv = inv_frequencies(cfg)
+    inv_global = inv_frequencies(cfg)
+    local_cfg = dict(cfg, rope_theta=cfg.get("rope_local_base_freq", 10000.0), rope_scaling=None)
+    inv_local = inv_frequencies(local_cfg) if mt == "gemma3_text" and "local_rope" not in off else inv_global
+
+    def norm(x, name):
+        w = W[name]
+        if gemma and "norm_plus_one" not in off:  # Gemma's RMSNorm applies (1 + w)
+            w = 1.0 + w
+        return rmsnorm(x, w, eps)
+
     # Granite's multipliers (absent: the plain Llama values).
     emb_mul = cfg.get("embedding_multiplier", 1.0)
+    if gemma and "embed_scale" not in off:
+        emb_mul *= math.sqrt(cfg["hidden_size"])
     res_mul = cfg.get("residual_multiplier", 1.0)
     att_mul = cfg.get("attention_multiplier") or 1.0 / math.sqrt(hd)
+    if cfg.get("query_pre_attn_scalar"):
+        att_mul = cfg["query_pre_attn_scalar"] ** -0.5
+    attn_cap = 0 if "attn_softcap" in off else cfg.get("attn_logit_softcapping")
+    final_cap = 0 if "final_softcap" in off else cfg.get("final_logit_softcapping")
     logit_div = cfg.get("logits_scaling", 1.0)
+    pre_norm = mt != "olmo2"
+    post_norm = (gemma or mt == "olmo2") and "post_norm" not in off
     x = W["model.embed_tokens.weight"][tokens].astype(np.float64) * emb_mul
-    mask = np.tril(np.ones((T, T), dtype=bool))
-    if window:
-        mask &= (np.arange(T)[:, None] - np.arange(T)[None, :]) < window
+    causal = np.tril(np.ones((T, T), dtype=bool))
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."
-        h = rmsnorm(x, W[p + "input_layernorm.weight"], eps)
+        mask = causal
+        sliding = layer_is_sliding(cfg, l)
+        if sliding and "window" not in off:
+            mask = causal & ((np.arange(T)[:, None] - np.arange(T)[None, :]) < cfg["sliding_window"])
+        inv = inv_local if sliding else inv_global
+        h = norm(x, p + "input_layernorm.weight") if pre_norm else x
         q = h @ W[p + "self_attn.q_proj.weight"].T
         k = h @ W[p + "self_attn.k_proj.weight"].T
         v = h @ W[p + "self_attn.v_proj.weight"].T
@@ -72,30 +119,48 @@ def forward(cfg, W, tokens, qk_norm=True):
             q += W[p + "self_attn.q_proj.bias"]
             k += W[p + "self_attn.k_proj.bias"]
             v += W[p + "self_attn.v_proj.bias"]
-        q, k = q.reshape(T, H, hd), k.reshape(T, KV, hd)
-        if qk_norm and p + "self_attn.q_norm.weight" in W:  # Qwen3: RMSNorm over each head
+        if mt == "olmo2" and "qk_norm" not in off:  # over the whole projection
             q = rmsnorm(q, W[p + "self_attn.q_norm.weight"], eps)
             k = rmsnorm(k, W[p + "self_attn.k_norm.weight"], eps)
+        q, k = q.reshape(T, H, hd), k.reshape(T, KV, hd)
+        if mt != "olmo2" and "qk_norm" not in off and p + "self_attn.q_norm.weight" in W:  # per head
+            q = norm(q, p + "self_attn.q_norm.weight")
+            k = norm(k, p + "self_attn.k_norm.weight")
         q = rope_halves(q, pos, inv)
         k = rope_halves(k, pos, inv)
         v = v.reshape(T, KV, hd)
         rep = H // KV
         k = np.repeat(k, rep, axis=1)
         v = np.repeat(v, rep, axis=1)
-        scores = np.einsum("thd,shd->hts", q, k) * att_mul
+        scores = softcap(np.einsum("thd,shd->hts", q, k) * att_mul, attn_cap)
         scores = np.where(mask[None], scores, -np.inf)
         scores -= scores.max(axis=-1, keepdims=True)
         probs = np.exp(scores)
         probs /= probs.sum(axis=-1, keepdims=True)
         att = np.einsum("hts,shd->thd", probs, v).reshape(T, H * hd)
-        x = x + res_mul * (att @ W[p + "self_attn.o_proj.weight"].T)
-        h = rmsnorm(x, W[p + "post_attention_layernorm.weight"], eps)
+        a = att @ W[p + "self_attn.o_proj.weight"].T
+        if post_norm:
+            a = norm(a, p + "post_attention_layernorm.weight")
+        x = x + res_mul * a
+        if not pre_norm:
+            h = x
+        elif gemma:
+            h = norm(x, p + "pre_feedforward_layernorm.weight")
+        else:
+            h = norm(x, p + "post_attention_layernorm.weight")
         g = h @ W[p + "mlp.gate_proj.weight"].T
         u = h @ W[p + "mlp.up_proj.weight"].T
-        x = x + res_mul * (((g / (1 + np.exp(-g))) * u) @ W[p + "mlp.down_proj.weight"].T)
-    x = rmsnorm(x, W["model.norm.weight"], eps)
+        if gemma and "gelu" not in off:  # gelu_pytorch_tanh
+            act = 0.5 * g * (1 + np.tanh(math.sqrt(2 / math.pi) * (g + 0.044715 * g ** 3)))
+        else:
+            act = g / (1 + np.exp(-g))
+        f = (act * u) @ W[p + "mlp.down_proj.weight"].T
+        if post_norm:
+            f = norm(f, p + "post_feedforward_layernorm.weight")
+        x = x + res_mul * f
+    x = norm(x, "model.norm.weight")
     out = W.get("lm_head.weight", W["model.embed_tokens.weight"])
-    return (x @ out.T) / logit_div
+    return softcap((x @ out.T) / logit_div, final_cap)
 
 
 def greedy(cfg, W, tokens, n):

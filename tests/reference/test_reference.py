@@ -33,14 +33,34 @@ VARIANTS = {
     "phi3_fused_window": ("phi3", dict(num_attention_heads=4, num_key_value_heads=2, sliding_window=8)),
     "granite_multipliers": ("granite", dict(num_attention_heads=4, num_key_value_heads=2, embedding_multiplier=6.0,
                                             residual_multiplier=0.3, attention_multiplier=0.09, logits_scaling=4.0)),
+    # Soft-caps small enough to clip; a window shorter than the prompt on
+    # layer 0 (layer 1 global); query_pre_attn_scalar != head_dim.
+    "gemma2_softcap_window": ("gemma2", dict(num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                                             query_pre_attn_scalar=24, attn_logit_softcapping=2.0,
+                                             final_logit_softcapping=10.0, sliding_window=5, rms_norm_eps=1e-6,
+                                             tie_word_embeddings=True, hidden_activation="gelu_pytorch_tanh")),
+    # Five local layers (window 5, RoPE base 10k) to one global (1M, linear scaling 8).
+    "gemma3_local_global": ("gemma3_text", dict(num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                                                num_hidden_layers=6, query_pre_attn_scalar=32, sliding_window=5,
+                                                sliding_window_pattern=6, rope_theta=1000000.0,
+                                                rope_local_base_freq=10000.0,
+                                                rope_scaling=dict(rope_type="linear", factor=8.0),
+                                                rms_norm_eps=1e-6, tie_word_embeddings=True,
+                                                hidden_activation="gelu_pytorch_tanh")),
+    "olmo2_post_norms": ("olmo2", dict(num_attention_heads=4, num_key_value_heads=2, rope_theta=500000.0,
+                                       rms_norm_eps=1e-6)),
 }
+
+HF_ARCHITECTURES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
+                    "qwen3": "Qwen3ForCausalLM", "granite": "GraniteForCausalLM", "phi3": "Phi3ForCausalLM",
+                    "gemma2": "Gemma2ForCausalLM", "gemma3_text": "Gemma3ForCausalLM", "olmo2": "Olmo2ForCausalLM"}
+GGUF_ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "granite": "granite",
+             "phi3": "phi3", "gemma2": "gemma2", "gemma3_text": "gemma3", "olmo2": "olmo2"}
 
 
 def make_model(arch, overrides, seed):
     rng = np.random.default_rng(seed)
-    cfg = dict(model_type=arch, architectures=[{"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
-                                                  "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
-                                                  "granite": "GraniteForCausalLM", "phi3": "Phi3ForCausalLM"}[arch]],
+    cfg = dict(model_type=arch, architectures=[HF_ARCHITECTURES[arch]],
                vocab_size=96, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
                num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256,
                rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False)
@@ -54,8 +74,11 @@ def make_model(arch, overrides, seed):
     def mat(n_out, n_in):
         return (rng.standard_normal((n_out, n_in)) / np.sqrt(n_in)).astype(np.float32)
 
+    gemma = arch in ref.GEMMA
+
     def norm(n):
-        return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
+        # Gemma's HF files store w of (1 + w): values near 0 there.
+        return ((0.0 if gemma else 1.0) + 0.1 * rng.standard_normal(n)).astype(np.float32)
 
     W = {"model.embed_tokens.weight": rng.standard_normal((V, d)).astype(np.float32),
          "model.norm.weight": norm(d)}
@@ -75,10 +98,19 @@ def make_model(arch, overrides, seed):
         if arch == "qwen2":
             for n, m in (("q", H), ("k", KV), ("v", KV)):
                 W[p + f"self_attn.{n}_proj.bias"] = (0.1 * rng.standard_normal(m * hd)).astype(np.float32)
-        if arch == "qwen3":
+        if arch in ("qwen3", "gemma3_text"):
             # Far from 1 so that leaving the norms out changes the logits clearly.
-            W[p + "self_attn.q_norm.weight"] = (1.0 + 0.5 * rng.standard_normal(hd)).astype(np.float32)
-            W[p + "self_attn.k_norm.weight"] = (1.0 + 0.5 * rng.standard_normal(hd)).astype(np.float32)
+            base = 0.0 if gemma else 1.0
+            W[p + "self_attn.q_norm.weight"] = (base + 0.5 * rng.standard_normal(hd)).astype(np.float32)
+            W[p + "self_attn.k_norm.weight"] = (base + 0.5 * rng.standard_normal(hd)).astype(np.float32)
+        if gemma:
+            W[p + "pre_feedforward_layernorm.weight"] = norm(d)
+            W[p + "post_feedforward_layernorm.weight"] = norm(d)
+        if arch == "olmo2":  # norms after the blocks; q/k norms over the whole projection
+            del W[p + "input_layernorm.weight"]
+            W[p + "post_feedforward_layernorm.weight"] = norm(d)
+            W[p + "self_attn.q_norm.weight"] = (1.0 + 0.5 * rng.standard_normal(H * hd)).astype(np.float32)
+            W[p + "self_attn.k_norm.weight"] = (1.0 + 0.5 * rng.standard_normal(KV * hd)).astype(np.float32)
     return cfg, W
 
 
@@ -107,8 +139,13 @@ def write_hf(folder, cfg, W, dtype="F32"):
 
 
 def write_gguf(path, cfg, W, gtype=mf.GGML_F32):
-    arch = cfg["model_type"] if cfg["model_type"] in ("qwen2", "qwen3", "granite", "phi3") else "llama"
+    arch = GGUF_ARCH[cfg["model_type"]]
     H, KV = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    gemma = cfg["model_type"] in ref.GEMMA
+
+    def nrm(name):  # llama.cpp's converter stores Gemma's norms as 1 + w
+        return (W[name] + 1.0 if gemma else W[name]).astype(np.float32)
+
     a = arch + "."
     kvs = [("general.architecture", "str", arch), ("general.name", "str", "ref-test"),
            (a + "context_length", "u32", cfg["max_position_embeddings"]),
@@ -128,9 +165,18 @@ def write_gguf(path, cfg, W, gtype=mf.GGML_F32):
                           ("attention_multiplier", "attention.scale"), ("logits_scaling", "logit_scale")):
         if key in cfg:  # granite: llama.cpp's keys
             kvs.append((a + gguf_key, "f32", cfg[key]))
+    for key in ("attn_logit_softcapping", "final_logit_softcapping"):
+        if cfg.get(key):  # gemma2
+            kvs.append((a + key, "f32", cfg[key]))
+    if cfg.get("query_pre_attn_scalar", cfg["head_dim"]) != cfg["head_dim"]:
+        # llama.cpp derives the scale from the model size; infera's convert writes it.
+        kvs.append((a + "attention.scale", "f32", cfg["query_pre_attn_scalar"] ** -0.5))
+    rs = cfg.get("rope_scaling")
+    if rs and rs.get("rope_type") == "linear":
+        kvs += [(a + "rope.scaling.type", "str", "linear"), (a + "rope.scaling.factor", "f32", rs["factor"])]
     permute = arch in ("llama", "granite")  # qwen2 / qwen3 keep the HF rotary layout (NEOX)
     T = [("token_embd.weight", W["model.embed_tokens.weight"], gtype),
-         ("output_norm.weight", W["model.norm.weight"], mf.GGML_F32)]
+         ("output_norm.weight", nrm("model.norm.weight"), mf.GGML_F32)]
     if "lm_head.weight" in W:
         T.append(("output.weight", W["lm_head.weight"], gtype))
     rs = cfg.get("rope_scaling")
@@ -144,6 +190,21 @@ def write_gguf(path, cfg, W, gtype=mf.GGML_F32):
         if permute:
             q, k = mf.permute_for_gguf(q, H), mf.permute_for_gguf(k, KV)
         b = f"blk.{l}."
+        if arch in ("gemma2", "gemma3", "olmo2"):
+            if arch != "olmo2":
+                T += [(b + "attn_norm.weight", nrm(p + "input_layernorm.weight"), mf.GGML_F32),
+                      (b + "ffn_norm.weight", nrm(p + "pre_feedforward_layernorm.weight"), mf.GGML_F32)]
+            T += [(b + "attn_q.weight", q, gtype), (b + "attn_k.weight", k, gtype),
+                  (b + "attn_v.weight", W[p + "self_attn.v_proj.weight"], gtype),
+                  (b + "attn_output.weight", W[p + "self_attn.o_proj.weight"], gtype),
+                  (b + "post_attention_norm.weight", nrm(p + "post_attention_layernorm.weight"), mf.GGML_F32),
+                  (b + "ffn_gate.weight", W[p + "mlp.gate_proj.weight"], gtype),
+                  (b + "ffn_up.weight", W[p + "mlp.up_proj.weight"], gtype),
+                  (b + "ffn_down.weight", W[p + "mlp.down_proj.weight"], gtype),
+                  (b + "post_ffw_norm.weight", nrm(p + "post_feedforward_layernorm.weight"), mf.GGML_F32)]
+            if p + "self_attn.q_norm.weight" in W:
+                T += [(b + f"attn_{n}_norm.weight", nrm(p + f"self_attn.{n}_norm.weight"), mf.GGML_F32) for n in "qk"]
+            continue
         if arch == "phi3":  # llama.cpp's fused tensors
             T += [(b + "attn_norm.weight", W[p + "input_layernorm.weight"], mf.GGML_F32),
                   (b + "attn_qkv.weight", np.concatenate([q, k, W[p + "self_attn.v_proj.weight"]]), gtype),
@@ -290,6 +351,54 @@ class ReferenceTest(unittest.TestCase):
         subprocess.run([INFERA, "--log-level", "warn", "convert", os.path.join(self.tmp.name, "granite_multipliers_hf"),
                         out], check=True, capture_output=True)
         self.assertLess(max_rel_err(infera_logits(out, tokens), got), 1e-6)
+
+    def check_features_matter(self, name, cfg, W, tokens, features):
+        """The test can fail: the reference without each feature is far off infera."""
+        got = infera_logits(os.path.join(self.tmp.name, name + ".gguf"), tokens)
+        Wd = {k: v.astype(np.float64) for k, v in W.items()}
+        for feature in features:
+            without = ref.forward(cfg, Wd, tokens, without=(feature,))
+            self.assertGreater(max_rel_err(got, without), 1e-2, f"{name} without {feature}")
+        return got
+
+    def check_convert_and_chunks(self, name, tokens, got):
+        """convert HF -> GGUF gives the same function; incremental decode and
+        chunked prefill (windows across steps and KV blocks) equal the full pass."""
+        out = os.path.join(self.tmp.name, name + "_conv.gguf")
+        subprocess.run([INFERA, "--log-level", "warn", "convert", os.path.join(self.tmp.name, name + "_hf"), out],
+                       check=True, capture_output=True)
+        self.assertLess(max_rel_err(infera_logits(out, tokens), got), 1e-6)
+        gg = os.path.join(self.tmp.name, name + ".gguf")
+        for mode in ("incremental", "chunk:3"):
+            self.assertLess(max_rel_err(infera_logits(gg, tokens, mode), got), 1e-5, f"{name} {mode}")
+
+    def test_gemma2_softcap_window(self):
+        name = "gemma2_softcap_window"
+        cfg, W, tokens = self.check_variant(name, *VARIANTS[name], seed=13)
+        got = self.check_features_matter(name, cfg, W, tokens, ("attn_softcap", "final_softcap", "window",
+                                                                "post_norm", "norm_plus_one", "embed_scale", "gelu"))
+        self.check_convert_and_chunks(name, tokens, got)
+        r = subprocess.run([INFERA, "info", os.path.join(self.tmp.name, name + ".gguf")], capture_output=True, text=True)
+        self.assertIn("gemma2", r.stdout)
+
+    def test_gemma3_local_global(self):
+        name = "gemma3_local_global"
+        cfg, W, tokens = self.check_variant(name, *VARIANTS[name], seed=14)
+        got = self.check_features_matter(name, cfg, W, tokens, ("qk_norm", "window", "local_rope", "post_norm",
+                                                                "norm_plus_one"))
+        self.check_convert_and_chunks(name, tokens, got)
+        # Another layer pattern than the family's is refused, not run wrongly.
+        hf = os.path.join(self.tmp.name, "gemma3_pattern_hf")
+        write_hf(hf, dict(cfg, sliding_window_pattern=3), W)
+        r = subprocess.run([INFERA, "info", hf], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("sliding_window_pattern", r.stderr)
+
+    def test_olmo2_post_norms(self):
+        name = "olmo2_post_norms"
+        cfg, W, tokens = self.check_variant(name, *VARIANTS[name], seed=15)
+        got = self.check_features_matter(name, cfg, W, tokens, ("qk_norm", "post_norm"))
+        self.check_convert_and_chunks(name, tokens, got)
 
     def test_f16_and_bf16_weights(self):
         cfg, W = make_model("llama", dict(num_attention_heads=4, num_key_value_heads=2), 6)

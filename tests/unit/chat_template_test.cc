@@ -36,6 +36,28 @@ TEST(ChatTemplate, RendersEachFamily) {
             "<bos><start_of_turn>user\nYou are terse.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n"
             "<start_of_turn>user\n2+2?<end_of_turn>\n<start_of_turn>model\n");
   EXPECT_EQ(RenderChat(ChatFormat::kPlain, {{"user", "Hi"}}, true), "User: Hi\nAssistant:");
+  EXPECT_EQ(RenderChat(ChatFormat::kTulu, kConv, true),
+            "<|system|>\nYou are terse.\n<|user|>\nHi\n<|assistant|>\nHello.<|endoftext|>\n<|user|>\n2+2?\n"
+            "<|assistant|>\n");
+}
+
+// Qwen3: earlier replies lose their reasoning, the last turn keeps it, and
+// enable_thinking=false pre-fills an empty think block.
+TEST(ChatTemplate, Qwen3ThinkingTags) {
+  const std::vector<ChatMessage> conv = {{"user", "Hi"},
+                                         {"assistant", "<think>\nGreet back.\n</think>\n\nHello."},
+                                         {"user", "2+2?"}};
+  EXPECT_EQ(RenderChat(ChatFormat::kQwen3, conv, true),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello.<|im_end|>\n"
+            "<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n");
+  ChatOptions no_think;
+  no_think.enable_thinking = false;
+  EXPECT_EQ(RenderChat(ChatFormat::kQwen3, {{"user", "2+2?"}}, true, no_think),
+            "<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  // A reply after the last user turn (continuing) keeps its reasoning.
+  const std::vector<ChatMessage> cont = {{"user", "Hi"}, {"assistant", "<think>x</think>y"}};
+  EXPECT_EQ(RenderChat(ChatFormat::kQwen3, cont, false),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>x</think>y<|im_end|>\n");
 }
 
 TEST(ChatTemplate, DetectsFamiliesFromTheirJinja) {
@@ -49,6 +71,13 @@ TEST(ChatTemplate, DetectsFamiliesFromTheirJinja) {
       {"{% set system_message = '<<SYS>>\\n' + messages[0]['content'] + '\\n<</SYS>>\\n\\n' %}[INST]", ChatFormat::kLlama2},
       {"{{'<|user|>' + '\\n' + message['content'] + '<|end|>' + '\\n' + '<|assistant|>' + '\\n'}}", ChatFormat::kPhi3},
       {"{{ '<|user|>\\n' + message['content'] + eos_token }}", ChatFormat::kZephyr},
+      // Qwen3 (ChatML with reasoning) and OLMo 2 / Tulu 3, abridged from their tokenizer_config.json.
+      {"{%- if '</think>' in content %}{%- set content = content.split('</think>')[-1] %}{%- endif %}"
+       "{{- '<|im_start|>' + message.role + '\\n' + content }}{{- '<think>\\n\\n</think>\\n\\n' }}",
+       ChatFormat::kQwen3},
+      {"{{ bos_token }}{% elif message['role'] == 'user' %}{{ '<|user|>\\n' + message['content'] + '\\n' }}"
+       "{% elif message['role'] == 'assistant' %}{{ '<|assistant|>\\n'  + message['content'] + eos_token + '\\n' }}",
+       ChatFormat::kTulu},
       {"{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}", ChatFormat::kGemma},
   };
   for (const auto& c : cases) {

@@ -106,6 +106,22 @@ TEST_F(OpenAIRequestTest, ChatMessages) {
   EXPECT_EQ(Parse(R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 9})", true).params.max_tokens, 9);
 }
 
+// vLLM's chat_template_kwargs: enable_thinking reaches the template (Qwen3's
+// empty think block); anything else is refused, never ignored.
+TEST_F(OpenAIRequestTest, ChatTemplateKwargs) {
+  ctx_.chat_format = ChatFormat::kQwen3;
+  const std::string msgs = R"("messages": [{"role": "user", "content": "Hi"}])";
+  CompletionSpec think = Parse("{" + msgs + "}", true);
+  CompletionSpec no_think = Parse("{" + msgs + R"(, "chat_template_kwargs": {"enable_thinking": false}})", true);
+  EXPECT_EQ(think.prompt_texts[0].find("<think>"), std::string::npos);
+  EXPECT_NE(no_think.prompt_texts[0].find("<think>\n\n</think>"), std::string::npos) << no_think.prompt_texts[0];
+  EXPECT_EQ(Error("{" + msgs + R"(, "chat_template_kwargs": {"add_vision_id": true}})", true).param,
+            "chat_template_kwargs");
+  EXPECT_EQ(Error("{" + msgs + R"(, "chat_template_kwargs": {"enable_thinking": "no"}})", true).status, 400);
+  EXPECT_EQ(Error("{" + msgs + R"(, "chat_template_kwargs": [1]})", true).status, 400);
+  EXPECT_EQ(Error("{" + msgs + R"(, "chat_template_kwargs": {}})", true).status, 0);
+}
+
 TEST_F(OpenAIRequestTest, BadInputNamesTheParam) {
   struct Case {
     const char* body;
