@@ -68,7 +68,11 @@ int Convert(const ConvertArgs& a) {
   ModelWriteOptions wo;
   wo.embed_tokenizer = !m.gguf || !a.tokenizer.empty();
   wo.file_type = out_type.value_or(m.weights->layers[0].wq.type);
-  auto written = WriteModelGguf(*lm, [&](const std::string&, const WeightMatrix& x) { return out_type.value_or(x.type); },
+  // (MoE routers stay f32, as llama.cpp's converter keeps them.)
+  auto keep_or = [&](const std::string& name, const WeightMatrix& x) {
+    return name.find("ffn_gate_inp") != std::string::npos ? DType::kF32 : out_type.value_or(x.type);
+  };
+  auto written = WriteModelGguf(*lm, keep_or,
                                 wo, a.paths[1]);
   if (!written.ok()) return ReportError(written.status());
   LOG_INFO("wrote {}", a.paths[1]);

@@ -72,12 +72,26 @@ int Info(const InfoArgs& a) {
   std::printf("embedding length:  %d\n", c.n_embd);
   std::printf("layers:            %d\n", c.n_layer);
   std::printf("heads:             %d (kv heads %d, head dim %d)\n", c.n_head, c.n_head_kv, c.head_dim);
-  std::printf("feed-forward:      %d\n", c.n_ff);
+  if (c.moe()) {
+    std::printf("experts:           %d, %d used per token, feed-forward %d%s%s\n", c.n_expert, c.n_expert_used,
+                c.n_ff_exp, c.n_ff_shexp > 0 ? fmt::format(", shared expert {}", c.n_ff_shexp).c_str() : "",
+                c.expert_weights_norm ? "" : ", weights not renormalized");
+  } else {
+    std::printf("feed-forward:      %d\n", c.n_ff);
+  }
   std::printf("context (trained): %d\n", c.n_ctx_train);
   std::printf("rms eps:           %g\n", c.rms_eps);
   std::printf("rope:              theta %g, dims %d, %s layout, scaling %s\n", c.rope_theta, c.rope_dim,
               c.rope_style == RopeStyle::kNorm ? "pairwise" : "neox", rope_scaling);
-  std::printf("sliding window:    %s\n", c.sliding_window > 0 ? std::to_string(c.sliding_window).c_str() : "none");
+  std::string window = c.sliding_window > 0 ? std::to_string(c.sliding_window) : "none";
+  if (c.sliding_window > 0 && c.swa_period > 0) {
+    window += fmt::format(" on {} of every {} layers", c.swa_period - 1, c.swa_period);
+  }
+  if (c.rope_theta_swa > 0 && c.sliding_window > 0) window += fmt::format(" (rope theta {:g})", c.rope_theta_swa);
+  std::printf("sliding window:    %s\n", window.c_str());
+  if (c.attn_softcap > 0 || c.final_softcap > 0) {
+    std::printf("soft-capping:      attention %g, final logits %g\n", c.attn_softcap, c.final_softcap);
+  }
   std::printf("qkv bias:          %s\n", c.qkv_bias ? "yes" : "no");
   std::printf("tied embeddings:   %s\n", c.tied_embeddings ? "yes" : "no");
   std::string ts;

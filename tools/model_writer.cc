@@ -72,14 +72,17 @@ StatusOr<ModelWriteSummary> WriteModelGguf(const LoadedModel& lm, const TypeChoo
   ForEachTensor(c, [&](const TensorRole& r, int) { total += r.matrix ? 1 : 0; });
   int done = 0;
   const bool tty = isatty(fileno(stderr)) != 0;
-  auto mat = [&](const std::string& name, const WeightMatrix& x) -> Status {
+  // `n_stack` > 0: x holds that many matrices, written as one 3-D tensor.
+  auto mat = [&](const std::string& name, const WeightMatrix& x, int64_t n_stack = 0) -> Status {
     DType to = choose(name, x);
     if (!RowBytes(to, x.n_in)) to = DType::kF16;  // row not a whole number of blocks
     if (!CanQuantize(to)) return Unimplemented(std::string("cannot write type ") + DTypeName(to));
+    std::vector<int64_t> ne = {x.n_in, x.n_out};
+    if (n_stack > 0) ne = {x.n_in, x.n_out / n_stack, n_stack};
     if (to == x.type) {
-      gw.AddTensor(name, x.type, {x.n_in, x.n_out}, x.data, x.row_bytes * x.n_out);
+      gw.AddTensor(name, x.type, ne, x.data, x.row_bytes * x.n_out);
     } else {
-      gw.AddTensorCopy(name, to, {x.n_in, x.n_out}, Recode(x, to));
+      gw.AddTensorCopy(name, to, ne, Recode(x, to));
     }
     sum.bytes += *RowBytes(to, x.n_in) * x.n_out;
     sum.elements += static_cast<uint64_t>(x.n_in) * x.n_out;
@@ -108,9 +111,10 @@ StatusOr<ModelWriteSummary> WriteModelGguf(const LoadedModel& lm, const TypeChoo
   ForEachTensor(c, [&](const TensorRole& r, int layer) {
     if (!st.ok()) return;
     const std::string name = GgufTensorName(r, layer);
-    if (!r.parts.empty()) {
-      // A fused tensor: its parts are views of consecutive rows of one
-      // tensor (see BuildWeights); write them back as that tensor.
+    if (!r.parts.empty() || IsExpertRole(r)) {
+      // A fused tensor or stacked experts: the parts are views of
+      // consecutive rows of one tensor (see BuildWeights); write them back
+      // as that tensor.
       const auto parts = RoleLayerMatrices(r, w.layers[layer]);
       WeightMatrix whole = *parts[0];
       whole.n_out = 0;
@@ -121,7 +125,7 @@ StatusOr<ModelWriteSummary> WriteModelGguf(const LoadedModel& lm, const TypeChoo
         }
         whole.n_out += p->n_out;
       }
-      st = mat(name, whole);
+      st = mat(name, whole, IsExpertRole(r) ? static_cast<int64_t>(parts.size()) : 0);
     } else if (r.matrix) {
       st = mat(name, *RoleMatrix(r, layer, w));
     } else if (const std::vector<float>& v = *RoleVector(r, layer, w); !v.empty()) {

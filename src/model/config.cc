@@ -47,6 +47,14 @@ Status ModelConfig::Validate(const std::string& source) const {
     if (!(cap >= 0) || !std::isfinite(cap)) return bad("soft-capping values must be >= 0");
   }
   if (swa_period < 0 || swa_period > 1024) return bad("sliding window pattern out of range");
+  if (n_expert < 0 || n_expert > 1024) return bad(fmt::format("expert count {} out of range", n_expert));
+  if (n_expert > 0) {
+    if (n_expert_used < 1 || n_expert_used > n_expert) {
+      return bad(fmt::format("experts used per token {} must be in 1..{}", n_expert_used, n_expert));
+    }
+    if (n_ff_exp <= 0 || n_ff_exp > (1 << 20)) return bad(fmt::format("expert FFN length {} out of range", n_ff_exp));
+    if (n_ff_shexp < 0 || n_ff_shexp > (1 << 20)) return bad("shared expert FFN length out of range");
+  }
   if (!(rope_theta_swa >= 0) || !std::isfinite(rope_theta_swa)) return bad("sliding-layer rope base must be >= 0");
   return Status::Ok();
 }
@@ -73,6 +81,20 @@ StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& f) {
   RETURN_IF_ERROR(req(a + "embedding_length", &c.n_embd));
   RETURN_IF_ERROR(req(a + "block_count", &c.n_layer));
   RETURN_IF_ERROR(req(a + "feed_forward_length", &c.n_ff));
+  if (f.Find(a + "expert_count")) {
+    RETURN_IF_ERROR(req(a + "expert_count", &c.n_expert));
+    if (c.n_expert > 1) {
+      RETURN_IF_ERROR(req(a + "expert_used_count", &c.n_expert_used));
+      c.n_ff_exp = c.n_ff;  // mixtral: the experts are feed_forward_length wide
+      if (f.Find(a + "expert_feed_forward_length")) RETURN_IF_ERROR(req(a + "expert_feed_forward_length", &c.n_ff_exp));
+      if (f.Find(a + "expert_shared_feed_forward_length")) {
+        RETURN_IF_ERROR(req(a + "expert_shared_feed_forward_length", &c.n_ff_shexp));
+      }
+      if (auto v = f.GetBool(a + "expert_weights_norm")) c.expert_weights_norm = *v;
+    } else {
+      c.n_expert = 0;  // expert_count 0 / 1: a dense model
+    }
+  }
   RETURN_IF_ERROR(req(a + "attention.head_count", &c.n_head));
   RETURN_IF_ERROR(req(a + "context_length", &c.n_ctx_train));
   c.n_head_kv = c.n_head;
@@ -163,6 +185,25 @@ StatusOr<ModelConfig> ConfigFromHfJsonUnchecked(const std::string& text, const s
   RETURN_IF_ERROR(get_int("num_hidden_layers", &c.n_layer, true));
   RETURN_IF_ERROR(get_int("num_attention_heads", &c.n_head, true));
   RETURN_IF_ERROR(get_int("intermediate_size", &c.n_ff, true));
+  // Sparse MoE (mixtral: num_local_experts; qwen: num_experts).
+  RETURN_IF_ERROR(get_int("num_local_experts", &c.n_expert, false));
+  RETURN_IF_ERROR(get_int("num_experts", &c.n_expert, false));
+  if (c.n_expert == 1) c.n_expert = 0;
+  if (c.n_expert > 0) {
+    RETURN_IF_ERROR(get_int("num_experts_per_tok", &c.n_expert_used, true));
+    c.n_ff_exp = c.n_ff;
+    RETURN_IF_ERROR(get_int("moe_intermediate_size", &c.n_ff_exp, false));
+    RETURN_IF_ERROR(get_int("shared_expert_intermediate_size", &c.n_ff_shexp, false));
+    // Mixtral always renormalizes; Qwen's configs say (HF's default: no).
+    if (info->arch != Arch::kMixtral) c.expert_weights_norm = j.value("norm_topk_prob", false);
+    int sparse_step = 1;
+    RETURN_IF_ERROR(get_int("decoder_sparse_step", &sparse_step, false));
+    auto dense_layers = j.find("mlp_only_layers");
+    if (sparse_step != 1 || (dense_layers != j.end() && dense_layers->is_array() && !dense_layers->empty())) {
+      return Unimplemented(source + ": dense layers between MoE layers (decoder_sparse_step, mlp_only_layers) "
+                                    "are not supported");
+    }
+  }
   c.n_head_kv = c.n_head;
   RETURN_IF_ERROR(get_int("num_key_value_heads", &c.n_head_kv, false));
   c.n_ctx_train = 2048;

@@ -12,7 +12,9 @@
 
 namespace infera {
 
-enum class Arch { kLlama, kMistral, kQwen2, kQwen3, kGranite, kPhi3, kGemma2, kGemma3, kOlmo2 };
+enum class Arch {
+  kLlama, kMistral, kQwen2, kQwen3, kGranite, kPhi3, kGemma2, kGemma3, kOlmo2, kMixtral, kQwen2Moe, kQwen3Moe
+};
 const char* ArchName(Arch a);
 
 // The gate's activation in the gated feed-forward act(gate) * up.
@@ -47,7 +49,17 @@ struct ModelConfig {
   int n_head = 0;
   int n_head_kv = 0;
   int head_dim = 0;
-  int n_ff = 0;
+  int n_ff = 0;  // dense FFN width (MoE families: unused unless a shared expert)
+  // Sparse MoE FFN (n_expert > 0): a router picks n_expert_used of n_expert
+  // experts per token (softmax over all, top-k, renormalized when
+  // expert_weights_norm); each expert is a gated FFN of width n_ff_exp.
+  // n_ff_shexp > 0: plus a shared expert of that width, scaled by
+  // sigmoid(x · ffn_gate_inp_shexp) (qwen2moe).
+  int n_expert = 0;
+  int n_expert_used = 0;
+  int n_ff_exp = 0;
+  int n_ff_shexp = 0;
+  bool expert_weights_norm = true;
   int n_ctx_train = 0;
   float rms_eps = 1e-5f;
   float rope_theta = 10000.0f;
@@ -88,6 +100,7 @@ struct ModelConfig {
   bool tied_embeddings = false;
 
   int q_dim() const { return n_head * head_dim; }
+  bool moe() const { return n_expert > 0; }
   bool LayerIsSliding(int layer) const {
     return sliding_window > 0 && (swa_period == 0 || layer % swa_period < swa_period - 1);
   }

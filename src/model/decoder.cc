@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include <fmt/format.h>
 
+#include "model/moe.h"
 #include "tensor/quant_blocks.h"
 
 namespace infera {
@@ -77,8 +79,19 @@ void DecoderRunner::GrowScratch(const ForwardBatch& b) {
   grow(v_, T * c_.kv_dim());
   grow(attn_out_, T * c_.q_dim());
   grow(block_out_, T * c_.n_embd);
-  grow(gate_, T * c_.n_ff);
-  grow(up_, T * c_.n_ff);
+  const size_t ff = std::max({c_.n_ff, c_.n_ff_exp, c_.n_ff_shexp});
+  grow(gate_, T * ff);
+  grow(up_, T * ff);
+  if (c_.moe()) {
+    const size_t k = c_.n_expert_used;
+    grow(router_logits_, T * c_.n_expert);
+    if (route_experts_.size() < T * k) route_experts_.resize(T * k);
+    grow(route_weights_, T * k);
+    grow(expert_in_, T * c_.n_embd);
+    grow(expert_out_, T * c_.n_embd);
+    grow(slot_out_, T * k * c_.n_embd);
+    expert_rows_.resize(c_.n_expert);
+  }
   int32_t max_pos = 0;
   for (int32_t p : b.positions) max_pos = std::max(max_pos, p);
   for (auto& s : attn_scratch_) grow(s, AttentionScratchFloats(attn_shape_[0], max_pos));
@@ -179,16 +192,89 @@ void DecoderRunner::FfnBlock(int l, int32_t T) {
     });
     in = normed_.data();
   }
-  Matmul(kernels_, pool_, L.w_gate, in, T, gate_.data());
-  Matmul(kernels_, pool_, L.w_up, in, T, up_.data());
-  ForTokens(T, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      if (c_.activation == Activation::kGeluTanh) GeluTanhMul(&gate_[size_t(t) * ff], &up_[size_t(t) * ff], ff);
-      else SiluMul(&gate_[size_t(t) * ff], &up_[size_t(t) * ff], ff);
+  if (c_.moe()) {
+    MoeFfn(l, in, T);
+  } else {
+    Matmul(kernels_, pool_, L.w_gate, in, T, gate_.data());
+    Matmul(kernels_, pool_, L.w_up, in, T, up_.data());
+    GatedActivation(gate_.data(), up_.data(), T, ff);
+    Matmul(kernels_, pool_, L.w_down, gate_.data(), T, block_out_.data());
+  }
+  ForTokens(T, [&](int64_t t0, int64_t t1) { AddToResidual(L.post_ffn_norm, t0, t1); });
+}
+
+void DecoderRunner::GatedActivation(float* gate, const float* up, int32_t rows, int width) {
+  ForTokens(rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* g = gate + size_t(r) * width;
+      const float* u = up + size_t(r) * width;
+      if (c_.activation == Activation::kGeluTanh) GeluTanhMul(g, u, width);
+      else SiluMul(g, u, width);
     }
   });
-  Matmul(kernels_, pool_, L.w_down, gate_.data(), T, block_out_.data());
-  ForTokens(T, [&](int64_t t0, int64_t t1) { AddToResidual(L.post_ffn_norm, t0, t1); });
+}
+
+// Route every token, group the batch's tokens by expert, run each chosen
+// expert once over its tokens (so only the experts in use are read), then
+// sum each token's expert outputs in its own routing order: a token's result
+// does not depend on which other tokens share its experts.
+void DecoderRunner::MoeFfn(int l, const float* in, int32_t T) {
+  const LayerWeights& L = model_.weights->layers[l];
+  const int d = c_.n_embd, E = c_.n_expert, K = c_.n_expert_used, ff = c_.n_ff_exp;
+  Matmul(kernels_, pool_, L.router, in, T, router_logits_.data());
+  for (auto& rows : expert_rows_) rows.clear();
+  for (int32_t t = 0; t < T; ++t) {
+    RouteToken(&router_logits_[size_t(t) * E], E, K, c_.expert_weights_norm, &route_experts_[size_t(t) * K],
+               &route_weights_[size_t(t) * K]);
+    for (int i = 0; i < K; ++i) expert_rows_[route_experts_[size_t(t) * K + i]].push_back(t * K + i);
+  }
+  for (int e = 0; e < E; ++e) {
+    const auto& rows = expert_rows_[e];
+    const int32_t n = static_cast<int32_t>(rows.size());
+    if (n == 0) continue;
+    for (int32_t i = 0; i < n; ++i) {
+      std::memcpy(&expert_in_[size_t(i) * d], in + size_t(rows[i] / K) * d, sizeof(float) * d);
+    }
+    Matmul(kernels_, pool_, L.exp_gate[e], expert_in_.data(), n, gate_.data());
+    Matmul(kernels_, pool_, L.exp_up[e], expert_in_.data(), n, up_.data());
+    GatedActivation(gate_.data(), up_.data(), n, ff);
+    Matmul(kernels_, pool_, L.exp_down[e], gate_.data(), n, expert_out_.data());
+    for (int32_t i = 0; i < n; ++i) {
+      std::memcpy(&slot_out_[size_t(rows[i]) * d], &expert_out_[size_t(i) * d], sizeof(float) * d);
+    }
+  }
+  ForTokens(T, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* out = &block_out_[size_t(t) * d];
+      for (int i = 0; i < K; ++i) {
+        const float w = route_weights_[size_t(t) * K + i];
+        const float* y = &slot_out_[(size_t(t) * K + i) * d];
+        if (i == 0) {
+          for (int j = 0; j < d; ++j) out[j] = w * y[j];
+        } else {
+          for (int j = 0; j < d; ++j) out[j] += w * y[j];
+        }
+      }
+    }
+  });
+  if (c_.n_ff_shexp > 0) {  // qwen2moe: + sigmoid(x · g) * shared_expert(x)
+    const int sff = c_.n_ff_shexp;
+    Matmul(kernels_, pool_, L.sh_gate, in, T, gate_.data());
+    Matmul(kernels_, pool_, L.sh_up, in, T, up_.data());
+    GatedActivation(gate_.data(), up_.data(), T, sff);
+    Matmul(kernels_, pool_, L.sh_down, gate_.data(), T, expert_out_.data());
+    ForTokens(T, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const float* x = in + size_t(t) * d;
+        double dot = 0;
+        for (int j = 0; j < d; ++j) dot += double(x[j]) * L.sh_gate_inp[j];
+        const float s = static_cast<float>(1.0 / (1.0 + std::exp(-dot)));
+        float* out = &block_out_[size_t(t) * d];
+        const float* y = &expert_out_[size_t(t) * d];
+        for (int j = 0; j < d; ++j) out[j] += s * y[j];
+      }
+    });
+  }
 }
 
 void DecoderRunner::Logits(const ForwardBatch& b, std::vector<float>* logits) {

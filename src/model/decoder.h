@@ -45,6 +45,10 @@ class DecoderRunner : public ModelRunner {
   void Embed(const ForwardBatch& batch);
   void AttentionBlock(int layer, const ForwardBatch& batch, KvStorage& kv);
   void FfnBlock(int layer, int32_t T);
+  // The FFN of a MoE layer: in [T, n_embd] -> block_out_ [T, n_embd].
+  void MoeFfn(int layer, const float* in, int32_t T);
+  // act(gate) * up in place over rows of gate [rows, width].
+  void GatedActivation(float* gate, const float* up, int32_t rows, int width);
   void Logits(const ForwardBatch& batch, std::vector<float>* logits);
   // x_ += residual_scale * post_norm?(block_out_) for rows [t0, t1).
   void AddToResidual(const std::vector<float>& post_norm, int64_t t0, int64_t t1);
@@ -64,6 +68,15 @@ class DecoderRunner : public ModelRunner {
   std::vector<float> attn_out_;   // attention output before wo [T, q_dim]
   std::vector<float> block_out_;  // a block's output [T, n_embd]
   std::vector<float> gate_, up_;  // [T, n_ff]
+  // MoE scratch: router logits [T, n_expert]; each token's chosen experts
+  // and weights [T, k]; per expert the (token, slot) rows it serves; the
+  // gathered inputs [rows, n_embd] and outputs of one expert; every
+  // (token, slot) output [T * k, n_embd].
+  std::vector<float> router_logits_;
+  std::vector<int32_t> route_experts_;
+  std::vector<float> route_weights_;
+  std::vector<std::vector<int32_t>> expert_rows_;
+  std::vector<float> expert_in_, expert_out_, slot_out_;
   std::vector<std::vector<float>> attn_scratch_;  // per pool thread
   bool naive_attention_ = false;
 };

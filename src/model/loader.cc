@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <map>
 
@@ -60,6 +61,44 @@ StatusOr<std::unique_ptr<Model>> LoadGguf(const std::string& path) {
   return m;
 }
 
+// HF checkpoints keep each MoE expert in its own tensors; the schema's
+// stacked tensor (ne = {n_in, n_out, n_expert}) is built by copying them
+// into one buffer. Views and buffers live as long as the model.
+class ExpertStacker {
+ public:
+  explicit ExpertStacker(const SafetensorsSet& set) : set_(set) {}
+  // `pattern` names expert e with "{e}"; null if an expert is missing or the
+  // experts differ in type or shape (BuildWeights then reports the tensor).
+  const TensorView* Stack(const std::string& pattern, int n_expert) {
+    const size_t at = pattern.find("{e}");
+    std::vector<const TensorView*> parts;
+    for (int e = 0; e < n_expert; ++e) {
+      const std::string name = pattern.substr(0, at) + std::to_string(e) + pattern.substr(at + 3);
+      const TensorView* t = set_.Find(name);
+      if (t == nullptr || t->ne.size() != 2 || (!parts.empty() && (t->type != parts[0]->type || t->ne != parts[0]->ne))) {
+        return nullptr;
+      }
+      parts.push_back(t);
+    }
+    Stacked& s = stacked_.emplace_back();
+    for (const TensorView* t : parts) s.bytes.insert(s.bytes.end(), t->data, t->data + t->nbytes);
+    s.view.name = pattern;
+    s.view.type = parts[0]->type;
+    s.view.ne = {parts[0]->ne[0], parts[0]->ne[1], n_expert};
+    s.view.data = s.bytes.data();
+    s.view.nbytes = s.bytes.size();
+    return &s.view;
+  }
+
+ private:
+  struct Stacked {
+    std::vector<uint8_t> bytes;
+    TensorView view;
+  };
+  const SafetensorsSet& set_;
+  std::deque<Stacked> stacked_;  // stable addresses
+};
+
 // eos_token_id of a JSON file (an int or a list of ints); missing files and
 // keys are fine, a malformed file is reported.
 Status ReadEosIds(const std::string& path, int32_t n_vocab, std::vector<int32_t>* out) {
@@ -92,8 +131,10 @@ StatusOr<std::unique_ptr<Model>> LoadHfFolder(const std::string& dir) {
   if (!c.tied_embeddings && set->Find(HfNameForGguf(GlobalTensorName(&ModelWeights::output), c)) == nullptr) {
     c.tied_embeddings = true;
   }
+  auto experts = std::make_shared<ExpertStacker>(*set);
   TensorLookup lookup = [&](const std::string& n) -> const TensorView* {
     const std::string hf = HfNameForGguf(n, c);
+    if (hf.find("{e}") != std::string::npos) return experts->Stack(hf, c.n_expert);
     return hf.empty() ? nullptr : set->Find(hf);
   };
   WeightLoadOptions opts;
@@ -108,6 +149,7 @@ StatusOr<std::unique_ptr<Model>> LoadHfFolder(const std::string& dir) {
   RETURN_IF_ERROR(ReadEosIds(cfg_path, c.n_vocab, &m->extra_eog_ids));
   RETURN_IF_ERROR(ReadEosIds(dir + "/generation_config.json", c.n_vocab, &m->extra_eog_ids));
   m->keep_alive.push_back(set);
+  m->keep_alive.push_back(experts);
   m->weight_type_summary = SummarizeTypes(m->config, *m->weights);
   return m;
 }

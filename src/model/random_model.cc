@@ -1,5 +1,6 @@
 #include "model/random_model.h"
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 
@@ -84,6 +85,13 @@ void WriteModelMetadata(const ModelConfig& c, DType file_type, GgufWriter* w) {
   w->SetU32(a + ".embedding_length", c.n_embd);
   w->SetU32(a + ".block_count", c.n_layer);
   w->SetU32(a + ".feed_forward_length", c.n_ff);
+  if (c.moe()) {  // llama.cpp's keys (mixtral: llama.expert_count, experts feed_forward_length wide)
+    w->SetU32(a + ".expert_count", c.n_expert);
+    w->SetU32(a + ".expert_used_count", c.n_expert_used);
+    if (c.n_ff_exp != c.n_ff || a != "llama") w->SetU32(a + ".expert_feed_forward_length", c.n_ff_exp);
+    if (c.n_ff_shexp > 0) w->SetU32(a + ".expert_shared_feed_forward_length", c.n_ff_shexp);
+    if (c.expert_weights_norm != info.expert_weights_norm) w->SetBool(a + ".expert_weights_norm", c.expert_weights_norm);
+  }
   w->SetU32(a + ".attention.head_count", c.n_head);
   w->SetU32(a + ".attention.head_count_kv", c.n_head_kv);
   w->SetF32(a + ".attention.layer_norm_rms_epsilon", c.rms_eps);
@@ -137,8 +145,9 @@ Status WriteRandomGguf(const ModelConfig& c, const Vocab& vocab, DType type, uin
   WriteTokenizerMetadata(vocab, &w);
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 0.02f);
-  auto matrix = [&](const std::string& name, int64_t n_in, int64_t n_out) {
-    const int64_t n = n_in * n_out;
+  // n_stack > 0: n_stack matrices stacked as one 3-D tensor (MoE experts).
+  auto matrix = [&](const std::string& name, int64_t n_in, int64_t n_out, int64_t n_stack = 0) {
+    const int64_t n = n_in * n_out * std::max<int64_t>(1, n_stack);
     std::vector<uint8_t> bytes(n * (type == DType::kF32 ? 4 : 2));
     for (int64_t i = 0; i < n; ++i) {
       const float x = normal(rng);
@@ -148,7 +157,9 @@ Status WriteRandomGguf(const ModelConfig& c, const Vocab& vocab, DType type, uin
         std::memcpy(&bytes[i * 2], &h, 2);
       }
     }
-    w.AddTensorCopy(name, type, {n_in, n_out}, std::move(bytes));
+    std::vector<int64_t> ne = {n_in, n_out};
+    if (n_stack > 0) ne.push_back(n_stack);
+    w.AddTensorCopy(name, type, ne, std::move(bytes));
   };
   auto constant = [&](const std::string& name, int64_t n, float value) {
     std::vector<uint8_t> bytes(n * 4);
@@ -158,7 +169,9 @@ Status WriteRandomGguf(const ModelConfig& c, const Vocab& vocab, DType type, uin
   ForEachTensor(c, [&](const TensorRole& r, int layer) {
     if (r.presence == Presence::kOptional) return;  // derived data (rope_freqs), not weights
     const std::string name = GgufTensorName(r, layer);
-    if (r.matrix) {
+    if (IsExpertRole(r)) {
+      matrix(name, DimSize(c, r.n_in), DimSize(c, r.n_out), c.n_expert);
+    } else if (r.matrix) {
       matrix(name, DimSize(c, r.n_in), RoleRows(r, c));
     } else {
       constant(name, DimSize(c, r.n_in), r.init == Init::kZeros ? 0.0f : 1.0f);

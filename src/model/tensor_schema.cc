@@ -34,6 +34,12 @@ TensorRole LayerVector(const char* gguf, const char* hf, Dim n, Presence p, Perm
                        std::vector<float> LW::*v) {
   return {gguf, hf, true, n, n, false, p, perm, init, nullptr, nullptr, nullptr, v, {}};
 }
+TensorRole ExpertMatrix(const char* gguf, const char* hf, Dim n_in, Dim n_out, std::vector<WeightMatrix> LW::*m) {
+  TensorRole r{gguf, hf, true, n_in, n_out, true, Presence::kMoe, Permute::kNone, Init::kNormal,
+               nullptr, nullptr, nullptr, nullptr, {}};
+  r.layer_experts = m;
+  return r;
+}
 TensorRole LayerNorm(const char* gguf, const char* hf, Dim n, Presence p, std::vector<float> LW::*v) {
   TensorRole r = LayerVector(gguf, hf, n, p, Permute::kNone, Init::kOnes, v);
   r.norm = true;
@@ -82,7 +88,24 @@ std::vector<TensorRole> MakeRoles() {
       // phi3: the same GGUF name with 2 n_ff rows (gate, then up).
       FusedMatrix("ffn_up.weight", "mlp.gate_up_proj.weight", Dim::kEmbd, Presence::kFusedGateUp,
                   {{&LW::w_gate, Dim::kFf}, {&LW::w_up, Dim::kFf}}),
-      LayerMatrix("ffn_down.weight", "mlp.down_proj.weight", Dim::kFf, Dim::kEmbd, Permute::kNone, &LW::w_down),
+      LayerMatrix("ffn_down.weight", "mlp.down_proj.weight", Dim::kFf, Dim::kEmbd, Permute::kNone, &LW::w_down,
+                  Presence::kDenseFfn),
+      // Sparse MoE: the router, the stacked experts, a shared expert.
+      LayerMatrix("ffn_gate_inp.weight", "mlp.gate.weight", Dim::kEmbd, Dim::kExpert, Permute::kNone, &LW::router,
+                  Presence::kMoe),
+      ExpertMatrix("ffn_gate_exps.weight", "mlp.experts.{e}.gate_proj.weight", Dim::kEmbd, Dim::kFfExp,
+                   &LW::exp_gate),
+      ExpertMatrix("ffn_down_exps.weight", "mlp.experts.{e}.down_proj.weight", Dim::kFfExp, Dim::kEmbd,
+                   &LW::exp_down),
+      ExpertMatrix("ffn_up_exps.weight", "mlp.experts.{e}.up_proj.weight", Dim::kEmbd, Dim::kFfExp, &LW::exp_up),
+      LayerVector("ffn_gate_inp_shexp.weight", "mlp.shared_expert_gate.weight", Dim::kEmbd, Presence::kSharedExpert,
+                  Permute::kNone, Init::kNormal, &LW::sh_gate_inp),
+      LayerMatrix("ffn_gate_shexp.weight", "mlp.shared_expert.gate_proj.weight", Dim::kEmbd, Dim::kFfShexp,
+                  Permute::kNone, &LW::sh_gate, Presence::kSharedExpert),
+      LayerMatrix("ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight", Dim::kFfShexp, Dim::kEmbd,
+                  Permute::kNone, &LW::sh_down, Presence::kSharedExpert),
+      LayerMatrix("ffn_up_shexp.weight", "mlp.shared_expert.up_proj.weight", Dim::kEmbd, Dim::kFfShexp,
+                  Permute::kNone, &LW::sh_up, Presence::kSharedExpert),
       LayerNorm("post_ffw_norm.weight", "post_feedforward_layernorm.weight", Dim::kEmbd, Presence::kPostNorm,
                 &LW::post_ffn_norm),
   };
@@ -113,6 +136,9 @@ int64_t DimSize(const ModelConfig& c, Dim d) {
     case Dim::kFf: return c.n_ff;
     case Dim::kHead: return c.head_dim;
     case Dim::kRopeHalf: return c.rope_dim / 2;
+    case Dim::kExpert: return c.n_expert;
+    case Dim::kFfExp: return c.n_ff_exp;
+    case Dim::kFfShexp: return c.n_ff_shexp;
   }
   return 0;
 }
@@ -128,8 +154,11 @@ bool RoleIsPresent(const TensorRole& role, const ModelConfig& c) {
     case Presence::kPostNorm: return c.post_norm;
     case Presence::kSplitQkv: return !c.fused_qkv;
     case Presence::kFusedQkv: return c.fused_qkv;
-    case Presence::kSplitGateUp: return !c.fused_gate_up;
-    case Presence::kFusedGateUp: return c.fused_gate_up;
+    case Presence::kSplitGateUp: return !c.moe() && !c.fused_gate_up;
+    case Presence::kFusedGateUp: return !c.moe() && c.fused_gate_up;
+    case Presence::kDenseFfn: return !c.moe();
+    case Presence::kMoe: return c.moe();
+    case Presence::kSharedExpert: return c.moe() && c.n_ff_shexp > 0;
     case Presence::kOptional: return true;
   }
   return false;
@@ -166,6 +195,9 @@ std::vector<WeightMatrix*> RoleLayerMatrices(const TensorRole& role, LayerWeight
   std::vector<WeightMatrix*> out;
   if (role.layer_matrix) out.push_back(&(layer->*role.layer_matrix));
   for (const FusedPart& p : role.parts) out.push_back(&(layer->*p.dest));
+  if (role.layer_experts) {
+    for (WeightMatrix& m : layer->*role.layer_experts) out.push_back(&m);
+  }
   return out;
 }
 

@@ -15,7 +15,7 @@
 namespace infera {
 
 // A dimension of a tensor, resolved against a config by DimSize().
-enum class Dim { kEmbd, kVocab, kQ, kKv, kFf, kHead, kRopeHalf };
+enum class Dim { kEmbd, kVocab, kQ, kKv, kFf, kHead, kRopeHalf, kExpert, kFfExp, kFfShexp };
 
 // When a role has a tensor.
 enum class Presence {
@@ -28,8 +28,11 @@ enum class Presence {
   kPostNorm,  // config.post_norm (post_attention_norm, post_ffw_norm)
   kSplitQkv,  // separate attn_q/k/v: unless config.fused_qkv
   kFusedQkv,  // attn_qkv: config.fused_qkv
-  kSplitGateUp,  // separate ffn_gate/ffn_up: unless config.fused_gate_up
-  kFusedGateUp,  // ffn_up holding gate and up: config.fused_gate_up
+  kSplitGateUp,  // separate ffn_gate/ffn_up: dense, unless config.fused_gate_up
+  kFusedGateUp,  // ffn_up holding gate and up: dense and config.fused_gate_up
+  kDenseFfn,  // ffn_down: no experts
+  kMoe,       // router and expert tensors: config.n_expert > 0
+  kSharedExpert,  // config.n_ff_shexp > 0
   kOptional,  // may be absent (rope_freqs.weight)
 };
 
@@ -67,7 +70,15 @@ struct TensorRole {
   std::vector<FusedPart> parts;
   // An RMSNorm weight (Gemma's HF files store it minus one).
   bool norm = false;
+  // MoE experts (layer_matrix null): one [n_out, n_in] matrix per expert,
+  // stacked in GGUF as a 3-D tensor ne = {n_in, n_out, n_expert}; HF names
+  // each expert apart, "{e}" in `hf` standing for its index. Loading makes
+  // each expert a view of its slice.
+  std::vector<WeightMatrix> LayerWeights::*layer_experts = nullptr;
 };
+
+// Whether a role holds stacked experts.
+inline bool IsExpertRole(const TensorRole& r) { return r.layer_experts != nullptr; }
 
 // The roles of the Llama-family decoder (llama, mistral, qwen2, qwen3), in GGUF
 // file order: globals first, then the roles of each layer.
@@ -93,7 +104,7 @@ std::string HfTensorName(const TensorRole& role, int layer, const ModelConfig& c
 std::string HfNameForGguf(const std::string& gguf_name, const ModelConfig& c);
 // Rows of a role's matrix (the sum of its parts' rows when fused).
 int64_t RoleRows(const TensorRole& role, const ModelConfig& c);
-// The layer matrices a role fills: its own, or its parts'.
+// The layer matrices a role fills: its own, its parts' or its experts'.
 std::vector<WeightMatrix*> RoleLayerMatrices(const TensorRole& role, LayerWeights* layer);
 std::vector<const WeightMatrix*> RoleLayerMatrices(const TensorRole& role, const LayerWeights& layer);
 

@@ -53,7 +53,12 @@ class Builder {
   Status Get(const std::string& name, std::vector<int64_t> ne, const TensorView** out) {
     const TensorView* t = lookup_(name);
     if (t == nullptr) return DataLoss(source_ + ": missing required tensor '" + name + "'");
-    if (t->ne != ne) {
+    // Trailing dimensions of 1 do not count ({n, 1} is {n}), as in llama.cpp.
+    auto trimmed = [](std::vector<int64_t> v) {
+      while (v.size() > 1 && v.back() == 1) v.pop_back();
+      return v;
+    };
+    if (trimmed(t->ne) != trimmed(ne)) {
       TensorView want;
       want.ne = ne;
       return DataLoss(fmt::format("{}: tensor '{}' has shape {} but the config implies {}", source_, name,
@@ -64,9 +69,11 @@ class Builder {
   }
 
   // `permute_heads` > 0: permute rows HF -> GGUF with that many heads.
-  Status Matrix(const std::string& name, int64_t n_in, int64_t n_out, WeightMatrix* m, int permute_heads = 0) {
+  // `shape`: the GGUF shape when not {n_in, n_out} (stacked experts).
+  Status Matrix(const std::string& name, int64_t n_in, int64_t n_out, WeightMatrix* m, int permute_heads = 0,
+                std::vector<int64_t> shape = {}) {
     const TensorView* t;
-    RETURN_IF_ERROR(Get(name, {n_in, n_out}, &t));
+    RETURN_IF_ERROR(Get(name, shape.empty() ? std::vector<int64_t>{n_in, n_out} : shape, &t));
     if (!IsSupportedWeightType(t->type)) {
       return Unimplemented(fmt::format("{}: tensor '{}' has type {}, which this build cannot run yet",
                                        source_, name, DTypeName(t->type)));
@@ -119,6 +126,18 @@ class Builder {
                         : r.permute == Permute::kQHeads  ? c_.n_head
                         : r.permute == Permute::kKvHeads ? c_.n_head_kv
                                                          : 0;
+      if (IsExpertRole(r)) {  // stacked experts: each a view of its slice
+        const int64_t rows = DimSize(c_, r.n_out), n_in = DimSize(c_, r.n_in);
+        WeightMatrix whole;
+        st = Matrix(name, n_in, rows * c_.n_expert, &whole, 0, {n_in, rows, c_.n_expert});
+        auto& experts = w_->layers[layer].*r.layer_experts;
+        experts.assign(c_.n_expert, whole);
+        for (int e = 0; e < c_.n_expert; ++e) {
+          experts[e].n_out = rows;
+          experts[e].data = whole.data + e * rows * whole.row_bytes;
+        }
+        return;
+      }
       if (!r.parts.empty()) {  // fused: each part a view of its rows
         WeightMatrix whole;
         st = Matrix(name, DimSize(c_, r.n_in), RoleRows(r, c_), &whole);

@@ -24,7 +24,14 @@ struct LayerWeights {
   // [head_dim] (QkNorm::kPerHead) or [q_dim] / [kv_dim] (kFull); empty unless config.qk_norm
   std::vector<float> q_norm, k_norm;
   WeightMatrix wq, wk, wv, wo;
-  WeightMatrix w_gate, w_up, w_down;
+  WeightMatrix w_gate, w_up, w_down;  // dense FFN (empty for MoE)
+  // Sparse MoE (config.n_expert > 0): router [n_expert, n_embd]; per expert
+  // gate/up [n_ff_exp, n_embd] and down [n_embd, n_ff_exp], views of the
+  // stacked tensors; the shared expert and its gate vector [n_embd].
+  WeightMatrix router;
+  std::vector<WeightMatrix> exp_gate, exp_up, exp_down;
+  WeightMatrix sh_gate, sh_up, sh_down;
+  std::vector<float> sh_gate_inp;
 };
 
 struct ModelWeights {

@@ -53,6 +53,9 @@ DType FallbackForShape(DType t, int64_t n_in) {
 DType ChooseTensorType(const QuantTarget& t, const std::string& name, int64_t n_in, int n_layer,
                        const std::string& output_name, bool pure) {
   DType type = t.base;
+  // MoE routers stay f32, as llama.cpp keeps them: a small tensor whose
+  // rounding would change which experts run.
+  if (Contains(name, "ffn_gate_inp")) return DType::kF32;
   if (!pure && GetDTypeInfo(t.base).quantized) {
     const int layer = LayerIndex(name);
     if (name == output_name) {

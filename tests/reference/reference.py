@@ -1,7 +1,7 @@
 """Independent numpy forward pass of the decoder families (llama, mistral,
-qwen2, qwen3, granite, phi3, gemma2, gemma3, olmo2) on Hugging Face-layout
-weights, in float64. Written from the architecture's
-published description, not from infera's C++ code."""
+qwen2, qwen3, granite, phi3, gemma2, gemma3, olmo2, mixtral, qwen2moe,
+qwen3moe) on Hugging Face-layout weights, in float64. Written from each
+architecture's published description, not from infera's C++ code."""
 import math
 
 import numpy as np
@@ -47,7 +47,7 @@ def rmsnorm(x, w, eps):
 
 GEMMA = ("gemma2", "gemma3_text")
 FEATURES = ("qk_norm", "attn_softcap", "final_softcap", "window", "local_rope", "post_norm", "norm_plus_one",
-            "embed_scale", "gelu")
+            "embed_scale", "gelu", "renorm", "shared_expert")
 
 
 def layer_is_sliding(cfg, l):
@@ -148,19 +148,58 @@ def forward(cfg, W, tokens, qk_norm=True, without=()):
             h = norm(x, p + "pre_feedforward_layernorm.weight")
         else:
             h = norm(x, p + "post_attention_layernorm.weight")
-        g = h @ W[p + "mlp.gate_proj.weight"].T
-        u = h @ W[p + "mlp.up_proj.weight"].T
-        if gemma and "gelu" not in off:  # gelu_pytorch_tanh
-            act = 0.5 * g * (1 + np.tanh(math.sqrt(2 / math.pi) * (g + 0.044715 * g ** 3)))
+        def mlp(h, gate, up, down):
+            g, u = h @ W[gate].T, h @ W[up].T
+            if gemma and "gelu" not in off:  # gelu_pytorch_tanh
+                act = 0.5 * g * (1 + np.tanh(math.sqrt(2 / math.pi) * (g + 0.044715 * g ** 3)))
+            else:
+                act = g / (1 + np.exp(-g))
+            return (act * u) @ W[down].T
+
+        if moe_experts(cfg):
+            f = moe(cfg, W, p, h, mlp, off)
         else:
-            act = g / (1 + np.exp(-g))
-        f = (act * u) @ W[p + "mlp.down_proj.weight"].T
+            f = mlp(h, p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight", p + "mlp.down_proj.weight")
         if post_norm:
             f = norm(f, p + "post_feedforward_layernorm.weight")
         x = x + res_mul * f
     x = norm(x, "model.norm.weight")
     out = W.get("lm_head.weight", W["model.embed_tokens.weight"])
     return softcap((x @ out.T) / logit_div, final_cap)
+
+
+def moe_experts(cfg):
+    return cfg.get("num_local_experts") or cfg.get("num_experts") or 0
+
+
+def moe(cfg, W, p, h, mlp, off):
+    """Sparse MoE FFN: every token runs its top-k experts by router logit
+    (ties: lower index), weighted by their softmax probabilities over all
+    experts — renormalized over the k for Mixtral and norm_topk_prob — plus
+    Qwen2-MoE's shared expert scaled by sigmoid(h · shared_expert_gate).
+    `off` may hold "renorm" or "shared_expert" to leave those out."""
+    E, K = moe_experts(cfg), cfg["num_experts_per_tok"]
+    mixtral = cfg["model_type"] == "mixtral"
+    base = p + ("block_sparse_moe." if mixtral else "mlp.")
+    logits = h @ W[base + "gate.weight"].T
+    probs = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    probs /= probs.sum(axis=-1, keepdims=True)
+    renorm = (mixtral or cfg.get("norm_topk_prob", False)) and "renorm" not in off
+    names = ("w1", "w3", "w2") if mixtral else ("gate_proj", "up_proj", "down_proj")
+    out = np.zeros_like(h)
+    for t in range(h.shape[0]):
+        top = np.argsort(-logits[t], kind="stable")[:K]
+        w = probs[t, top]
+        if renorm:
+            w = w / w.sum()
+        for e, we in zip(top, w):
+            ex = f"{base}experts.{e}."
+            out[t] += we * mlp(h[t:t + 1], *(ex + n + ".weight" for n in names))[0]
+    if cfg.get("shared_expert_intermediate_size") and "shared_expert" not in off:
+        s = 1 / (1 + np.exp(-(h @ W[p + "mlp.shared_expert_gate.weight"].T)))  # [T, 1]
+        sh = p + "mlp.shared_expert."
+        out += s * mlp(h, sh + "gate_proj.weight", sh + "up_proj.weight", sh + "down_proj.weight")
+    return out
 
 
 def greedy(cfg, W, tokens, n):

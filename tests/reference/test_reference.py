@@ -49,13 +49,25 @@ VARIANTS = {
                                                 hidden_activation="gelu_pytorch_tanh")),
     "olmo2_post_norms": ("olmo2", dict(num_attention_heads=4, num_key_value_heads=2, rope_theta=500000.0,
                                        rms_norm_eps=1e-6)),
+    # Sparse MoE: experts that differ, top-k of more experts than chosen.
+    "mixtral_top2_of_4": ("mixtral", dict(num_attention_heads=4, num_key_value_heads=2, num_local_experts=4,
+                                          num_experts_per_tok=2)),
+    "qwen2moe_shared_expert": ("qwen2_moe", dict(num_attention_heads=4, num_key_value_heads=2, num_experts=4,
+                                                 num_experts_per_tok=2, moe_intermediate_size=48,
+                                                 shared_expert_intermediate_size=96, norm_topk_prob=False)),
+    "qwen3moe_top3_of_8": ("qwen3_moe", dict(num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                                             num_experts=8, num_experts_per_tok=3, moe_intermediate_size=32,
+                                             norm_topk_prob=True, rope_theta=1000000.0)),
 }
 
 HF_ARCHITECTURES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
                     "qwen3": "Qwen3ForCausalLM", "granite": "GraniteForCausalLM", "phi3": "Phi3ForCausalLM",
-                    "gemma2": "Gemma2ForCausalLM", "gemma3_text": "Gemma3ForCausalLM", "olmo2": "Olmo2ForCausalLM"}
+                    "gemma2": "Gemma2ForCausalLM", "gemma3_text": "Gemma3ForCausalLM", "olmo2": "Olmo2ForCausalLM",
+                    "mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM",
+                    "qwen3_moe": "Qwen3MoeForCausalLM"}
 GGUF_ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "granite": "granite",
-             "phi3": "phi3", "gemma2": "gemma2", "gemma3_text": "gemma3", "olmo2": "olmo2"}
+             "phi3": "phi3", "gemma2": "gemma2", "gemma3_text": "gemma3", "olmo2": "olmo2", "mixtral": "llama",
+             "qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe"}
 
 
 def make_model(arch, overrides, seed):
@@ -65,7 +77,7 @@ def make_model(arch, overrides, seed):
                num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256,
                rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False)
     cfg.update(overrides)
-    if arch in ("qwen2", "qwen3"):
+    if arch in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe"):
         cfg["use_sliding_window"] = False
     cfg.setdefault("head_dim", cfg["hidden_size"] // cfg["num_attention_heads"])
     d, ff, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
@@ -95,10 +107,10 @@ def make_model(arch, overrides, seed):
         W[p + "mlp.gate_proj.weight"] = mat(ff, d)
         W[p + "mlp.up_proj.weight"] = mat(ff, d)
         W[p + "mlp.down_proj.weight"] = mat(d, ff)
-        if arch == "qwen2":
+        if arch in ("qwen2", "qwen2_moe"):
             for n, m in (("q", H), ("k", KV), ("v", KV)):
                 W[p + f"self_attn.{n}_proj.bias"] = (0.1 * rng.standard_normal(m * hd)).astype(np.float32)
-        if arch in ("qwen3", "gemma3_text"):
+        if arch in ("qwen3", "gemma3_text", "qwen3_moe"):
             # Far from 1 so that leaving the norms out changes the logits clearly.
             base = 0.0 if gemma else 1.0
             W[p + "self_attn.q_norm.weight"] = (base + 0.5 * rng.standard_normal(hd)).astype(np.float32)
@@ -111,6 +123,25 @@ def make_model(arch, overrides, seed):
             W[p + "post_feedforward_layernorm.weight"] = norm(d)
             W[p + "self_attn.q_norm.weight"] = (1.0 + 0.5 * rng.standard_normal(H * hd)).astype(np.float32)
             W[p + "self_attn.k_norm.weight"] = (1.0 + 0.5 * rng.standard_normal(KV * hd)).astype(np.float32)
+        E = ref.moe_experts(cfg)
+        if E:  # experts replace the dense FFN
+            for n in ("gate_proj", "up_proj", "down_proj"):
+                del W[p + "mlp." + n + ".weight"]
+            mixtral = arch == "mixtral"
+            base = p + ("block_sparse_moe." if mixtral else "mlp.")
+            eff = cfg.get("moe_intermediate_size", ff)
+            W[base + "gate.weight"] = mat(E, d)
+            for e in range(E):
+                ex = f"{base}experts.{e}."
+                names = ("w1", "w3", "w2") if mixtral else ("gate_proj", "up_proj", "down_proj")
+                W[ex + names[0] + ".weight"] = mat(eff, d)
+                W[ex + names[1] + ".weight"] = mat(eff, d)
+                W[ex + names[2] + ".weight"] = mat(d, eff)
+            sff = cfg.get("shared_expert_intermediate_size")
+            if sff:
+                W[p + "mlp.shared_expert_gate.weight"] = mat(1, d)
+                for n, shape in (("gate_proj", (sff, d)), ("up_proj", (sff, d)), ("down_proj", (d, sff))):
+                    W[p + "mlp.shared_expert." + n + ".weight"] = mat(*shape)
     return cfg, W
 
 
@@ -171,6 +202,13 @@ def write_gguf(path, cfg, W, gtype=mf.GGML_F32):
     if cfg.get("query_pre_attn_scalar", cfg["head_dim"]) != cfg["head_dim"]:
         # llama.cpp derives the scale from the model size; infera's convert writes it.
         kvs.append((a + "attention.scale", "f32", cfg["query_pre_attn_scalar"] ** -0.5))
+    E = ref.moe_experts(cfg)
+    if E:  # llama.cpp's keys
+        kvs += [(a + "expert_count", "u32", E), (a + "expert_used_count", "u32", cfg["num_experts_per_tok"])]
+        if "moe_intermediate_size" in cfg:
+            kvs.append((a + "expert_feed_forward_length", "u32", cfg["moe_intermediate_size"]))
+        if cfg.get("shared_expert_intermediate_size"):
+            kvs.append((a + "expert_shared_feed_forward_length", "u32", cfg["shared_expert_intermediate_size"]))
     rs = cfg.get("rope_scaling")
     if rs and rs.get("rope_type") == "linear":
         kvs += [(a + "rope.scaling.type", "str", "linear"), (a + "rope.scaling.factor", "f32", rs["factor"])]
@@ -218,13 +256,28 @@ def write_gguf(path, cfg, W, gtype=mf.GGML_F32):
               (b + "attn_q.weight", q, gtype), (b + "attn_k.weight", k, gtype),
               (b + "attn_v.weight", W[p + "self_attn.v_proj.weight"], gtype),
               (b + "attn_output.weight", W[p + "self_attn.o_proj.weight"], gtype),
-              (b + "ffn_norm.weight", W[p + "post_attention_layernorm.weight"], mf.GGML_F32),
-              (b + "ffn_gate.weight", W[p + "mlp.gate_proj.weight"], gtype),
-              (b + "ffn_up.weight", W[p + "mlp.up_proj.weight"], gtype),
-              (b + "ffn_down.weight", W[p + "mlp.down_proj.weight"], gtype)]
-        if arch == "qwen2":
+              (b + "ffn_norm.weight", W[p + "post_attention_layernorm.weight"], mf.GGML_F32)]
+        if E:  # the router (f32, as llama.cpp keeps it) and each expert kind stacked [E, n_out, n_in]
+            mixtral = cfg["model_type"] == "mixtral"
+            base = p + ("block_sparse_moe." if mixtral else "mlp.")
+            names = ("w1", "w3", "w2") if mixtral else ("gate_proj", "up_proj", "down_proj")
+            T.append((b + "ffn_gate_inp.weight", W[base + "gate.weight"], mf.GGML_F32))
+            for gguf, n in zip(("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"), names):
+                T.append((b + gguf + ".weight",
+                          np.stack([W[f"{base}experts.{e}.{n}.weight"] for e in range(E)]), gtype))
+            if cfg.get("shared_expert_intermediate_size"):
+                sh = p + "mlp.shared_expert."
+                T += [(b + "ffn_gate_inp_shexp.weight", W[p + "mlp.shared_expert_gate.weight"], mf.GGML_F32),
+                      (b + "ffn_gate_shexp.weight", W[sh + "gate_proj.weight"], gtype),
+                      (b + "ffn_up_shexp.weight", W[sh + "up_proj.weight"], gtype),
+                      (b + "ffn_down_shexp.weight", W[sh + "down_proj.weight"], gtype)]
+        else:
+            T += [(b + "ffn_gate.weight", W[p + "mlp.gate_proj.weight"], gtype),
+                  (b + "ffn_up.weight", W[p + "mlp.up_proj.weight"], gtype),
+                  (b + "ffn_down.weight", W[p + "mlp.down_proj.weight"], gtype)]
+        if arch in ("qwen2", "qwen2moe"):
             T += [(b + f"attn_{n}.bias", W[p + f"self_attn.{n}_proj.bias"], mf.GGML_F32) for n in "qkv"]
-        if arch == "qwen3":
+        if arch in ("qwen3", "qwen3moe"):
             T += [(b + f"attn_{n}_norm.weight", W[p + f"self_attn.{n}_norm.weight"], mf.GGML_F32) for n in "qk"]
     mf.write_gguf(path, kvs, T)
 
@@ -399,6 +452,45 @@ class ReferenceTest(unittest.TestCase):
         cfg, W, tokens = self.check_variant(name, *VARIANTS[name], seed=15)
         got = self.check_features_matter(name, cfg, W, tokens, ("qk_norm", "post_norm"))
         self.check_convert_and_chunks(name, tokens, got)
+
+    def test_mixtral_top2_of_4(self):
+        name = "mixtral_top2_of_4"
+        cfg, W, tokens = self.check_variant(name, *VARIANTS[name], seed=16)
+        got = self.check_features_matter(name, cfg, W, tokens, ("renorm",))
+        self.check_convert_and_chunks(name, tokens, got)
+        # Every expert is chosen somewhere, so the test covers them all.
+        Wd = {k: v.astype(np.float64) for k, v in W.items()}
+        for l in range(cfg["num_hidden_layers"]):
+            dropped = dict(Wd)
+            e = f"model.layers.{l}.block_sparse_moe.experts."
+            for k in range(cfg["num_local_experts"]):
+                dropped[e + f"{k}.w2.weight"] = np.zeros_like(Wd[e + f"{k}.w2.weight"])
+                self.assertGreater(max_rel_err(got, ref.forward(cfg, dropped, tokens)), 1e-3, f"layer {l} expert {k}")
+                dropped[e + f"{k}.w2.weight"] = Wd[e + f"{k}.w2.weight"]
+
+    def test_qwen2moe_shared_expert(self):
+        name = "qwen2moe_shared_expert"
+        cfg, W, tokens = self.check_variant(name, *VARIANTS[name], seed=17)
+        got = self.check_features_matter(name, cfg, W, tokens, ("shared_expert",))
+        self.check_convert_and_chunks(name, tokens, got)
+
+    def test_qwen3moe_top3_of_8(self):
+        name = "qwen3moe_top3_of_8"
+        cfg, W, tokens = self.check_variant(name, *VARIANTS[name], seed=18)
+        got = self.check_features_matter(name, cfg, W, tokens, ("renorm", "qk_norm"))
+        self.check_convert_and_chunks(name, tokens, got)
+        # Quantized experts: q8_0 close to f32 at most positions (the router
+        # stays f32, but quantized inputs may flip a near-tie in routing).
+        q8 = os.path.join(self.tmp.name, "qwen3moe_q8.gguf")
+        subprocess.run([INFERA, "--log-level", "warn", "quantize", os.path.join(self.tmp.name, name + ".gguf"), q8,
+                        "--type", "q8_0"], check=True, capture_output=True)
+        q = infera_logits(q8, tokens)
+        per_pos = np.max(np.abs(q - got), axis=-1) / np.max(np.abs(got), axis=-1)
+        self.assertLess(float(np.median(per_pos)), 5e-2)
+        r = subprocess.run([INFERA, "info", q8], capture_output=True, text=True)
+        self.assertIn("qwen3moe", r.stdout)
+        self.assertIn("experts:           8, 3 used per token, feed-forward 32", r.stdout)
+        self.assertIn("f32: ", r.stdout)  # the routers
 
     def test_f16_and_bf16_weights(self):
         cfg, W = make_model("llama", dict(num_attention_heads=4, num_key_value_heads=2), 6)

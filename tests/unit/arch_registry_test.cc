@@ -25,12 +25,12 @@ TEST(ArchRegistryTest, EveryFamilyOnceAndFoundByEveryName) {
     for (const auto& n : a->hf_model_types) EXPECT_EQ(FindArchByHf(n), a) << n;
   }
   for (Arch arch : {Arch::kLlama, Arch::kMistral, Arch::kQwen2, Arch::kQwen3, Arch::kGranite, Arch::kPhi3,
-                    Arch::kGemma2, Arch::kGemma3, Arch::kOlmo2}) {
+                    Arch::kGemma2, Arch::kGemma3, Arch::kOlmo2, Arch::kMixtral, Arch::kQwen2Moe, Arch::kQwen3Moe}) {
     EXPECT_TRUE(archs.count(static_cast<int>(arch)));
   }
   EXPECT_EQ(FindArchByGguf("mamba"), nullptr);
   EXPECT_EQ(FindArchByHf("GPT2LMHeadModel"), nullptr);
-  EXPECT_EQ(SupportedArchNames(), "llama, mistral, qwen2, qwen3, granite, phi3, gemma2, gemma3, olmo2");
+  EXPECT_EQ(SupportedArchNames(), "llama, mistral, qwen2, qwen3, granite, phi3, gemma2, gemma3, olmo2, mixtral, qwen2moe, qwen3moe");
 }
 
 TEST(ArchRegistryTest, HfConfigsTakeTheFamilysProperties) {
@@ -54,7 +54,7 @@ TEST(ArchRegistryTest, HfConfigsTakeTheFamilysProperties) {
   EXPECT_TRUE(config(R"("model_type": "llama", "attention_bias": true)").qkv_bias);
   auto gpt2 = ConfigFromHfJson("{\"model_type\": \"gpt2\", " + base + "}", "config.json");
   ASSERT_FALSE(gpt2.ok());
-  EXPECT_NE(gpt2.status().message().find("unsupported architecture 'gpt2' (supported: llama, mistral, qwen2, qwen3, granite, phi3, gemma2, gemma3, olmo2)"),
+  EXPECT_NE(gpt2.status().message().find("unsupported architecture 'gpt2' (supported: llama, mistral, qwen2, qwen3, granite, phi3, gemma2, gemma3, olmo2, mixtral, qwen2moe, qwen3moe)"),
             std::string::npos);
 }
 

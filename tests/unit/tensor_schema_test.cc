@@ -30,6 +30,12 @@ TEST(TensorSchemaTest, NamesAreUniqueAndMapBothWays) {
   for (const ArchInfo* arch : AllArchs()) {
     ModelConfig c = SmallConfig(true, false);
     ApplyArchShape(*arch, &c);
+    if (arch->arch == Arch::kMixtral || arch->arch == Arch::kQwen2Moe || arch->arch == Arch::kQwen3Moe) {
+      c.n_expert = 4;
+      c.n_expert_used = 2;
+      c.n_ff_exp = 8;
+      c.n_ff_shexp = arch->arch == Arch::kQwen2Moe ? 12 : 0;
+    }
     std::set<std::string> gguf, hf;
     for (const TensorRole& r : DecoderTensorRoles()) {
       if (!RoleIsPresent(r, c)) continue;
@@ -54,14 +60,29 @@ TEST(TensorSchemaTest, NamesAreUniqueAndMapBothWays) {
               "model.layers.2.post_attention_layernorm.weight");
     EXPECT_EQ(HfNameForGguf("blk.2.ffn_norm.weight", olmo), "");
     EXPECT_EQ(HfNameForGguf("blk.2.attn_norm.weight", olmo), "");
+    // MoE: the router and the stacked experts; no dense FFN.
+    ModelConfig mixtral = SmallConfig(false, false), qwen = mixtral;
+    ApplyArchShape(MixtralArch(), &mixtral);
+    ApplyArchShape(Qwen2MoeArch(), &qwen);
+    mixtral.n_expert = qwen.n_expert = 8;
+    qwen.n_ff_shexp = 12;
+    EXPECT_EQ(HfNameForGguf("blk.1.ffn_gate_exps.weight", mixtral), "model.layers.1.block_sparse_moe.experts.{e}.w1.weight");
+    EXPECT_EQ(HfNameForGguf("blk.1.ffn_gate_inp.weight", qwen), "model.layers.1.mlp.gate.weight");
+    EXPECT_EQ(HfNameForGguf("blk.1.ffn_down_shexp.weight", qwen), "model.layers.1.mlp.shared_expert.down_proj.weight");
+    EXPECT_EQ(HfNameForGguf("blk.1.ffn_down_shexp.weight", mixtral), "");
+    EXPECT_EQ(HfNameForGguf("blk.1.ffn_gate.weight", mixtral), "");
   }
   for (const TensorRole& r : DecoderTensorRoles()) {
     // Exactly one destination (a fused matrix: its parts).
     const int dest = (r.model_matrix != nullptr) + (r.model_vector != nullptr) + (r.layer_matrix != nullptr) +
-                     (r.layer_vector != nullptr) + !r.parts.empty();
+                     (r.layer_vector != nullptr) + !r.parts.empty() + (r.layer_experts != nullptr);
     EXPECT_EQ(dest, 1) << r.gguf;
-    EXPECT_EQ(r.matrix, r.model_matrix != nullptr || r.layer_matrix != nullptr || !r.parts.empty()) << r.gguf;
-    EXPECT_EQ(r.per_layer, r.layer_matrix != nullptr || r.layer_vector != nullptr || !r.parts.empty()) << r.gguf;
+    EXPECT_EQ(r.matrix, r.model_matrix != nullptr || r.layer_matrix != nullptr || !r.parts.empty() ||
+                            IsExpertRole(r))
+        << r.gguf;
+    EXPECT_EQ(r.per_layer, r.layer_matrix != nullptr || r.layer_vector != nullptr || !r.parts.empty() ||
+                               IsExpertRole(r))
+        << r.gguf;
   }
   const ModelConfig c = SmallConfig(false, false);
   EXPECT_EQ(HfNameForGguf("blk.3.attn_q.weight", c), "model.layers.3.self_attn.q_proj.weight");

@@ -8,7 +8,8 @@ const std::vector<const ArchInfo*>& AllArchs() {
   // Adding a family: its file in this folder and one entry here.
   static const std::vector<const ArchInfo*> all = {&LlamaArch(),   &MistralArch(), &Qwen2Arch(),
                                                    &Qwen3Arch(),   &GraniteArch(), &Phi3Arch(),
-                                                   &Gemma2Arch(),  &Gemma3Arch(),  &Olmo2Arch()};
+                                                   &Gemma2Arch(),  &Gemma3Arch(),  &Olmo2Arch(),
+                                                   &MixtralArch(), &Qwen2MoeArch(), &Qwen3MoeArch()};
   return all;
 }
 
@@ -25,6 +26,7 @@ void ApplyArchShape(const ArchInfo& info, ModelConfig* c) {
   c->embed_scale_sqrt_dim = info.embed_scale_sqrt_dim;
   c->swa_period = info.swa_period;
   c->rope_theta_swa = info.rope_theta_swa;
+  c->expert_weights_norm = info.expert_weights_norm;
 }
 
 const ArchInfo& GetArch(Arch arch) {

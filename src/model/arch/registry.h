@@ -45,6 +45,9 @@ struct ArchInfo {
   // HF norm weights w are applied as (1 + w) (Gemma); GGUF stores 1 + w, as
   // llama.cpp's converter writes it, so HF norms get 1 added at load.
   bool hf_norm_plus_one = false;
+  // MoE routing: renormalize the chosen experts' probabilities when the file
+  // does not say (GGUF expert_weights_norm, HF norm_topk_prob).
+  bool expert_weights_norm = true;
   // HF tensor names that differ from the Llama ones, by GGUF role name
   // ("ffn_norm.weight" -> "pre_feedforward_layernorm.weight"); layer roles
   // are relative to "model.layers.N.".
@@ -63,6 +66,9 @@ const ArchInfo& Phi3Arch();
 const ArchInfo& Gemma2Arch();
 const ArchInfo& Gemma3Arch();
 const ArchInfo& Olmo2Arch();
+const ArchInfo& MixtralArch();
+const ArchInfo& Qwen2MoeArch();
+const ArchInfo& Qwen3MoeArch();
 
 // Sets the block shape `info` implies on c (arch, rope style, biases, q/k
 // norms, fused tensors, norm placement, activation, embedding scale, window
