@@ -60,9 +60,18 @@ int Info(const InfoArgs& a) {
   types["f32"] += 1 + 2 * c.n_layer;  // norms
   const int32_t n_ctx = ChooseContextSize(c, a.ctx);
   const uint64_t kv = KvStorage::BytesFor(c.n_layer, n_ctx, c.kv_dim());
-  const char* rope_scaling = c.rope_scaling.type == RopeScaling::Type::kLinear ? "linear"
-                             : !w.rope_freq_factors.empty()                    ? "llama3 (freq factors)"
-                                                                               : "none";
+  const RopeScaling& rs = c.rope_scaling;
+  std::string scaling = "none";
+  if (rs.type == RopeScaling::Type::kLinear) scaling = fmt::format("linear x{:g}", rs.factor);
+  else if (rs.type == RopeScaling::Type::kYarn) {
+    scaling = fmt::format("yarn x{:g} of {} (attention factor {:.4g})", rs.factor, rs.original_max_position, rs.mscale);
+  } else if (rs.type == RopeScaling::Type::kLongRope) {
+    scaling = fmt::format("longrope, long factors past {} (attention factor {:.4g})", rs.original_max_position,
+                          rs.mscale);
+  } else if (!w.rope_freq_factors.empty()) {
+    scaling = "llama3 (freq factors)";
+  }
+  const char* rope_scaling = scaling.c_str();
   std::printf("path:              %s\n", m.path.c_str());
   std::printf("format:            %s%s\n", ModelFormatName(m.format),
               m.gguf ? fmt::format(" v{}", m.gguf->version()).c_str() : "");

@@ -99,7 +99,7 @@ struct Engine::Impl {
   Impl(const Model& m, const Tokenizer* t, const KernelTable& k, const EngineOptions& o, int32_t n_blocks, KvType kt,
        const ModelRunnerFactory& make_runner)
       : model(m), tok(t), kernels(k), opts(o), pool(o.threads),
-        runner(make_runner ? make_runner(pool) : MakeModelRunner(m, k, pool)),
+        runner(make_runner ? make_runner(pool) : MakeModelRunner(m, k, pool, o.max_model_len)),
         kv(m.config.n_layer, n_blocks * o.kv_block_size, m.config.kv_dim(), kt, m.config.head_dim),
         blocks(n_blocks, o.kv_block_size, o.prefix_caching),
         sched(SchedulerConfig{o.max_num_seqs, o.max_batched_tokens, o.max_model_len, o.guaranteed_admission,

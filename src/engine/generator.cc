@@ -14,7 +14,7 @@ double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
 
 Generator::Generator(const Model& model, const Tokenizer* tokenizer, const KernelTable& kernels, ThreadPool& pool,
                      int32_t n_ctx, int32_t n_batch, KvType kv_type)
-    : model_(model), tok_(tokenizer), runner_(model, kernels, pool), n_ctx_(n_ctx), n_batch_(n_batch),
+    : model_(model), tok_(tokenizer), runner_(model, kernels, pool, n_ctx), n_ctx_(n_ctx), n_batch_(n_batch),
       kv_(model.config.n_layer, n_ctx, model.config.kv_dim(), kv_type, model.config.head_dim), slot_pool_(n_ctx) {}
 
 void Generator::Reset() {

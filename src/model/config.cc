@@ -12,6 +12,11 @@ namespace infera {
 
 const char* ArchName(Arch a) { return GetArch(a).name; }
 
+float LongRopeDefaultMscale(float factor, int original_ctx) {
+  if (factor <= 1.0f || original_ctx <= 1) return 1.0f;
+  return std::sqrt(1.0f + std::log(factor) / std::log(static_cast<float>(original_ctx)));
+}
+
 LayerConfig ModelConfig::Layer(int layer) const {
   LayerConfig lc;
   const bool sliding = LayerIsSliding(layer);
@@ -39,6 +44,8 @@ Status ModelConfig::Validate(const std::string& source) const {
   if (!(rope_theta > 0) || !std::isfinite(rope_theta)) return bad("rope theta must be positive");
   if (sliding_window < 0) return bad("sliding window must be >= 0");
   if (!(rope_scaling.factor > 0) || !std::isfinite(rope_scaling.factor)) return bad("rope scaling factor must be positive");
+  if (!(rope_scaling.mscale > 0) || !std::isfinite(rope_scaling.mscale)) return bad("rope attention factor must be positive");
+  if (!(rope_scaling.yarn_beta_fast > 0) || !(rope_scaling.yarn_beta_slow > 0)) return bad("yarn betas must be positive");
   for (float m : {embedding_scale, residual_scale, logit_scale}) {
     if (!(m > 0) || !std::isfinite(m)) return bad("embedding, residual and logit scales must be positive");
   }
@@ -122,15 +129,39 @@ StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& f) {
     // llama.cpp's rule for the 27B models (query_pre_attn_scalar = n_embd / n_head).
     c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
   }
+  auto& rs = c.rope_scaling;
+  if (auto n = f.GetInt(a + "rope.scaling.original_context_length"); n && *n > 0 && *n < (int64_t{1} << 30)) {
+    rs.original_max_position = static_cast<int>(*n);
+  }
+  const float attn_factor = static_cast<float>(f.GetFloat(a + "rope.scaling.attn_factor").value_or(0.0));
   if (auto t = f.GetString(a + "rope.scaling.type")) {
     if (*t == "linear") {
-      c.rope_scaling.type = RopeScaling::Type::kLinear;
-      c.rope_scaling.factor = static_cast<float>(f.GetFloat(a + "rope.scaling.factor").value_or(1.0));
+      rs.type = RopeScaling::Type::kLinear;
+      rs.factor = static_cast<float>(f.GetFloat(a + "rope.scaling.factor").value_or(1.0));
+    } else if (*t == "yarn") {
+      // llama.cpp: cos and sin times attn_factor (default 1) * (1 + 0.1 ln factor).
+      rs.type = RopeScaling::Type::kYarn;
+      rs.factor = static_cast<float>(f.GetFloat(a + "rope.scaling.factor").value_or(1.0));
+      rs.yarn_beta_fast = static_cast<float>(f.GetFloat(a + "rope.scaling.yarn_beta_fast").value_or(32.0));
+      rs.yarn_beta_slow = static_cast<float>(f.GetFloat(a + "rope.scaling.yarn_beta_slow").value_or(1.0));
+      rs.mscale = (attn_factor > 0 ? attn_factor : 1.0f) * YarnDefaultMscale(rs.factor);
+      if (!f.Find(a + "rope.scaling.original_context_length")) {
+        return DataLoss(f.name() + ": yarn rope scaling needs rope.scaling.original_context_length");
+      }
     } else if (*t != "none") {
       return Unimplemented(f.name() + ": unsupported rope scaling type '" + *t + "'");
     }
   }
-  // llama3-style scaling arrives as the rope_freqs.weight tensor (read by the loader).
+  // llama3-style scaling arrives as the rope_freqs.weight tensor (read by the
+  // loader), LongRoPE's as rope_factors_long / _short.
+  if (f.FindTensor("rope_factors_long.weight") != nullptr) {
+    rs.type = RopeScaling::Type::kLongRope;
+    if (!f.Find(a + "rope.scaling.original_context_length")) {
+      return DataLoss(f.name() + ": LongRoPE factors need rope.scaling.original_context_length");
+    }
+    rs.factor = static_cast<float>(c.n_ctx_train) / rs.original_max_position;
+    rs.mscale = attn_factor > 0 ? attn_factor : LongRopeDefaultMscale(rs.factor, rs.original_max_position);
+  }
   c.tied_embeddings = f.FindTensor(GlobalTensorName(&ModelWeights::output)) == nullptr;
   const GgufValue* tokens = f.Find("tokenizer.ggml.tokens");
   if (auto v = f.GetInt(a + "vocab_size")) c.n_vocab = static_cast<int>(*v);
@@ -262,6 +293,43 @@ StatusOr<ModelConfig> ConfigFromHfJsonUnchecked(const std::string& text, const s
     } else if (t == "linear") {
       c.rope_scaling.type = RopeScaling::Type::kLinear;
       c.rope_scaling.factor = num("factor", 1.0f);
+    } else if (t == "yarn" || t == "longrope" || t == "su") {
+      auto& s = c.rope_scaling;
+      if (rs.contains("mscale") || rs.contains("mscale_all_dim")) {
+        return Unimplemented(source + ": DeepSeek-style yarn mscale is not supported");
+      }
+      // original_max_position_embeddings: in rope_scaling or (Phi-3) the config.
+      int orig = 0;
+      RETURN_IF_ERROR(get_int("original_max_position_embeddings", &orig, false));
+      s.original_max_position = static_cast<int>(num("original_max_position_embeddings", static_cast<float>(orig)));
+      if (s.original_max_position <= 0) {
+        return DataLoss(source + ": " + t + " rope scaling needs original_max_position_embeddings");
+      }
+      const float attention_factor = num("attention_factor", 0.0f);
+      if (t == "yarn") {
+        s.type = RopeScaling::Type::kYarn;
+        s.factor = num("factor", 1.0f);
+        s.yarn_beta_fast = num("beta_fast", 32.0f);
+        s.yarn_beta_slow = num("beta_slow", 1.0f);
+        s.mscale = attention_factor > 0 ? attention_factor : YarnDefaultMscale(s.factor);
+      } else {
+        s.type = RopeScaling::Type::kLongRope;
+        s.factor = static_cast<float>(c.n_ctx_train) / s.original_max_position;
+        s.mscale = attention_factor > 0 ? attention_factor : LongRopeDefaultMscale(s.factor, s.original_max_position);
+        auto factors = [&](const char* key, std::vector<float>* out) -> Status {
+          auto a = rs.find(key);
+          if (a == rs.end() || !a->is_array() || static_cast<int>(a->size()) != c.rope_dim / 2) {
+            return DataLoss(fmt::format("{}: longrope needs '{}' with {} numbers", source, key, c.rope_dim / 2));
+          }
+          for (const auto& v : *a) {
+            if (!v.is_number() || !(v.get<float>() > 0)) return DataLoss(source + ": longrope factors must be positive");
+            out->push_back(v.get<float>());
+          }
+          return Status::Ok();
+        };
+        RETURN_IF_ERROR(factors("short_factor", &s.short_factors));
+        RETURN_IF_ERROR(factors("long_factor", &s.long_factors));
+      }
     } else if (!t.empty() && t != "default") {
       return Unimplemented(source + ": unsupported rope_scaling type '" + t + "'");
     }

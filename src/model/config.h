@@ -33,11 +33,21 @@ struct LayerConfig {
 };
 
 struct RopeScaling {
-  enum class Type { kNone, kLinear, kLlama3 } type = Type::kNone;
+  // kLlama3: frequency divisors from the factors below (rope_freqs.weight).
+  // kYarn: YaRN over original_max_position. kLongRope: Phi-3's short / long
+  // frequency divisors (rope_factors_short / _long), the long ones when the
+  // context in use exceeds original_max_position.
+  enum class Type { kNone, kLinear, kLlama3, kYarn, kLongRope } type = Type::kNone;
   float factor = 1.0f;
   float low_freq_factor = 1.0f;
   float high_freq_factor = 4.0f;
   int original_max_position = 8192;
+  float yarn_beta_fast = 32.0f;
+  float yarn_beta_slow = 1.0f;
+  float mscale = 1.0f;  // YaRN / LongRoPE attention factor on cos and sin
+  // LongRoPE divisors from an HF config.json ([rope_dim / 2] each; GGUF files
+  // carry them as tensors).
+  std::vector<float> short_factors, long_factors;
 };
 
 struct ModelConfig {
@@ -113,6 +123,9 @@ StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& f);
 // `json_text` is the content of config.json; `source` names it in errors.
 StatusOr<ModelConfig> ConfigFromHfJson(const std::string& json_text, const std::string& source);
 ModelConfig ConfigFromLlama2c(const Llama2cHeader& h);
+
+// LongRoPE's attention factor sqrt(1 + ln(factor) / ln(original_ctx)).
+float LongRopeDefaultMscale(float factor, int original_ctx);
 
 // Per-frequency divisors for llama3 rope scaling (head_dim / 2 values), the
 // same values llama.cpp's converter stores as rope_freqs.weight.

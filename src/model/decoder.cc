@@ -11,13 +11,20 @@
 
 namespace infera {
 
-std::unique_ptr<ModelRunner> MakeModelRunner(const Model& model, const KernelTable& kernels, ThreadPool& pool) {
-  return std::make_unique<DecoderRunner>(model, kernels, pool);
+std::unique_ptr<ModelRunner> MakeModelRunner(const Model& model, const KernelTable& kernels, ThreadPool& pool,
+                                             int n_ctx) {
+  return std::make_unique<DecoderRunner>(model, kernels, pool, n_ctx);
 }
 
-DecoderRunner::DecoderRunner(const Model& model, const KernelTable& kernels, ThreadPool& pool)
+DecoderRunner::DecoderRunner(const Model& model, const KernelTable& kernels, ThreadPool& pool, int n_ctx)
     : model_(model), c_(model.config), kernels_(kernels), pool_(pool) {
-  const auto& freq_factors = model.weights->rope_freq_factors;
+  const ModelWeights& w = *model.weights;
+  const RopeScaling& rs = c_.rope_scaling;
+  if (n_ctx <= 0) n_ctx = c_.n_ctx_train;
+  // Frequency divisors: llama3's, or LongRoPE's set for this context.
+  const std::vector<float>& freq_factors = rs.type != RopeScaling::Type::kLongRope ? w.rope_freq_factors
+                                           : n_ctx > rs.original_max_position   ? w.rope_factors_long
+                                                                                : w.rope_factors_short;
   const float scale =
       c_.attention_scale > 0 ? c_.attention_scale : 1.0f / std::sqrt(static_cast<float>(c_.head_dim));
   for (int l = 0; l < c_.n_layer; ++l) {
@@ -25,8 +32,22 @@ DecoderRunner::DecoderRunner(const Model& model, const KernelTable& kernels, Thr
     // llama3 / file frequency divisors belong to the global RoPE, not to
     // gemma3's local one.
     const bool local_rope = c_.LayerIsSliding(l) && c_.rope_theta_swa > 0;
-    rope_.emplace_back(c_.rope_dim, lc.rope_theta, lc.rope_linear_factor,
-                       local_rope ? std::vector<float>{} : freq_factors, c_.rope_style);
+    RopeParams rp;
+    rp.rope_dim = c_.rope_dim;
+    rp.theta = lc.rope_theta;
+    rp.style = c_.rope_style;
+    rp.linear_factor = lc.rope_linear_factor;
+    if (!local_rope) {
+      rp.freq_factors = freq_factors;
+      if (rs.type == RopeScaling::Type::kYarn) {
+        rp.yarn_factor = rs.factor;
+        rp.yarn_original_ctx = rs.original_max_position;
+        rp.yarn_beta_fast = rs.yarn_beta_fast;
+        rp.yarn_beta_slow = rs.yarn_beta_slow;
+      }
+      if (rs.type == RopeScaling::Type::kYarn || rs.type == RopeScaling::Type::kLongRope) rp.mscale = rs.mscale;
+    }
+    rope_.emplace_back(rp);
     AttentionShape s;
     s.n_head = c_.n_head;
     s.n_head_kv = c_.n_head_kv;

@@ -29,8 +29,9 @@ namespace infera {
 
 class DecoderRunner : public ModelRunner {
  public:
-  // `model`, `kernels` and `pool` must outlive the runner.
-  DecoderRunner(const Model& model, const KernelTable& kernels, ThreadPool& pool);
+  // `model`, `kernels` and `pool` must outlive the runner; n_ctx: the
+  // longest sequence it will run (0: the trained context).
+  DecoderRunner(const Model& model, const KernelTable& kernels, ThreadPool& pool, int n_ctx = 0);
 
   Status Forward(const ForwardBatch& batch, KvStorage& kv, std::vector<float>* logits) override;
 

@@ -25,7 +25,9 @@ class ModelRunner {
 };
 
 // The decoder runner for `model` (which, with `kernels` and `pool`, must
-// outlive it).
-std::unique_ptr<ModelRunner> MakeModelRunner(const Model& model, const KernelTable& kernels, ThreadPool& pool);
+// outlive it), for sequences of up to n_ctx tokens (0: the trained context;
+// LongRoPE picks its short or long factors by it).
+std::unique_ptr<ModelRunner> MakeModelRunner(const Model& model, const KernelTable& kernels, ThreadPool& pool,
+                                             int n_ctx = 0);
 
 }  // namespace infera

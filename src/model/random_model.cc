@@ -1,6 +1,7 @@
 #include "model/random_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -102,9 +103,21 @@ void WriteModelMetadata(const ModelConfig& c, DType file_type, GgufWriter* w) {
     w->SetU32(a + ".attention.value_length", c.head_dim);
   }
   if (c.sliding_window > 0) w->SetU32(a + ".attention.sliding_window", c.sliding_window);
-  if (c.rope_scaling.type == RopeScaling::Type::kLinear) {
+  const RopeScaling& rs = c.rope_scaling;
+  if (rs.type == RopeScaling::Type::kLinear) {
     w->SetString(a + ".rope.scaling.type", "linear");
-    w->SetF32(a + ".rope.scaling.factor", c.rope_scaling.factor);
+    w->SetF32(a + ".rope.scaling.factor", rs.factor);
+  } else if (rs.type == RopeScaling::Type::kYarn) {  // llama.cpp's keys
+    w->SetString(a + ".rope.scaling.type", "yarn");
+    w->SetF32(a + ".rope.scaling.factor", rs.factor);
+    w->SetU32(a + ".rope.scaling.original_context_length", rs.original_max_position);
+    if (rs.yarn_beta_fast != 32.0f) w->SetF32(a + ".rope.scaling.yarn_beta_fast", rs.yarn_beta_fast);
+    if (rs.yarn_beta_slow != 1.0f) w->SetF32(a + ".rope.scaling.yarn_beta_slow", rs.yarn_beta_slow);
+    const float attn_factor = rs.mscale / YarnDefaultMscale(rs.factor);
+    if (std::fabs(attn_factor - 1.0f) > 1e-6f) w->SetF32(a + ".rope.scaling.attn_factor", attn_factor);
+  } else if (rs.type == RopeScaling::Type::kLongRope) {  // (the factors are tensors)
+    w->SetU32(a + ".rope.scaling.original_context_length", rs.original_max_position);
+    w->SetF32(a + ".rope.scaling.attn_factor", rs.mscale);
   }
   if (c.embedding_scale != 1.0f) w->SetF32(a + ".embedding_scale", c.embedding_scale);
   if (c.residual_scale != 1.0f) w->SetF32(a + ".residual_scale", c.residual_scale);

@@ -56,6 +56,11 @@ std::vector<TensorRole> MakeRoles() {
       // (computed from the config when absent).
       GlobalVector("rope_freqs.weight", "", Dim::kRopeHalf, Presence::kOptional, Init::kOnes,
                    &MW::rope_freq_factors),
+      // LongRoPE (phi3 128k): frequency divisors for short and long contexts.
+      GlobalVector("rope_factors_long.weight", "", Dim::kRopeHalf, Presence::kOptional, Init::kOnes,
+                   &MW::rope_factors_long),
+      GlobalVector("rope_factors_short.weight", "", Dim::kRopeHalf, Presence::kOptional, Init::kOnes,
+                   &MW::rope_factors_short),
       LayerNorm("attn_norm.weight", "input_layernorm.weight", Dim::kEmbd, Presence::kPreNorm, &LW::attn_norm),
       LayerMatrix("attn_q.weight", "self_attn.q_proj.weight", Dim::kEmbd, Dim::kQ, Permute::kQHeads, &LW::wq,
                   Presence::kSplitQkv),
@@ -122,8 +127,7 @@ const std::vector<TensorRole>& DecoderTensorRoles() {
 }
 
 const std::vector<const char*>& UnsupportedTensorNames() {
-  // phi3 128k variants: LongRoPE frequency factors.
-  static const std::vector<const char*> names = {"rope_factors_long.weight", "rope_factors_short.weight"};
+  static const std::vector<const char*> names = {};  // (LongRoPE's factors are supported now)
   return names;
 }
 

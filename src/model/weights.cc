@@ -166,6 +166,13 @@ class Builder {
     if (w_->rope_freq_factors.empty() && c_.rope_scaling.type == RopeScaling::Type::kLlama3) {
       w_->rope_freq_factors = Llama3RopeFreqFactors(c_);
     }
+    if (c_.rope_scaling.type == RopeScaling::Type::kLongRope) {
+      if (w_->rope_factors_long.empty()) w_->rope_factors_long = c_.rope_scaling.long_factors;
+      if (w_->rope_factors_short.empty()) w_->rope_factors_short = c_.rope_scaling.short_factors;
+      if (w_->rope_factors_long.empty() || w_->rope_factors_short.empty()) {
+        return DataLoss(source_ + ": LongRoPE needs both rope_factors_long and rope_factors_short");
+      }
+    }
     PackQuantized();
     return Status::Ok();
   }

@@ -40,6 +40,7 @@ struct ModelWeights {
   WeightMatrix output;    // [n_vocab, n_embd]; == tok_embd when tied
   std::vector<LayerWeights> layers;
   std::vector<float> rope_freq_factors;  // empty, or rope_dim/2 divisors
+  std::vector<float> rope_factors_long, rope_factors_short;  // LongRoPE: empty, or rope_dim/2 divisors each
   std::deque<std::vector<uint8_t>> owned;  // buffers for converted tensors
   // Packed copies of the quantized matrices (WeightMatrix::packed points here).
   std::vector<std::unique_ptr<PackedMatrix>> packed;

@@ -150,7 +150,7 @@ bool ParseMessages(const json& body, const ParseContext& ctx, CompletionSpec* ou
   (void)body;
   // vLLM's chat_template_kwargs: enable_thinking (Qwen3) is understood; any
   // other argument would be silently ignored, so it is refused.
-  ChatOptions chat_opts;
+  ChatTemplateOptions chat_opts;
   if (const json* kw = r->Find("chat_template_kwargs")) {
     if (!kw->is_object()) return r->Fail("chat_template_kwargs", "'chat_template_kwargs' must be an object");
     for (auto it = kw->begin(); it != kw->end(); ++it) {

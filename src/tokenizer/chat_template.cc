@@ -85,7 +85,7 @@ ChatFormat DetectChatFormat(const std::string& t, bool* known) {
   return ChatFormat::kPlain;
 }
 
-std::string RenderChat(ChatFormat f, const std::vector<ChatMessage>& messages, bool gen, const ChatOptions& opts) {
+std::string RenderChat(ChatFormat f, const std::vector<ChatMessage>& messages, bool gen, const ChatTemplateOptions& opts) {
   std::string s;
   switch (f) {
     case ChatFormat::kQwen3: {
@@ -181,7 +181,7 @@ std::string RenderChat(ChatFormat f, const std::vector<ChatMessage>& messages, b
 }
 
 std::vector<int32_t> EncodeChat(const Tokenizer& tok, ChatFormat f, const std::vector<ChatMessage>& messages, bool gen,
-                                ChatOptions opts) {
+                                ChatTemplateOptions opts) {
   if (f != ChatFormat::kMistral) {
     const bool bos_in_text = f == ChatFormat::kLlama3 || f == ChatFormat::kLlama2 || f == ChatFormat::kGemma;
     // Tulu's template starts with bos_token whatever add_bos says.

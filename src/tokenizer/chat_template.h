@@ -17,7 +17,7 @@ namespace infera {
 enum class ChatFormat { kPlain, kChatml, kLlama2, kLlama3, kMistral, kPhi3, kZephyr, kGemma, kQwen3, kTulu };
 
 // Template arguments (the server's chat_template_kwargs).
-struct ChatOptions {
+struct ChatTemplateOptions {
   // Qwen3: false appends an empty "<think>\n\n</think>\n\n" to the
   // generation prompt, so the model answers without reasoning.
   bool enable_thinking = true;
@@ -40,12 +40,12 @@ ChatFormat DetectChatFormat(const std::string& jinja, bool* known);
 // Qwen3: the <think>...</think> part of assistant turns before the last user
 // turn is dropped, as its template does.
 std::string RenderChat(ChatFormat f, const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                       const ChatOptions& opts = {});
+                       const ChatTemplateOptions& opts = {});
 
 // Token ids of the conversation. Mistral is tokenized turn by turn (as
 // mistral-common does); the others render text and tokenize it with special
 // tokens recognized.
 std::vector<int32_t> EncodeChat(const Tokenizer& tok, ChatFormat f, const std::vector<ChatMessage>& messages,
-                                bool add_generation_prompt, ChatOptions opts = {});
+                                bool add_generation_prompt, ChatTemplateOptions opts = {});
 
 }  // namespace infera

@@ -29,13 +29,49 @@ def inv_frequencies(cfg):
         inv = np.array(out)
     elif rs and rs.get("rope_type") == "linear":
         inv = inv / rs["factor"]
+    elif rs and rs.get("rope_type") == "yarn":
+        # YaRN: interpolate (/ factor) the dims that turn fewer than beta_slow
+        # times over the original context, keep those turning more than
+        # beta_fast times, ramp linearly in between.
+        factor, orig = rs["factor"], rs["original_max_position_embeddings"]
+        fast, slow = rs.get("beta_fast", 32.0), rs.get("beta_slow", 1.0)
+
+        def dim_of(rot):
+            return hd * math.log(orig / (rot * 2 * math.pi)) / (2 * math.log(theta))
+        low = max(math.floor(dim_of(fast)), 0)
+        high = min(math.ceil(dim_of(slow)), hd - 1)
+        if high == low:
+            high += 0.001
+        ramp = np.clip((np.arange(hd // 2) - low) / (high - low), 0, 1)
+        keep = 1 - ramp
+        inv = inv / factor * (1 - keep) + inv * keep
+    elif rs and rs.get("rope_type") in ("longrope", "su"):
+        # Phi-3 LongRoPE: per-frequency divisors, the long ones when the
+        # context in use exceeds the original one.
+        orig = rs.get("original_max_position_embeddings") or cfg["original_max_position_embeddings"]
+        long = cfg.get("context_in_use", cfg["max_position_embeddings"]) > orig
+        inv = inv / np.array(rs["long_factor" if long else "short_factor"], dtype=np.float64)
     return inv
 
 
-def rope_halves(x, pos, inv):
-    """x [T, H, hd]; rotate (x[i], x[i + hd/2]) by pos * inv[i]."""
+def rope_mscale(cfg):
+    """The factor YaRN and LongRoPE put on cos and sin."""
+    rs = cfg.get("rope_scaling") or {}
+    if rs.get("attention_factor"):
+        return rs["attention_factor"]
+    if rs.get("rope_type") == "yarn":
+        return 0.1 * math.log(rs["factor"]) + 1.0
+    if rs.get("rope_type") in ("longrope", "su"):
+        orig = rs.get("original_max_position_embeddings") or cfg["original_max_position_embeddings"]
+        factor = cfg["max_position_embeddings"] / orig
+        return math.sqrt(1 + math.log(factor) / math.log(orig)) if factor > 1 else 1.0
+    return 1.0
+
+
+def rope_halves(x, pos, inv, mscale=1.0):
+    """x [T, H, hd]; rotate (x[i], x[i + hd/2]) by pos * inv[i]; cos and sin times mscale."""
     ang = pos[:, None] * inv[None, :]
-    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+    cos, sin = mscale * np.cos(ang)[:, None, :], mscale * np.sin(ang)[:, None, :]
     half = x.shape[-1] // 2
     x1, x2 = x[..., :half], x[..., half:]
     return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
@@ -126,8 +162,9 @@ def forward(cfg, W, tokens, qk_norm=True, without=()):
         if mt != "olmo2" and "qk_norm" not in off and p + "self_attn.q_norm.weight" in W:  # per head
             q = norm(q, p + "self_attn.q_norm.weight")
             k = norm(k, p + "self_attn.k_norm.weight")
-        q = rope_halves(q, pos, inv)
-        k = rope_halves(k, pos, inv)
+        ms = rope_mscale(cfg) if inv is inv_global else 1.0
+        q = rope_halves(q, pos, inv, ms)
+        k = rope_halves(k, pos, inv, ms)
         v = v.reshape(T, KV, hd)
         rep = H // KV
         k = np.repeat(k, rep, axis=1)

@@ -49,6 +49,10 @@ VARIANTS = {
                                                 hidden_activation="gelu_pytorch_tanh")),
     "olmo2_post_norms": ("olmo2", dict(num_attention_heads=4, num_key_value_heads=2, rope_theta=500000.0,
                                        rms_norm_eps=1e-6)),
+    # YaRN over an original context of 16 (Qwen's long-context configs).
+    "qwen2_yarn": ("qwen2", dict(num_attention_heads=4, num_key_value_heads=2, rope_theta=10000.0,
+                                 rope_scaling=dict(rope_type="yarn", factor=4.0,
+                                                   original_max_position_embeddings=16))),
     # Sparse MoE: experts that differ, top-k of more experts than chosen.
     "mixtral_top2_of_4": ("mixtral", dict(num_attention_heads=4, num_key_value_heads=2, num_local_experts=4,
                                           num_experts_per_tok=2)),
@@ -199,6 +203,13 @@ def write_gguf(path, cfg, W, gtype=mf.GGML_F32):
     for key in ("attn_logit_softcapping", "final_logit_softcapping"):
         if cfg.get(key):  # gemma2
             kvs.append((a + key, "f32", cfg[key]))
+    rs = cfg.get("rope_scaling") or {}
+    if rs.get("rope_type") == "yarn":
+        kvs += [(a + "rope.scaling.type", "str", "yarn"), (a + "rope.scaling.factor", "f32", rs["factor"]),
+                (a + "rope.scaling.original_context_length", "u32", rs["original_max_position_embeddings"])]
+    if rs.get("rope_type") == "longrope":  # llama.cpp's phi3: the factors as tensors, plus these keys
+        kvs += [(a + "rope.scaling.original_context_length", "u32", cfg["original_max_position_embeddings"]),
+                (a + "rope.scaling.attn_factor", "f32", ref.rope_mscale(cfg))]
     if cfg.get("query_pre_attn_scalar", cfg["head_dim"]) != cfg["head_dim"]:
         # llama.cpp derives the scale from the model size; infera's convert writes it.
         kvs.append((a + "attention.scale", "f32", cfg["query_pre_attn_scalar"] ** -0.5))
@@ -217,6 +228,10 @@ def write_gguf(path, cfg, W, gtype=mf.GGML_F32):
          ("output_norm.weight", nrm("model.norm.weight"), mf.GGML_F32)]
     if "lm_head.weight" in W:
         T.append(("output.weight", W["lm_head.weight"], gtype))
+    if (cfg.get("rope_scaling") or {}).get("rope_type") == "longrope":
+        rs = cfg["rope_scaling"]
+        T += [("rope_factors_long.weight", np.array(rs["long_factor"], dtype=np.float32), mf.GGML_F32),
+              ("rope_factors_short.weight", np.array(rs["short_factor"], dtype=np.float32), mf.GGML_F32)]
     rs = cfg.get("rope_scaling")
     if rs and rs.get("rope_type") == "llama3":
         base = 1.0 / cfg["rope_theta"] ** (np.arange(0, cfg["head_dim"], 2) / cfg["head_dim"])
@@ -384,13 +399,31 @@ class ReferenceTest(unittest.TestCase):
         subprocess.run([INFERA, "--log-level", "warn", "quantize", gg, q8, "--type", "q8_0"], check=True,
                        capture_output=True)
         self.assertLess(max_rel_err(infera_logits(q8, tokens), got), 5e-2)
-        # LongRoPE (the 128k variants) is refused, not run without it.
-        long_cfg = dict(cfg, rope_scaling=dict(type="longrope", short_factor=[1.0] * 8, long_factor=[2.0] * 8))
+        # LongRoPE (the 128k variants): the long factors past the original
+        # context of 16 (every run here), and the attention factor.
+        rng = np.random.default_rng(3)
+        half = cfg["head_dim"] // 2
+        long_cfg = dict(cfg, original_max_position_embeddings=16,
+                        rope_scaling=dict(rope_type="longrope",
+                                          short_factor=[float(x) for x in 1 + rng.random(half)],
+                                          long_factor=[float(x) for x in 1 + 8 * rng.random(half)]))
         hf = os.path.join(self.tmp.name, "phi3_longrope_hf")
         write_hf(hf, long_cfg, W)
+        gl = os.path.join(self.tmp.name, "phi3_longrope.gguf")
+        write_gguf(gl, long_cfg, W)
+        Wd = {k: v.astype(np.float64) for k, v in W.items()}
+        want = ref.forward(long_cfg, Wd, tokens)
+        for path in (hf, gl):
+            self.assertLess(max_rel_err(infera_logits(path, tokens), want), 1e-4, path)
+        short = ref.forward(dict(long_cfg, context_in_use=16), Wd, tokens)
+        self.assertGreater(max_rel_err(infera_logits(gl, tokens), short), 1e-2)
         r = subprocess.run([INFERA, "info", hf], capture_output=True, text=True)
-        self.assertEqual(r.returncode, 2)
-        self.assertIn("longrope", r.stderr)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("longrope", r.stdout)
+        # convert keeps the factors (as llama.cpp's tensors) and the keys.
+        conv_long = os.path.join(self.tmp.name, "phi3_longrope_conv.gguf")
+        subprocess.run([INFERA, "--log-level", "warn", "convert", hf, conv_long], check=True, capture_output=True)
+        self.assertLess(max_rel_err(infera_logits(conv_long, tokens), want), 1e-4)
 
     def test_granite_multipliers(self):
         cfg, W, tokens = self.check_variant("granite_multipliers", *VARIANTS["granite_multipliers"], seed=11)
@@ -451,6 +484,14 @@ class ReferenceTest(unittest.TestCase):
         name = "olmo2_post_norms"
         cfg, W, tokens = self.check_variant(name, *VARIANTS[name], seed=15)
         got = self.check_features_matter(name, cfg, W, tokens, ("qk_norm", "post_norm"))
+        self.check_convert_and_chunks(name, tokens, got)
+
+    def test_qwen2_yarn(self):
+        name = "qwen2_yarn"
+        cfg, W, tokens = self.check_variant(name, *VARIANTS[name], seed=19)
+        got = infera_logits(os.path.join(self.tmp.name, name + ".gguf"), tokens)
+        without = ref.forward(dict(cfg, rope_scaling=None), {k: v.astype(np.float64) for k, v in W.items()}, tokens)
+        self.assertGreater(max_rel_err(got, without), 1e-2)
         self.check_convert_and_chunks(name, tokens, got)
 
     def test_mixtral_top2_of_4(self):

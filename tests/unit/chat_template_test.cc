@@ -50,7 +50,7 @@ TEST(ChatTemplate, Qwen3ThinkingTags) {
   EXPECT_EQ(RenderChat(ChatFormat::kQwen3, conv, true),
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello.<|im_end|>\n"
             "<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n");
-  ChatOptions no_think;
+  ChatTemplateOptions no_think;
   no_think.enable_thinking = false;
   EXPECT_EQ(RenderChat(ChatFormat::kQwen3, {{"user", "2+2?"}}, true, no_think),
             "<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");

@@ -107,13 +107,14 @@ TEST(TensorSchemaTest, PresenceFollowsTheConfig) {
   };
   const auto plain = count(SmallConfig(false, false));
   const auto biased_tied = count(SmallConfig(true, true));
-  // Globals: token_embd, output_norm, output, rope_freqs (optional); 9 per layer.
-  EXPECT_EQ(plain.size(), 4u + 3u * 9u);
+  // Globals: token_embd, output_norm, output and the optional rope_freqs,
+  // rope_factors_long / _short; 9 per layer.
+  EXPECT_EQ(plain.size(), 6u + 3u * 9u);
   EXPECT_TRUE(plain.count("output.weight"));
   EXPECT_FALSE(plain.count("blk.0.attn_q.bias"));
   EXPECT_FALSE(biased_tied.count("output.weight"));
   EXPECT_TRUE(biased_tied.count("blk.2.attn_v.bias"));
-  EXPECT_EQ(biased_tied.size(), 3u + 3u * 12u);
+  EXPECT_EQ(biased_tied.size(), 5u + 3u * 12u);
 }
 
 TEST(TensorSchemaTest, ShapesAndDestinations) {
