@@ -300,7 +300,7 @@ CommandFn RegisterGenerate(CLI::App& app, const RuntimeOptions& rt) {
   app.add_option("-t,--threads", a->threads, "threads (0: the cores this process may use; more is capped)");
   app.add_option("--tokenizer", a->tokenizer, "tokenizer file (llama2.c checkpoints)");
   app.add_option("--chat-template", a->chat_template,
-                 "chat format for 'messages': chatml, llama2, llama3, mistral, phi3, zephyr, gemma, plain (default: "
+                 "chat format for 'messages': chatml, qwen3, llama2, llama3, mistral, phi3, zephyr, tulu, gemma, plain (default: "
                  "from the model)");
   app.add_option("--max-n", a->max_n, "largest n (choices per line) accepted");
   AddEngineFlags(app, &a->engine);

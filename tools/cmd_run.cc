@@ -9,6 +9,7 @@
 #include "base/file_util.h"
 #include "base/logging.h"
 #include "engine/generator.h"
+#include "infera/engine.h"
 #include "sampling/sampler.h"
 #include "tools/chat_repl.h"
 #include "tools/commands.h"
@@ -31,6 +32,9 @@ struct RunArgs {
   std::vector<std::string> stop;
   SamplingParams sampling;
   int64_t seed = -1;
+  std::string kv_cache_type = "f32";
+  bool context_shift = false;
+  int32_t context_keep = 4;
 };
 
 int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
@@ -39,6 +43,9 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
   if (a.batch <= 0) return ReportError("--batch-size must be > 0");
   if (a.threads < 0) return ReportError("--threads must be >= 0");
   if (a.seed < -1) return ReportError("--seed must be >= 0");
+  KvType kv_type;
+  if (!ParseKvType(a.kv_cache_type, &kv_type)) return ReportError("--kv-cache-type must be f32 or q8");
+  if (a.context_keep < 0) return ReportError("--context-keep must be >= 0");
   SamplingParams sp = a.sampling;
   if (a.seed >= 0) {
     sp.seed = static_cast<uint64_t>(a.seed);
@@ -70,24 +77,29 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
   }
   const int32_t n_ctx = ChooseContextSize(model.config, a.ctx);
 
-  ThreadPool pool(ResolveThreads(a.threads));
-  LOG_INFO("threads: {}", pool.size());
-  Generator gen(model, &tok, *kernels, pool, n_ctx, a.batch);
-  GenerateOptions go;
-  go.sampling = sp;
-  go.max_tokens = a.n_predict;
-  go.ignore_eos = a.ignore_eos;
-  go.stop = a.stop;
-  go.extra_eog = model.extra_eog_ids;
+  const int threads = ResolveThreads(a.threads);
+  LOG_INFO("threads: {}", threads);
   // Always shown (stderr): the context actually in force; a too-small
   // default would otherwise be invisible.
   auto print_context = [&] {
     std::fprintf(stderr, "context: %d tokens (model trained on %d%s), KV cache %.1f MiB\n", n_ctx, model.config.n_ctx_train,
                  a.ctx > 0 ? ", set by -c" : n_ctx < model.config.n_ctx_train ? ", capped to fit in memory" : "",
-                 KvStorage::BytesFor(model.config.n_layer, n_ctx, model.config.kv_dim()) / 1048576.0);
+                 KvStorage::BytesFor(model.config.n_layer, n_ctx, model.config.kv_dim(), kv_type,
+                                     model.config.head_dim) / 1048576.0);
   };
+  if (chat && a.context_shift) return ReportError("--context-shift applies to -p/-f generation, not to the chat");
   if (chat) {
+    // (The REPL still drives the single-sequence Generator, whose KV it
+    // trims and extends turn by turn.)
     print_context();
+    ThreadPool pool(threads);
+    Generator gen(model, &tok, *kernels, pool, n_ctx, a.batch, kv_type);
+    GenerateOptions go;
+    go.sampling = sp;
+    go.max_tokens = a.n_predict;
+    go.ignore_eos = a.ignore_eos;
+    go.stop = a.stop;
+    go.extra_eog = model.extra_eog_ids;
     ChatOptions co;
     co.gen = go;
     co.chat_template = a.chat_template;
@@ -97,33 +109,77 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
 
   std::vector<int32_t> ids = tok.Encode(prompt, /*add_special=*/true, /*parse_special=*/!a.no_special);
   if (ids.empty()) return ReportError("the prompt encodes to no tokens and the model adds no BOS");
-  if (static_cast<int32_t>(ids.size()) > n_ctx) {
-    return ReportError(fmt::format("the prompt has {} tokens but the context holds {}; raise -c or shorten the prompt",
-                                   ids.size(), n_ctx));
+  if (static_cast<int32_t>(ids.size()) >= n_ctx) {
+    return ReportError(fmt::format("the prompt has {} tokens but the context holds {}, which leaves no room to "
+                                   "generate; raise -c or shorten the prompt", ids.size(), n_ctx));
   }
   print_context();
-  if (!a.no_display_prompt && !prompt.empty()) {
+  const bool echo = !a.no_display_prompt && !prompt.empty();
+  if (echo) {
     std::fwrite(prompt.data(), 1, prompt.size(), stdout);
     std::fflush(stdout);
   }
+  // The generation is a single-sequence client of the serving engine, so it
+  // runs the same scheduling, paged KV cache, sampling and stop handling as
+  // `serve` and `generate`.
+  EngineOptions eo;
+  eo.threads = threads;
+  eo.max_model_len = n_ctx;
+  eo.max_num_seqs = 1;
+  eo.max_batched_tokens = a.batch;
+  eo.prefix_caching = false;
+  eo.kv_cache_type = a.kv_cache_type;
+  eo.context_shift = a.context_shift;
+  eo.context_keep = a.context_keep;
+  const uint64_t kv_bytes = KvStorage::BytesFor(model.config.n_layer, n_ctx + eo.kv_block_size, model.config.kv_dim(),
+                                                kv_type, model.config.head_dim);
+  eo.kv_cache_mb = static_cast<int64_t>((kv_bytes + (1 << 20) - 1) >> 20);
+  auto engine = Engine::Create(model, &tok, *kernels, eo);
+  if (!engine.ok()) return ReportError(engine.status());
+  if (a.n_predict == 0) {  // nothing to generate
+    std::fputc('\n', stdout);
+    std::fprintf(stderr, "\nfinish: length | prompt: %zu tokens, not run | generation: 0 tokens\n", ids.size());
+    return kExitOk;
+  }
+  RequestParams rp;
+  rp.sampling = sp;
+  // -n past the context: generate to the context end (reported as such).
+  const int32_t room = n_ctx - static_cast<int32_t>(ids.size());
+  rp.max_tokens = a.n_predict < 0 ? -1 : a.context_shift ? a.n_predict : std::min(a.n_predict, room);
+  rp.stop = a.stop;
+  rp.ignore_eos = a.ignore_eos;
+  rp.text_starts_output = !echo;
+  auto id = (*engine)->Add(ids, rp);
+  if (!id.ok()) return ReportError(id.status());
   // A failed write to stdout (a full disk, a closed pipe) ends the generation:
   // nobody receives the text.
-  std::atomic<bool> write_failed{std::ferror(stdout) != 0};
-  go.cancel = &write_failed;
-  auto res = gen.Generate(ids, go, [&write_failed](const std::string& text) {
-    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {
-      write_failed = true;
+  bool write_failed = std::ferror(stdout) != 0;
+  if (write_failed) (*engine)->Cancel(*id);
+  RequestOutput last;
+  while ((*engine)->HasWork()) {
+    for (RequestOutput& o : (*engine)->Step()) {
+      if (!o.text.empty() && !write_failed &&
+          (std::fwrite(o.text.data(), 1, o.text.size(), stdout) != o.text.size() || std::fflush(stdout) != 0)) {
+        write_failed = true;
+        (*engine)->Cancel(*id);
+      }
+      if (o.finished) last = std::move(o);
     }
-  }, /*echo_started=*/!a.no_display_prompt && !prompt.empty());
+  }
   std::fputc('\n', stdout);
   std::fflush(stdout);  // a write error is reported (exit 1) when the command returns
-  if (!res.ok()) return ReportError(res.status());
+  if (last.finish_reason == FinishReason::kError) return ReportError(last.error);
   if (write_failed) return kExitOk;
-  const auto& r = *res;
-  std::fprintf(stderr, "\nfinish: %s | prompt: %d tokens in %.1f ms (%.1f tok/s) | generation: %zu tokens in %.1f ms (%.1f tok/s)\n",
-               FinishReasonName(r.finish), r.prompt_tokens, r.prompt_seconds * 1e3,
-               r.prompt_tokens / std::max(r.prompt_seconds, 1e-9), r.tokens.size(), r.gen_seconds * 1e3,
-               r.tokens.size() / std::max(r.gen_seconds, 1e-9));
+  FinishReason finish = last.finish_reason;
+  // Ended by the context rather than by -n: say so, as llama.cpp does.
+  if (finish == FinishReason::kLength && (a.n_predict < 0 || last.completion_tokens < a.n_predict)) {
+    finish = FinishReason::kContextFull;
+  }
+  const double prompt_s = last.ttft_seconds, gen_s = std::max(0.0, last.e2e_seconds - last.queue_seconds - prompt_s);
+  std::fprintf(stderr, "\nfinish: %s | prompt: %d tokens in %.1f ms (%.1f tok/s) | generation: %d tokens in %.1f ms (%.1f tok/s)\n",
+               FinishReasonName(finish), last.prompt_tokens, prompt_s * 1e3,
+               last.prompt_tokens / std::max(prompt_s, 1e-9), last.completion_tokens, gen_s * 1e3,
+               last.completion_tokens / std::max(gen_s, 1e-9));
   return kExitOk;
 }
 
@@ -153,8 +209,12 @@ CommandFn RegisterRun(CLI::App& app, const RuntimeOptions& rt) {
   app.add_flag("--no-display-prompt", a->no_display_prompt, "do not echo the prompt");
   app.add_flag("--no-special", a->no_special, "treat special-token text in the prompt as plain text");
   app.add_flag("-i,--interactive", a->interactive, "chat (the default without -p/-f on a terminal)");
-  app.add_option("--chat-template", a->chat_template, "chat format: chatml, llama2, llama3, mistral, phi3, zephyr, gemma, plain (default: from the model)");
+  app.add_option("--chat-template", a->chat_template, "chat format: chatml, qwen3, llama2, llama3, mistral, phi3, zephyr, tulu, gemma, plain (default: from the model)");
   app.add_option("--system", a->system_prompt, "system prompt for the chat");
+  app.add_option("--kv-cache-type", a->kv_cache_type, "f32 (default) or q8 (int8, a scale per token and KV head)");
+  app.add_flag("--context-shift", a->context_shift,
+               "at the context end keep the first --context-keep tokens and the newer half of the rest, and go on");
+  app.add_option("--context-keep", a->context_keep, "tokens kept at the start by --context-shift");
   return [a, p, &rt]() {
     a->prompt_set = p->count() > 0;
     return Run(*a, rt);

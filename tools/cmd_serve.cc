@@ -228,7 +228,7 @@ CommandFn RegisterServe(CLI::App& app, const RuntimeOptions& rt) {
                                   " (/health and /metrics stay open)");
   app.add_option("--api-key-file", a->api_key_file, "read the API key from a file (keeps it out of the process list)");
   app.add_option("--chat-template", a->chat_template,
-                 "chat format: chatml, llama2, llama3, mistral, phi3, zephyr, gemma, plain (default: from the model)");
+                 "chat format: chatml, qwen3, llama2, llama3, mistral, phi3, zephyr, tulu, gemma, plain (default: from the model)");
   app.add_option("-t,--threads", a->threads, "compute threads (0: the cores this process may use; more is capped)");
   app.add_option("--http-threads", a->http_threads, "I/O threads for HTTP (default 2)");
   app.add_option("--max-n", a->max_n, "largest n (choices per request) accepted (default 16)");

@@ -57,6 +57,9 @@ struct RequestParams {
   // -1: no log-probabilities; k >= 0: the log-probability of every generated
   // token (under the model's raw distribution) and the k most likely tokens.
   int32_t logprobs = -1;
+  // The text is shown on its own, not after the prompt: the first piece's
+  // leading space (a tokenizer's dummy prefix) is dropped.
+  bool text_starts_output = false;
 };
 
 struct TokenLogprob {

@@ -72,8 +72,9 @@ struct EngineRequest {
   }
   EngineRequest(const RequestParams& p, const Tokenizer* tok)
       : params(p), sampler(p.sampling), stops(p.stop) {
-    // The text continues the prompt: keep the leading space of the first piece.
-    if (tok != nullptr) decoder = std::make_unique<StreamDecoder>(*tok, false);
+    // The text continues the prompt (keep the first piece's leading space)
+    // unless it starts the output.
+    if (tok != nullptr) decoder = std::make_unique<StreamDecoder>(*tok, p.text_starts_output);
   }
 };
 

@@ -108,6 +108,9 @@ class BadInputTest(unittest.TestCase):
         self.assert_bad(*m, "--top-p", "0", needle="top_p")
         self.assert_bad(*m, "--top-p", "1.5", needle="top_p")
         self.assert_bad(*m, "-n", "abc")
+        self.assert_bad(*m, "--kv-cache-type", "f16", needle="--kv-cache-type")
+        self.assert_bad(*m, "--context-keep", "-1", needle="--context-keep")
+        self.assert_bad("run", "--model", STORIES, "-i", "--context-shift", needle="not to the chat")
         self.assert_bad(*m, "--no-such-flag")
         self.assert_bad("run", "--model", STORIES, "-p", "x", "-f", "/nonexistent/prompt.txt")
 

@@ -66,6 +66,23 @@ class Stories260KTest(unittest.TestCase):
         out = self.generate("gguf", ["-p", "Zoo", "--stop", "Lily"], 57)
         self.assertEqual(out.rstrip("\n"), "Zoo was a little girl named ")
 
+    def test_run_uses_the_engine_features(self):
+        # `run` is a client of the serving engine: the int8 KV cache and the
+        # context shift work there too, and --no-display-prompt drops the
+        # dummy-prefix space of the first piece.
+        full = self.generate("gguf", ["-p", "Zoo"], 57)
+        q8 = self.generate("gguf", ["-p", "Zoo", "--kv-cache-type", "q8"], 57)
+        self.assertTrue(q8.startswith("Zoo was"), q8)
+        r = infera("run", *SOURCES["gguf"], "-p", "Zoo", "-n", "40", "--temp", "0", "-c", "24", "--context-shift")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("generation: 40 tokens", r.stderr.decode())
+        r = infera("run", *SOURCES["gguf"], "-p", "Zoo", "-n", "40", "--temp", "0", "-c", "24")
+        self.assertIn("finish: context_full", r.stderr.decode())
+        self.assertTrue(full.startswith(r.stdout.decode().rstrip("\n")), r.stdout)
+        r = infera("run", *SOURCES["gguf"], "-p", "Zoo", "-n", "5", "--temp", "0", "--no-display-prompt")
+        self.assertFalse(r.stdout.decode().startswith(" "), r.stdout)
+        self.assertTrue(full[len("Zoo "):].startswith(r.stdout.decode().rstrip("\n")), r.stdout)
+
     def test_info_and_bench(self):
         r = infera("info", os.path.join(DIR, "stories260K.gguf"))
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -37,6 +37,35 @@ def main():
          ("blk.0.ffn_down.weight", m(d, ff), mf.GGML_F32)]
     mf.write_gguf(os.path.join(out, "gguf", "tiny_model.gguf"), kvs, T)
     mf.write_gguf(os.path.join(out, "gguf", "vocab_only.gguf"), kvs[8:], [])
+    # A sparse MoE layer (qwen2moe: stacked 3-D experts, a shared expert, qkv
+    # biases) and Gemma 2's keys, so the fuzzer reaches those paths.
+    r2 = np.random.default_rng(1)
+    m2 = lambda *shape: r2.standard_normal(shape).astype(np.float32)  # noqa: E731
+    moe_kvs = [("general.architecture", "str", "qwen2moe")] + [
+        (k.replace("llama.", "qwen2moe."), t, v) for k, t, v in kvs[1:8]] + [
+        ("qwen2moe.expert_count", "u32", 2), ("qwen2moe.expert_used_count", "u32", 1),
+        ("qwen2moe.expert_feed_forward_length", "u32", 8),
+        ("qwen2moe.expert_shared_feed_forward_length", "u32", 8)] + kvs[8:]
+    moe_T = [t for t in T if "ffn_gate.w" not in t[0] and "ffn_up.w" not in t[0] and "ffn_down.w" not in t[0]]
+    moe_T += [("blk.0.attn_q.bias", m2(d), mf.GGML_F32), ("blk.0.attn_k.bias", m2(KV * hd), mf.GGML_F32),
+              ("blk.0.attn_v.bias", m2(KV * hd), mf.GGML_F32), ("blk.0.ffn_gate_inp.weight", m2(2, d), mf.GGML_F32),
+              ("blk.0.ffn_gate_exps.weight", m2(2, 8, d), mf.GGML_F16),
+              ("blk.0.ffn_up_exps.weight", m2(2, 8, d), mf.GGML_F32),
+              ("blk.0.ffn_down_exps.weight", m2(2, d, 8), mf.GGML_F32),
+              ("blk.0.ffn_gate_inp_shexp.weight", m2(1, d), mf.GGML_F32),
+              ("blk.0.ffn_gate_shexp.weight", m2(8, d), mf.GGML_F32),
+              ("blk.0.ffn_up_shexp.weight", m2(8, d), mf.GGML_F32),
+              ("blk.0.ffn_down_shexp.weight", m2(d, 8), mf.GGML_F32)]
+    mf.write_gguf(os.path.join(out, "gguf", "tiny_moe.gguf"), moe_kvs, moe_T)
+    gemma_kvs = [("general.architecture", "str", "gemma2")] + [
+        (k.replace("llama.", "gemma2."), t, v) for k, t, v in kvs[1:8]] + [
+        ("gemma2.attn_logit_softcapping", "f32", 50.0), ("gemma2.final_logit_softcapping", "f32", 30.0),
+        ("gemma2.attention.sliding_window", "u32", 4)] + kvs[8:]
+    gemma_T = [t for t in T if t[0] != "blk.0.ffn_norm.weight"] + [
+        ("blk.0.ffn_norm.weight", np.ones(d, np.float32), mf.GGML_F32),
+        ("blk.0.post_attention_norm.weight", np.ones(d, np.float32), mf.GGML_F32),
+        ("blk.0.post_ffw_norm.weight", np.ones(d, np.float32), mf.GGML_F32)]
+    mf.write_gguf(os.path.join(out, "gguf", "tiny_gemma2.gguf"), gemma_kvs, gemma_T)
     mf.write_safetensors(os.path.join(out, "safetensors", "tiny.safetensors"),
                          {"a": m(2, 3), "b": np.ones(4, np.float32)})
     with open(os.path.join(out, "safetensors", "config.json"), "w") as f:

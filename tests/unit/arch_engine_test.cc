@@ -1,7 +1,10 @@
-// MoE through the engine: a random Mixtral-shaped model (4 experts, top-2)
-// with its experts in every weight type gives, batched with 12 other
-// requests and in several chunkings, exactly the greedy tokens each request
-// gives alone; and the engine runs on any ModelRunner (a fake here).
+// The families through the serving engine. MoE: a random Mixtral-shaped
+// model (4 experts, top-2) with its experts in every weight type gives,
+// batched with 12 other requests and in several chunkings, exactly the
+// greedy tokens each request gives alone. Sliding windows (gemma2, gemma3,
+// mistral): batched, chunked, paged and prefix-cached runs give bit-identical
+// log-probabilities to isolated ones. And the engine runs on any
+// ModelRunner (a fake here).
 #include <map>
 
 #include <gtest/gtest.h>
@@ -9,6 +12,7 @@
 #include "infera/engine.h"
 #include "kernels/kernels.h"
 #include "kernels/packed.h"
+#include "model/arch/registry.h"
 #include "model/loader.h"
 #include "model/model_runner.h"
 #include "quant/quantize.h"
@@ -130,6 +134,104 @@ TEST(MoeEngineTest, BatchedEqualsIsolatedForEveryExpertType) {
       }
       EXPECT_GT(same, total * 3 / 4) << DTypeName(type);
     }
+  }
+}
+
+// Each request's generated tokens with their log-probabilities (top 3).
+std::vector<std::vector<TokenLogprob>> RunWithLogprobs(Engine& e, const std::vector<std::vector<int32_t>>& prompts) {
+  RequestParams p;
+  p.sampling.temperature = 0;
+  p.max_tokens = 6;
+  p.ignore_eos = true;
+  p.logprobs = 3;
+  std::map<uint64_t, size_t> idx;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto id = e.Add(prompts[i], p);
+    EXPECT_TRUE(id.ok()) << id.status().ToString();
+    idx[*id] = i;
+  }
+  std::vector<std::vector<TokenLogprob>> out(prompts.size());
+  for (int guard = 0; e.HasWork() && guard < 100000; ++guard) {
+    for (const RequestOutput& o : e.Step()) {
+      EXPECT_NE(o.finish_reason, FinishReason::kError) << o.error;
+      auto& v = out[idx.at(o.id)];
+      v.insert(v.end(), o.logprobs.begin(), o.logprobs.end());
+    }
+  }
+  return out;
+}
+
+void ExpectSameLogprobs(const std::vector<std::vector<TokenLogprob>>& a,
+                        const std::vector<std::vector<TokenLogprob>>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].size(), b[i].size()) << what << " request " << i;
+    for (size_t j = 0; j < a[i].size(); ++j) {
+      EXPECT_EQ(a[i][j].token, b[i][j].token) << what << " request " << i << " token " << j;
+      EXPECT_EQ(a[i][j].logprob, b[i][j].logprob) << what << " request " << i << " token " << j;
+      EXPECT_EQ(a[i][j].top, b[i][j].top) << what << " request " << i << " token " << j;
+    }
+  }
+}
+
+// Windows of 8 over 16-token KV blocks: prompts sharing a 40-token prefix,
+// run alone (no prefix cache) and batched with 16-token chunks and the
+// prefix cache, twice (the second time mostly from the cache).
+TEST(ArchEngineTest, SlidingWindowsBatchedPagedAndCachedEqualIsolated) {
+  const KernelTable kernels = MakeBestKernelTable();
+  for (const ArchInfo* arch : {&Gemma2Arch(), &Gemma3Arch(), &MistralArch()}) {
+    ModelConfig c = testing::TinyConfig();
+    ApplyArchShape(*arch, &c);
+    c.sliding_window = 8;
+    c.n_ctx_train = 1024;
+    if (arch->arch == Arch::kGemma2) {
+      c.attn_softcap = 0.05f;  // small enough to clip the random model's scores
+      c.final_softcap = 0.05f;
+    }
+    auto m = LoadModel(testing::WriteTinyModel(c, DType::kF32, 7, std::string("window-") + arch->name + ".gguf"));
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    std::vector<std::vector<int32_t>> prompts;
+    for (int i = 0; i < 10; ++i) {
+      std::vector<int32_t> t;
+      for (int j = 0; j < 40; ++j) t.push_back((j * 29 + 3) % 320);
+      for (int j = 0; j < 3 + i * 5; ++j) t.push_back((j * 13 + i * 71 + 1) % 320);
+      prompts.push_back(t);
+    }
+    auto make = [&](int32_t seqs, int32_t budget, bool cache) {
+      EngineOptions o;
+      o.threads = 2;
+      o.max_num_seqs = seqs;
+      o.max_batched_tokens = budget;
+      o.kv_cache_mb = 8;
+      o.prefix_caching = cache;
+      auto e = Engine::Create(**m, nullptr, kernels, o);
+      EXPECT_TRUE(e.ok()) << e.status().ToString();
+      return std::move(e).value();
+    };
+    std::vector<std::vector<TokenLogprob>> alone;
+    for (const auto& p : prompts) {
+      auto e = make(1, 512, false);
+      alone.push_back(RunWithLogprobs(*e, {p})[0]);
+      ASSERT_EQ(alone.back().size(), 6u);
+      ASSERT_EQ(alone.back()[0].top.size(), 3u);
+    }
+    // The window matters: the same model without it gives other numbers.
+    {
+      auto full = LoadModel(testing::WriteTinyModel(c, DType::kF32, 7, std::string("window-") + arch->name + ".gguf"));
+      ASSERT_TRUE(full.ok());
+      (*full)->config.sliding_window = 0;
+      EngineOptions o;
+      o.threads = 2;
+      o.kv_cache_mb = 8;
+      auto e = Engine::Create(**full, nullptr, kernels, o);
+      ASSERT_TRUE(e.ok());
+      const auto unwindowed = RunWithLogprobs(**e, {prompts.back()})[0];
+      EXPECT_NE(unwindowed[0].logprob, alone.back()[0].logprob) << arch->name;
+    }
+    auto batched = make(8, 16, true);
+    ExpectSameLogprobs(RunWithLogprobs(*batched, prompts), alone, std::string(arch->name) + " batched");
+    ExpectSameLogprobs(RunWithLogprobs(*batched, prompts), alone, std::string(arch->name) + " cached");
+    EXPECT_EQ(batched->Stats().kv_blocks_used, 0);
   }
 }
 
