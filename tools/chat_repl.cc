@@ -50,28 +50,40 @@ bool ReadLine(std::string* line, bool* interrupted) {
   }
 }
 
-size_t CommonPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
-  size_t n = 0;
-  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
-  return n;
-}
-
 }  // namespace
 
-int RunChatRepl(Generator& gen, const Tokenizer& tok, const ChatOptions& opts) {
+int RunChatRepl(const Model& model, const Tokenizer& tok, const KernelTable& kernels, const ChatOptions& opts) {
   auto resolved = ResolveChatFormat(tok, opts.chat_template);
   if (!resolved.ok()) return ReportError(resolved.status());
   const ChatFormat fmt = *resolved;
+  // One sequence; blocks of one token, so the prefix cache reuses exactly
+  // the tokens already computed. A new conversation starts a new engine
+  // (nothing of the old one is reused).
+  EngineOptions eo = opts.engine;
+  eo.max_num_seqs = 1;
+  eo.kv_block_size = 1;
+  eo.prefix_caching = true;
+  std::unique_ptr<Engine> engine;
+  Status engine_status;
+  auto start = [&]() -> bool {
+    auto e = Engine::Create(model, &tok, kernels, eo);
+    engine_status = e.status();
+    if (!e.ok()) return false;
+    engine = std::move(e).value();
+    return true;
+  };
+  if (!start()) return ReportError(engine_status);
+  const int32_t n_ctx = eo.max_model_len;
   InstallSigint();
   std::fprintf(stderr, "chat (%s format): type a message; /help lists the commands, Ctrl-C stops a reply, Ctrl-D "
                "quits\n", ChatFormatName(fmt));
 
   std::vector<ChatMessage> messages;
   if (!opts.system_prompt.empty()) messages.push_back({"system", opts.system_prompt});
-  std::string rendered;  // text now in the KV cache (string-template formats)
-  GenerateOptions go = opts.gen;
-  go.cancel = &g_interrupted;
-  if (fmt == ChatFormat::kPlain) go.stop.push_back("\nUser:");
+  std::string rendered;          // text the model has seen (string-template formats)
+  std::vector<int32_t> history;  // tokens the model has seen
+  RequestParams rp = opts.params;
+  if (fmt == ChatFormat::kPlain) rp.stop.push_back("\nUser:");
   int turn = 0;
   for (;;) {
     std::fputs("\n> ", stdout);
@@ -100,7 +112,8 @@ int RunChatRepl(Generator& gen, const Tokenizer& tok, const ChatOptions& opts) {
       if (line.rfind("/system", 0) == 0) system = line.size() > 8 ? line.substr(8) : "";
       messages.clear();
       if (!system.empty()) messages.push_back({"system", system});
-      gen.Reset();
+      if (!start()) return ReportError(engine_status);
+      history.clear();
       rendered.clear();
       std::fprintf(stderr, "[conversation cleared%s]\n", system.empty() ? "" : "; system prompt set");
       continue;
@@ -108,47 +121,69 @@ int RunChatRepl(Generator& gen, const Tokenizer& tok, const ChatOptions& opts) {
     messages.push_back({"user", line});
     // Tokens to feed: the new text only, when the template is append-only;
     // otherwise the whole conversation minus the common cached prefix.
-    std::vector<int32_t> feed;
+    // The tokens of the whole conversation: what the model saw plus the new
+    // text only, when the template is append-only (so the cached tokens stay
+    // exactly as they were); otherwise the conversation re-encoded.
+    std::vector<int32_t> prompt;
     const std::string full = RenderChat(fmt, messages, true);
-    size_t reused = 0;
-    if (fmt != ChatFormat::kMistral && gen.n_past() > 0 && full.compare(0, rendered.size(), rendered) == 0) {
-      reused = static_cast<size_t>(gen.n_past());
-      feed = tok.EncodeContinuation(std::string_view(full).substr(rendered.size()));
+    if (fmt != ChatFormat::kMistral && !history.empty() && full.compare(0, rendered.size(), rendered) == 0) {
+      prompt = history;
+      const auto more = tok.EncodeContinuation(std::string_view(full).substr(rendered.size()));
+      prompt.insert(prompt.end(), more.begin(), more.end());
     } else {
-      const std::vector<int32_t> all = EncodeChat(tok, fmt, messages, true);
-      reused = CommonPrefix(all, gen.history());
-      if (reused == all.size() && reused > 0) --reused;  // recompute the last token for fresh logits
-      gen.Truncate(static_cast<int32_t>(reused));
-      feed.assign(all.begin() + reused, all.end());
+      prompt = EncodeChat(tok, fmt, messages, true);
     }
-    if (gen.n_past() + static_cast<int32_t>(feed.size()) >= gen.n_ctx()) {
-      std::fprintf(stderr, "[the context is full (%d tokens): /reset to start over]\n", gen.n_ctx());
+    const int32_t room = n_ctx - static_cast<int32_t>(prompt.size());
+    if (room <= 0) {
+      std::fprintf(stderr, "[the context is full (%d tokens): /reset to start over]\n", n_ctx);
       messages.pop_back();
       continue;
     }
+    RequestParams turn_params = rp;
+    if (turn_params.max_tokens > room) turn_params.max_tokens = room;
     g_interrupted.store(false);
+    auto id = engine->Add(prompt, turn_params);
+    if (!id.ok()) {
+      ReportError(id.status());
+      messages.pop_back();
+      continue;
+    }
     std::string reply;
-    auto res = gen.Generate(feed, go, [&](const std::string& text) {
-      reply += text;
-      std::fwrite(text.data(), 1, text.size(), stdout);
-      std::fflush(stdout);
-    }, /*echo_started=*/true);
+    std::vector<int32_t> generated;
+    RequestOutput last;
+    bool cancelled = false;
+    while (engine->HasWork()) {
+      if (g_interrupted.load() && !cancelled) {
+        engine->Cancel(*id);  // Ctrl-C: this reply ends at the next step
+        cancelled = true;
+      }
+      for (RequestOutput& o : engine->Step()) {
+        reply += o.text;
+        generated.insert(generated.end(), o.tokens.begin(), o.tokens.end());
+        std::fwrite(o.text.data(), 1, o.text.size(), stdout);
+        std::fflush(stdout);
+        if (o.finished) last = std::move(o);
+      }
+    }
     std::fputc('\n', stdout);
     std::fflush(stdout);
-    if (!res.ok()) {
-      ReportError(res.status());
+    if (last.finish_reason == FinishReason::kError) {
+      ReportError(last.error);
       messages.pop_back();
-      gen.Reset();
+      if (!start()) return ReportError(engine_status);
+      history.clear();
       rendered.clear();
       continue;
     }
     ++turn;
     messages.push_back({"assistant", reply});
     rendered = full + reply;
-    std::fprintf(stderr, "[turn %d: %d new prompt tokens processed, %zu reused from the cache; %zu generated, %.1f tok/s%s]\n",
-                 turn, res->prompt_tokens, reused, res->tokens.size(),
-                 res->tokens.size() / std::max(res->gen_seconds, 1e-9),
-                 res->finish == FinishReason::kCancelled ? "; stopped" : "");
+    history = prompt;
+    history.insert(history.end(), generated.begin(), generated.end());
+    const double gen_s = std::max(1e-9, last.e2e_seconds - last.queue_seconds - last.ttft_seconds);
+    std::fprintf(stderr, "[turn %d: %d new prompt tokens processed, %d reused from the cache; %d generated, %.1f tok/s%s]\n",
+                 turn, last.prompt_tokens - last.cached_tokens, last.cached_tokens, last.completion_tokens,
+                 last.completion_tokens / gen_s, last.finish_reason == FinishReason::kCancelled ? "; stopped" : "");
     std::fflush(stderr);
   }
   std::fputc('\n', stdout);

@@ -1,18 +1,26 @@
-// The interactive chat of `infera run` (no -p/-f on a terminal, or -i).
+// The interactive chat of `infera run` (no -p/-f on a terminal, or -i): a
+// client of the serving engine, one request per turn; the engine's prefix
+// cache (one-token blocks) keeps what the model already saw between turns.
 #pragma once
 
-#include "engine/generator.h"
+#include <string>
+#include <vector>
+
+#include "infera/engine.h"
+#include "model/model.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
 
 namespace infera::cli {
 
 struct ChatOptions {
-  GenerateOptions gen;        // per reply (max_tokens = -n)
+  RequestParams params;       // per reply (max_tokens = -n)
+  EngineOptions engine;       // threads, KV type, context (max_model_len)
   std::string chat_template;  // "" = detect from the tokenizer
   std::string system_prompt;
 };
 
 // Reads user turns from stdin until EOF (Ctrl-D). Returns the exit code.
-int RunChatRepl(Generator& gen, const Tokenizer& tok, const ChatOptions& opts);
+int RunChatRepl(const Model& model, const Tokenizer& tok, const KernelTable& kernels, const ChatOptions& opts);
 
 }  // namespace infera::cli

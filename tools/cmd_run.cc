@@ -6,9 +6,9 @@
 
 #include <fmt/format.h>
 
+#include "attention/kv_storage.h"
 #include "base/file_util.h"
 #include "base/logging.h"
-#include "engine/generator.h"
 #include "infera/engine.h"
 #include "sampling/sampler.h"
 #include "tools/chat_repl.h"
@@ -89,22 +89,22 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
   };
   if (chat && a.context_shift) return ReportError("--context-shift applies to -p/-f generation, not to the chat");
   if (chat) {
-    // (The REPL still drives the single-sequence Generator, whose KV it
-    // trims and extends turn by turn.)
     print_context();
-    ThreadPool pool(threads);
-    Generator gen(model, &tok, *kernels, pool, n_ctx, a.batch, kv_type);
-    GenerateOptions go;
-    go.sampling = sp;
-    go.max_tokens = a.n_predict;
-    go.ignore_eos = a.ignore_eos;
-    go.stop = a.stop;
-    go.extra_eog = model.extra_eog_ids;
     ChatOptions co;
-    co.gen = go;
+    co.params.sampling = sp;
+    co.params.max_tokens = a.n_predict;
+    co.params.ignore_eos = a.ignore_eos;
+    co.params.stop = a.stop;
+    co.engine.threads = threads;
+    co.engine.max_model_len = n_ctx;
+    co.engine.max_batched_tokens = a.batch;
+    co.engine.kv_cache_type = a.kv_cache_type;
+    co.engine.kv_cache_mb = static_cast<int64_t>(
+        (KvStorage::BytesFor(model.config.n_layer, n_ctx + 1, model.config.kv_dim(), kv_type, model.config.head_dim) +
+         (1 << 20) - 1) >> 20);
     co.chat_template = a.chat_template;
     co.system_prompt = a.system_prompt;
-    return RunChatRepl(gen, tok, co);
+    return RunChatRepl(model, tok, *kernels, co);
   }
 
   std::vector<int32_t> ids = tok.Encode(prompt, /*add_special=*/true, /*parse_special=*/!a.no_special);
