@@ -79,13 +79,17 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
 
   const int threads = ResolveThreads(a.threads);
   LOG_INFO("threads: {}", threads);
+  // KV bytes for n tokens of this model, and whole MiB holding them.
+  auto kv_bytes = [&](int64_t n) {
+    return KvStorage::BytesFor(model.config.n_layer, n, model.config.kv_dim(), kv_type, model.config.head_dim);
+  };
+  auto kv_mb = [&](int64_t n) { return static_cast<int64_t>((kv_bytes(n) + (1 << 20) - 1) >> 20); };
   // Always shown (stderr): the context actually in force; a too-small
   // default would otherwise be invisible.
   auto print_context = [&] {
     std::fprintf(stderr, "context: %d tokens (model trained on %d%s), KV cache %.1f MiB\n", n_ctx, model.config.n_ctx_train,
                  a.ctx > 0 ? ", set by -c" : n_ctx < model.config.n_ctx_train ? ", capped to fit in memory" : "",
-                 KvStorage::BytesFor(model.config.n_layer, n_ctx, model.config.kv_dim(), kv_type,
-                                     model.config.head_dim) / 1048576.0);
+                 kv_bytes(n_ctx) / 1048576.0);
   };
   if (chat && a.context_shift) return ReportError("--context-shift applies to -p/-f generation, not to the chat");
   if (chat) {
@@ -99,9 +103,7 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
     co.engine.max_model_len = n_ctx;
     co.engine.max_batched_tokens = a.batch;
     co.engine.kv_cache_type = a.kv_cache_type;
-    co.engine.kv_cache_mb = static_cast<int64_t>(
-        (KvStorage::BytesFor(model.config.n_layer, n_ctx + 1, model.config.kv_dim(), kv_type, model.config.head_dim) +
-         (1 << 20) - 1) >> 20);
+    co.engine.kv_cache_mb = kv_mb(n_ctx + 1);  // one-token blocks
     co.chat_template = a.chat_template;
     co.system_prompt = a.system_prompt;
     return RunChatRepl(model, tok, *kernels, co);
@@ -131,9 +133,7 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
   eo.kv_cache_type = a.kv_cache_type;
   eo.context_shift = a.context_shift;
   eo.context_keep = a.context_keep;
-  const uint64_t kv_bytes = KvStorage::BytesFor(model.config.n_layer, n_ctx + eo.kv_block_size, model.config.kv_dim(),
-                                                kv_type, model.config.head_dim);
-  eo.kv_cache_mb = static_cast<int64_t>((kv_bytes + (1 << 20) - 1) >> 20);
+  eo.kv_cache_mb = kv_mb(n_ctx + eo.kv_block_size);
   auto engine = Engine::Create(model, &tok, *kernels, eo);
   if (!engine.ok()) return ReportError(engine.status());
   if (a.n_predict == 0) {  // nothing to generate

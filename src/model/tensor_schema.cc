@@ -126,11 +126,6 @@ const std::vector<TensorRole>& DecoderTensorRoles() {
   return roles;
 }
 
-const std::vector<const char*>& UnsupportedTensorNames() {
-  static const std::vector<const char*> names = {};  // (LongRoPE's factors are supported now)
-  return names;
-}
-
 int64_t DimSize(const ModelConfig& c, Dim d) {
   switch (d) {
     case Dim::kEmbd: return c.n_embd;

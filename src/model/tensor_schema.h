@@ -84,10 +84,6 @@ inline bool IsExpertRole(const TensorRole& r) { return r.layer_experts != nullpt
 // file order: globals first, then the roles of each layer.
 const std::vector<TensorRole>& DecoderTensorRoles();
 
-// Tensors that change the computation in ways infera does not implement
-// yet; a model that has one is refused rather than run without it.
-const std::vector<const char*>& UnsupportedTensorNames();
-
 int64_t DimSize(const ModelConfig& c, Dim d);
 // Whether `role` has a tensor in a model with config `c` (kOptional: true).
 bool RoleIsPresent(const TensorRole& role, const ModelConfig& c);

@@ -44,6 +44,14 @@ void PermuteRowsHfToGguf(const uint8_t* src, uint8_t* dst, int n_heads, int head
 
 namespace {
 
+// Rows [first, first + n) of `m` as a matrix of their own (no copy).
+WeightMatrix RowView(const WeightMatrix& m, int64_t first, int64_t n) {
+  WeightMatrix v = m;
+  v.n_out = n;
+  v.data = m.data + first * m.row_bytes;
+  return v;
+}
+
 class Builder {
  public:
   Builder(const ModelConfig& c, const TensorLookup& lookup, const WeightLoadOptions& opts,
@@ -112,11 +120,6 @@ class Builder {
     // HF rows of Q/K (weights and biases) into GGUF's rotary pair order.
     const bool perm = opts_.permute_qk_from_hf && c_.rope_style == RopeStyle::kNorm;
     w_->layers.resize(c_.n_layer);
-    for (const char* name : UnsupportedTensorNames()) {
-      if (lookup_(name) != nullptr) {
-        return Unimplemented(fmt::format("{}: tensor '{}' (LongRoPE) is not supported yet", source_, name));
-      }
-    }
     Status st;
     ForEachTensor(c_, [&](const TensorRole& r, int layer) {
       if (!st.ok()) return;
@@ -131,11 +134,8 @@ class Builder {
         WeightMatrix whole;
         st = Matrix(name, n_in, rows * c_.n_expert, &whole, 0, {n_in, rows, c_.n_expert});
         auto& experts = w_->layers[layer].*r.layer_experts;
-        experts.assign(c_.n_expert, whole);
-        for (int e = 0; e < c_.n_expert; ++e) {
-          experts[e].n_out = rows;
-          experts[e].data = whole.data + e * rows * whole.row_bytes;
-        }
+        experts.clear();
+        for (int e = 0; e < c_.n_expert; ++e) experts.push_back(RowView(whole, e * rows, rows));
         return;
       }
       if (!r.parts.empty()) {  // fused: each part a view of its rows
@@ -143,11 +143,9 @@ class Builder {
         st = Matrix(name, DimSize(c_, r.n_in), RoleRows(r, c_), &whole);
         int64_t row = 0;
         for (const FusedPart& p : r.parts) {
-          WeightMatrix& part = w_->layers[layer].*p.dest;
-          part = whole;
-          part.n_out = DimSize(c_, p.rows);
-          part.data = whole.data + row * whole.row_bytes;
-          row += part.n_out;
+          const int64_t rows = DimSize(c_, p.rows);
+          w_->layers[layer].*p.dest = RowView(whole, row, rows);
+          row += rows;
         }
         return;
       }

@@ -60,26 +60,50 @@ void QuantizeExperts(Model* m, DType type) {
   }
 }
 
-std::vector<std::vector<int32_t>> RunAll(Engine& e, const std::vector<std::vector<int32_t>>& prompts,
-                                         int32_t max_tokens) {
+// What one request produced: its tokens and, when asked, their log-probabilities.
+struct Generated {
+  std::vector<int32_t> tokens;
+  std::vector<TokenLogprob> logprobs;
+};
+
+// Runs all prompts together (greedy, max_tokens each, top-`logprobs`
+// log-probabilities when >= 0); returns what each one generated.
+std::vector<Generated> RunGreedy(Engine& e, const std::vector<std::vector<int32_t>>& prompts, int32_t max_tokens,
+                                 int32_t logprobs = -1) {
   RequestParams p;
   p.sampling.temperature = 0;
   p.max_tokens = max_tokens;
   p.ignore_eos = true;
+  p.logprobs = logprobs;
   std::map<uint64_t, size_t> idx;
   for (size_t i = 0; i < prompts.size(); ++i) {
     auto id = e.Add(prompts[i], p);
     EXPECT_TRUE(id.ok()) << id.status().ToString();
     idx[*id] = i;
   }
-  std::vector<std::vector<int32_t>> out(prompts.size());
+  std::vector<Generated> out(prompts.size());
   for (int guard = 0; e.HasWork() && guard < 100000; ++guard) {
     for (const RequestOutput& o : e.Step()) {
       EXPECT_NE(o.finish_reason, FinishReason::kError) << o.error;
-      auto& v = out[idx.at(o.id)];
-      v.insert(v.end(), o.tokens.begin(), o.tokens.end());
+      Generated& g = out[idx.at(o.id)];
+      g.tokens.insert(g.tokens.end(), o.tokens.begin(), o.tokens.end());
+      g.logprobs.insert(g.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
     }
   }
+  return out;
+}
+
+std::vector<std::vector<int32_t>> RunAll(Engine& e, const std::vector<std::vector<int32_t>>& prompts,
+                                         int32_t max_tokens) {
+  std::vector<std::vector<int32_t>> tokens;
+  for (Generated& g : RunGreedy(e, prompts, max_tokens)) tokens.push_back(std::move(g.tokens));
+  return tokens;
+}
+
+// Each request's generated tokens with their log-probabilities (top 3).
+std::vector<std::vector<TokenLogprob>> RunWithLogprobs(Engine& e, const std::vector<std::vector<int32_t>>& prompts) {
+  std::vector<std::vector<TokenLogprob>> out;
+  for (Generated& g : RunGreedy(e, prompts, 6, 3)) out.push_back(std::move(g.logprobs));
   return out;
 }
 
@@ -135,30 +159,6 @@ TEST(MoeEngineTest, BatchedEqualsIsolatedForEveryExpertType) {
       EXPECT_GT(same, total * 3 / 4) << DTypeName(type);
     }
   }
-}
-
-// Each request's generated tokens with their log-probabilities (top 3).
-std::vector<std::vector<TokenLogprob>> RunWithLogprobs(Engine& e, const std::vector<std::vector<int32_t>>& prompts) {
-  RequestParams p;
-  p.sampling.temperature = 0;
-  p.max_tokens = 6;
-  p.ignore_eos = true;
-  p.logprobs = 3;
-  std::map<uint64_t, size_t> idx;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    auto id = e.Add(prompts[i], p);
-    EXPECT_TRUE(id.ok()) << id.status().ToString();
-    idx[*id] = i;
-  }
-  std::vector<std::vector<TokenLogprob>> out(prompts.size());
-  for (int guard = 0; e.HasWork() && guard < 100000; ++guard) {
-    for (const RequestOutput& o : e.Step()) {
-      EXPECT_NE(o.finish_reason, FinishReason::kError) << o.error;
-      auto& v = out[idx.at(o.id)];
-      v.insert(v.end(), o.logprobs.begin(), o.logprobs.end());
-    }
-  }
-  return out;
 }
 
 void ExpectSameLogprobs(const std::vector<std::vector<TokenLogprob>>& a,
