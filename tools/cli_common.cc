@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "attention/kv_storage.h"
+#include "base/check.h"
 #include "base/logging.h"
 #include "base/output_file.h"
 #include "base/paths.h"
@@ -127,10 +128,25 @@ StatusOr<ChatFormat> ResolveChatFormat(const Tokenizer& tok, const std::string& 
 
 int32_t ChooseContextSize(const ModelConfig& c, int32_t requested) {
   if (requested > 0) return requested;
-  const uint64_t per_token = KvStorage::BytesFor(c.n_layer, 1, c.kv_dim());
+  const uint64_t per_token = KvStorage::BytesFor(c.KvHeadsPerLayer(), 1, c.head_dim);
   const uint64_t budget = AvailableMemoryBytes() / 2;
   const uint64_t cap = std::max<uint64_t>(256, budget / per_token);
   return static_cast<int32_t>(std::min<uint64_t>(c.n_ctx_train, cap));
+}
+
+StatusOr<RequestResult> RunRequest(Engine& engine, const std::vector<int32_t>& prompt, const RequestParams& params) {
+  CHECK(!engine.HasWork());
+  RETURN_IF_ERROR(engine.Add(prompt, params).status());
+  RequestResult res;
+  while (engine.HasWork()) {
+    for (RequestOutput& o : engine.Step()) {
+      if (o.finish_reason == FinishReason::kError) return Internal(o.error);
+      res.tokens.insert(res.tokens.end(), o.tokens.begin(), o.tokens.end());
+      res.prompt_logits.insert(res.prompt_logits.end(), o.prompt_logits.begin(), o.prompt_logits.end());
+      if (o.finished) res.finish = o.finish_reason;
+    }
+  }
+  return res;
 }
 
 }  // namespace infera::cli

@@ -8,6 +8,7 @@
 
 #include "base/thread_pool.h"
 #include "base/file_util.h"
+#include "infera/engine.h"
 #include "infera/status.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
@@ -61,5 +62,15 @@ StatusOr<ChatFormat> ResolveChatFormat(const Tokenizer& tok, const std::string& 
 // Context size: `requested` if > 0, else the model's training context capped
 // so that the f32 KV cache takes at most half of the available memory.
 int32_t ChooseContextSize(const ModelConfig& c, int32_t requested);
+
+// What one request produced, run alone to its end on `engine`.
+struct RequestResult {
+  std::vector<int32_t> tokens;
+  std::vector<float> prompt_logits;  // [rows, n_vocab] from params.prompt_logits_from
+  FinishReason finish = FinishReason::kNone;
+};
+// Adds the request and steps the engine until it ends; the engine must have no
+// other work. A refused request or a failed step is an error.
+StatusOr<RequestResult> RunRequest(Engine& engine, const std::vector<int32_t>& prompt, const RequestParams& params);
 
 }  // namespace infera::cli

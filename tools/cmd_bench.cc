@@ -1,5 +1,9 @@
 // infera bench: prompt-processing (ppN) and generation (tgN) speed, like
-// llama-bench: each test starts from an empty KV cache; a warm-up run first.
+// llama-bench: each test starts from an empty KV cache (or one holding
+// --n-depth tokens); a warm-up run first. Every test is one request through
+// the serving engine: ppN times a prompt-only request of N tokens, tgN the N
+// single-token decode steps after its prompt.
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -8,7 +12,6 @@
 #include <nlohmann/json.hpp>
 
 #include "base/logging.h"
-#include "engine/generator.h"
 #include "attention/kv_storage.h"
 #include "infera/engine.h"
 #include "tools/commands.h"
@@ -86,7 +89,7 @@ int BenchParallel(const BenchArgs& a, const RuntimeOptions& rt) {
     o.max_num_seqs = std::max(o.max_num_seqs, n_par);
     const int32_t need = n_par * (p + n + o.kv_block_size);
     if (o.kv_cache_mb == 0) {
-      o.kv_cache_mb = static_cast<int64_t>(KvStorage::BytesFor(m.config.n_layer, need, m.config.kv_dim()) >> 20) + 1;
+      o.kv_cache_mb = static_cast<int64_t>(KvStorage::BytesFor(m.config.KvHeadsPerLayer(), need, m.config.head_dim) >> 20) + 1;
     }
     if (o.max_model_len == 0) o.max_model_len = p + n;
     ASSIGN_OR_RETURN(auto engine, Engine::Create(m, nullptr, *kernels, o));
@@ -151,45 +154,85 @@ int Bench(const BenchArgs& a, const RuntimeOptions& rt_in) {
   if (!lm.ok()) return ReportError(lm.status());
   const Model& m = *lm->model;
   const int32_t n_train = m.config.n_ctx_train;
-  if (n_train > 0 && static_cast<int64_t>(a.depth) + std::max(a.n_prompt, a.n_gen) > n_train) {
-    return ReportError(fmt::format("--n-depth {} + max(-p {}, -n {}) is beyond the model's trained context of {} "
+  // tgN: a prompt of max(depth, 1) tokens, then N decode steps (N + 1 tokens).
+  const int64_t n_ctx = std::max(a.depth, 1) + static_cast<int64_t>(std::max(a.n_prompt, a.n_gen)) + 1;
+  if (n_train > 0 && n_ctx > n_train) {
+    return ReportError(fmt::format("--n-depth {} + max(-p {}, -n {}) + 1 is beyond the model's trained context of {} "
                                    "tokens", a.depth, a.n_prompt, a.n_gen, n_train));
   }
-  ThreadPool pool(ResolveThreads(a.threads));
-  const int32_t n_ctx = a.depth + std::max(a.n_prompt, a.n_gen) + 1;
-  Generator gen(m, nullptr, *kernels, pool, n_ctx, a.batch);
+  EngineOptions eo;
+  eo.threads = ResolveThreads(a.threads);
+  eo.max_num_seqs = 1;
+  eo.max_batched_tokens = a.batch;
+  eo.max_model_len = static_cast<int32_t>(n_ctx);
+  eo.kv_block_size = 1;             // the prefix cache then reuses exactly the --n-depth tokens
+  eo.prefix_caching = a.depth > 0;  // ppN @ dD: the depth is computed untimed, then reused
+  auto created = Engine::Create(m, nullptr, *kernels, eo);
+  if (!created.ok()) return ReportError(created.status());
+  Engine& engine = **created;
   std::mt19937 rng(42);
   std::uniform_int_distribution<int32_t> tok(0, m.config.n_vocab - 1);
+  auto random_tokens = [&](int32_t n) {
+    std::vector<int32_t> t(n);
+    for (auto& x : t) x = tok(rng);
+    return t;
+  };
+  // The seconds of one test: a prompt of `n` tokens after the depth (prompt
+  // = true), or n decode steps after it.
+  auto time_once = [&](int32_t n, bool prompt) -> StatusOr<double> {
+    std::vector<int32_t> ctx = random_tokens(std::max(a.depth, prompt ? 0 : 1));
+    RequestParams rp;
+    rp.sampling.temperature = 0;
+    rp.ignore_eos = true;
+    if (prompt) {
+      if (a.depth > 0) {  // untimed: the depth into the prefix cache
+        rp.max_tokens = 0;
+        rp.prompt_logits_from = a.depth - 1;
+        RETURN_IF_ERROR(RunRequest(engine, ctx, rp).status());
+      }
+      const std::vector<int32_t> more = random_tokens(n);
+      ctx.insert(ctx.end(), more.begin(), more.end());
+      rp.max_tokens = 0;
+      rp.prompt_logits_from = static_cast<int32_t>(ctx.size()) - 1;  // the last row only, as llama-bench
+      const uint64_t computed_before = engine.Stats().prefill_tokens_computed;
+      const auto t0 = std::chrono::steady_clock::now();
+      RETURN_IF_ERROR(RunRequest(engine, ctx, rp).status());
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (engine.Stats().prefill_tokens_computed - computed_before != static_cast<uint64_t>(n)) {
+        return Internal("bench: the depth was not served from the prefix cache");
+      }
+      return s;
+    }
+    rp.max_tokens = n + 1;
+    RETURN_IF_ERROR(engine.Add(ctx, rp).status());
+    int32_t produced = 0;
+    std::chrono::steady_clock::time_point t0;
+    while (engine.HasWork()) {
+      for (const RequestOutput& o : engine.Step()) {
+        if (o.finish_reason == FinishReason::kError) return Internal(o.error);
+        if (produced == 0 && !o.tokens.empty()) t0 = std::chrono::steady_clock::now();  // the prompt is done
+        produced += static_cast<int32_t>(o.tokens.size());
+      }
+    }
+    if (produced != n + 1) return Internal(fmt::format("bench: {} tokens generated, {} expected", produced, n + 1));
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
 
   nlohmann::json out = nlohmann::json::array();
   auto run_test = [&](const std::string& name, int32_t n, bool prompt) -> Status {
     std::vector<double> tps;
     for (int r = -1; r < a.reps; ++r) {  // r = -1: warm-up
-      gen.Reset();
-      std::vector<float> logits;
-      if (a.depth > 0) {  // untimed: fill the KV cache first
-        std::vector<int32_t> ctx(a.depth);
-        for (auto& t : ctx) t = tok(rng);
-        RETURN_IF_ERROR(gen.Feed(ctx, &logits));
-      }
-      std::vector<int32_t> toks(n);
-      for (auto& t : toks) t = tok(rng);
-      auto t0 = std::chrono::steady_clock::now();
-      if (prompt) {
-        RETURN_IF_ERROR(gen.Feed(toks, &logits));
-      } else {
-        for (int32_t i = 0; i < n; ++i) RETURN_IF_ERROR(gen.Feed({toks[i]}, &logits));
-      }
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (r >= 0) tps.push_back(n / s);
+      StatusOr<double> s = time_once(n, prompt);
+      RETURN_IF_ERROR(s.status());
+      if (r >= 0) tps.push_back(n / *s);
     }
     Stat st = MeanSd(tps);
-    out.push_back({{"test", name}, {"tokens_per_second", st.mean}, {"stddev", st.sd}, {"threads", pool.size()},
+    out.push_back({{"test", name}, {"tokens_per_second", st.mean}, {"stddev", st.sd}, {"threads", eo.threads},
                    {"model_type", Upper(m.weight_type_summary)}, {"repetitions", a.reps},
                    {"kernels", CpuIsaName(kernels->isa)}});
     if (!a.json) {
       std::printf("| %-24s | %-6s | %7d | %6s | %-14s | %16s |\n", m.config.name.substr(0, 24).c_str(),
-                  Upper(m.weight_type_summary).c_str(), pool.size(), CpuIsaName(kernels->isa), name.c_str(),
+                  Upper(m.weight_type_summary).c_str(), eo.threads, CpuIsaName(kernels->isa), name.c_str(),
                   fmt::format("{:.2f} ± {:.2f}", st.mean, st.sd).c_str());
       std::fflush(stdout);
     }

@@ -59,7 +59,7 @@ int Info(const InfoArgs& a) {
   }
   types["f32"] += 1 + 2 * c.n_layer;  // norms
   const int32_t n_ctx = ChooseContextSize(c, a.ctx);
-  const uint64_t kv = KvStorage::BytesFor(c.n_layer, n_ctx, c.kv_dim());
+  const uint64_t kv = KvStorage::BytesFor(c.KvHeadsPerLayer(), n_ctx, c.head_dim);
   const RopeScaling& rs = c.rope_scaling;
   std::string scaling = "none";
   if (rs.type == RopeScaling::Type::kLinear) scaling = fmt::format("linear x{:g}", rs.factor);
@@ -87,6 +87,13 @@ int Info(const InfoArgs& a) {
                 c.expert_weights_norm ? "" : ", weights not renormalized");
   } else {
     std::printf("feed-forward:      %d\n", c.n_ff);
+  }
+  if (c.variable_widths()) {  // pruned: layers differ
+    std::string per;
+    for (int l = 0; l < c.n_layer; ++l) {
+      per += fmt::format("{}{}/{}/{}", l == 0 ? "" : " ", c.n_head_at(l), c.n_head_kv_at(l), c.n_ff_at(l));
+    }
+    std::printf("per layer:         %s (heads/kv heads/feed-forward)\n", per.c_str());
   }
   std::printf("context (trained): %d\n", c.n_ctx_train);
   std::printf("rms eps:           %g\n", c.rms_eps);

@@ -14,10 +14,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/check.h"
 #include "base/file_util.h"
 #include "base/logging.h"
 #include "base/output_file.h"
-#include "engine/generator.h"
+#include "infera/engine.h"
 #include "tools/commands.h"
 
 namespace infera::cli {
@@ -137,21 +138,33 @@ int Evaluate(const PplArgs& a, const Model& m, const Tokenizer& tok, const std::
     }
   }
 
-  ThreadPool pool(ResolveThreads(a.threads));
-  KvType kv_type;
-  if (!ParseKvType(a.kv_type, &kv_type)) return ReportError("--kv-cache-type must be f32 or q8");
-  Generator gen(m, &tok, kernels, pool, a.ctx, std::min(a.batch, a.ctx), kv_type);
+  // One chunk at a time through the serving engine: a prompt-only request
+  // that returns the logits of positions [first, ctx).
+  EngineOptions eo;
+  eo.threads = ResolveThreads(a.threads);
+  eo.max_num_seqs = 1;
+  eo.max_batched_tokens = std::min(a.batch, a.ctx);
+  eo.max_model_len = a.ctx;
+  eo.prefix_caching = false;
+  eo.kv_cache_type = a.kv_type;
+  auto engine = Engine::Create(m, &tok, kernels, eo);
+  if (!engine.ok()) return ReportError(engine.status());
+  RequestParams rp;
+  rp.max_tokens = 0;
+  rp.prompt_logits_from = first;
   double nll = 0, nll2 = 0, kld_sum = 0, kld_sum2 = 0;
   int64_t count = 0, top1 = 0;
-  std::vector<float> logits, lp, lp_base(V);
+  std::vector<float> lp, lp_base(V);
   const auto t0 = std::chrono::steady_clock::now();
   for (int32_t c = 0; c < n_chunks; ++c) {
     std::vector<int32_t> chunk(tokens.begin() + static_cast<int64_t>(c) * a.ctx,
                                tokens.begin() + static_cast<int64_t>(c + 1) * a.ctx);
     const std::vector<int32_t> original = chunk;
     if (tok.vocab().bos >= 0) chunk[0] = tok.vocab().bos;
-    gen.Reset();
-    if (Status st = gen.FeedLogitsFrom(chunk, first, &logits); !st.ok()) return ReportError(st);
+    auto res = RunRequest(**engine, chunk, rp);
+    if (!res.ok()) return ReportError(res.status());
+    const std::vector<float>& logits = res->prompt_logits;
+    CHECK(logits.size() >= static_cast<size_t>(scored) * V);
     for (int32_t j = 0; j < scored; ++j) {
       const float* row = logits.data() + static_cast<size_t>(j) * V;
       LogSoftmax(row, V, &lp);

@@ -81,7 +81,7 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
   LOG_INFO("threads: {}", threads);
   // KV bytes for n tokens of this model, and whole MiB holding them.
   auto kv_bytes = [&](int64_t n) {
-    return KvStorage::BytesFor(model.config.n_layer, n, model.config.kv_dim(), kv_type, model.config.head_dim);
+    return KvStorage::BytesFor(model.config.KvHeadsPerLayer(), n, model.config.head_dim, kv_type);
   };
   auto kv_mb = [&](int64_t n) { return static_cast<int64_t>((kv_bytes(n) + (1 << 20) - 1) >> 20); };
   // Always shown (stderr): the context actually in force; a too-small

@@ -10,7 +10,7 @@
 
 #include "base/file_util.h"
 #include "base/output_file.h"
-#include "engine/generator.h"
+#include "infera/engine.h"
 #include "formats/gguf_reader.h"
 #include "tensor/quant_blocks.h"
 #include "tokenizer/loader.h"
@@ -144,23 +144,30 @@ int EvalLogits(const EvalArgs& a, const RuntimeOptions& rt) {
   if (!kernels.ok()) return ReportError(kernels.status());
   auto lm = LoadModelAndTokenizer(a.model, "", false);
   if (!lm.ok()) return ReportError(lm.status());
-  ThreadPool pool(ResolveThreads(a.threads));
   if (a.greedy < 0) return ReportError("--greedy must be >= 0");
-  Generator gen(*lm->model, nullptr, *kernels, pool, static_cast<int32_t>(ids.size()) + a.greedy, chunk);
-  std::vector<float> logits;
+  // The serving engine with one sequence, `chunk` tokens per step.
+  EngineOptions eo;
+  eo.threads = ResolveThreads(a.threads);
+  eo.max_num_seqs = 1;
+  eo.max_batched_tokens = chunk;
+  eo.max_model_len = static_cast<int32_t>(ids.size()) + a.greedy;
+  eo.prefix_caching = false;
+  auto engine = Engine::Create(*lm->model, nullptr, *kernels, eo);
+  if (!engine.ok()) return ReportError(engine.status());
+  RequestParams rp;
+  rp.sampling.temperature = 0;
+  rp.ignore_eos = true;
+  rp.max_tokens = a.greedy;
+  if (a.greedy == 0) rp.prompt_logits_from = 0;
+  auto res = RunRequest(**engine, ids, rp);
+  if (!res.ok()) return ReportError(res.status());
   if (a.greedy > 0) {
-    GenerateOptions go;
-    go.sampling.temperature = 0;
-    go.max_tokens = a.greedy;
-    go.ignore_eos = true;
-    auto r = gen.Generate(ids, go, nullptr, false);
-    if (!r.ok()) return ReportError(r.status());
     std::string line;
-    for (int32_t t : r->tokens) line += (line.empty() ? "" : " ") + std::to_string(t);
+    for (int32_t t : res->tokens) line += (line.empty() ? "" : " ") + std::to_string(t);
     std::printf("%s\n", line.c_str());
     return kExitOk;
   }
-  if (Status st = gen.FeedAllLogits(ids, &logits); !st.ok()) return ReportError(st);
+  const std::vector<float>& logits = res->prompt_logits;
   if (!a.out.empty()) {
     std::string bytes(reinterpret_cast<const char*>(logits.data()), logits.size() * sizeof(float));
     if (Status st = WriteStringToFile(a.out, bytes); !st.ok()) return ReportError(st);

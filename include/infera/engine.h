@@ -47,7 +47,9 @@ struct EngineOptions {
 
 struct RequestParams {
   SamplingParams sampling;
-  int32_t max_tokens = -1;  // -1: until a stop condition or the context end
+  // -1: until a stop condition or the context end. 0 (only with
+  // prompt_logits_from): score the prompt, generate nothing.
+  int32_t max_tokens = -1;
   std::vector<std::string> stop;
   bool ignore_eos = false;
   int32_t priority = 0;     // lower first (then arrival order)
@@ -60,6 +62,11 @@ struct RequestParams {
   // The text is shown on its own, not after the prompt: the first piece's
   // leading space (a tokenizer's dummy prefix) is dropped.
   bool text_starts_output = false;
+  // -1: none. n >= 0: the raw logits (before bias and sampling) at every
+  // prompt position from n on (perplexity, prompt scoring), delivered in
+  // RequestOutput::prompt_logits as steps compute them, each position once.
+  // Those positions are always computed, never served by the prefix cache.
+  int32_t prompt_logits_from = -1;
 };
 
 struct TokenLogprob {
@@ -74,6 +81,10 @@ struct RequestOutput {
   std::vector<int32_t> tokens;  // new tokens
   std::string text;             // new text (stop strings cut off)
   std::vector<TokenLogprob> logprobs;  // one per entry of `tokens`, when requested
+  // With RequestParams::prompt_logits_from: logits [rows, n_vocab] of prompt
+  // positions prompt_logits_pos, prompt_logits_pos + 1, ... (this step's).
+  std::vector<float> prompt_logits;
+  int32_t prompt_logits_pos = 0;
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   int32_t prompt_tokens = 0;

@@ -1,7 +1,8 @@
 // K and V rows for every layer and slot: f32, or int8 with one f32 scale per
 // (slot, KV head) (`--kv-cache-type q8`: about a quarter of the f32 size).
-// f32: K[layer], V[layer] are [n_slots, kv_dim]. q8: int8 [n_slots, kv_dim]
-// plus scales [n_slots, n_kv_heads]; x ≈ scale * q.
+// f32: K[layer], V[layer] are [n_slots, kv_dim(layer)]. q8: int8
+// [n_slots, kv_dim(layer)] plus scales [n_slots, n_kv_heads(layer)];
+// x ≈ scale * q.
 // Owns its memory, committed by the OS only as slots are first written (rows
 // are read only after they were written); not thread-safe for concurrent
 // writes to the same slot.
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace infera {
 
@@ -25,44 +27,59 @@ inline bool ParseKvType(const std::string& s, KvType* out) {
 
 class KvStorage {
  public:
-  KvStorage(int n_layer, int32_t n_slots, int kv_dim, KvType type = KvType::kF32, int head_dim = 0)
-      : n_slots_(n_slots), kv_dim_(kv_dim), type_(type), n_heads_(head_dim > 0 ? kv_dim / head_dim : 1) {
-    const size_t n = static_cast<size_t>(n_layer) * n_slots * kv_dim;
+  // kv_heads [n_layer]: each layer's KV heads (layers may differ: pruned
+  // models), head_dim wide. Layer l's rows are kv_heads[l] * head_dim wide.
+  KvStorage(std::vector<int> kv_heads, int32_t n_slots, int head_dim, KvType type = KvType::kF32)
+      : n_slots_(n_slots), head_dim_(head_dim), type_(type), heads_(std::move(kv_heads)) {
+    size_t n = 0, ns = 0;
+    for (int h : heads_) {
+      off_.push_back(n);
+      scale_off_.push_back(ns);
+      n += static_cast<size_t>(n_slots) * h * head_dim;
+      ns += static_cast<size_t>(n_slots) * h;
+    }
     if (type == KvType::kF32) {
       k_.reset(new float[n]);
       v_.reset(new float[n]);
     } else {
       k8_.reset(new int8_t[n]);
       v8_.reset(new int8_t[n]);
-      const size_t ns = static_cast<size_t>(n_layer) * n_slots * n_heads_;
       ks_.reset(new float[ns]);
       vs_.reset(new float[ns]);
     }
   }
 
+  int n_layer() const { return static_cast<int>(heads_.size()); }
   int32_t n_slots() const { return n_slots_; }
-  int kv_dim() const { return kv_dim_; }
+  int kv_dim(int layer) const { return heads_[layer] * head_dim_; }
+  int n_heads(int layer) const { return heads_[layer]; }
   KvType type() const { return type_; }
-  int n_heads() const { return n_heads_; }
-  float* k(int layer) { return k_.get() + Off(layer); }
-  float* v(int layer) { return v_.get() + Off(layer); }
-  int8_t* k8(int layer) { return k8_.get() + Off(layer); }
-  int8_t* v8(int layer) { return v8_.get() + Off(layer); }
-  float* k_scale(int layer) { return ks_.get() + static_cast<size_t>(layer) * n_slots_ * n_heads_; }
-  float* v_scale(int layer) { return vs_.get() + static_cast<size_t>(layer) * n_slots_ * n_heads_; }
+  // Layer `layer`: f32 or int8 rows [n_slots, kv_dim(layer)]; scales
+  // [n_slots, n_heads(layer)].
+  float* k(int layer) { return k_.get() + off_[layer]; }
+  float* v(int layer) { return v_.get() + off_[layer]; }
+  int8_t* k8(int layer) { return k8_.get() + off_[layer]; }
+  int8_t* v8(int layer) { return v8_.get() + off_[layer]; }
+  float* k_scale(int layer) { return ks_.get() + scale_off_[layer]; }
+  float* v_scale(int layer) { return vs_.get() + scale_off_[layer]; }
 
-  static uint64_t BytesFor(int n_layer, int64_t n_slots, int kv_dim, KvType type = KvType::kF32, int head_dim = 0) {
-    if (type == KvType::kF32) return 2ull * n_layer * n_slots * kv_dim * sizeof(float);
-    const int heads = head_dim > 0 ? kv_dim / head_dim : 1;
-    return 2ull * n_layer * n_slots * (kv_dim + heads * sizeof(float));
+  // Bytes for n_slots slots of every layer.
+  static uint64_t BytesFor(const std::vector<int>& kv_heads, int64_t n_slots, int head_dim,
+                           KvType type = KvType::kF32) {
+    uint64_t per_slot = 0;
+    for (int h : kv_heads) {
+      per_slot += type == KvType::kF32 ? 2ull * h * head_dim * sizeof(float) : 2ull * h * (head_dim + sizeof(float));
+    }
+    return per_slot * static_cast<uint64_t>(n_slots);
   }
+  uint64_t bytes() const { return BytesFor(heads_, n_slots_, head_dim_, type_); }
 
  private:
-  size_t Off(int layer) const { return static_cast<size_t>(layer) * n_slots_ * kv_dim_; }
   int32_t n_slots_;
-  int kv_dim_;
+  int head_dim_;
   KvType type_;
-  int n_heads_;
+  std::vector<int> heads_;
+  std::vector<size_t> off_, scale_off_;  // per layer, in elements
   std::unique_ptr<float[]> k_, v_, ks_, vs_;
   std::unique_ptr<int8_t[]> k8_, v8_;
 };

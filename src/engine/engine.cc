@@ -59,6 +59,7 @@ struct EngineRequest {
   int32_t prompt_len = 0;
   int32_t max_tokens = 0;  // resolved
   int32_t generated = 0;
+  int32_t prompt_logits_next = 0;  // the next prompt position whose logits are owed
   bool cancel = false;
   using Clock = std::chrono::steady_clock;
   Clock::time_point t_add = Clock::now(), t_sched, t_first;
@@ -75,7 +76,20 @@ struct EngineRequest {
     // The text continues the prompt (keep the first piece's leading space)
     // unless it starts the output.
     if (tok != nullptr) decoder = std::make_unique<StreamDecoder>(*tok, p.text_starts_output);
+    prompt_logits_next = p.prompt_logits_from;
   }
+  // Whether the logits of prompt position `pos` are still owed.
+  bool OwesPromptLogits(int32_t pos) const {
+    return params.prompt_logits_from >= 0 && pos >= prompt_logits_next && pos < prompt_len;
+  }
+};
+
+// Where one scheduled chunk's rows are in the step's logits.
+struct ChunkRows {
+  int32_t first = 0;        // first row
+  int32_t n_prompt = 0;     // rows of owed prompt positions (from row `first`)
+  int32_t prompt_pos = 0;   // position of the first of them
+  int32_t sample = -1;      // row to sample from; -1: none
 };
 
 struct Engine::Impl {
@@ -93,6 +107,7 @@ struct Engine::Impl {
   uint64_t steps = 0;
   int32_t last_step_tokens = 0;
   ForwardBatch batch;
+  std::vector<ChunkRows> rows;   // per scheduled chunk of the step
   std::vector<float> logits;
   std::vector<int32_t> eog_ids;  // every end-of-generation id (for min_tokens)
   std::vector<float> raw;        // scratch: logits before bias and penalties
@@ -101,7 +116,7 @@ struct Engine::Impl {
        const ModelRunnerFactory& make_runner)
       : model(m), tok(t), kernels(k), opts(o), pool(o.threads),
         runner(make_runner ? make_runner(pool) : MakeModelRunner(m, k, pool, o.max_model_len)),
-        kv(m.config.n_layer, n_blocks * o.kv_block_size, m.config.kv_dim(), kt, m.config.head_dim),
+        kv(m.config.KvHeadsPerLayer(), n_blocks * o.kv_block_size, m.config.head_dim, kt),
         blocks(n_blocks, o.kv_block_size, o.prefix_caching),
         sched(SchedulerConfig{o.max_num_seqs, o.max_batched_tokens, o.max_model_len, o.guaranteed_admission,
                               o.context_shift},
@@ -171,20 +186,22 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Token
   }
   KvType kt;
   if (!ParseKvType(o.kv_cache_type, &kt)) return InvalidArgument("--kv-cache-type must be f32 or q8");
-  const uint64_t per_token = KvStorage::BytesFor(c.n_layer, 1, c.kv_dim(), kt, c.head_dim);
+  const uint64_t per_token = KvStorage::BytesFor(c.KvHeadsPerLayer(), 1, c.head_dim, kt);
   uint64_t bytes;
   if (o.kv_cache_mb > 0) {
     bytes = static_cast<uint64_t>(o.kv_cache_mb) << 20;
   } else {
     const uint64_t useful = per_token * static_cast<uint64_t>(o.max_model_len) * std::min(o.max_num_seqs, 16);
-    bytes = std::min(AvailableMemoryBytes() / 4, std::max<uint64_t>(useful, per_token * o.max_model_len));
+    // At least one full context, in whole blocks.
+    const uint64_t one_context = per_token * o.kv_block_size * ((o.max_model_len + o.kv_block_size - 1) / o.kv_block_size);
+    bytes = std::min(AvailableMemoryBytes() / 4, std::max<uint64_t>(useful, one_context));
   }
   const int64_t n_blocks = static_cast<int64_t>(bytes / (per_token * o.kv_block_size));
   if (n_blocks < 1) return InvalidArgument("--kv-cache-mb is too small for one KV block");
   if (n_blocks * o.kv_block_size > (1ll << 31) - 1) return InvalidArgument("--kv-cache-mb is too large");
   auto impl = std::make_unique<Impl>(model, tokenizer, kernels, o, static_cast<int32_t>(n_blocks), kt, make_runner);
   LOG_INFO("engine: KV cache {:.1f} MiB ({}) = {} blocks of {} tokens ({} tokens), context {}, max {} seqs, {} tokens/step",
-           KvStorage::BytesFor(c.n_layer, n_blocks * o.kv_block_size, c.kv_dim(), kt, c.head_dim) / 1048576.0,
+           per_token * n_blocks * o.kv_block_size / 1048576.0,
            o.kv_cache_type, n_blocks, o.kv_block_size, n_blocks * o.kv_block_size, o.max_model_len, o.max_num_seqs,
            o.max_batched_tokens);
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
@@ -206,7 +223,13 @@ Status Engine::Check(const std::vector<int32_t>& prompt, const RequestParams& pa
       return InvalidArgument(fmt::format("token id {} is out of range [0, {})", t, m.model.config.n_vocab));
     }
   }
-  if (params.max_tokens == 0 || params.max_tokens < -1) return InvalidArgument("max_tokens must be positive");
+  if (params.max_tokens < -1 || (params.max_tokens == 0 && params.prompt_logits_from < 0)) {
+    return InvalidArgument("max_tokens must be positive");
+  }
+  if (params.prompt_logits_from >= static_cast<int64_t>(prompt.size())) {
+    return InvalidArgument(fmt::format("prompt_logits_from {} is past the prompt's {} tokens", params.prompt_logits_from,
+                                       prompt.size()));
+  }
   if (params.min_tokens < 0) return InvalidArgument("min_tokens must be >= 0");
   if (params.logprobs > kMaxTopLogprobs) {
     return InvalidArgument(fmt::format("logprobs must be at most {}", kMaxTopLogprobs));
@@ -226,7 +249,8 @@ StatusOr<uint64_t> Engine::Add(std::vector<int32_t> prompt, const RequestParams&
   const int32_t len = static_cast<int32_t>(prompt.size());
   const int32_t max_tokens = ResolveMaxTokens(prompt.size(), params.max_tokens);
   const uint64_t id = m.next_id++;
-  RETURN_IF_ERROR(m.sched.Add(id, std::move(prompt), max_tokens, params.priority));
+  const int32_t max_cached = params.prompt_logits_from >= 0 ? params.prompt_logits_from : INT32_MAX;
+  RETURN_IF_ERROR(m.sched.Add(id, std::move(prompt), max_tokens, params.priority, max_cached));
   auto r = std::make_unique<EngineRequest>(params, m.tok);
   r->prompt_len = len;
   r->max_tokens = max_tokens;
@@ -259,8 +283,7 @@ EngineStats Engine::Stats() const {
   s.num_preemptions = m.sched.num_preemptions();
   s.prefill_tokens_computed = m.sched.prefill_tokens_computed();
   s.steps = m.steps;
-  s.kv_cache_bytes = KvStorage::BytesFor(m.model.config.n_layer, m.kv.n_slots(), m.model.config.kv_dim(), m.kv.type(),
-                                         m.model.config.head_dim);
+  s.kv_cache_bytes = m.kv.bytes();
   s.kv_tokens_held = m.sched.TokensHeld();
   return s;
 }
@@ -290,12 +313,22 @@ std::vector<RequestOutput> Engine::Step() {
   }
   // Execute: one flat batch of every scheduled chunk.
   m.batch.Clear();
+  m.rows.assign(so.chunks.size(), ChunkRows{});
+  int32_t n_rows = 0;
   for (size_t s = 0; s < so.chunks.size(); ++s) {
     const ScheduledChunk& c = so.chunks[s];
+    const EngineRequest& r = *m.reqs.at(c.id);
     const std::vector<int32_t>& toks = m.sched.Tokens(c.id);
+    ChunkRows& cr = m.rows[s];
+    cr.first = n_rows;
     m.batch.seq_slots.push_back(&m.blocks.Slots(c.id));
     for (int32_t i = c.start; i < c.start + c.n; ++i) {
-      m.batch.Add(toks[i], i, static_cast<int32_t>(s), c.want_logits && i == c.start + c.n - 1);
+      const bool sample = c.want_logits && i == c.start + c.n - 1;
+      const bool owed = r.OwesPromptLogits(i);
+      if (owed && cr.n_prompt++ == 0) cr.prompt_pos = i;
+      if (sample) cr.sample = n_rows;
+      m.batch.Add(toks[i], i, static_cast<int32_t>(s), sample || owed);
+      n_rows += sample || owed ? 1 : 0;
     }
   }
   Status st = m.runner->Forward(m.batch, m.kv, &m.logits);
@@ -310,11 +343,29 @@ std::vector<RequestOutput> Engine::Step() {
   m.sched.Computed(so);
   // Update: sample every sequence whose newest token was computed.
   const int32_t V = m.model.config.n_vocab;
-  int32_t row = 0;
-  for (const ScheduledChunk& c : so.chunks) {
-    if (!c.want_logits) continue;
-    float* lg = m.logits.data() + static_cast<size_t>(row++) * V;
+  for (size_t s = 0; s < so.chunks.size(); ++s) {
+    const ScheduledChunk& c = so.chunks[s];
+    const ChunkRows& cr = m.rows[s];
     EngineRequest& r = *m.reqs.at(c.id);
+    RequestOutput o;
+    if (cr.n_prompt > 0) {
+      const float* p = m.logits.data() + static_cast<size_t>(cr.first) * V;
+      o.prompt_logits.assign(p, p + static_cast<size_t>(cr.n_prompt) * V);
+      o.prompt_logits_pos = cr.prompt_pos;
+      r.prompt_logits_next = cr.prompt_pos + cr.n_prompt;
+    }
+    if (cr.sample < 0) {
+      if (cr.n_prompt > 0) {
+        m.Describe(c.id, r, &o);
+        outs.push_back(std::move(o));
+      }
+      continue;
+    }
+    if (r.max_tokens == 0) {  // prompt scoring only
+      outs.push_back(m.Finish(c.id, FinishReason::kLength, {}, false, std::move(o)));
+      continue;
+    }
+    float* lg = m.logits.data() + static_cast<size_t>(cr.sample) * V;
     if (r.params.logprobs >= 0) m.raw.assign(lg, lg + V);
     for (const auto& [t, bias] : r.params.logit_bias) lg[t] += bias;
     if (r.generated < r.params.min_tokens && !r.params.ignore_eos) {
@@ -322,7 +373,7 @@ std::vector<RequestOutput> Engine::Step() {
     }
     const int32_t next = r.sampler.Sample(lg, V, m.sched.Tokens(c.id));
     if (!r.params.ignore_eos && m.IsEog(next)) {
-      outs.push_back(m.Finish(c.id, FinishReason::kStop));
+      outs.push_back(m.Finish(c.id, FinishReason::kStop, {}, false, std::move(o)));
       continue;
     }
     m.sched.Append(c.id, next);
@@ -331,7 +382,6 @@ std::vector<RequestOutput> Engine::Step() {
       r.has_first = true;
       r.t_first = EngineRequest::Clock::now();
     }
-    RequestOutput o;
     o.tokens.push_back(next);
     if (r.params.logprobs >= 0) o.logprobs.push_back(LogprobsOf(m.raw, next, r.params.logprobs));
     bool stopped = false;

@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -17,8 +18,17 @@ float LongRopeDefaultMscale(float factor, int original_ctx) {
   return std::sqrt(1.0f + std::log(factor) / std::log(static_cast<float>(original_ctx)));
 }
 
+std::vector<int> ModelConfig::KvHeadsPerLayer() const {
+  std::vector<int> h(n_layer);
+  for (int l = 0; l < n_layer; ++l) h[l] = n_head_kv_at(l);
+  return h;
+}
+
 LayerConfig ModelConfig::Layer(int layer) const {
   LayerConfig lc;
+  lc.n_head = n_head_at(layer);
+  lc.n_head_kv = n_head_kv_at(layer);
+  lc.n_ff = n_ff_at(layer);
   const bool sliding = LayerIsSliding(layer);
   lc.sliding_window = sliding ? sliding_window : 0;
   // gemma3: local layers use their own base and no scaling.
@@ -54,6 +64,17 @@ Status ModelConfig::Validate(const std::string& source) const {
     if (!(cap >= 0) || !std::isfinite(cap)) return bad("soft-capping values must be >= 0");
   }
   if (swa_period < 0 || swa_period > 1024) return bad("sliding window pattern out of range");
+  for (const auto* v : {&layer_n_head, &layer_n_head_kv, &layer_n_ff}) {
+    if (!v->empty() && static_cast<int>(v->size()) != n_layer) return bad("per-layer widths must have one entry per layer");
+  }
+  for (int l = 0; l < n_layer; ++l) {
+    const int h = n_head_at(l), kv = n_head_kv_at(l), ff = n_ff_at(l);
+    if (h <= 0 || h > n_head || kv <= 0 || kv > n_head_kv || h % kv != 0) {
+      return bad(fmt::format("layer {}: {} heads and {} KV heads (KV heads must divide heads; 1..{} and 1..{})", l, h,
+                             kv, n_head, n_head_kv));
+    }
+    if (ff <= 0 || ff > n_ff) return bad(fmt::format("layer {}: feed-forward length {} out of range 1..{}", l, ff, n_ff));
+  }
   if (n_expert < 0 || n_expert > 1024) return bad(fmt::format("expert count {} out of range", n_expert));
   if (n_expert > 0) {
     if (n_expert_used < 1 || n_expert_used > n_expert) {
@@ -85,9 +106,34 @@ StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& f) {
     *out = static_cast<int>(*v);
     return Status::Ok();
   };
+  // A width that may differ per layer: one integer, or an array of
+  // block_count integers (llama.cpp's get_key_or_arr); `out` gets the
+  // largest, `per_layer` each layer's (left empty when they are all equal).
+  auto req_layers = [&](const std::string& key, int* out, std::vector<int>* per_layer) -> Status {
+    const GgufValue* v = f.Find(key);
+    if (v == nullptr || v->type != GgufType::kArray) {
+      per_layer->clear();
+      return req(key, out);
+    }
+    if (v->ArraySize() != static_cast<uint64_t>(c.n_layer)) {
+      return DataLoss(fmt::format("{}: {} has {} entries for {} layers", f.name(), key, v->ArraySize(), c.n_layer));
+    }
+    per_layer->clear();
+    for (uint64_t l = 0; l < v->ArraySize(); ++l) {
+      int64_t x = -1;
+      if (!v->arr_i.empty()) x = v->arr_i[l];
+      else if (!v->arr_u.empty()) x = v->arr_u[l] > (uint64_t{1} << 30) ? -1 : static_cast<int64_t>(v->arr_u[l]);
+      if (x <= 0 || x > (int64_t{1} << 30)) return DataLoss(fmt::format("{}: {}[{}] out of range", f.name(), key, l));
+      per_layer->push_back(static_cast<int>(x));
+    }
+    *out = *std::max_element(per_layer->begin(), per_layer->end());
+    if (std::all_of(per_layer->begin(), per_layer->end(), [&](int x) { return x == *out; })) per_layer->clear();
+    return Status::Ok();
+  };
   RETURN_IF_ERROR(req(a + "embedding_length", &c.n_embd));
   RETURN_IF_ERROR(req(a + "block_count", &c.n_layer));
-  RETURN_IF_ERROR(req(a + "feed_forward_length", &c.n_ff));
+  if (c.n_layer > 1024) return DataLoss(fmt::format("{}: block_count {} out of range", f.name(), c.n_layer));
+  RETURN_IF_ERROR(req_layers(a + "feed_forward_length", &c.n_ff, &c.layer_n_ff));
   if (f.Find(a + "expert_count")) {
     RETURN_IF_ERROR(req(a + "expert_count", &c.n_expert));
     if (c.n_expert > 1) {
@@ -102,10 +148,13 @@ StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& f) {
       c.n_expert = 0;  // expert_count 0 / 1: a dense model
     }
   }
-  RETURN_IF_ERROR(req(a + "attention.head_count", &c.n_head));
+  RETURN_IF_ERROR(req_layers(a + "attention.head_count", &c.n_head, &c.layer_n_head));
   RETURN_IF_ERROR(req(a + "context_length", &c.n_ctx_train));
   c.n_head_kv = c.n_head;
-  if (f.Find(a + "attention.head_count_kv")) RETURN_IF_ERROR(req(a + "attention.head_count_kv", &c.n_head_kv));
+  c.layer_n_head_kv = c.layer_n_head;
+  if (f.Find(a + "attention.head_count_kv")) {
+    RETURN_IF_ERROR(req_layers(a + "attention.head_count_kv", &c.n_head_kv, &c.layer_n_head_kv));
+  }
   c.head_dim = c.n_embd / c.n_head;
   if (f.Find(a + "attention.key_length")) RETURN_IF_ERROR(req(a + "attention.key_length", &c.head_dim));
   c.rope_dim = c.head_dim;

@@ -27,6 +27,7 @@ enum class QkNorm { kNone, kPerHead, kFull };
 
 // What differs from layer to layer (see ModelConfig::Layer).
 struct LayerConfig {
+  int n_head = 0, n_head_kv = 0, n_ff = 0;
   int sliding_window = 0;  // 0: global attention
   float rope_theta = 10000.0f;
   float rope_linear_factor = 1.0f;  // linear position interpolation (1: none)
@@ -56,10 +57,15 @@ struct ModelConfig {
   int n_vocab = 0;
   int n_embd = 0;
   int n_layer = 0;
+  // Attention heads, KV heads and dense FFN width (MoE families: n_ff is
+  // unused). With per-layer widths (structured pruning; GGUF arrays, as
+  // llama.cpp reads them) these are the largest over the layers and the
+  // layer_* vectors [n_layer] hold each layer's; empty: every layer the same.
   int n_head = 0;
   int n_head_kv = 0;
   int head_dim = 0;
-  int n_ff = 0;  // dense FFN width (MoE families: unused unless a shared expert)
+  int n_ff = 0;
+  std::vector<int> layer_n_head, layer_n_head_kv, layer_n_ff;
   // Sparse MoE FFN (n_expert > 0): a router picks n_expert_used of n_expert
   // experts per token (softmax over all, top-k, renormalized when
   // expert_weights_norm); each expert is a gated FFN of width n_ff_exp.
@@ -109,13 +115,19 @@ struct ModelConfig {
   float logit_scale = 1.0f;
   bool tied_embeddings = false;
 
-  int q_dim() const { return n_head * head_dim; }
+  int q_dim() const { return n_head * head_dim; }  // the largest layer's
+  int n_head_at(int l) const { return layer_n_head.empty() ? n_head : layer_n_head[l]; }
+  int n_head_kv_at(int l) const { return layer_n_head_kv.empty() ? n_head_kv : layer_n_head_kv[l]; }
+  int n_ff_at(int l) const { return layer_n_ff.empty() ? n_ff : layer_n_ff[l]; }
+  bool variable_widths() const { return !layer_n_head.empty() || !layer_n_head_kv.empty() || !layer_n_ff.empty(); }
+  // KV heads of every layer [n_layer] (KV storage layout).
+  std::vector<int> KvHeadsPerLayer() const;
   bool moe() const { return n_expert > 0; }
   bool LayerIsSliding(int layer) const {
     return sliding_window > 0 && (swa_period == 0 || layer % swa_period < swa_period - 1);
   }
   LayerConfig Layer(int layer) const;
-  int kv_dim() const { return n_head_kv * head_dim; }
+  int kv_dim() const { return n_head_kv * head_dim; }  // the largest layer's
   Status Validate(const std::string& source) const;
 };
 

@@ -49,8 +49,8 @@ DecoderRunner::DecoderRunner(const Model& model, const KernelTable& kernels, Thr
     }
     rope_.emplace_back(rp);
     AttentionShape s;
-    s.n_head = c_.n_head;
-    s.n_head_kv = c_.n_head_kv;
+    s.n_head = lc.n_head;
+    s.n_head_kv = lc.n_head_kv;
     s.head_dim = c_.head_dim;
     s.scale = scale;
     s.softcap = c_.attn_softcap;
@@ -66,8 +66,13 @@ Status DecoderRunner::Validate(const ForwardBatch& b, const KvStorage& kv) const
   if (b.positions.size() != b.tokens.size() || b.seq.size() != b.tokens.size()) {
     return Internal("batch arrays differ in length");
   }
-  if (kv.type() == KvType::kQ8 && (kv.n_heads() != c_.n_head_kv || c_.head_dim > 512)) {
-    return Internal("int8 KV storage does not match the model's KV heads");
+  if (kv.n_layer() != c_.n_layer || (kv.type() == KvType::kQ8 && c_.head_dim > 512)) {
+    return Internal("KV storage does not match the model");
+  }
+  for (int l = 0; l < c_.n_layer; ++l) {
+    if (kv.n_heads(l) != attn_shape_[l].n_head_kv || kv.kv_dim(l) != attn_shape_[l].kv_dim()) {
+      return Internal(fmt::format("KV storage of layer {} does not match the model's KV heads", l));
+    }
   }
   for (int32_t t = 0; t < T; ++t) {
     if (b.tokens[t] < 0 || b.tokens[t] >= c_.n_vocab) {
@@ -115,7 +120,9 @@ void DecoderRunner::GrowScratch(const ForwardBatch& b) {
   }
   int32_t max_pos = 0;
   for (int32_t p : b.positions) max_pos = std::max(max_pos, p);
-  for (auto& s : attn_scratch_) grow(s, AttentionScratchFloats(attn_shape_[0], max_pos));
+  size_t attn = 0;
+  for (const AttentionShape& s : attn_shape_) attn = std::max(attn, AttentionScratchFloats(s, max_pos));
+  for (auto& s : attn_scratch_) grow(s, attn);
 }
 
 void DecoderRunner::ForTokens(int32_t T, FunctionRef<void(int64_t, int64_t)> fn) {
@@ -203,7 +210,7 @@ void DecoderRunner::AttentionBlock(int l, const ForwardBatch& b, KvStorage& kv) 
 
 void DecoderRunner::FfnBlock(int l, int32_t T) {
   const LayerWeights& L = model_.weights->layers[l];
-  const int d = c_.n_embd, ff = c_.n_ff;
+  const int d = c_.n_embd, ff = c_.n_ff_at(l);
   const float* in = x_.data();
   if (c_.pre_norm) {
     ForTokens(T, [&](int64_t t0, int64_t t1) {

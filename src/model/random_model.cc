@@ -95,7 +95,12 @@ void WriteModelMetadata(const ModelConfig& c, DType file_type, GgufWriter* w) {
   w->SetU32(a + ".context_length", c.n_ctx_train);
   w->SetU32(a + ".embedding_length", c.n_embd);
   w->SetU32(a + ".block_count", c.n_layer);
-  w->SetU32(a + ".feed_forward_length", c.n_ff);
+  // Per-layer widths as llama.cpp's converter writes them: an INT32 array.
+  auto set_width = [&](const std::string& key, int value, const std::vector<int>& per_layer) {
+    if (per_layer.empty()) w->SetU32(key, value);
+    else w->SetI32Array(key, std::vector<int32_t>(per_layer.begin(), per_layer.end()));
+  };
+  set_width(a + ".feed_forward_length", c.n_ff, c.layer_n_ff);
   if (c.moe()) {  // llama.cpp's keys (mixtral: llama.expert_count, experts feed_forward_length wide)
     w->SetU32(a + ".expert_count", c.n_expert);
     w->SetU32(a + ".expert_used_count", c.n_expert_used);
@@ -103,8 +108,8 @@ void WriteModelMetadata(const ModelConfig& c, DType file_type, GgufWriter* w) {
     if (c.n_ff_shexp > 0) w->SetU32(a + ".expert_shared_feed_forward_length", c.n_ff_shexp);
     if (c.expert_weights_norm != info.expert_weights_norm) w->SetBool(a + ".expert_weights_norm", c.expert_weights_norm);
   }
-  w->SetU32(a + ".attention.head_count", c.n_head);
-  w->SetU32(a + ".attention.head_count_kv", c.n_head_kv);
+  set_width(a + ".attention.head_count", c.n_head, c.layer_n_head);
+  set_width(a + ".attention.head_count_kv", c.n_head_kv, c.layer_n_head_kv);
   w->SetF32(a + ".attention.layer_norm_rms_epsilon", c.rms_eps);
   w->SetF32(a + ".rope.freq_base", c.rope_theta);
   w->SetU32(a + ".rope.dimension_count", c.rope_dim);
@@ -193,11 +198,11 @@ Status WriteRandomGguf(const ModelConfig& c, const Vocab& vocab, DType type, uin
     if (r.presence == Presence::kOptional) return;  // derived data (rope_freqs), not weights
     const std::string name = GgufTensorName(r, layer);
     if (IsExpertRole(r)) {
-      matrix(name, DimSize(c, r.n_in), DimSize(c, r.n_out), c.n_expert);
+      matrix(name, DimSize(c, r.n_in, layer), DimSize(c, r.n_out, layer), c.n_expert);
     } else if (r.matrix) {
-      matrix(name, DimSize(c, r.n_in), RoleRows(r, c));
+      matrix(name, DimSize(c, r.n_in, layer), RoleRows(r, c, layer));
     } else {
-      constant(name, DimSize(c, r.n_in), r.init == Init::kZeros ? 0.0f : 1.0f);
+      constant(name, DimSize(c, r.n_in, layer), r.init == Init::kZeros ? 0.0f : 1.0f);
     }
   });
   return w.Write(path);

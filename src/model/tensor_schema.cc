@@ -126,13 +126,13 @@ const std::vector<TensorRole>& DecoderTensorRoles() {
   return roles;
 }
 
-int64_t DimSize(const ModelConfig& c, Dim d) {
+int64_t DimSize(const ModelConfig& c, Dim d, int layer) {
   switch (d) {
     case Dim::kEmbd: return c.n_embd;
     case Dim::kVocab: return c.n_vocab;
-    case Dim::kQ: return c.q_dim();
-    case Dim::kKv: return c.kv_dim();
-    case Dim::kFf: return c.n_ff;
+    case Dim::kQ: return static_cast<int64_t>(layer >= 0 ? c.n_head_at(layer) : c.n_head) * c.head_dim;
+    case Dim::kKv: return static_cast<int64_t>(layer >= 0 ? c.n_head_kv_at(layer) : c.n_head_kv) * c.head_dim;
+    case Dim::kFf: return layer >= 0 ? c.n_ff_at(layer) : c.n_ff;
     case Dim::kHead: return c.head_dim;
     case Dim::kRopeHalf: return c.rope_dim / 2;
     case Dim::kExpert: return c.n_expert;
@@ -183,10 +183,10 @@ std::string HfTensorName(const TensorRole& role, int layer, const ModelConfig& c
   return role.per_layer ? fmt::format("{}{}.{}", kHfLayerPrefix, layer, hf) : hf;
 }
 
-int64_t RoleRows(const TensorRole& role, const ModelConfig& c) {
-  if (role.parts.empty()) return DimSize(c, role.n_out);
+int64_t RoleRows(const TensorRole& role, const ModelConfig& c, int layer) {
+  if (role.parts.empty()) return DimSize(c, role.n_out, layer);
   int64_t rows = 0;
-  for (const FusedPart& p : role.parts) rows += DimSize(c, p.rows);
+  for (const FusedPart& p : role.parts) rows += DimSize(c, p.rows, layer);
   return rows;
 }
 

@@ -84,7 +84,9 @@ inline bool IsExpertRole(const TensorRole& r) { return r.layer_experts != nullpt
 // file order: globals first, then the roles of each layer.
 const std::vector<TensorRole>& DecoderTensorRoles();
 
-int64_t DimSize(const ModelConfig& c, Dim d);
+// A dimension's size in layer `layer` (-1: global tensors; per-layer widths
+// take the layer's).
+int64_t DimSize(const ModelConfig& c, Dim d, int layer = -1);
 // Whether `role` has a tensor in a model with config `c` (kOptional: true).
 bool RoleIsPresent(const TensorRole& role, const ModelConfig& c);
 
@@ -98,8 +100,8 @@ std::string HfTensorName(const TensorRole& role, int layer, const ModelConfig& c
 // The HF name of the tensor a GGUF name stands for in a model with config
 // `c` ("" if none).
 std::string HfNameForGguf(const std::string& gguf_name, const ModelConfig& c);
-// Rows of a role's matrix (the sum of its parts' rows when fused).
-int64_t RoleRows(const TensorRole& role, const ModelConfig& c);
+// Rows of a role's matrix in `layer` (the sum of its parts' rows when fused).
+int64_t RoleRows(const TensorRole& role, const ModelConfig& c, int layer = -1);
 // The layer matrices a role fills: its own, its parts' or its experts'.
 std::vector<WeightMatrix*> RoleLayerMatrices(const TensorRole& role, LayerWeights* layer);
 std::vector<const WeightMatrix*> RoleLayerMatrices(const TensorRole& role, const LayerWeights& layer);

@@ -126,11 +126,11 @@ class Builder {
       const std::string name = GgufTensorName(r, layer);
       if (r.presence == Presence::kOptional && lookup_(name) == nullptr) return;
       const int heads = !perm                            ? 0
-                        : r.permute == Permute::kQHeads  ? c_.n_head
-                        : r.permute == Permute::kKvHeads ? c_.n_head_kv
+                        : r.permute == Permute::kQHeads  ? c_.n_head_at(layer)
+                        : r.permute == Permute::kKvHeads ? c_.n_head_kv_at(layer)
                                                          : 0;
       if (IsExpertRole(r)) {  // stacked experts: each a view of its slice
-        const int64_t rows = DimSize(c_, r.n_out), n_in = DimSize(c_, r.n_in);
+        const int64_t rows = DimSize(c_, r.n_out, layer), n_in = DimSize(c_, r.n_in, layer);
         WeightMatrix whole;
         st = Matrix(name, n_in, rows * c_.n_expert, &whole, 0, {n_in, rows, c_.n_expert});
         auto& experts = w_->layers[layer].*r.layer_experts;
@@ -140,21 +140,21 @@ class Builder {
       }
       if (!r.parts.empty()) {  // fused: each part a view of its rows
         WeightMatrix whole;
-        st = Matrix(name, DimSize(c_, r.n_in), RoleRows(r, c_), &whole);
+        st = Matrix(name, DimSize(c_, r.n_in, layer), RoleRows(r, c_, layer), &whole);
         int64_t row = 0;
         for (const FusedPart& p : r.parts) {
-          const int64_t rows = DimSize(c_, p.rows);
+          const int64_t rows = DimSize(c_, p.rows, layer);
           w_->layers[layer].*p.dest = RowView(whole, row, rows);
           row += rows;
         }
         return;
       }
       if (r.matrix) {
-        st = Matrix(name, DimSize(c_, r.n_in), DimSize(c_, r.n_out), RoleMatrix(r, layer, w_), heads);
+        st = Matrix(name, DimSize(c_, r.n_in, layer), DimSize(c_, r.n_out, layer), RoleMatrix(r, layer, w_), heads);
         return;
       }
       std::vector<float>* v = RoleVector(r, layer, w_);
-      st = Vector(name, DimSize(c_, r.n_in), v, heads);
+      st = Vector(name, DimSize(c_, r.n_in, layer), v, heads);
       if (st.ok() && r.norm && opts_.norm_plus_one) {
         for (float& x : *v) x += 1.0f;
       }

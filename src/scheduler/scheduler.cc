@@ -16,7 +16,7 @@ Scheduler::Scheduler(const SchedulerConfig& cfg, BlockManager* blocks) : cfg_(cf
 Status Scheduler::Check(size_t prompt_len, int32_t max_tokens) const {
   if (prompt_len == 0) return InvalidArgument("the prompt is empty");
   const int64_t total = static_cast<int64_t>(prompt_len) + max_tokens;
-  if (max_tokens < 1) return InvalidArgument("max_tokens must be at least 1");
+  if (max_tokens < 0) return InvalidArgument("max_tokens must be >= 0");
   if (total > cfg_.max_model_len && (!cfg_.context_shift || static_cast<int64_t>(prompt_len) >= cfg_.max_model_len)) {
     return OutOfRange(fmt::format("prompt ({} tokens) + max_tokens ({}) exceeds the context of {} tokens",
                                        prompt_len, max_tokens, cfg_.max_model_len));
@@ -28,7 +28,8 @@ Status Scheduler::Check(size_t prompt_len, int32_t max_tokens) const {
   return Status::Ok();
 }
 
-Status Scheduler::Add(uint64_t id, std::vector<int32_t> prompt, int32_t max_tokens, int32_t priority) {
+Status Scheduler::Add(uint64_t id, std::vector<int32_t> prompt, int32_t max_tokens, int32_t priority,
+                      int32_t max_cached) {
   if (Has(id)) return InvalidArgument(fmt::format("request {} already exists", id));
   RETURN_IF_ERROR(Check(prompt.size(), max_tokens));
   Seq s;
@@ -38,6 +39,7 @@ Status Scheduler::Add(uint64_t id, std::vector<int32_t> prompt, int32_t max_toke
   s.prompt_len = static_cast<int32_t>(prompt.size());
   s.tokens = std::move(prompt);
   s.max_tokens = max_tokens;
+  s.max_cached = std::max(0, max_cached);
   seqs_.emplace(id, std::move(s));
   waiting_.push_back(id);
   return Status::Ok();
@@ -102,7 +104,7 @@ SchedulerOutput Scheduler::Schedule() {
       const int32_t len = static_cast<int32_t>(s.tokens.size());
       if (!blocks_->Has(id)) {
         // At least the last token is computed, for its logits.
-        s.computed = blocks_->StartWithPrefix(id, s.tokens, len - 1);
+        s.computed = blocks_->StartWithPrefix(id, s.tokens, std::min(len - 1, s.max_cached));
         if (!s.admitted_once) s.cached = s.computed;
       }
       const int32_t n = std::min(len - s.computed, budget);

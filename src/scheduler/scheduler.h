@@ -13,6 +13,7 @@
 // Thread-safety: none; owned by the engine loop.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -56,7 +57,10 @@ class Scheduler {
 
   // Queues a sequence. InvalidArgument if it could never run: prompt +
   // max_tokens beyond the context, or more blocks than the pool has.
-  Status Add(uint64_t id, std::vector<int32_t> prompt, int32_t max_tokens, int32_t priority);
+  // max_tokens 0: the prompt only. At most `max_cached` prompt tokens are
+  // taken from the prefix cache (the rest are computed, e.g. for their logits).
+  Status Add(uint64_t id, std::vector<int32_t> prompt, int32_t max_tokens, int32_t priority,
+             int32_t max_cached = INT32_MAX);
   // Add's checks of a request's size, without adding it. Reads only the
   // configuration (safe from any thread while the scheduler runs).
   Status Check(size_t prompt_len, int32_t max_tokens) const;
@@ -95,6 +99,7 @@ class Scheduler {
     std::vector<int32_t> tokens;  // prompt, then outputs
     int32_t prompt_len = 0;
     int32_t max_tokens = 0;
+    int32_t max_cached = 0;
     int32_t computed = 0;  // tokens whose K/V is in the cache
     int32_t cached = 0;    // of those, taken from the prefix cache at (first) admission
     bool admitted_once = false;
