@@ -66,6 +66,25 @@ def main():
         ("blk.0.post_attention_norm.weight", np.ones(d, np.float32), mf.GGML_F32),
         ("blk.0.post_ffw_norm.weight", np.ones(d, np.float32), mf.GGML_F32)]
     mf.write_gguf(os.path.join(out, "gguf", "tiny_gemma2.gguf"), gemma_kvs, gemma_T)
+    # Per-layer widths (a pruned model): INT32 arrays for heads, KV heads and
+    # FFN width over two layers.
+    r3 = np.random.default_rng(2)
+    m3 = lambda *shape: r3.standard_normal(shape).astype(np.float32)  # noqa: E731
+    pr_kvs = [kv for kv in kvs if kv[0] not in ("llama.block_count", "llama.feed_forward_length",
+                                                  "llama.attention.head_count", "llama.attention.head_count_kv")]
+    pr_kvs += [("llama.block_count", "u32", 2), ("llama.feed_forward_length", ("arr", "i32"), [ff, 8]),
+               ("llama.attention.head_count", ("arr", "i32"), [H, 1]),
+               ("llama.attention.head_count_kv", ("arr", "i32"), [KV, 1])]
+    pr_T = [t for t in T if not t[0].startswith("blk.")]
+    for layer, (h, f_) in enumerate(((H, ff), (1, 8))):
+        b = f"blk.{layer}."
+        pr_T += [(b + "attn_norm.weight", np.ones(d, np.float32), mf.GGML_F32),
+                 (b + "attn_q.weight", m3(h * hd, d), mf.GGML_F32), (b + "attn_k.weight", m3(hd, d), mf.GGML_F32),
+                 (b + "attn_v.weight", m3(hd, d), mf.GGML_F32), (b + "attn_output.weight", m3(d, h * hd), mf.GGML_F32),
+                 (b + "ffn_norm.weight", np.ones(d, np.float32), mf.GGML_F32),
+                 (b + "ffn_gate.weight", m3(f_, d), mf.GGML_F32), (b + "ffn_up.weight", m3(f_, d), mf.GGML_F32),
+                 (b + "ffn_down.weight", m3(d, f_), mf.GGML_F32)]
+    mf.write_gguf(os.path.join(out, "gguf", "tiny_pruned.gguf"), pr_kvs, pr_T)
     mf.write_safetensors(os.path.join(out, "safetensors", "tiny.safetensors"),
                          {"a": m(2, 3), "b": np.ones(4, np.float32)})
     with open(os.path.join(out, "safetensors", "config.json"), "w") as f:

@@ -142,6 +142,7 @@ def forward(cfg, W, tokens, qk_norm=True, without=()):
     causal = np.tril(np.ones((T, T), dtype=bool))
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."
+        H, KV = layer_heads(cfg, l)  # pruned models: per layer
         mask = causal
         sliding = layer_is_sliding(cfg, l)
         if sliding and "window" not in off:
@@ -203,6 +204,18 @@ def forward(cfg, W, tokens, qk_norm=True, without=()):
     x = norm(x, "model.norm.weight")
     out = W.get("lm_head.weight", W["model.embed_tokens.weight"])
     return softcap((x @ out.T) / logit_div, final_cap)
+
+
+def layer_heads(cfg, l):
+    """(heads, KV heads) of layer l: per-layer lists (a structurally pruned
+    model) or the model's."""
+    H = cfg.get("layer_heads", [cfg["num_attention_heads"]] * cfg["num_hidden_layers"])[l]
+    KV = cfg.get("layer_kv_heads", [cfg["num_key_value_heads"]] * cfg["num_hidden_layers"])[l]
+    return H, KV
+
+
+def layer_ff(cfg, l):
+    return cfg.get("layer_ff", [cfg["intermediate_size"]] * cfg["num_hidden_layers"])[l]
 
 
 def moe_experts(cfg):

@@ -102,6 +102,8 @@ def make_model(arch, overrides, seed):
         W["lm_head.weight"] = mat(V, d)
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."
+        H, KV = ref.layer_heads(cfg, l)
+        ff = ref.layer_ff(cfg, l)
         W[p + "input_layernorm.weight"] = norm(d)
         W[p + "post_attention_layernorm.weight"] = norm(d)
         W[p + "self_attn.q_proj.weight"] = mat(H * hd, d)
@@ -192,6 +194,10 @@ def write_gguf(path, cfg, W, gtype=mf.GGML_F32):
            (a + "rope.freq_base", "f32", cfg["rope_theta"]),
            (a + "rope.dimension_count", "u32", cfg["head_dim"]),
            (a + "vocab_size", "u32", cfg["vocab_size"])]
+    for cfg_key, gguf_key in (("layer_ff", "feed_forward_length"), ("layer_heads", "attention.head_count"),
+                              ("layer_kv_heads", "attention.head_count_kv")):
+        if cfg_key in cfg:  # per-layer widths: an INT32 array, as llama.cpp's converter writes them
+            kvs = [kv for kv in kvs if kv[0] != a + gguf_key] + [(a + gguf_key, ("arr", "i32"), cfg[cfg_key])]
     if cfg.get("sliding_window"):
         kvs.append((a + "attention.sliding_window", "u32", cfg["sliding_window"]))
     if cfg["head_dim"] != cfg["hidden_size"] // H:
@@ -239,6 +245,7 @@ def write_gguf(path, cfg, W, gtype=mf.GGML_F32):
         T.append(("rope_freqs.weight", factors.astype(np.float32), mf.GGML_F32))
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."
+        H, KV = ref.layer_heads(cfg, l)
         q, k = W[p + "self_attn.q_proj.weight"], W[p + "self_attn.k_proj.weight"]
         if permute:
             q, k = mf.permute_for_gguf(q, H), mf.permute_for_gguf(k, KV)
@@ -572,6 +579,40 @@ class ReferenceTest(unittest.TestCase):
         r = subprocess.run([INFERA, "info", hf], capture_output=True, text=True)
         self.assertEqual(r.returncode, 2)
         self.assertIn("generation_config.json", r.stderr)
+
+    def test_per_layer_widths(self):
+        """A structurally pruned model: heads, KV heads and FFN width differ per
+        layer (GGUF INT32 arrays, as llama.cpp reads them). Llama (Q/K row
+        permutation per layer), qwen2 (biases) and olmo2 (q/k norms over the
+        whole projection) each against the reference, in full and chunked
+        passes, and after quantize (which keeps the arrays)."""
+        widths = dict(num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, intermediate_size=160,
+                      layer_heads=[4, 2, 3], layer_kv_heads=[2, 1, 1], layer_ff=[160, 96, 40])
+        for arch, seed in (("llama", 21), ("qwen2", 22), ("olmo2", 23)):
+            cfg, W = make_model(arch, widths, seed)
+            gg = os.path.join(self.tmp.name, f"pruned_{arch}.gguf")
+            write_gguf(gg, cfg, W)
+            tokens = [int(t) for t in np.random.default_rng(seed).integers(0, cfg["vocab_size"], 24)]
+            Wd = {k: v.astype(np.float64) for k, v in W.items()}
+            want = ref.forward(cfg, Wd, tokens)
+            got = infera_logits(gg, tokens)
+            self.assertLess(max_rel_err(got, want), 1e-4, arch)
+            self.assertLess(max_rel_err(infera_logits(gg, tokens, "chunk:5"), got), 1e-5, arch)
+            self.assertEqual(infera_greedy(gg, tokens[:8], 16), ref.greedy(cfg, Wd, tokens[:8], 16), arch)
+            q8 = os.path.join(self.tmp.name, f"pruned_{arch}_q8.gguf")
+            subprocess.run([INFERA, "--log-level", "warn", "quantize", gg, q8, "--type", "q8_0"], check=True,
+                           capture_output=True)
+            self.assertLess(max_rel_err(infera_logits(q8, tokens), got), 1e-1, arch)  # int8 noise on a random model
+        r = subprocess.run([INFERA, "info", q8], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("per layer:         4/2/160 2/1/96 3/1/40", r.stdout)
+        # A width array with the wrong length is refused with one clear line.
+        bad = dict(cfg, layer_ff=[160, 96])
+        bad_path = os.path.join(self.tmp.name, "pruned_bad.gguf")
+        write_gguf(bad_path, dict(bad, layer_ff=[160, 96]), W)
+        r = subprocess.run([INFERA, "info", bad_path], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("feed_forward_length has 2 entries for 3 layers", r.stderr)
 
     def test_convert_hf_to_gguf_matches(self):
         cfg, W = make_model("llama", dict(num_attention_heads=4, num_key_value_heads=2), 8)

@@ -3,7 +3,8 @@
 // batched with 12 other requests and in several chunkings, exactly the
 // greedy tokens each request gives alone. Sliding windows (gemma2, gemma3,
 // mistral): batched, chunked, paged and prefix-cached runs give bit-identical
-// log-probabilities to isolated ones. And the engine runs on any
+// log-probabilities to isolated ones; so do per-layer widths (a pruned
+// model), with f32 and int8 KV. And the engine runs on any
 // ModelRunner (a fake here).
 #include <map>
 
@@ -232,6 +233,53 @@ TEST(ArchEngineTest, SlidingWindowsBatchedPagedAndCachedEqualIsolated) {
     ExpectSameLogprobs(RunWithLogprobs(*batched, prompts), alone, std::string(arch->name) + " batched");
     ExpectSameLogprobs(RunWithLogprobs(*batched, prompts), alone, std::string(arch->name) + " cached");
     EXPECT_EQ(batched->Stats().kv_blocks_used, 0);
+  }
+}
+
+// A structurally pruned model (heads, KV heads and FFN width per layer)
+// through the engine, with f32 and int8 KV: batched and chunked equal
+// isolated, bit for bit; its KV cache is the sum of its layers' widths.
+TEST(ArchEngineTest, PerLayerWidthsBatchedEqualIsolated) {
+  const KernelTable kernels = MakeBestKernelTable();
+  ModelConfig c = testing::TinyConfig();
+  c.n_layer = 3;
+  c.n_head = 4;
+  c.n_head_kv = 2;
+  c.layer_n_head = {4, 2, 3};
+  c.layer_n_head_kv = {2, 1, 1};
+  c.layer_n_ff = {c.n_ff, c.n_ff / 2, 24};
+  c.n_ctx_train = 1024;
+  auto m = LoadModel(testing::WriteTinyModel(c, DType::kF32, 11, "pruned-widths.gguf"));
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ((*m)->config.layer_n_ff, c.layer_n_ff);
+  EXPECT_EQ((*m)->config.KvHeadsPerLayer(), (std::vector<int>{2, 1, 1}));
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 9; ++i) {
+    std::vector<int32_t> t;
+    for (int j = 0; j < 5 + i * 7; ++j) t.push_back((j * 31 + i * 17 + 2) % 320);
+    prompts.push_back(t);
+  }
+  for (const char* kv : {"f32", "q8"}) {
+    auto make = [&](int32_t seqs, int32_t budget) {
+      EngineOptions o;
+      o.threads = 2;
+      o.max_num_seqs = seqs;
+      o.max_batched_tokens = budget;
+      o.kv_cache_mb = 4;
+      o.kv_cache_type = kv;
+      auto e = Engine::Create(**m, nullptr, kernels, o);
+      EXPECT_TRUE(e.ok()) << e.status().ToString();
+      return std::move(e).value();
+    };
+    std::vector<std::vector<TokenLogprob>> alone;
+    for (const auto& p : prompts) alone.push_back(RunWithLogprobs(*make(1, 512), {p})[0]);
+    auto batched = make(8, 16);
+    ExpectSameLogprobs(RunWithLogprobs(*batched, prompts), alone, std::string("per-layer widths, KV ") + kv);
+    const EngineStats st = batched->Stats();
+    EXPECT_EQ(st.kv_blocks_used, 0);
+    // 4 KV heads over the layers instead of 3 x 2: two thirds of a uniform cache.
+    const uint64_t per_head_slot = std::string(kv) == "f32" ? 2 * c.head_dim * 4 : 2 * (c.head_dim + 4);
+    EXPECT_EQ(st.kv_cache_bytes, per_head_slot * 4 * static_cast<uint64_t>(st.kv_blocks_total) * st.kv_block_size);
   }
 }
 
