@@ -48,7 +48,7 @@ struct EngineOptions {
 struct RequestParams {
   SamplingParams sampling;
   // -1: until a stop condition or the context end. 0 (only with
-  // prompt_logits_from): score the prompt, generate nothing.
+  // prompt_logits_from or prompt_logprobs): score the prompt, generate nothing.
   int32_t max_tokens = -1;
   std::vector<std::string> stop;
   bool ignore_eos = false;
@@ -67,6 +67,11 @@ struct RequestParams {
   // RequestOutput::prompt_logits as steps compute them, each position once.
   // Those positions are always computed, never served by the prefix cache.
   int32_t prompt_logits_from = -1;
+  // -1: none. k >= 0: the log-probability of every prompt token after the
+  // first given the tokens before it, and the k most likely tokens there
+  // (OpenAI's echo with logprobs; lm-eval's log-likelihoods), in
+  // RequestOutput::prompt_logprobs. Also never served by the prefix cache.
+  int32_t prompt_logprobs = -1;
 };
 
 struct TokenLogprob {
@@ -85,6 +90,9 @@ struct RequestOutput {
   // positions prompt_logits_pos, prompt_logits_pos + 1, ... (this step's).
   std::vector<float> prompt_logits;
   int32_t prompt_logits_pos = 0;
+  // With RequestParams::prompt_logprobs: entries for prompt tokens 1, 2, ...
+  // in order, as steps compute them (this step's).
+  std::vector<TokenLogprob> prompt_logprobs;
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   int32_t prompt_tokens = 0;

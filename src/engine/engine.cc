@@ -27,17 +27,17 @@ namespace {
 
 constexpr int32_t kMaxTopLogprobs = 20;
 
-// Log-softmax of `logits` at `token`, and the k most likely tokens.
-TokenLogprob LogprobsOf(const std::vector<float>& logits, int32_t token, int32_t k) {
-  const float mx = *std::max_element(logits.begin(), logits.end());
+// Log-softmax of logits [n] at `token`, and the k most likely tokens.
+TokenLogprob LogprobsOf(const float* logits, int32_t n, int32_t token, int32_t k) {
+  const float mx = *std::max_element(logits, logits + n);
   double sum = 0;
-  for (float l : logits) sum += std::exp(static_cast<double>(l) - mx);
+  for (int32_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
   const double log_z = mx + std::log(sum);
   TokenLogprob lp;
   lp.token = token;
   lp.logprob = static_cast<float>(logits[token] - log_z);
   if (k > 0) {
-    std::vector<int32_t> ids(logits.size());
+    std::vector<int32_t> ids(n);
     for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
     k = std::min<int32_t>(k, static_cast<int32_t>(ids.size()));
     std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
@@ -59,7 +59,7 @@ struct EngineRequest {
   int32_t prompt_len = 0;
   int32_t max_tokens = 0;  // resolved
   int32_t generated = 0;
-  int32_t prompt_logits_next = 0;  // the next prompt position whose logits are owed
+  int32_t prompt_logits_next = 0;  // the next prompt position whose logits row is owed
   bool cancel = false;
   using Clock = std::chrono::steady_clock;
   Clock::time_point t_add = Clock::now(), t_sched, t_first;
@@ -76,12 +76,15 @@ struct EngineRequest {
     // The text continues the prompt (keep the first piece's leading space)
     // unless it starts the output.
     if (tok != nullptr) decoder = std::make_unique<StreamDecoder>(*tok, p.text_starts_output);
-    prompt_logits_next = p.prompt_logits_from;
+    prompt_rows_from = p.prompt_logits_from;
+    if (p.prompt_logprobs >= 0) prompt_rows_from = 0;
+    prompt_logits_next = prompt_rows_from;
   }
-  // Whether the logits of prompt position `pos` are still owed.
+  // Whether the logits row of prompt position `pos` is still owed.
   bool OwesPromptLogits(int32_t pos) const {
-    return params.prompt_logits_from >= 0 && pos >= prompt_logits_next && pos < prompt_len;
+    return prompt_rows_from >= 0 && pos >= prompt_logits_next && pos < prompt_len;
   }
+  int32_t prompt_rows_from = -1;  // the first prompt position whose row is wanted; -1: none
 };
 
 // Where one scheduled chunk's rows are in the step's logits.
@@ -223,8 +226,11 @@ Status Engine::Check(const std::vector<int32_t>& prompt, const RequestParams& pa
       return InvalidArgument(fmt::format("token id {} is out of range [0, {})", t, m.model.config.n_vocab));
     }
   }
-  if (params.max_tokens < -1 || (params.max_tokens == 0 && params.prompt_logits_from < 0)) {
+  if (params.max_tokens < -1 || (params.max_tokens == 0 && params.prompt_logits_from < 0 && params.prompt_logprobs < 0)) {
     return InvalidArgument("max_tokens must be positive");
+  }
+  if (params.prompt_logprobs > kMaxTopLogprobs) {
+    return InvalidArgument(fmt::format("prompt logprobs must be at most {}", kMaxTopLogprobs));
   }
   if (params.prompt_logits_from >= static_cast<int64_t>(prompt.size())) {
     return InvalidArgument(fmt::format("prompt_logits_from {} is past the prompt's {} tokens", params.prompt_logits_from,
@@ -249,7 +255,9 @@ StatusOr<uint64_t> Engine::Add(std::vector<int32_t> prompt, const RequestParams&
   const int32_t len = static_cast<int32_t>(prompt.size());
   const int32_t max_tokens = ResolveMaxTokens(prompt.size(), params.max_tokens);
   const uint64_t id = m.next_id++;
-  const int32_t max_cached = params.prompt_logits_from >= 0 ? params.prompt_logits_from : INT32_MAX;
+  const int32_t max_cached = params.prompt_logprobs >= 0      ? 0
+                            : params.prompt_logits_from >= 0 ? params.prompt_logits_from
+                                                             : INT32_MAX;
   RETURN_IF_ERROR(m.sched.Add(id, std::move(prompt), max_tokens, params.priority, max_cached));
   auto r = std::make_unique<EngineRequest>(params, m.tok);
   r->prompt_len = len;
@@ -349,9 +357,18 @@ std::vector<RequestOutput> Engine::Step() {
     EngineRequest& r = *m.reqs.at(c.id);
     RequestOutput o;
     if (cr.n_prompt > 0) {
-      const float* p = m.logits.data() + static_cast<size_t>(cr.first) * V;
-      o.prompt_logits.assign(p, p + static_cast<size_t>(cr.n_prompt) * V);
-      o.prompt_logits_pos = cr.prompt_pos;
+      const std::vector<int32_t>& toks = m.sched.Tokens(c.id);
+      for (int32_t i = 0; i < cr.n_prompt; ++i) {
+        const int32_t pos = cr.prompt_pos + i;
+        const float* row = m.logits.data() + static_cast<size_t>(cr.first + i) * V;
+        if (r.params.prompt_logits_from >= 0 && pos >= r.params.prompt_logits_from) {
+          if (o.prompt_logits.empty()) o.prompt_logits_pos = pos;
+          o.prompt_logits.insert(o.prompt_logits.end(), row, row + V);
+        }
+        if (r.params.prompt_logprobs >= 0 && pos + 1 < r.prompt_len) {
+          o.prompt_logprobs.push_back(LogprobsOf(row, V, toks[pos + 1], r.params.prompt_logprobs));
+        }
+      }
       r.prompt_logits_next = cr.prompt_pos + cr.n_prompt;
     }
     if (cr.sample < 0) {
@@ -383,7 +400,7 @@ std::vector<RequestOutput> Engine::Step() {
       r.t_first = EngineRequest::Clock::now();
     }
     o.tokens.push_back(next);
-    if (r.params.logprobs >= 0) o.logprobs.push_back(LogprobsOf(m.raw, next, r.params.logprobs));
+    if (r.params.logprobs >= 0) o.logprobs.push_back(LogprobsOf(m.raw.data(), V, next, r.params.logprobs));
     bool stopped = false;
     if (r.decoder) o.text = r.stops.Push(r.decoder->Push(next), &stopped);
     FinishReason why = FinishReason::kNone;

@@ -91,9 +91,10 @@ void CompletionJob::Start() {
   }
   if (spec_.stream) {
     resp_->BeginStream(200, "text/event-stream");
-    if (spec_.echo) {
+    if (spec_.echo && !EchoLogprobs()) {  // with logprobs: once the prompt's are computed (OnOutput)
       for (size_t i = 0; i < choices_.size(); ++i) {
         SendChunk(i, spec_.prompt_texts[choices_[i].prompt_index], nullptr, nullptr);
+        choices_[i].echo_sent = true;
       }
     }
   }
@@ -127,7 +128,7 @@ void CompletionJob::CancelAll() {
   for (uint64_t id : ids) engine_->Cancel(id);
 }
 
-json CompletionJob::LogprobsJson(Choice& c, const std::vector<TokenLogprob>& lps) const {
+json CompletionJob::LogprobsJson(Choice& c, const std::vector<TokenLogprob>& lps, bool with_prompt) const {
   if (spec_.chat) {
     json content = json::array();
     for (const TokenLogprob& lp : lps) {
@@ -143,13 +144,37 @@ json CompletionJob::LogprobsJson(Choice& c, const std::vector<TokenLogprob>& lps
   }
   json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(),
        offsets = json::array();
-  for (const TokenLogprob& lp : lps) {
-    const std::string piece = tok_->TokenToPiece(lp.token, true);
-    tokens.push_back(piece);
+  auto add = [&](const TokenLogprob& lp) {
     token_logprobs.push_back(lp.logprob);
     json top = json::object();
     for (const auto& [t, l] : lp.top) top[tok_->TokenToPiece(t, true)] = l;
     top_logprobs.push_back(top);
+  };
+  size_t next = 0;  // the first entry of lps not listed yet
+  if (with_prompt) {
+    // Offsets in the echoed text: the length of the decoded tokens before
+    // each (BOS and the dummy-prefix space take no room there).
+    const std::vector<int32_t>& prompt = spec_.prompts[c.prompt_index];
+    const std::string& text = spec_.prompt_texts[c.prompt_index];
+    std::vector<int32_t> before;
+    for (size_t i = 0; i < prompt.size(); ++i) {
+      tokens.push_back(tok_->TokenToPiece(prompt[i], true));
+      if (i > 0 && next < lps.size()) {
+        add(lps[next++]);
+      } else {
+        token_logprobs.push_back(nullptr);
+        top_logprobs.push_back(nullptr);
+      }
+      offsets.push_back(std::min(tok_->Decode(before).size(), text.size()));
+      before.push_back(prompt[i]);
+    }
+    c.text_offset = text.size();
+  }
+  for (size_t j = next; j < lps.size(); ++j) {
+    const TokenLogprob& lp = lps[j];
+    const std::string piece = tok_->TokenToPiece(lp.token, true);
+    tokens.push_back(piece);
+    add(lp);
     offsets.push_back(c.text_offset);
     c.text_offset += piece.size();
   }
@@ -242,6 +267,13 @@ void CompletionJob::OnOutput(size_t index, const RequestOutput& o) {
   c.completion_tokens = o.completion_tokens;
   c.cached_tokens = o.cached_tokens;
   RecordTiming(c, o);
+  c.prompt_logprobs.insert(c.prompt_logprobs.end(), o.prompt_logprobs.begin(), o.prompt_logprobs.end());
+  if (spec_.stream && !c.echo_sent && EchoLogprobs() && (!o.tokens.empty() || o.finished) &&
+      o.finish_reason != FinishReason::kError) {
+    // Every prompt row is in by the step that samples (or ends) the request.
+    SendChunk(index, spec_.prompt_texts[c.prompt_index], LogprobsJson(c, c.prompt_logprobs, true), nullptr);
+    c.echo_sent = true;
+  }
   if (spec_.stream) {
     if (!o.text.empty() || !o.logprobs.empty() || (spec_.chat && !c.role_sent)) {
       const json lp = spec_.logprobs && !o.logprobs.empty() ? LogprobsJson(c, o.logprobs) : json(nullptr);
@@ -361,7 +393,14 @@ void CompletionJob::Finish() {
   json choices = json::array();
   for (size_t i = 0; i < choices_.size(); ++i) {
     Choice& c = choices_[i];
-    const json lp = spec_.logprobs ? LogprobsJson(c, c.logprobs) : json(nullptr);
+    json lp = nullptr;
+    if (EchoLogprobs()) {
+      std::vector<TokenLogprob> all = c.prompt_logprobs;
+      all.insert(all.end(), c.logprobs.begin(), c.logprobs.end());
+      lp = LogprobsJson(c, all, true);
+    } else if (spec_.logprobs) {
+      lp = LogprobsJson(c, c.logprobs);
+    }
     json choice = {{"index", i}, {"logprobs", lp}, {"finish_reason", c.finish_reason}};
     if (spec_.chat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}};

@@ -53,6 +53,8 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     size_t prompt_index = 0;
     std::string text;
     std::vector<TokenLogprob> logprobs;
+    std::vector<TokenLogprob> prompt_logprobs;  // echo with logprobs: prompt tokens 1, 2, ...
+    bool echo_sent = false;                     // streaming: the prompt text went out
     size_t text_offset = 0;  // bytes of text so far (for completions logprobs)
     const char* finish_reason = nullptr;
     bool done = false;
@@ -75,7 +77,12 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   // Latency and token metrics of one output of a choice. Requires mu_.
   void RecordTiming(Choice& c, const RequestOutput& o);
   // Requires mu_.
-  nlohmann::json LogprobsJson(Choice& c, const std::vector<TokenLogprob>& lps) const;
+  // with_prompt (completions, echo): lps starts with the prompt's entries
+  // (tokens 1, 2, ...); every prompt token is listed, the first with null
+  // log-probabilities, at its offset in the echoed text.
+  nlohmann::json LogprobsJson(Choice& c, const std::vector<TokenLogprob>& lps, bool with_prompt = false) const;
+  // echo with logprobs: the prompt's tokens, then the generated ones.
+  bool EchoLogprobs() const { return spec_.echo && spec_.logprobs; }
   // Token counts of the request (prompts once each, all choices' outputs).
   struct Totals {
     int64_t prompt = 0, completion = 0, cached = 0;

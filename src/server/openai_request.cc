@@ -398,7 +398,8 @@ bool ParseCompletionRequest(const std::string& body_text, bool chat, const Parse
   }
   const int32_t kMaxInt = std::numeric_limits<int32_t>::max();
   if (!CheckUnsupported(body, chat, &r)) return false;
-  r.Integer(chat ? "max_completion_tokens" : "max_tokens", &p.max_tokens, 1, kMaxInt);
+  // Completions: max_tokens 0 with echo scores the prompt (OpenAI's legacy use).
+  r.Integer(chat ? "max_completion_tokens" : "max_tokens", &p.max_tokens, chat ? 1 : 0, kMaxInt);
   if (chat && p.max_tokens < 0) r.Integer("max_tokens", &p.max_tokens, 1, kMaxInt);
   // llama.cpp's name for max_tokens (-1: no limit).
   int32_t n_predict = -1;
@@ -468,9 +469,12 @@ bool ParseCompletionRequest(const std::string& body_text, bool chat, const Parse
   if (!ParseStop(out, &r) || !ParseLogitBias(ctx, out, &r)) return false;
   if (!r.ok()) return false;
   if (chat ? !ParseMessages(body, ctx, out, &r) : !ParsePrompt(ctx, out, &r)) return false;
-  if (out->echo && out->logprobs) {
-    return r.Fail("echo", "'echo' together with 'logprobs' is not supported (prompt log-probabilities)");
+  if (!chat && p.max_tokens == 0 && !out->echo) {
+    return r.Fail("max_tokens", "'max_tokens' must be at least 1 (0 only with 'echo', to score the prompt)");
   }
+  // echo with logprobs: the prompt tokens' log-probabilities come first (the
+  // first token's is null), as OpenAI's legacy completions return them.
+  if (out->echo && (out->logprobs || p.max_tokens == 0)) p.prompt_logprobs = out->logprobs ? p.logprobs : 0;
   if (out->prompts.size() * static_cast<size_t>(out->n) > static_cast<size_t>(ctx.limits.max_n) * 16) {
     return r.Fail("prompt", "too many prompts in one request");
   }
@@ -478,7 +482,7 @@ bool ParseCompletionRequest(const std::string& body_text, bool chat, const Parse
   for (const auto& ids : out->prompts) {
     const int64_t len = static_cast<int64_t>(ids.size());
     if (len == 0) return r.Fail(chat ? "messages" : "prompt", "the prompt is empty");
-    const bool over_prompt = len >= ctx_len;
+    const bool over_prompt = len > ctx_len || (len == ctx_len && p.max_tokens != 0);
     const bool over_total = !ctx.limits.context_shift && p.max_tokens > 0 && len + p.max_tokens > ctx_len;
     if (over_prompt || over_total) {
       r.Fail(chat ? "messages" : "prompt",

@@ -171,6 +171,63 @@ class ServerTest(unittest.TestCase):
             self.assertEqual(best, tok)  # greedy picks the most likely
             self.assertAlmostEqual(top[best], l, places=5)
 
+    def test_echo_with_logprobs_scores_the_prompt(self):
+        # OpenAI's legacy prompt scoring (lm-eval's log-likelihoods): echo +
+        # logprobs, max_tokens 0.
+        prompt = "In the beginning God created the heaven"
+        st, b = self.srv.json("POST", "/v1/completions",
+                              {"prompt": prompt, "max_tokens": 0, "echo": True, "logprobs": 2, "temperature": 0})
+        self.assertEqual(st, 200, b)
+        c = b["choices"][0]
+        self.assertEqual((c["text"], c["finish_reason"]), (prompt, "length"))
+        self.assertEqual(b["usage"]["completion_tokens"], 0)
+        lp = c["logprobs"]
+        n = b["usage"]["prompt_tokens"]
+        self.assertEqual([len(lp[k]) for k in ("tokens", "token_logprobs", "top_logprobs", "text_offset")], [n] * 4)
+        self.assertIsNone(lp["token_logprobs"][0])
+        self.assertIsNone(lp["top_logprobs"][0])
+        for l, top in zip(lp["token_logprobs"][1:], lp["top_logprobs"][1:]):
+            self.assertLessEqual(l, 0)
+            self.assertEqual(len(top), 2)
+        # The same numbers as the distribution the model samples from: position
+        # i's top tokens equal those of a generation after the first i tokens.
+        st, t = self.srv.json("POST", "/tokenize", {"content": prompt, "add_special": True})
+        self.assertEqual(len(t["tokens"]), n)
+        for i in (1, 4, n - 1):
+            st, g = self.srv.json("POST", "/v1/completions", {"prompt": t["tokens"][:i], "max_tokens": 1,
+                                                               "temperature": 0, "logprobs": 2})
+            self.assertEqual(st, 200, g)
+            want = g["choices"][0]["logprobs"]["top_logprobs"][0]
+            got = lp["top_logprobs"][i]
+            self.assertEqual(sorted(got), sorted(want), i)
+            for k in want:
+                self.assertAlmostEqual(got[k], want[k], places=4)
+        # With generated tokens: the prompt's entries, then the completion's.
+        st, b3 = self.srv.json("POST", "/v1/completions",
+                               {"prompt": prompt, "max_tokens": 3, "echo": True, "logprobs": 2, "temperature": 0})
+        lp3 = b3["choices"][0]["logprobs"]
+        self.assertEqual(len(lp3["tokens"]), n + 3)
+        self.assertEqual(lp3["token_logprobs"][:n], lp["token_logprobs"])
+        self.assertTrue(b3["choices"][0]["text"].startswith(prompt))
+        # Offsets index the returned text (BOS and the dummy-prefix space take no room).
+        offs, text = lp3["text_offset"], b3["choices"][0]["text"]
+        self.assertEqual(offs, sorted(offs))
+        self.assertEqual(offs[n], len(prompt))
+        for tok_text, off in zip(lp3["tokens"][2:], offs[2:]):
+            self.assertTrue(text[off:].startswith(tok_text), (tok_text, off))
+        # Streaming: the echo chunk carries the prompt's log-probabilities.
+        _, events = sse_request(self.srv.port, "/v1/completions",
+                                {"prompt": prompt, "max_tokens": 3, "echo": True, "logprobs": 2, "temperature": 0,
+                                 "stream": True})
+        first = events[0]["choices"][0]
+        self.assertEqual(first["text"], prompt)
+        self.assertEqual(first["logprobs"]["token_logprobs"], lp["token_logprobs"])
+        self.assertEqual(stream_text(events)[0], b3["choices"][0]["text"])
+        # max_tokens 0 without echo: nothing to return.
+        st, e = self.srv.json("POST", "/v1/completions", {"prompt": prompt, "max_tokens": 0})
+        assert_error_object(self, e, 400)
+        self.assertEqual((st, e["error"]["param"]), (400, "max_tokens"))
+
     def test_n_choices_share_the_prompt(self):
         # The first choice computes the prompt; the other n - 1 find its full
         # blocks in the prefix cache (blocks of 16: 192 of 200 tokens).

@@ -3,6 +3,8 @@
 // are the same however the prompt is chunked, batched with others, preempted
 // or prefix-cached; prompt-only requests; context and max_tokens limits; and
 // a real model's greedy tokens against llama2c's.
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 
@@ -206,6 +208,49 @@ TEST(PromptLogits, PromptOnlyRules) {
   EXPECT_EQ(r[0].finish, FinishReason::kLength);
   EXPECT_TRUE(r[0].tokens.empty());
   EXPECT_EQ(r[0].prompt_logits.size(), static_cast<size_t>(c.n_vocab));
+}
+
+// prompt_logprobs: each prompt token after the first, its log-softmax
+// under the row before it, and the top tokens; the prefix cache serves none
+// of the prompt.
+TEST(PromptLogits, PromptLogprobsFollowTheRows) {
+  ModelConfig c = testing::TinyConfig();
+  Fixture f(testing::WriteTinyModel(c, DType::kF32, 3, "pl_logprobs.gguf"));
+  const int32_t V = c.n_vocab;
+  auto e = f.Make(EngineOptions{});
+  const auto prompt = SomeTokens(37, V, 4);
+  RunAll(*e, {prompt}, {ScorePrompt(0)}, V);  // fills the prefix cache
+  RequestParams rp = ScorePrompt(0);
+  rp.prompt_logprobs = 3;
+  auto id = e->Add(prompt, rp);
+  ASSERT_TRUE(id.ok());
+  std::vector<float> rows;
+  std::vector<TokenLogprob> lps;
+  int32_t cached = -1;
+  while (e->HasWork()) {
+    for (const RequestOutput& o : e->Step()) {
+      rows.insert(rows.end(), o.prompt_logits.begin(), o.prompt_logits.end());
+      lps.insert(lps.end(), o.prompt_logprobs.begin(), o.prompt_logprobs.end());
+      if (o.finished) cached = o.cached_tokens;
+    }
+  }
+  EXPECT_EQ(cached, 0);
+  ASSERT_EQ(rows.size(), prompt.size() * V);
+  ASSERT_EQ(lps.size(), prompt.size() - 1);
+  for (size_t i = 0; i + 1 < prompt.size(); ++i) {
+    const float* row = rows.data() + i * V;
+    double mx = row[0], z = 0;
+    for (int32_t v = 1; v < V; ++v) mx = std::max<double>(mx, row[v]);
+    for (int32_t v = 0; v < V; ++v) z += std::exp(row[v] - mx);
+    EXPECT_EQ(lps[i].token, prompt[i + 1]);
+    EXPECT_NEAR(lps[i].logprob, row[prompt[i + 1]] - mx - std::log(z), 1e-5) << i;
+    ASSERT_EQ(lps[i].top.size(), 3u);
+    const int32_t best = static_cast<int32_t>(std::max_element(row, row + V) - row);
+    EXPECT_EQ(lps[i].top[0].first, best);
+    EXPECT_GE(lps[i].top[0].second, lps[i].top[1].second);
+  }
+  rp.prompt_logprobs = 21;
+  EXPECT_EQ(e->Add(prompt, rp).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(PromptLogits, ContextEndAndMaxTokens) {
