@@ -227,6 +227,22 @@ StatusOr<ModelConfig> ConfigFromHfJsonUnchecked(const std::string& text, const s
   using nlohmann::json;
   json j = json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return DataLoss(source + ": not a JSON object");
+  // A multimodal checkpoint: its language model's config (text_config over
+  // the family's defaults); the vision part is not used.
+  if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
+      j["architectures"][0].is_string()) {
+    const std::string wrapper = j["architectures"][0].get<std::string>();
+    for (const ArchInfo* a : AllArchs()) {
+      const auto& mm = a->hf_multimodal_architectures;
+      if (std::find(mm.begin(), mm.end(), wrapper) == mm.end()) continue;
+      auto tc = j.find("text_config");
+      if (tc == j.end() || !tc->is_object()) return DataLoss(source + ": " + wrapper + " without a text_config object");
+      json text_cfg = json::parse(a->hf_text_config_defaults);
+      text_cfg.update(*tc);
+      j = std::move(text_cfg);
+      break;
+    }
+  }
   ModelConfig c;
   // model_type names the family; older configs only list "architectures".
   std::string type = j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : "";

@@ -121,6 +121,32 @@ Status ReadEosIds(const std::string& path, int32_t n_vocab, std::vector<int32_t>
   return Status::Ok();
 }
 
+// Where a checkpoint keeps the language model's tensors: at the top
+// ("model.layers.0...", "lm_head.weight"), or inside a multimodal model —
+// "language_model.model..." / "language_model.lm_head..." (transformers
+// before 4.52) or "model.language_model..." / "lm_head..." (after). Maps the
+// schema's HF names onto the checkpoint's.
+class HfNameMap {
+ public:
+  explicit HfNameMap(const SafetensorsSet& set) {
+    if (set.Find("model.embed_tokens.weight") != nullptr) return;
+    if (set.Find("language_model.model.embed_tokens.weight") != nullptr) {
+      model_ = "language_model.model.";
+      head_ = "language_model.lm_head.";
+    } else if (set.Find("model.language_model.embed_tokens.weight") != nullptr) {
+      model_ = "model.language_model.";
+    }
+  }
+  std::string operator()(const std::string& hf) const {
+    if (hf.compare(0, 6, "model.") == 0) return model_ + hf.substr(6);
+    if (hf.compare(0, 8, "lm_head.") == 0) return head_ + hf.substr(8);
+    return hf;
+  }
+
+ private:
+  std::string model_ = "model.", head_ = "lm_head.";
+};
+
 StatusOr<std::unique_ptr<Model>> LoadHfFolder(const std::string& dir) {
   const std::string cfg_path = dir + "/config.json";
   if (!FileExists(cfg_path)) return NotFound(dir + ": folder has no config.json (not a Hugging Face model folder)");
@@ -128,12 +154,13 @@ StatusOr<std::unique_ptr<Model>> LoadHfFolder(const std::string& dir) {
   ASSIGN_OR_RETURN(ModelConfig c, ConfigFromHfJson(text, cfg_path));
   ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsSet> st, SafetensorsSet::OpenDir(dir));
   std::shared_ptr<const SafetensorsSet> set(std::move(st));
-  if (!c.tied_embeddings && set->Find(HfNameForGguf(GlobalTensorName(&ModelWeights::output), c)) == nullptr) {
+  const HfNameMap hf_name(*set);
+  if (!c.tied_embeddings && set->Find(hf_name(HfNameForGguf(GlobalTensorName(&ModelWeights::output), c))) == nullptr) {
     c.tied_embeddings = true;
   }
   auto experts = std::make_shared<ExpertStacker>(*set);
   TensorLookup lookup = [&](const std::string& n) -> const TensorView* {
-    const std::string hf = HfNameForGguf(n, c);
+    const std::string hf = hf_name(HfNameForGguf(n, c));
     if (hf.find("{e}") != std::string::npos) return experts->Stack(hf, c.n_expert);
     return hf.empty() ? nullptr : set->Find(hf);
   };

@@ -486,6 +486,36 @@ class ReferenceTest(unittest.TestCase):
         r = subprocess.run([INFERA, "info", hf], capture_output=True, text=True)
         self.assertEqual(r.returncode, 2)
         self.assertIn("sliding_window_pattern", r.stderr)
+        # The multimodal checkpoints (Gemma3ForConditionalGeneration, 4B and
+        # up): the language model's config is text_config, leaving out what
+        # equals Gemma3TextConfig's defaults (here rms_norm_eps,
+        # rope_local_base_freq, sliding_window_pattern, tie_word_embeddings),
+        # its tensors sit under a prefix (both transformers layouts), and the
+        # vision tower is ignored.
+        defaults = ("rms_norm_eps", "rope_local_base_freq", "sliding_window_pattern", "tie_word_embeddings",
+                    "architectures")
+        text_config = {k: v for k, v in cfg.items() if k not in defaults}
+        for layout, model_prefix, head in (("old", "language_model.model.", "language_model.lm_head."),
+                                           ("new", "model.language_model.", "lm_head.")):
+            mm = os.path.join(self.tmp.name, "gemma3_mm_" + layout)
+            os.makedirs(mm, exist_ok=True)
+            with open(os.path.join(mm, "config.json"), "w") as f:
+                json.dump({"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+                           "text_config": text_config, "vision_config": {"model_type": "siglip_vision_model"},
+                           "mm_tokens_per_image": 256}, f)
+            Wm = {(model_prefix + k[len("model."):]) if k.startswith("model.") else head + k[len("lm_head."):]: v
+                  for k, v in W.items()}
+            Wm["vision_tower.vision_model.embeddings.patch_embedding.weight"] = np.ones((4, 3), np.float32)
+            Wm["multi_modal_projector.mm_input_projection_weight"] = np.ones((4, 4), np.float32)
+            mf.write_safetensors(os.path.join(mm, "model.safetensors"), Wm, "F32")
+            self.assertLess(max_rel_err(infera_logits(mm, tokens), got), 1e-6, layout)
+        r = subprocess.run([INFERA, "info", mm], capture_output=True, text=True)
+        self.assertIn("gemma3", r.stdout)
+        with open(os.path.join(mm, "config.json"), "w") as f:
+            json.dump({"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3"}, f)
+        r = subprocess.run([INFERA, "info", mm], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("text_config", r.stderr)
 
     def test_olmo2_post_norms(self):
         name = "olmo2_post_norms"

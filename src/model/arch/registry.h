@@ -52,6 +52,12 @@ struct ArchInfo {
   // ("ffn_norm.weight" -> "pre_feedforward_layernorm.weight"); layer roles
   // are relative to "model.layers.N.".
   std::vector<std::pair<std::string, std::string>> hf_tensor_names;
+  // Multimodal HF checkpoints of the family (Gemma3ForConditionalGeneration):
+  // the language model's config is the "text_config" object, over these
+  // defaults (a JSON object: the keys the checkpoints leave out), and its
+  // tensors sit under a prefix (see the HF loader); the rest is not loaded.
+  std::vector<std::string> hf_multimodal_architectures;
+  const char* hf_text_config_defaults = nullptr;
 
   const char* gguf_arch() const { return gguf_write != nullptr ? gguf_write : name; }
 };
