@@ -34,10 +34,12 @@ TensorRole LayerVector(const char* gguf, const char* hf, Dim n, Presence p, Perm
                        std::vector<float> LW::*v) {
   return {gguf, hf, true, n, n, false, p, perm, init, nullptr, nullptr, nullptr, v, {}};
 }
-TensorRole ExpertMatrix(const char* gguf, const char* hf, Dim n_in, Dim n_out, std::vector<WeightMatrix> LW::*m) {
+TensorRole ExpertMatrix(const char* gguf, const char* hf, const char* gguf_per_expert, Dim n_in, Dim n_out,
+                        std::vector<WeightMatrix> LW::*m) {
   TensorRole r{gguf, hf, true, n_in, n_out, true, Presence::kMoe, Permute::kNone, Init::kNormal,
                nullptr, nullptr, nullptr, nullptr, {}};
   r.layer_experts = m;
+  r.gguf_per_expert = gguf_per_expert;
   return r;
 }
 TensorRole LayerNorm(const char* gguf, const char* hf, Dim n, Presence p, std::vector<float> LW::*v) {
@@ -98,11 +100,12 @@ std::vector<TensorRole> MakeRoles() {
       // Sparse MoE: the router, the stacked experts, a shared expert.
       LayerMatrix("ffn_gate_inp.weight", "mlp.gate.weight", Dim::kEmbd, Dim::kExpert, Permute::kNone, &LW::router,
                   Presence::kMoe),
-      ExpertMatrix("ffn_gate_exps.weight", "mlp.experts.{e}.gate_proj.weight", Dim::kEmbd, Dim::kFfExp,
-                   &LW::exp_gate),
-      ExpertMatrix("ffn_down_exps.weight", "mlp.experts.{e}.down_proj.weight", Dim::kFfExp, Dim::kEmbd,
-                   &LW::exp_down),
-      ExpertMatrix("ffn_up_exps.weight", "mlp.experts.{e}.up_proj.weight", Dim::kEmbd, Dim::kFfExp, &LW::exp_up),
+      ExpertMatrix("ffn_gate_exps.weight", "mlp.experts.{e}.gate_proj.weight", "ffn_gate.{e}.weight", Dim::kEmbd,
+                   Dim::kFfExp, &LW::exp_gate),
+      ExpertMatrix("ffn_down_exps.weight", "mlp.experts.{e}.down_proj.weight", "ffn_down.{e}.weight", Dim::kFfExp,
+                   Dim::kEmbd, &LW::exp_down),
+      ExpertMatrix("ffn_up_exps.weight", "mlp.experts.{e}.up_proj.weight", "ffn_up.{e}.weight", Dim::kEmbd,
+                   Dim::kFfExp, &LW::exp_up),
       LayerVector("ffn_gate_inp_shexp.weight", "mlp.shared_expert_gate.weight", Dim::kEmbd, Presence::kSharedExpert,
                   Permute::kNone, Init::kNormal, &LW::sh_gate_inp),
       LayerMatrix("ffn_gate_shexp.weight", "mlp.shared_expert.gate_proj.weight", Dim::kEmbd, Dim::kFfShexp,
@@ -172,6 +175,14 @@ std::string GlobalTensorName(WeightMatrix ModelWeights::*member) {
 
 std::string GgufTensorName(const TensorRole& role, int layer) {
   return role.per_layer ? fmt::format("{}{}.{}", kGgufLayerPrefix, layer, role.gguf) : std::string(role.gguf);
+}
+
+std::string GgufExpertTensorName(const TensorRole& role, int layer, int e) {
+  if (role.gguf_per_expert == nullptr) return {};
+  std::string name = role.gguf_per_expert;
+  const size_t at = name.find("{e}");
+  name.replace(at, 3, std::to_string(e));
+  return fmt::format("{}{}.{}", kGgufLayerPrefix, layer, name);
 }
 
 std::string HfTensorName(const TensorRole& role, int layer, const ModelConfig& c) {

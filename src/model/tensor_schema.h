@@ -75,6 +75,10 @@ struct TensorRole {
   // each expert apart, "{e}" in `hf` standing for its index. Loading makes
   // each expert a view of its slice.
   std::vector<WeightMatrix> LayerWeights::*layer_experts = nullptr;
+  // Older GGUF files (llama.cpp before April 2024: the first Mixtral GGUFs)
+  // keep each expert in its own 2-D tensor, "{e}" standing for its index
+  // ("ffn_gate.{e}.weight"); read when the stacked tensor is absent.
+  const char* gguf_per_expert = nullptr;
 };
 
 // Whether a role holds stacked experts.
@@ -96,6 +100,9 @@ std::string GlobalTensorName(WeightMatrix ModelWeights::*member);
 // Full names of a role's tensor for layer `layer` (ignored for globals);
 // the HF name as the family of `c` spells it ("" if it has none).
 std::string GgufTensorName(const TensorRole& role, int layer);
+// The older per-expert GGUF name of expert `e` of an expert role
+// ("blk.3.ffn_gate.5.weight"; "" if the role has none).
+std::string GgufExpertTensorName(const TensorRole& role, int layer, int e);
 std::string HfTensorName(const TensorRole& role, int layer, const ModelConfig& c);
 // The HF name of the tensor a GGUF name stands for in a model with config
 // `c` ("" if none).

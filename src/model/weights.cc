@@ -131,9 +131,19 @@ class Builder {
                                                          : 0;
       if (IsExpertRole(r)) {  // stacked experts: each a view of its slice
         const int64_t rows = DimSize(c_, r.n_out, layer), n_in = DimSize(c_, r.n_in, layer);
+        auto& experts = w_->layers[layer].*r.layer_experts;
+        if (lookup_(name) == nullptr && r.gguf_per_expert != nullptr) {
+          // An older file: one tensor per expert, each read in place.
+          if (lookup_(GgufExpertTensorName(r, layer, 0)) != nullptr) {
+            experts.assign(c_.n_expert, WeightMatrix{});
+            for (int e = 0; e < c_.n_expert && st.ok(); ++e) {
+              st = Matrix(GgufExpertTensorName(r, layer, e), n_in, rows, &experts[e]);
+            }
+            return;
+          }
+        }
         WeightMatrix whole;
         st = Matrix(name, n_in, rows * c_.n_expert, &whole, 0, {n_in, rows, c_.n_expert});
-        auto& experts = w_->layers[layer].*r.layer_experts;
         experts.clear();
         for (int e = 0; e < c_.n_expert; ++e) experts.push_back(RowView(whole, e * rows, rows));
         return;

@@ -175,7 +175,9 @@ def write_hf(folder, cfg, W, dtype="F32"):
     mf.write_safetensors(os.path.join(folder, "model.safetensors"), W, dtype)
 
 
-def write_gguf(path, cfg, W, gtype=mf.GGML_F32):
+def write_gguf(path, cfg, W, gtype=mf.GGML_F32, legacy_experts=False):
+    """legacy_experts: each MoE expert in its own 2-D tensor (blk.N.ffn_gate.E.weight), as
+    llama.cpp wrote Mixtral before April 2024, instead of the stacked 3-D ones."""
     arch = GGUF_ARCH[cfg["model_type"]]
     H, KV = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     gemma = cfg["model_type"] in ref.GEMMA
@@ -285,8 +287,12 @@ def write_gguf(path, cfg, W, gtype=mf.GGML_F32):
             names = ("w1", "w3", "w2") if mixtral else ("gate_proj", "up_proj", "down_proj")
             T.append((b + "ffn_gate_inp.weight", W[base + "gate.weight"], mf.GGML_F32))
             for gguf, n in zip(("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"), names):
-                T.append((b + gguf + ".weight",
-                          np.stack([W[f"{base}experts.{e}.{n}.weight"] for e in range(E)]), gtype))
+                if legacy_experts:
+                    T += [(b + gguf.replace("_exps", f".{e}") + ".weight", W[f"{base}experts.{e}.{n}.weight"], gtype)
+                          for e in range(E)]
+                else:
+                    T.append((b + gguf + ".weight",
+                              np.stack([W[f"{base}experts.{e}.{n}.weight"] for e in range(E)]), gtype))
             if cfg.get("shared_expert_intermediate_size"):
                 sh = p + "mlp.shared_expert."
                 T += [(b + "ffn_gate_inp_shexp.weight", W[p + "mlp.shared_expert_gate.weight"], mf.GGML_F32),
@@ -545,6 +551,19 @@ class ReferenceTest(unittest.TestCase):
                 dropped[e + f"{k}.w2.weight"] = np.zeros_like(Wd[e + f"{k}.w2.weight"])
                 self.assertGreater(max_rel_err(got, ref.forward(cfg, dropped, tokens)), 1e-3, f"layer {l} expert {k}")
                 dropped[e + f"{k}.w2.weight"] = Wd[e + f"{k}.w2.weight"]
+        # Older Mixtral GGUFs keep one tensor per expert: the same function, and
+        # quantize rewrites them stacked.
+        legacy = os.path.join(self.tmp.name, "mixtral_legacy.gguf")
+        write_gguf(legacy, cfg, W, legacy_experts=True)
+        self.assertLess(max_rel_err(infera_logits(legacy, tokens), got), 1e-6)
+        q8 = os.path.join(self.tmp.name, "mixtral_legacy_q8.gguf")
+        subprocess.run([INFERA, "--log-level", "warn", "quantize", legacy, q8, "--type", "q8_0"], check=True,
+                       capture_output=True)
+        self.assertLess(max_rel_err(infera_logits(q8, tokens), got), 1e-1)
+        r = subprocess.run([INFERA, "--log-level", "warn", "dump-tensor", "-m", q8, "--tensor",
+                            "blk.0.ffn_gate_exps.weight", "--out", os.path.join(self.tmp.name, "exps.f32")],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_qwen2moe_shared_expert(self):
         name = "qwen2moe_shared_expert"
