@@ -36,31 +36,35 @@ void AttendBatch(const KernelTable& k, ThreadPool& pool, KvStorage& kv, int laye
   const int hd = s.head_dim, n_kv = s.n_head_kv, qd = s.q_dim(), kvd = s.kv_dim();
   const int group = s.n_head / n_kv;
   const bool q8 = kv.type() == KvType::kQ8;
-  // One work item per (token, KV head group), dealt round-robin so the long
-  // causal rows of late tokens spread over all threads. The tiled kernel
-  // reads each K/V row once per group and keeps O(tile) state.
+  // One work item per (token, KV head group). Items are dealt to `lanes`
+  // strided lanes (lane g: items g, g + lanes, ...), so every range of lanes
+  // the pool hands a thread mixes early (short) and late (long) causal rows.
+  // The tiled kernel reads each K/V row once per group and keeps O(tile) state.
   const int64_t items = int64_t(T) * n_kv;
-  pool.Run([&](int thread, int n_threads) {
+  const int64_t lanes = std::min<int64_t>(items, 64 * pool.size());
+  pool.ParallelForWithThread(lanes, 1, [&](int thread, int64_t g0, int64_t g1) {
     float* buf = scratch[thread].data();
-    for (int64_t it = thread; it < items; it += n_threads) {
-      const int32_t t = static_cast<int32_t>(it / n_kv);
-      const int kvh = static_cast<int>(it % n_kv);
-      const int32_t p = tokens.positions[t];
-      const int32_t first = s.sliding_window > 0 ? std::max(0, p - s.sliding_window + 1) : 0;
-      const size_t q_off = size_t(t) * qd + size_t(kvh) * group * hd;
-      const int32_t* slots = tokens.slots_of(t);
-      if (q8) {
-        k.flash_attend_group_q8(q + q_off, group, kv.k8(layer) + kvh * hd, kv.k_scale(layer) + kvh,
-                                kv.v8(layer) + kvh * hd, kv.v_scale(layer) + kvh, kvd, n_kv, hd, s.scale, s.softcap,
-                                slots, first, p, out + q_off, buf);
-      } else if (naive) {
-        for (int i = 0; i < group; ++i) {
-          AttendHead(k, q + q_off + size_t(i) * hd, kv.k(layer) + kvh * hd, kv.v(layer) + kvh * hd, kvd, hd, s.scale,
-                     s.softcap, slots, first, p, buf, out + q_off + size_t(i) * hd);
+    for (int64_t g = g0; g < g1; ++g) {
+      for (int64_t it = g; it < items; it += lanes) {
+        const int32_t t = static_cast<int32_t>(it / n_kv);
+        const int kvh = static_cast<int>(it % n_kv);
+        const int32_t p = tokens.positions[t];
+        const int32_t first = s.sliding_window > 0 ? std::max(0, p - s.sliding_window + 1) : 0;
+        const size_t q_off = size_t(t) * qd + size_t(kvh) * group * hd;
+        const int32_t* slots = tokens.slots_of(t);
+        if (q8) {
+          k.flash_attend_group_q8(q + q_off, group, kv.k8(layer) + kvh * hd, kv.k_scale(layer) + kvh,
+                                  kv.v8(layer) + kvh * hd, kv.v_scale(layer) + kvh, kvd, n_kv, hd, s.scale, s.softcap,
+                                  slots, first, p, out + q_off, buf);
+        } else if (naive) {
+          for (int i = 0; i < group; ++i) {
+            AttendHead(k, q + q_off + size_t(i) * hd, kv.k(layer) + kvh * hd, kv.v(layer) + kvh * hd, kvd, hd, s.scale,
+                       s.softcap, slots, first, p, buf, out + q_off + size_t(i) * hd);
+          }
+        } else {
+          k.flash_attend_group(q + q_off, group, kv.k(layer) + kvh * hd, kv.v(layer) + kvh * hd, kvd, hd, s.scale,
+                               s.softcap, slots, first, p, out + q_off, buf);
         }
-      } else {
-        k.flash_attend_group(q + q_off, group, kv.k(layer) + kvh * hd, kv.v(layer) + kvh * hd, kvd, hd, s.scale,
-                             s.softcap, slots, first, p, out + q_off, buf);
       }
     }
   });

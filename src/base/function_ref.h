@@ -13,7 +13,8 @@ class FunctionRef;
 template <typename R, typename... Args>
 class FunctionRef<R(Args...)> {
  public:
-  template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, FunctionRef>>>
+  template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, FunctionRef> &&
+                                                    std::is_invocable_r_v<R, F&, Args...>>>
   FunctionRef(F&& f)  // NOLINT: implicit by design
       : obj_(const_cast<void*>(static_cast<const void*>(&f))),
         call_([](void* o, Args... a) -> R {

@@ -3,9 +3,13 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
+#include <string>
+#include <utility>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -16,15 +20,52 @@
 
 namespace infera {
 namespace {
-constexpr int kSpinIterations = 20000;  // ~ tens of microseconds of pause
+constexpr int kSpinIterations = 20000;  // ~ a few hundred microseconds of pause
+// While spinning, give the core away this often: when a core is shared, the
+// thread being waited for may be queued behind the spinner on the same core.
+// (sched_yield returns at once when nothing else is runnable there.)
+// Short waits (the next op of a decode step, a chunk finishing) pause only.
+constexpr int kPauseOnly = 2000;
+constexpr int kYieldEvery = 16;
+
+void Relax(int spins) {
+  if (spins > kPauseOnly && spins % kYieldEvery == 0) std::this_thread::yield();
+  else INFERA_CPU_RELAX();
 }
+constexpr int kWindowOps = 512;          // Adapt: ops per decision (a few decode tokens)
+constexpr int kWindowsBeforeProbe = 16;  // windows with a worker benched before trying it again
+constexpr int64_t kChunksPerThread = 1;  // see thread_pool.h
+
+// Reads one integer from a sysfs file (-1 if absent).
+long ReadLong(const std::string& path) {
+  long v = -1;
+  if (FILE* f = std::fopen(path.c_str(), "r")) {
+    if (std::fscanf(f, "%ld", &v) != 1) v = -1;
+    std::fclose(f);
+  }
+  return v;
+}
+}  // namespace
 
 int ThreadPool::DefaultThreadCount() {
-  // The CPUs this process may run on (taskset, container cpusets)...
+  // The CPUs this process may run on (taskset, container cpusets), SMT
+  // siblings counted once: two threads on one core's siblings share its
+  // execution units, and a spare sibling is better left to the OS.
   int n = 0;
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) n = CPU_COUNT(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    std::set<std::pair<long, long>> cores;
+    int cpus = 0;
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (!CPU_ISSET(cpu, &set)) continue;
+      ++cpus;
+      const std::string topo = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
+      const long core = ReadLong(topo + "core_id"), pkg = ReadLong(topo + "physical_package_id");
+      cores.insert(core < 0 ? std::make_pair(-1L - cpu, 0L) : std::make_pair(pkg, core));
+    }
+    n = std::min<int>(cpus, static_cast<int>(cores.size()));
+  }
   if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
   // ... and no more than a cgroup v2 CPU quota grants ("max" or "QUOTA PERIOD").
   if (FILE* f = std::fopen("/sys/fs/cgroup/cpu.max", "r")) {
@@ -40,7 +81,7 @@ int ThreadPool::DefaultThreadCount() {
 }
 
 ThreadPool::ThreadPool(int n_threads)
-    : n_threads_(n_threads <= 0 ? DefaultThreadCount() : n_threads) {
+    : n_threads_(n_threads <= 0 ? DefaultThreadCount() : n_threads), active_helpers_(n_threads_ - 1) {
   workers_.reserve(n_threads_ - 1);
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
 }
@@ -49,10 +90,33 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_.store(true);
-    generation_.fetch_add(1);
+    ticket_.store((gen_ + 1) << (2 * kChunkBits));  // a new generation with no chunks
   }
   cv_.notify_all();
   for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::RunChunk(const Job& j, int thread, int64_t c) {
+  const int64_t per = j.units / j.n_chunks, extra = j.units % j.n_chunks;
+  const int64_t ub = c * per + std::min(c, extra);
+  const int64_t ue = ub + per + (c < extra ? 1 : 0);
+  (*j.fn)(thread, ub * j.align, std::min(j.n, ue * j.align));
+}
+
+int64_t ThreadPool::Help(int thread, uint64_t gen) {
+  if (thread > active_helpers_.load(std::memory_order_relaxed)) return 0;  // benched (see Adapt)
+  int64_t ran = 0;
+  uint64_t t = ticket_.load(std::memory_order_acquire);
+  for (;;) {
+    if (Gen(t) != gen || Next(t) >= Chunks(t)) return ran;
+    if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+    // The op cannot end (nor job_ change) before this chunk is done.
+    RunChunk(*job_.load(std::memory_order_acquire), thread, Next(t));
+    ++ran;
+    // The caller counts its own chunks; only helpers' go through done_.
+    if (thread != 0) done_.fetch_add(1, std::memory_order_acq_rel);
+    t = ticket_.load(std::memory_order_acquire);
+  }
 }
 
 void ThreadPool::WorkerLoop(int index) {
@@ -60,62 +124,79 @@ void ThreadPool::WorkerLoop(int index) {
   for (;;) {
     uint64_t gen;
     int spins = 0;
-    while ((gen = generation_.load(std::memory_order_seq_cst)) == seen) {
+    while ((gen = Gen(ticket_.load(std::memory_order_acquire))) == seen) {
       if (++spins < kSpinIterations) {
-        INFERA_CPU_RELAX();
+        Relax(spins);
         continue;
       }
       std::unique_lock<std::mutex> lock(mu_);
       sleepers_.fetch_add(1, std::memory_order_seq_cst);
-      cv_.wait(lock, [&] { return generation_.load(std::memory_order_seq_cst) != seen; });
+      cv_.wait(lock, [&] { return Gen(ticket_.load(std::memory_order_seq_cst)) != seen; });
       sleepers_.fetch_sub(1, std::memory_order_seq_cst);
       spins = 0;
     }
     seen = gen;
     if (stop_.load()) return;
-    (*job_)(index, n_threads_);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    Help(index, gen);
   }
 }
 
-void ThreadPool::Run(FunctionRef<void(int, int)> fn) {
-  if (n_threads_ == 1) {
-    fn(0, 1);
+void ThreadPool::ParallelForWithThread(int64_t n, int64_t align, FunctionRef<void(int, int64_t, int64_t)> fn) {
+  if (n <= 0) return;
+  align = std::max<int64_t>(align, 1);
+  const int64_t units = (n + align - 1) / align;
+  const int64_t n_chunks = std::min<int64_t>({units, n_threads_ * kChunksPerThread, (1 << kChunkBits) - 1});
+  if (n_threads_ == 1 || n_chunks <= 1 || active_helpers_.load(std::memory_order_relaxed) == 0) {
+    fn(0, 0, n);
+    if (n_threads_ > 1 && n_chunks > 1) Adapt(n_chunks, n_chunks, 0, 0);  // counts towards the next probe
     return;
   }
-  job_ = &fn;
-  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_seq_cst);
+  using Clock = std::chrono::steady_clock;
+  const bool timed = (gen_ & 3) == 0;
+  const auto t0 = timed ? Clock::now() : Clock::time_point();
+  const Job job{&fn, n, align, units, n_chunks};
+  job_.store(&job, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  ++gen_;
+  // Chunk 0 is the caller's from the start (one counter update less per op).
+  ticket_.store((gen_ << (2 * kChunkBits)) | (static_cast<uint64_t>(n_chunks) << kChunkBits) | 1,
+                std::memory_order_seq_cst);
   if (sleepers_.load(std::memory_order_seq_cst) > 0) {
     { std::lock_guard<std::mutex> lock(mu_); }
     cv_.notify_all();
   }
-  fn(0, n_threads_);
+  RunChunk(job, 0, 0);
+  const int64_t mine = 1 + Help(0, gen_);
+  const auto t1 = timed ? Clock::now() : Clock::time_point();
+  // Only chunks other threads already took remain.
   int spins = 0;
-  while (pending_.load(std::memory_order_acquire) != 0) {
-    if (++spins < kSpinIterations) INFERA_CPU_RELAX();
-    else std::this_thread::yield();
+  while (done_.load(std::memory_order_acquire) != n_chunks - mine) {
+    Relax(++spins);
   }
-  job_ = nullptr;
+  job_.store(nullptr, std::memory_order_relaxed);
+  if (timed) Adapt(n_chunks, mine, std::chrono::duration<double>(t1 - t0).count(),
+        std::chrono::duration<double>(Clock::now() - t1).count());
+}
+
+void ThreadPool::Adapt(int64_t n_chunks, int64_t mine, double own, double wait) {
+  // What the helpers' chunks would have cost the caller, against the wait.
+  if (mine > 0) window_saved_ += own / mine * (n_chunks - mine);
+  window_waited_ += wait;
+  if (++window_ops_ < kWindowOps) return;
+  const int active = active_helpers_.load(std::memory_order_relaxed);
+  if (active > 0 && window_waited_ > window_saved_) {
+    active_helpers_.store(active - 1, std::memory_order_relaxed);
+    windows_reduced_ = 0;
+  } else if (active < n_threads_ - 1 && ++windows_reduced_ >= kWindowsBeforeProbe) {
+    active_helpers_.store(active + 1, std::memory_order_relaxed);  // try one again
+    windows_reduced_ = 0;
+  }
+  window_ops_ = 0;
+  window_saved_ = window_waited_ = 0;
 }
 
 void ThreadPool::ParallelFor(int64_t n, int64_t align, FunctionRef<void(int64_t, int64_t)> fn) {
-  if (n <= 0) return;
-  align = std::max<int64_t>(align, 1);
-  const int64_t units = (n + align - 1) / align;
-  const int nt = static_cast<int>(std::min<int64_t>(n_threads_, units));
-  if (nt <= 1) {
-    fn(0, n);
-    return;
-  }
-  Run([&](int t, int) {
-    if (t >= nt) return;
-    const int64_t per = units / nt, extra = units % nt;
-    const int64_t ub = t * per + std::min<int64_t>(t, extra);
-    const int64_t ue = ub + per + (t < extra ? 1 : 0);
-    const int64_t b = ub * align, e = std::min(n, ue * align);
-    if (b < e) fn(b, e);
-  });
+  ParallelForWithThread(n, align, [&](int, int64_t b, int64_t e) { fn(b, e); });
 }
 
 }  // namespace infera
