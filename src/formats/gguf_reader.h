@@ -62,6 +62,10 @@ class GgufFile {
   // Tensors in file order.
   const std::vector<TensorView>& tensors() const { return tensors_; }
   const TensorView* FindTensor(const std::string& name) const;
+  // MappedFile::Release for bytes of this file (nothing for caller-owned bytes).
+  void ReleasePages(const uint8_t* p, size_t n) const {
+    if (map_) map_->Release(p, n);
+  }
 
   const GgufValue* Find(const std::string& key) const;
   std::optional<std::string> GetString(const std::string& key) const;

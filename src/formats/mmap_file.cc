@@ -39,6 +39,15 @@ StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) 
   return std::unique_ptr<MappedFile>(new MappedFile(path, data, size));
 }
 
+void MappedFile::Release(const uint8_t* p, size_t n) const {
+  if (data_ == nullptr || p < data_ || p + n > data_ + size_ || n == 0) return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  // A read-only private file mapping: the dropped pages come back from the file.
+  if (begin < end) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

@@ -21,6 +21,11 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Drops the resident pages wholly inside [p, p + n) (a range of this
+  // mapping; anything outside is ignored): they stop counting towards the
+  // process's memory and are read from the file again if touched. For bytes
+  // that were copied elsewhere (repacked weights).
+  void Release(const uint8_t* p, size_t n) const;
 
  private:
   MappedFile(std::string path, const uint8_t* data, size_t size)

@@ -50,7 +50,9 @@ StatusOr<std::unique_ptr<Model>> LoadGguf(const std::string& path) {
   ASSIGN_OR_RETURN(ModelConfig c, ConfigFromGguf(*file));
   if (file->tensors().empty()) return InvalidArgument(path + ": file has no tensors (vocab-only GGUF?)");
   TensorLookup lookup = [&](const std::string& n) { return file->FindTensor(n); };
-  ASSIGN_OR_RETURN(auto w, BuildWeights(c, lookup, {}, path));
+  WeightLoadOptions opts;
+  opts.release_source = [&](const uint8_t* p, size_t n) { file->ReleasePages(p, n); };
+  ASSIGN_OR_RETURN(auto w, BuildWeights(c, lookup, opts, path));
   auto m = std::make_unique<Model>();
   m->config = c;
   m->weights = std::move(w);

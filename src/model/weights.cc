@@ -207,6 +207,8 @@ class Builder {
         const WeightMatrix& m = *todo[i];
         w_->packed[i] = std::make_unique<PackedMatrix>(
             PackedMatrix::Pack(m.type, m.data, m.row_bytes, m.n_in, m.n_out));
+        // At once, so the peak holds little more than the packed copy.
+        if (opts_.release_source) opts_.release_source(m.data, m.row_bytes * m.n_out);
       }
     };
     const int n_threads = std::max(1, std::min<int>(ThreadPool::DefaultThreadCount(), static_cast<int>(todo.size())));
@@ -217,6 +219,7 @@ class Builder {
     for (size_t i = 0; i < todo.size(); ++i) {
       todo[i]->packed = w_->packed[i].get();
       w_->packed_bytes += w_->packed[i]->bytes();
+      w_->packed_source_bytes += todo[i]->row_bytes * todo[i]->n_out;
     }
   }
 

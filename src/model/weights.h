@@ -46,6 +46,11 @@ struct ModelWeights {
   std::vector<std::unique_ptr<PackedMatrix>> packed;
   uint64_t packed_bytes = 0;
   uint64_t total_bytes = 0;                // bytes of all weight tensors
+  uint64_t packed_source_bytes = 0;        // of those, the bytes the packed copies replace
+  // Weight bytes resident while running: the packed copies plus every tensor
+  // read as stored. (A token embedding is read only by the rows in use; when
+  // it is also the packed output, those rows come back from the file.)
+  uint64_t resident_bytes() const { return total_bytes - packed_source_bytes + packed_bytes; }
 };
 
 // Looks a tensor up by its GGUF name; null if absent.
@@ -57,6 +62,11 @@ struct WeightLoadOptions {
   bool permute_qk_from_hf = false;
   // Gemma's HF norm weights w mean (1 + w): add the one while loading.
   bool norm_plus_one = false;
+  // Called with the bytes of each matrix once it is repacked for the integer
+  // kernels (which then never read the original): a file mapping drops those
+  // pages, so the weights are not resident twice. Called from the packing
+  // threads, concurrently. May be empty.
+  std::function<void(const uint8_t*, size_t)> release_source;
 };
 
 StatusOr<std::unique_ptr<ModelWeights>> BuildWeights(const ModelConfig& c, const TensorLookup& lookup,
