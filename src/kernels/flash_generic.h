@@ -21,10 +21,11 @@ inline constexpr int kFlashTile = 32;      // cached positions per tile
 // scratch holds g * (kFlashTile + 2) floats.
 // exp(x) for x <= 0 (softmax arguments), to about 2 ulp: x = n ln2 + r with
 // |r| <= ln2/2, a degree-6 polynomial for e^r, then 2^n from the exponent
-// bits. Plain element-wise arithmetic with explicit FMAs, so a compiler may
-// vectorize a loop of it and every ISA still computes the same bits.
-inline float ExpNonPositive(float x) {
-  if (!(x > -87.0f)) return 0.0f;  // also -inf and NaN-free inputs below the normal range
+// bits. Plain element-wise arithmetic with explicit FMAs and no branch (the
+// cut-off is a select), so a compiler vectorizes a loop of it and every ISA
+// still computes the same bits.
+inline float ExpNonPositive(float x_in) {
+  const float x = std::max(x_in, -87.0f);  // (also -inf) below the normal range: 0 at the end
   const float n = std::nearbyint(x * 1.44269504088896341f);
   float r = std::fma(n, -0.693145751953125f, x);  // ln2 split in two for accuracy
   r = std::fma(n, -1.428606765330187045e-06f, r);
@@ -40,7 +41,7 @@ inline float ExpNonPositive(float x) {
   bits += static_cast<int32_t>(n) << 23;
   float out;
   std::memcpy(&out, &bits, 4);
-  return out;
+  return x_in > -87.0f ? out : 0.0f;
 }
 
 // Row sources: the f32 row of a slot (f32 cache: in place; int8 cache:
