@@ -116,8 +116,7 @@ int Info(const InfoArgs& a) {
   std::printf("parameters:        %llu (%.1f M)\n", static_cast<unsigned long long>(params), params / 1e6);
   std::printf("file size:         %s\n", Human(static_cast<double>(PathSize(m.path))).c_str());
   std::printf("weights in memory: %s (%.3fx the tensors' %s in the file; %s repacked for the integer kernels)\n",
-              Human(static_cast<double>(w.resident_bytes())).c_str(),
-              static_cast<double>(w.resident_bytes()) / static_cast<double>(std::max<uint64_t>(w.total_bytes, 1)),
+              Human(static_cast<double>(w.resident_bytes())).c_str(), w.resident_ratio(),
               Human(static_cast<double>(w.total_bytes)).c_str(), Human(static_cast<double>(w.packed_bytes)).c_str());
   std::printf("kv cache:          %s for %d tokens (f32)\n", Human(static_cast<double>(kv)).c_str(), n_ctx);
   std::printf("memory needed:     %s\n", Human(static_cast<double>(w.resident_bytes() + kv)).c_str());

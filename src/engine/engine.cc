@@ -48,6 +48,10 @@ TokenLogprob LogprobsOf(const float* logits, int32_t n, int32_t token, int32_t k
   return lp;
 }
 
+// The first prompt position whose logits row a request needs (prompt logits
+// or prompt log-probabilities); -1: none.
+int32_t FirstPromptRow(const RequestParams& p) { return p.prompt_logprobs >= 0 ? 0 : p.prompt_logits_from; }
+
 }  // namespace
 
 // One request's engine-side state: sampling, stop detection, text decoding.
@@ -76,8 +80,7 @@ struct EngineRequest {
     // The text continues the prompt (keep the first piece's leading space)
     // unless it starts the output.
     if (tok != nullptr) decoder = std::make_unique<StreamDecoder>(*tok, p.text_starts_output);
-    prompt_rows_from = p.prompt_logits_from;
-    if (p.prompt_logprobs >= 0) prompt_rows_from = 0;
+    prompt_rows_from = FirstPromptRow(p);
     prompt_logits_next = prompt_rows_from;
   }
   // Whether the logits row of prompt position `pos` is still owed.
@@ -226,7 +229,7 @@ Status Engine::Check(const std::vector<int32_t>& prompt, const RequestParams& pa
       return InvalidArgument(fmt::format("token id {} is out of range [0, {})", t, m.model.config.n_vocab));
     }
   }
-  if (params.max_tokens < -1 || (params.max_tokens == 0 && params.prompt_logits_from < 0 && params.prompt_logprobs < 0)) {
+  if (params.max_tokens < -1 || (params.max_tokens == 0 && FirstPromptRow(params) < 0)) {
     return InvalidArgument("max_tokens must be positive");
   }
   if (params.prompt_logprobs > kMaxTopLogprobs) {
@@ -255,9 +258,8 @@ StatusOr<uint64_t> Engine::Add(std::vector<int32_t> prompt, const RequestParams&
   const int32_t len = static_cast<int32_t>(prompt.size());
   const int32_t max_tokens = ResolveMaxTokens(prompt.size(), params.max_tokens);
   const uint64_t id = m.next_id++;
-  const int32_t max_cached = params.prompt_logprobs >= 0      ? 0
-                            : params.prompt_logits_from >= 0 ? params.prompt_logits_from
-                                                             : INT32_MAX;
+  const int32_t first_row = FirstPromptRow(params);  // rows wanted from there: never from the prefix cache
+  const int32_t max_cached = first_row >= 0 ? first_row : INT32_MAX;
   RETURN_IF_ERROR(m.sched.Add(id, std::move(prompt), max_tokens, params.priority, max_cached));
   auto r = std::make_unique<EngineRequest>(params, m.tok);
   r->prompt_len = len;

@@ -51,6 +51,10 @@ struct ModelWeights {
   // read as stored. (A token embedding is read only by the rows in use; when
   // it is also the packed output, those rows come back from the file.)
   uint64_t resident_bytes() const { return total_bytes - packed_source_bytes + packed_bytes; }
+  // resident_bytes() / total_bytes.
+  double resident_ratio() const {
+    return static_cast<double>(resident_bytes()) / static_cast<double>(total_bytes > 0 ? total_bytes : 1);
+  }
 };
 
 // Looks a tensor up by its GGUF name; null if absent.

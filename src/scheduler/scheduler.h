@@ -13,7 +13,6 @@
 // Thread-safety: none; owned by the engine loop.
 #pragma once
 
-#include <climits>
 #include <cstdint>
 #include <map>
 #include <string>

@@ -152,11 +152,12 @@ json CompletionJob::LogprobsJson(Choice& c, const std::vector<TokenLogprob>& lps
   };
   size_t next = 0;  // the first entry of lps not listed yet
   if (with_prompt) {
-    // Offsets in the echoed text: the length of the decoded tokens before
-    // each (BOS and the dummy-prefix space take no room there).
+    // Offsets in the echoed text: the length of the text the tokens before
+    // each decode to (BOS and the dummy-prefix space take no room there).
     const std::vector<int32_t>& prompt = spec_.prompts[c.prompt_index];
     const std::string& text = spec_.prompt_texts[c.prompt_index];
-    std::vector<int32_t> before;
+    StreamDecoder decoded(*tok_, /*at_start=*/true);
+    size_t offset = 0;
     for (size_t i = 0; i < prompt.size(); ++i) {
       tokens.push_back(tok_->TokenToPiece(prompt[i], true));
       if (i > 0 && next < lps.size()) {
@@ -165,8 +166,8 @@ json CompletionJob::LogprobsJson(Choice& c, const std::vector<TokenLogprob>& lps
         token_logprobs.push_back(nullptr);
         top_logprobs.push_back(nullptr);
       }
-      offsets.push_back(std::min(tok_->Decode(before).size(), text.size()));
-      before.push_back(prompt[i]);
+      offsets.push_back(std::min(offset, text.size()));
+      offset += decoded.Push(prompt[i]).size();
     }
     c.text_offset = text.size();
   }

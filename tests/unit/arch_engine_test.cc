@@ -108,6 +108,14 @@ std::vector<std::vector<TokenLogprob>> RunWithLogprobs(Engine& e, const std::vec
   return out;
 }
 
+// An engine on 2 threads with options `o`.
+std::unique_ptr<Engine> MakeEngine(const Model& m, const KernelTable& kernels, EngineOptions o) {
+  o.threads = 2;
+  auto e = Engine::Create(m, nullptr, kernels, o);
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  return std::move(e).value();
+}
+
 TEST(MoeEngineTest, BatchedEqualsIsolatedForEveryExpertType) {
   const std::string path = testing::WriteTinyModel(MoeConfig(), DType::kF32, 11, "moe-f32.gguf");
   const KernelTable kernels = MakeBestKernelTable();
@@ -131,13 +139,10 @@ TEST(MoeEngineTest, BatchedEqualsIsolatedForEveryExpertType) {
     }
     auto make = [&](int32_t seqs, int32_t budget) {
       EngineOptions o;
-      o.threads = 2;
       o.max_num_seqs = seqs;
       o.max_batched_tokens = budget;
       o.kv_cache_mb = 8;
-      auto e = Engine::Create(**m, nullptr, kernels, o);
-      EXPECT_TRUE(e.ok()) << e.status().ToString();
-      return std::move(e).value();
+      return MakeEngine(**m, kernels, o);
     };
     std::vector<std::vector<int32_t>> alone;
     for (const auto& p : prompts) {
@@ -200,14 +205,11 @@ TEST(ArchEngineTest, SlidingWindowsBatchedPagedAndCachedEqualIsolated) {
     }
     auto make = [&](int32_t seqs, int32_t budget, bool cache) {
       EngineOptions o;
-      o.threads = 2;
       o.max_num_seqs = seqs;
       o.max_batched_tokens = budget;
       o.kv_cache_mb = 8;
       o.prefix_caching = cache;
-      auto e = Engine::Create(**m, nullptr, kernels, o);
-      EXPECT_TRUE(e.ok()) << e.status().ToString();
-      return std::move(e).value();
+      return MakeEngine(**m, kernels, o);
     };
     std::vector<std::vector<TokenLogprob>> alone;
     for (const auto& p : prompts) {
@@ -262,14 +264,11 @@ TEST(ArchEngineTest, PerLayerWidthsBatchedEqualIsolated) {
   for (const char* kv : {"f32", "q8"}) {
     auto make = [&](int32_t seqs, int32_t budget) {
       EngineOptions o;
-      o.threads = 2;
       o.max_num_seqs = seqs;
       o.max_batched_tokens = budget;
       o.kv_cache_mb = 4;
       o.kv_cache_type = kv;
-      auto e = Engine::Create(**m, nullptr, kernels, o);
-      EXPECT_TRUE(e.ok()) << e.status().ToString();
-      return std::move(e).value();
+      return MakeEngine(**m, kernels, o);
     };
     std::vector<std::vector<TokenLogprob>> alone;
     for (const auto& p : prompts) alone.push_back(RunWithLogprobs(*make(1, 512), {p})[0]);
