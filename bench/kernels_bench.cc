@@ -1,6 +1,7 @@
 // Matmul throughput per ISA and weight type (Google Benchmark).
 //   build/bench/kernels_bench --benchmark_filter=Decode
 // Decode: one token (M = 1), bandwidth-bound. Prefill: M = 64, compute-bound.
+// Verify9: M = 9, in between.
 // Args: n_in, n_out, threads.
 #include <cstring>
 #include <memory>
@@ -66,6 +67,11 @@ MATMUL_BENCH(kAvx512, kF32, 64, Prefill64_Avx512_F32);
 MATMUL_BENCH(kAvx512, kF16, 64, Prefill64_Avx512_F16);
 MATMUL_BENCH(kAvx512, kQ8_0, 64, Prefill64_Avx512_Q8_0);
 MATMUL_BENCH(kAvx512, kQ4_0, 64, Prefill64_Avx512_Q4_0);
+// M = 9: a decode token with 8 drafted tokens to verify (speculative
+// decoding), or a small decode batch.
+MATMUL_BENCH(kAvx512, kQ8_0, 9, Verify9_Avx512_Q8_0);
+MATMUL_BENCH(kAvx512, kQ4_0, 9, Verify9_Avx512_Q4_0);
+MATMUL_BENCH(kAvx512, kQ4_K, 9, Verify9_Avx512_Q4_K);
 
 // One decode query (the 3 heads of one m360 KV group, head_dim 64) over N
 // cached positions in a paged layout: the tiled kernel vs the naive

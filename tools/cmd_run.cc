@@ -13,6 +13,7 @@
 #include "sampling/sampler.h"
 #include "tools/chat_repl.h"
 #include "tools/commands.h"
+#include "tools/engine_flags.h"
 
 namespace infera::cli {
 namespace {
@@ -35,7 +36,18 @@ struct RunArgs {
   std::string kv_cache_type = "f32";
   bool context_shift = false;
   int32_t context_keep = 4;
+  EngineOptions spec;  // only the speculative decoding fields
 };
+
+// Copies the speculative decoding options of `from` into `to`.
+void CopySpec(const EngineOptions& from, EngineOptions* to) {
+  to->spec = from.spec;
+  to->spec_draft_max = from.spec_draft_max;
+  to->spec_draft_min = from.spec_draft_min;
+  to->spec_ngram_min = from.spec_ngram_min;
+  to->spec_ngram_max = from.spec_ngram_max;
+  to->spec_max_seqs = from.spec_max_seqs;
+}
 
 int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
   if (a.n_predict < -1) return ReportError("-n must be >= 0 (or -1 for no limit)");
@@ -104,6 +116,7 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
     co.engine.max_batched_tokens = a.batch;
     co.engine.kv_cache_type = a.kv_cache_type;
     co.engine.kv_cache_mb = kv_mb(n_ctx + 1);  // one-token blocks
+    CopySpec(a.spec, &co.engine);
     co.chat_template = a.chat_template;
     co.system_prompt = a.system_prompt;
     return RunChatRepl(model, tok, *kernels, co);
@@ -134,6 +147,7 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
   eo.context_shift = a.context_shift;
   eo.context_keep = a.context_keep;
   eo.kv_cache_mb = kv_mb(n_ctx + eo.kv_block_size);
+  CopySpec(a.spec, &eo);
   auto engine = Engine::Create(model, &tok, *kernels, eo);
   if (!engine.ok()) return ReportError(engine.status());
   if (a.n_predict == 0) {  // nothing to generate
@@ -180,6 +194,14 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
                FinishReasonName(finish), last.prompt_tokens, prompt_s * 1e3,
                last.prompt_tokens / std::max(prompt_s, 1e-9), last.completion_tokens, gen_s * 1e3,
                last.completion_tokens / std::max(gen_s, 1e-9));
+  if (eo.spec != "none") {
+    const EngineStats st = (*engine)->Stats();
+    std::fprintf(stderr, "speculative (%s): %llu drafted, %llu accepted (%.1f%%), %llu steps\n", eo.spec.c_str(),
+                 static_cast<unsigned long long>(st.spec_draft_tokens),
+                 static_cast<unsigned long long>(st.spec_accepted_tokens),
+                 100.0 * st.spec_accepted_tokens / std::max<uint64_t>(1, st.spec_draft_tokens),
+                 static_cast<unsigned long long>(st.steps));
+  }
   return kExitOk;
 }
 
@@ -215,6 +237,7 @@ CommandFn RegisterRun(CLI::App& app, const RuntimeOptions& rt) {
   app.add_flag("--context-shift", a->context_shift,
                "at the context end keep the first --context-keep tokens and the newer half of the rest, and go on");
   app.add_option("--context-keep", a->context_keep, "tokens kept at the start by --context-shift");
+  AddSpecFlags(app, &a->spec);
   return [a, p, &rt]() {
     a->prompt_set = p->count() > 0;
     return Run(*a, rt);

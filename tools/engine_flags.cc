@@ -20,6 +20,19 @@ void AddEngineFlags(CLI::App& app, EngineFlags* f) {
   app.add_option("--admission", f->admission,
                  "preempt (admit when the next chunk fits; preempt and recompute when memory runs out) or "
                  "guaranteed (admit only when prompt + max_tokens fit; never preempt)");
+  AddSpecFlags(app, &f->opts);
+}
+
+void AddSpecFlags(CLI::App& app, EngineOptions* o) {
+  app.add_option("--spec", o->spec,
+                 "speculative decoding: none (default) or ngram (prompt lookup: verify the tokens that followed the "
+                 "last n tokens' latest earlier occurrence; same output, faster when the output copies its input)");
+  app.add_option("--draft-max", o->spec_draft_max, "drafted tokens per sequence and step, at most (default 8)");
+  app.add_option("--draft-min", o->spec_draft_min, "fewer drafted tokens found: no draft that step (default 1)");
+  app.add_option("--spec-ngram-min", o->spec_ngram_min, "shortest n-gram looked up (default 2)");
+  app.add_option("--spec-ngram-max", o->spec_ngram_max, "longest n-gram looked up (default 4)");
+  app.add_option("--spec-max-seqs", o->spec_max_seqs,
+                 "draft only while at most this many sequences run (default 2; larger batches gain nothing)");
 }
 
 std::string ResolveEngineFlags(EngineFlags* f, int threads) {

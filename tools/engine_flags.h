@@ -17,6 +17,8 @@ struct EngineFlags {
 };
 
 void AddEngineFlags(CLI::App& app, EngineFlags* f);
+// The speculative decoding flags (also `run`'s); Engine::Create checks them.
+void AddSpecFlags(CLI::App& app, EngineOptions* o);
 // Resolved options, or an error message (empty when fine).
 std::string ResolveEngineFlags(EngineFlags* f, int threads);
 

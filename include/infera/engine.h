@@ -43,6 +43,20 @@ struct EngineOptions {
   // and the newer half of the rest, and go on (instead of finishing).
   bool context_shift = false;
   int32_t context_keep = 4;
+  // Speculative decoding, for single-stream latency; the outputs stay exactly
+  // those of plain decoding (greedy and seeded sampling alike). "none", or
+  // "ngram": prompt lookup — the tokens that followed the latest earlier
+  // occurrence of the sequence's last n tokens (n = spec_ngram_max down to
+  // spec_ngram_min) are verified in the same forward pass as its next token.
+  std::string spec = "none";
+  int32_t spec_draft_max = 8;  // drafted tokens per sequence and step, at most
+  int32_t spec_draft_min = 1;  // fewer found: no draft that step
+  int32_t spec_ngram_min = 2;
+  int32_t spec_ngram_max = 4;
+  // Drafts only while at most this many sequences run: verifying them turns a
+  // memory-bound decode step into a compute-bound one, which costs throughput
+  // once the batch itself fills the step.
+  int32_t spec_max_seqs = 2;
 };
 
 struct RequestParams {
@@ -118,6 +132,8 @@ struct EngineStats {
   // 1 - kv_tokens_held / (kv_blocks_used * kv_block_size), with the prefix
   // cache off).
   uint64_t kv_tokens_held = 0;
+  // Speculative decoding: drafted tokens verified, and those accepted.
+  uint64_t spec_draft_tokens = 0, spec_accepted_tokens = 0;
 };
 
 class Engine {

@@ -12,6 +12,7 @@
 #include "base/check.h"
 #include "base/file_util.h"
 #include "base/logging.h"
+#include "engine/ngram_draft.h"
 #include "engine/stop_checker.h"
 #include "kernels/kernels.h"
 #include "kv_cache/block_manager.h"
@@ -96,6 +97,7 @@ struct ChunkRows {
   int32_t n_prompt = 0;     // rows of owed prompt positions (from row `first`)
   int32_t prompt_pos = 0;   // position of the first of them
   int32_t sample = -1;      // row to sample from; -1: none
+  int32_t n_draft = 0;      // rows of drafted tokens to verify, after `sample`
 };
 
 struct Engine::Impl {
@@ -117,6 +119,7 @@ struct Engine::Impl {
   std::vector<float> logits;
   std::vector<int32_t> eog_ids;  // every end-of-generation id (for min_tokens)
   std::vector<float> raw;        // scratch: logits before bias and penalties
+  uint64_t spec_drafted = 0, spec_accepted = 0;
 
   Impl(const Model& m, const Tokenizer* t, const KernelTable& k, const EngineOptions& o, int32_t n_blocks, KvType kt,
        const ModelRunnerFactory& make_runner)
@@ -165,6 +168,53 @@ struct Engine::Impl {
     reqs.erase(id);
     return o;
   }
+
+  // Speculative decoding: drafts for every sequence about to decode, while
+  // few sequences run.
+  void Draft() {
+    if (opts.spec != "ngram" || sched.num_running() > opts.spec_max_seqs) return;
+    for (auto& [id, r] : reqs) {
+      if (r->cancel || !sched.IsDecoding(id)) continue;
+      // The token sampled from the last draft's row is extra: no draft past
+      // max_tokens.
+      const int32_t k = std::min(opts.spec_draft_max, r->max_tokens - r->generated - 1);
+      if (k < std::max(1, opts.spec_draft_min)) continue;
+      std::vector<int32_t> d = NgramDraft(sched.Tokens(id), opts.spec_ngram_min, opts.spec_ngram_max, k);
+      if (static_cast<int32_t>(d.size()) >= std::max(1, opts.spec_draft_min)) sched.SetDraft(id, std::move(d));
+    }
+  }
+
+  // Samples request `id`'s next token from logits row `lg` [n_vocab] (changed
+  // in place), appends it to the sequence (kv_computed: a verified draft,
+  // whose K/V is in the cache) and into `o`. Returns the finish reason
+  // (kNone: goes on) and sets *stopped_by_string.
+  FinishReason SampleNext(uint64_t id, EngineRequest& r, float* lg, RequestOutput& o, int32_t* token,
+                          const int32_t* draft, bool* stopped) {
+    const int32_t V = model.config.n_vocab;
+    if (r.params.logprobs >= 0) raw.assign(lg, lg + V);
+    for (const auto& [t, bias] : r.params.logit_bias) lg[t] += bias;
+    if (r.generated < r.params.min_tokens && !r.params.ignore_eos) {
+      for (int32_t t : eog_ids) lg[t] = -std::numeric_limits<float>::infinity();
+    }
+    const int32_t next = r.sampler.Sample(lg, V, sched.Tokens(id));
+    *token = next;
+    *stopped = false;
+    if (!r.params.ignore_eos && IsEog(next)) return FinishReason::kStop;
+    const bool accepted = draft != nullptr && *draft == next;
+    sched.Append(id, next, accepted);
+    spec_accepted += accepted ? 1 : 0;
+    ++r.generated;
+    if (!r.has_first) {
+      r.has_first = true;
+      r.t_first = EngineRequest::Clock::now();
+    }
+    o.tokens.push_back(next);
+    if (r.params.logprobs >= 0) o.logprobs.push_back(LogprobsOf(raw.data(), V, next, r.params.logprobs));
+    if (r.decoder) o.text += r.stops.Push(r.decoder->Push(next), stopped);
+    if (*stopped) return FinishReason::kStop;
+    if (r.generated >= r.max_tokens) return FinishReason::kLength;
+    return FinishReason::kNone;
+  }
 };
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -183,6 +233,15 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Token
   if (o.kv_block_size < 1 || o.kv_block_size > 1024) return InvalidArgument("--kv-block-size must be in 1..1024");
   if (o.max_num_seqs < 1) return InvalidArgument("--max-num-seqs must be at least 1");
   if (o.max_batched_tokens < 1) return InvalidArgument("--max-batched-tokens must be at least 1");
+  if (o.spec != "none" && o.spec != "ngram") return InvalidArgument("--spec must be none or ngram");
+  if (o.spec_draft_max < 1 || o.spec_draft_max > 64) return InvalidArgument("--draft-max must be in 1..64");
+  if (o.spec_draft_min < 0 || o.spec_draft_min > o.spec_draft_max) {
+    return InvalidArgument("--draft-min must be in 0..--draft-max");
+  }
+  if (o.spec_ngram_min < 1 || o.spec_ngram_max < o.spec_ngram_min || o.spec_ngram_max > 64) {
+    return InvalidArgument("--spec-ngram-min and --spec-ngram-max must satisfy 1 <= min <= max <= 64");
+  }
+  if (o.spec_max_seqs < 1) return InvalidArgument("--spec-max-seqs must be at least 1");
   if (o.max_model_len <= 0) o.max_model_len = c.n_ctx_train > 0 ? c.n_ctx_train : 2048;
   if (c.n_ctx_train > 0 && o.max_model_len > c.n_ctx_train) {
     // Positions past the trained context were never trained: the output
@@ -295,6 +354,8 @@ EngineStats Engine::Stats() const {
   s.steps = m.steps;
   s.kv_cache_bytes = m.kv.bytes();
   s.kv_tokens_held = m.sched.TokensHeld();
+  s.spec_draft_tokens = m.spec_drafted;
+  s.spec_accepted_tokens = m.spec_accepted;
   return s;
 }
 
@@ -308,11 +369,12 @@ std::vector<RequestOutput> Engine::Step() {
     ++it;
     if (cancel) outs.push_back(m.Finish(id, FinishReason::kCancelled));
   }
+  m.Draft();
   SchedulerOutput so = m.sched.Schedule();
   m.last_step_tokens = 0;
   if (so.empty()) return outs;
   ++m.steps;
-  for (const ScheduledChunk& c : so.chunks) m.last_step_tokens += c.n;
+  m.last_step_tokens = so.num_tokens;
   const auto now = EngineRequest::Clock::now();
   for (const ScheduledChunk& c : so.chunks) {
     EngineRequest& r = *m.reqs.at(c.id);
@@ -340,6 +402,9 @@ std::vector<RequestOutput> Engine::Step() {
       m.batch.Add(toks[i], i, static_cast<int32_t>(s), sample || owed);
       n_rows += sample || owed ? 1 : 0;
     }
+    cr.n_draft = static_cast<int32_t>(c.draft.size());
+    for (int32_t i = 0; i < cr.n_draft; ++i) m.batch.Add(c.draft[i], c.start + c.n + i, static_cast<int32_t>(s), true);
+    n_rows += cr.n_draft;
   }
   Status st = m.runner->Forward(m.batch, m.kv, &m.logits);
   if (!st.ok()) {
@@ -384,33 +449,30 @@ std::vector<RequestOutput> Engine::Step() {
       outs.push_back(m.Finish(c.id, FinishReason::kLength, {}, false, std::move(o)));
       continue;
     }
-    float* lg = m.logits.data() + static_cast<size_t>(cr.sample) * V;
-    if (r.params.logprobs >= 0) m.raw.assign(lg, lg + V);
-    for (const auto& [t, bias] : r.params.logit_bias) lg[t] += bias;
-    if (r.generated < r.params.min_tokens && !r.params.ignore_eos) {
-      for (int32_t t : m.eog_ids) lg[t] = -std::numeric_limits<float>::infinity();
-    }
-    const int32_t next = r.sampler.Sample(lg, V, m.sched.Tokens(c.id));
-    if (!r.params.ignore_eos && m.IsEog(next)) {
-      outs.push_back(m.Finish(c.id, FinishReason::kStop, {}, false, std::move(o)));
-      continue;
-    }
-    m.sched.Append(c.id, next);
-    ++r.generated;
-    if (!r.has_first) {
-      r.has_first = true;
-      r.t_first = EngineRequest::Clock::now();
-    }
-    o.tokens.push_back(next);
-    if (r.params.logprobs >= 0) o.logprobs.push_back(LogprobsOf(m.raw.data(), V, next, r.params.logprobs));
-    bool stopped = false;
-    if (r.decoder) o.text = r.stops.Push(r.decoder->Push(next), &stopped);
+    // The token after the newest one, then, while it equals the drafted token
+    // there (whose K/V is then valid, and whose row's logits follow from the
+    // same tokens as plain decoding would see), the next one. Sampling each
+    // from the model's own distribution and keeping a deterministic draft
+    // only where it matches is speculative sampling's rule for a point-mass
+    // draft: the outputs are distributed exactly as without drafts.
+    m.spec_drafted += cr.n_draft;
     FinishReason why = FinishReason::kNone;
-    if (stopped) why = FinishReason::kStop;
-    else if (r.generated >= r.max_tokens) why = FinishReason::kLength;
-    else if (static_cast<int32_t>(m.sched.Tokens(c.id).size()) >= m.opts.max_model_len) {
-      if (m.opts.context_shift) m.sched.Shift(c.id, m.opts.context_keep);
-      else why = FinishReason::kLength;
+    bool stopped = false;
+    for (int32_t i = 0; i <= cr.n_draft; ++i) {
+      float* lg = m.logits.data() + static_cast<size_t>(cr.sample + i) * V;
+      const int32_t* draft = i < cr.n_draft ? &c.draft[i] : nullptr;
+      int32_t next = -1;
+      why = m.SampleNext(c.id, r, lg, o, &next, draft, &stopped);
+      if (why != FinishReason::kNone) break;
+      if (static_cast<int32_t>(m.sched.Tokens(c.id).size()) >= m.opts.max_model_len) {
+        if (!m.opts.context_shift) {
+          why = FinishReason::kLength;
+          break;
+        }
+        m.sched.Shift(c.id, m.opts.context_keep);
+        break;
+      }
+      if (draft == nullptr || *draft != next) break;
     }
     if (why != FinishReason::kNone) {
       outs.push_back(m.Finish(c.id, why, {}, stopped, std::move(o)));

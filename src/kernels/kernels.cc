@@ -72,7 +72,7 @@ void MatmulFloat(const KernelTable& k, ThreadPool& pool, const WeightMatrix& w, 
 
 void MatmulQuant(const KernelTable& k, ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t m,
                  float* y) {
-  CHECK(k.qgemm != nullptr);
+  CHECK(k.qgemm != nullptr && k.quantize_token != nullptr);
   const PackedMatrix* pm = w.packed;
   std::unique_ptr<PackedMatrix> tmp;
   if (pm == nullptr) {
@@ -81,7 +81,7 @@ void MatmulQuant(const KernelTable& k, ThreadPool& pool, const WeightMatrix& w, 
   }
   CHECK(pm->n_in() == w.n_in && pm->n_out() == w.n_out);
   thread_local std::vector<uint8_t> act_buf;
-  const QuantActs a = QuantizeActs(x, m, w.n_in, w.n_in, pm->format(), &act_buf, &pool);
+  const QuantActs a = QuantizeActs(x, m, w.n_in, w.n_in, pm->format(), &act_buf, &pool, k.quantize_token);
   const int64_t tb = TokenBlock(w.n_in + 64);
   constexpr int kR = PackedMatrix::kRows;
   // Groups of 16 rows: 64 bytes of output per token, so threads never share

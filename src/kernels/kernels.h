@@ -55,6 +55,8 @@ struct KernelTable {
   FloatTileFn tile_f16 = nullptr;
   FloatTileFn tile_bf16 = nullptr;
   QGemmFn qgemm = nullptr;
+  // Activation quantization for qgemm, one token (packed.h).
+  QuantizeTokenFn quantize_token = nullptr;
   // Plain f32 dot product (attention scores).
   float (*dot_f32)(const float* a, const float* b, int64_t n) = nullptr;
   // y += a * x (attention value accumulation).

@@ -78,14 +78,16 @@ inline float RoundEven(float v) {
   return (v + kMagic) - kMagic;
 }
 
-void QuantizeToken(const float* xt, int64_t n, int64_t B, int32_t mul, int8_t* qt, int32_t* bias, float* da,
-                   float* dsum) {
+}  // namespace
+
+void QuantizeTokenReference(const float* xt, int64_t n, int64_t B, int32_t mul, int8_t* qt, int32_t* bias,
+                            float* da, float* dsum) {
   for (int64_t b32 = 0; b32 < n / 32; ++b32) {
     const float* xb = xt + b32 * 32;
     float amax = 0;
     for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
     const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float id = d >= kMinActScale ? 1.0f / d : 0.0f;
     int8_t* qb = qt + b32 * 32;
     for (int i = 0; i < 32; ++i) qb[i] = static_cast<int8_t>(RoundEven(xb[i] * id));
     for (int64_t b = b32 * 32 / B; b < (b32 + 1) * 32 / B; ++b) {
@@ -98,10 +100,8 @@ void QuantizeToken(const float* xt, int64_t n, int64_t B, int32_t mul, int8_t* q
   }
 }
 
-}  // namespace
-
 QuantActs QuantizeActs(const float* x, int64_t nt, int64_t ldx, int64_t n, const PackFormat& f,
-                       std::vector<uint8_t>* buf, ThreadPool* pool) {
+                       std::vector<uint8_t>* buf, ThreadPool* pool, QuantizeTokenFn quantize_token) {
   CHECK(n % 32 == 0);
   const int64_t B = f.block, nb = n / B;
   // Per token: q n bytes, bias/da/dsum 4 bytes per k-block each.
@@ -117,7 +117,7 @@ QuantActs QuantizeActs(const float* x, int64_t nt, int64_t ldx, int64_t n, const
   const int32_t mul = f.shift >= 0 ? (1 << f.shift) : 0;
   auto run = [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      QuantizeToken(x + t * ldx, n, B, mul, q + t * n, bias + t * nb, da + t * nb, dsum + t * nb);
+      quantize_token(x + t * ldx, n, B, mul, q + t * n, bias + t * nb, da + t * nb, dsum + t * nb);
     }
   };
   if (pool != nullptr && nt > 1) pool->ParallelFor(nt, 1, run);

@@ -99,9 +99,22 @@ struct QuantActs {
   const float* Dsum(int64_t t) const { return dsum + t * nb(); }
 };
 
+// One token: x [n] -> q [n] in 32-blocks (d = max|x| / 127, q = x / d
+// rounded half to even), and per k-block of `block` (16 or 32) elements
+// bias = -sum(q) * mul, da = d, dsum = d * sum(q). The reference defines it;
+// ISA versions (KernelTable::quantize_token) match it bit for bit.
+// A 32-block whose scale d would be subnormal (max |x| < 127 * FLT_MIN)
+// quantizes to zeros: 1 / d would overflow.
+inline constexpr float kMinActScale = 1.17549435e-38f;  // FLT_MIN
+using QuantizeTokenFn = void (*)(const float* x, int64_t n, int64_t block, int32_t mul, int8_t* q, int32_t* bias,
+                                 float* da, float* dsum);
+void QuantizeTokenReference(const float* x, int64_t n, int64_t block, int32_t mul, int8_t* q, int32_t* bias,
+                            float* da, float* dsum);
+
 // x [nt, n] (row stride ldx) -> acts in `buf` (grown as needed, reused).
 // n must be a multiple of 32. Tokens are split over `pool` when given.
 QuantActs QuantizeActs(const float* x, int64_t nt, int64_t ldx, int64_t n, const PackFormat& f,
-                       std::vector<uint8_t>* buf, ThreadPool* pool = nullptr);
+                       std::vector<uint8_t>* buf, ThreadPool* pool = nullptr,
+                       QuantizeTokenFn quantize_token = QuantizeTokenReference);
 
 }  // namespace infera

@@ -91,10 +91,24 @@ SchedulerOutput Scheduler::Schedule() {
       }
     }
     if (preempted_self) continue;
-    out.chunks.push_back({id, s.computed, n, s.computed + n == static_cast<int32_t>(s.tokens.size())});
+    const bool last = s.computed + n == static_cast<int32_t>(s.tokens.size());
+    out.chunks.push_back({id, s.computed, n, last, {}});
     budget -= n;
     out.num_tokens += n;
+    if (last && n == 1 && !s.draft.empty()) {
+      // Drafts only where they fit the budget, the context and free blocks
+      // (never preempting for them).
+      const int32_t len = static_cast<int32_t>(s.tokens.size());
+      int32_t k = std::min({static_cast<int32_t>(s.draft.size()), budget, cfg_.max_model_len - len});
+      while (k > 0 && !blocks_->Grow(id, len + k)) --k;
+      if (k > 0) {
+        out.chunks.back().draft.assign(s.draft.begin(), s.draft.begin() + k);
+        budget -= k;
+        out.num_tokens += k;
+      }
+    }
   }
+  for (auto& [id, s] : seqs_) s.draft.clear();
   // New (or preempted) sequences join only when nothing had to be preempted.
   if (out.preempted.empty()) {
     SortByPriority(&waiting_);
@@ -118,7 +132,7 @@ SchedulerOutput Scheduler::Schedule() {
       s.admitted_once = true;
       waiting_.erase(waiting_.begin());
       running_.push_back(id);
-      out.chunks.push_back({id, s.computed, n, s.computed + n == len});
+      out.chunks.push_back({id, s.computed, n, s.computed + n == len, {}});
       budget -= n;
       out.num_tokens += n;
     }
@@ -154,7 +168,26 @@ uint64_t Scheduler::TokensHeld() const {
   return n;
 }
 
-void Scheduler::Append(uint64_t id, int32_t token) { seqs_.at(id).tokens.push_back(token); }
+void Scheduler::Append(uint64_t id, int32_t token, bool kv_computed) {
+  Seq& s = seqs_.at(id);
+  if (kv_computed) CHECK(s.computed == static_cast<int32_t>(s.tokens.size()));
+  s.tokens.push_back(token);
+  if (kv_computed) {
+    ++s.computed;
+    blocks_->Commit(id, s.tokens, s.computed);
+  }
+}
+
+void Scheduler::SetDraft(uint64_t id, std::vector<int32_t> draft) { seqs_.at(id).draft = std::move(draft); }
+
+bool Scheduler::IsDecoding(uint64_t id) const {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end() || !blocks_->Has(id)) return false;
+  const Seq& s = it->second;
+  const int32_t len = static_cast<int32_t>(s.tokens.size());
+  return len > s.prompt_len && s.computed == len - 1 &&
+         std::find(running_.begin(), running_.end(), id) != running_.end();
+}
 
 void Scheduler::Finish(uint64_t id) {
   auto it = seqs_.find(id);

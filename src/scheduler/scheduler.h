@@ -35,18 +35,21 @@ struct SchedulerConfig {
 
 // One sequence's work in a step: tokens [start, start + n) of its token list
 // (prompt then outputs); logits of the last one are wanted when it is the
-// sequence's newest token.
+// sequence's newest token. Speculative decoding: `draft` tokens follow at
+// positions start + n, ... (guesses, not yet part of the sequence); the logits
+// of every one of them are wanted too, to verify them.
 struct ScheduledChunk {
   uint64_t id = 0;
   int32_t start = 0;
   int32_t n = 0;
   bool want_logits = false;
+  std::vector<int32_t> draft;
 };
 
 struct SchedulerOutput {
   std::vector<ScheduledChunk> chunks;
   std::vector<uint64_t> preempted;  // this step
-  int32_t num_tokens = 0;
+  int32_t num_tokens = 0;  // including drafted tokens
   bool empty() const { return chunks.empty(); }
 };
 
@@ -67,8 +70,16 @@ class Scheduler {
   // After the executor ran `out`: marks the chunks computed (registering full
   // blocks in the prefix cache).
   void Computed(const SchedulerOutput& out);
-  // Appends a sampled token to a running sequence.
-  void Append(uint64_t id, int32_t token);
+  // Appends a sampled token to a running sequence. kv_computed: its K/V is
+  // already in the cache (a verified draft token, computed at the position it
+  // now takes); the sequence must then have every earlier token computed.
+  void Append(uint64_t id, int32_t token, bool kv_computed = false);
+  // Draft tokens to verify after sequence `id`'s newest token at the next
+  // Schedule() (which consumes them). Used only when that token is the one
+  // left to compute; cut to the token budget, the context and the pool.
+  void SetDraft(uint64_t id, std::vector<int32_t> draft);
+  // Whether `id` runs and waits only for its newest token (a decode step).
+  bool IsDecoding(uint64_t id) const;
   // Ends a sequence (finished, cancelled or failed): its blocks go back now.
   void Finish(uint64_t id);
   // Context shift (llama.cpp's): keeps tokens [0, keep) and the newer half of
@@ -102,6 +113,7 @@ class Scheduler {
     int32_t computed = 0;  // tokens whose K/V is in the cache
     int32_t cached = 0;    // of those, taken from the prefix cache at (first) admission
     bool admitted_once = false;
+    std::vector<int32_t> draft;  // for the next Schedule() only
   };
   // Orders by (priority, arrival): lower first.
   bool Before(const Seq& a, const Seq& b) const {

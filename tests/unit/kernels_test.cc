@@ -344,6 +344,37 @@ TEST_P(KernelIsaTest, QuantGemmMatchesReferenceExactly) {
   }
 }
 
+// The ISA's activation quantizer gives the reference's bytes: random data
+// at several magnitudes, all-zero blocks, exact halves (ties round to even)
+// and subnormals, for k-blocks of 16 and 32, with and without the shift.
+TEST_P(KernelIsaTest, QuantizeTokenMatchesReferenceExactly) {
+  const KernelTable k = MakeKernelTable(GetParam());
+  ASSERT_NE(k.quantize_token, nullptr);
+  std::mt19937 rng(21);
+  const int64_t n = 256;
+  for (int trial = 0; trial < 40; ++trial) {
+    std::vector<float> x = RandomVec(n, rng);
+    const float mag = std::pow(10.0f, static_cast<float>(trial % 9) - 4);
+    for (auto& v : x) v *= mag;
+    for (int i = 0; i < 32; ++i) x[32 + i] = 0.0f;                         // a zero block
+    for (int i = 0; i < 32; ++i) x[64 + i] = (i == 0 ? 127.0f : -63.5f + static_cast<float>(i));  // ties
+    for (int i = 0; i < 32; ++i) x[96 + i] = 1e-40f * static_cast<float>(i - 16);                  // subnormals
+    for (int64_t block : {16, 32}) {
+      for (int32_t mul : {0, 16}) {
+        std::vector<int8_t> q_ref(n), q(n);
+        std::vector<int32_t> b_ref(n / block), b(n / block);
+        std::vector<float> da_ref(n / block), da(n / block), ds_ref(n / block), ds(n / block);
+        QuantizeTokenReference(x.data(), n, block, mul, q_ref.data(), b_ref.data(), da_ref.data(), ds_ref.data());
+        k.quantize_token(x.data(), n, block, mul, q.data(), b.data(), da.data(), ds.data());
+        ASSERT_EQ(q, q_ref) << "trial " << trial << " block " << block;
+        ASSERT_EQ(b, b_ref) << "trial " << trial;
+        ASSERT_EQ(std::memcmp(da.data(), da_ref.data(), da.size() * 4), 0) << "trial " << trial;
+        ASSERT_EQ(std::memcmp(ds.data(), ds_ref.data(), ds.size() * 4), 0) << "trial " << trial;
+      }
+    }
+  }
+}
+
 // Batch invariance: a token's output row is bit-identical whether it is
 // computed alone (M = 1) or inside a batch of 64, with 1 or 2 threads, for
 // every weight type; and identical across ISAs.

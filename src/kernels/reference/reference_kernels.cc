@@ -89,6 +89,7 @@ void Fill(KernelTable* t) {
   t->tile_f16 = FloatTile<LoadF16>;
   t->tile_bf16 = FloatTile<LoadBf16>;
   t->qgemm = QGemm;
+  t->quantize_token = QuantizeTokenReference;
   t->dot_f32 = DotF32;
   t->axpy_f32 = AxpyF32;
   t->attend_head = AttendHeadComposed<DotF32, AxpyF32>;

@@ -178,10 +178,62 @@ struct QGemmKernel {
   }
 };
 
+// QuantizeTokenReference with 8 lanes, bit-identical (see the AVX-512 one).
+int32_t SumI32x8(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+
+void QuantizeToken(const float* x, int64_t n, int64_t block, int32_t mul, int8_t* q, int32_t* bias, float* da,
+                   float* dsum) {
+  if (block != 16 && block != 32) return QuantizeTokenReference(x, n, block, mul, q, bias, da, dsum);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t b32 = 0; b32 < n / 32; ++b32) {
+    const float* xb = x + 32 * b32;
+    __m256 v[4];
+    __m256 mx = _mm256_setzero_ps();
+    for (int j = 0; j < 4; ++j) {
+      v[j] = _mm256_loadu_ps(xb + 8 * j);
+      mx = _mm256_max_ps(_mm256_andnot_ps(sign, v[j]), mx);
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float amax = _mm_cvtss_f32(m4);
+    const float d = amax / 127.0f;
+    const float id = d >= kMinActScale ? 1.0f / d : 0.0f;
+    const __m256 vid = _mm256_set1_ps(id);
+    __m256i qi[4];
+    for (int j = 0; j < 4; ++j) {
+      qi[j] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[j], vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    // int32 -> int8 (values within [-127, 127]), in element order.
+    const __m256i w01 = _mm256_packs_epi32(qi[0], qi[1]), w23 = _mm256_packs_epi32(qi[2], qi[3]);
+    __m256i b = _mm256_packs_epi16(w01, w23);
+    b = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * b32), b);
+    const int32_t s0 = SumI32x8(_mm256_add_epi32(qi[0], qi[1])), s1 = SumI32x8(_mm256_add_epi32(qi[2], qi[3]));
+    if (block == 32) {
+      bias[b32] = -(s0 + s1) * mul;
+      da[b32] = d;
+      dsum[b32] = d * static_cast<float>(s0 + s1);
+    } else {
+      bias[2 * b32] = -s0 * mul;
+      bias[2 * b32 + 1] = -s1 * mul;
+      da[2 * b32] = da[2 * b32 + 1] = d;
+      dsum[2 * b32] = d * static_cast<float>(s0);
+      dsum[2 * b32 + 1] = d * static_cast<float>(s1);
+    }
+  }
+}
+
 }  // namespace
 
 void Fill(KernelTable* t) {
   t->isa = CpuIsa::kAvx2;
+  t->quantize_token = QuantizeToken;
   t->qgemm_variant = "avx2";
   t->tile_f32 = FloatTile<4, LoadF32>;
   t->tile_f16 = FloatTile<2, LoadF16>;

@@ -144,10 +144,45 @@ void AttendHead(const float* q, const float* k_base, const float* v_base, int64_
   for (int c = 0; c < nv; ++c) _mm512_storeu_ps(out + 16 * c, o[c]);
 }
 
+// QuantizeTokenReference with 16 lanes: max, scale and round (half to even,
+// as the reference's magic-number rounding) are the same IEEE operations, the
+// sums are exact integers, so the result is bit-identical.
+void QuantizeToken(const float* x, int64_t n, int64_t block, int32_t mul, int8_t* q, int32_t* bias, float* da,
+                   float* dsum) {
+  if (block != 16 && block != 32) return QuantizeTokenReference(x, n, block, mul, q, bias, da, dsum);
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  for (int64_t b32 = 0; b32 < n / 32; ++b32) {
+    const __m512 x0 = _mm512_loadu_ps(x + 32 * b32), x1 = _mm512_loadu_ps(x + 32 * b32 + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, x0), _mm512_andnot_ps(sign, x1)));
+    const float d = amax / 127.0f;
+    const float id = d >= kMinActScale ? 1.0f / d : 0.0f;
+    const __m512 vid = _mm512_set1_ps(id);
+    constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    const __m512i q0 = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(x0, vid), kNearest));
+    const __m512i q1 = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(x1, vid), kNearest));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b32), _mm512_cvtepi32_epi8(q0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b32 + 16), _mm512_cvtepi32_epi8(q1));
+    if (block == 32) {
+      const int32_t sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+      bias[b32] = -sum * mul;
+      da[b32] = d;
+      dsum[b32] = d * static_cast<float>(sum);
+    } else {
+      const int32_t s0 = _mm512_reduce_add_epi32(q0), s1 = _mm512_reduce_add_epi32(q1);
+      bias[2 * b32] = -s0 * mul;
+      bias[2 * b32 + 1] = -s1 * mul;
+      da[2 * b32] = da[2 * b32 + 1] = d;
+      dsum[2 * b32] = d * static_cast<float>(s0);
+      dsum[2 * b32 + 1] = d * static_cast<float>(s1);
+    }
+  }
+}
+
 }  // namespace
 
 void Fill(KernelTable* t) {
   t->isa = CpuIsa::kAvx512;
+  t->quantize_token = QuantizeToken;
   t->tile_f32 = FloatTile<4, LoadF32, MaskLoadF32>;
   t->tile_f16 = FloatTile<2, LoadF16, MaskLoadF16>;
   t->tile_bf16 = FloatTile<2, LoadBf16, MaskLoadBf16>;

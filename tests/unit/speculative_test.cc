@@ -1,0 +1,219 @@
+// Speculative decoding: n-gram drafting, and the engine's verification of
+// drafts, whose outputs must be exactly those of plain decoding (greedy and
+// seeded sampling, alone and batched, under preemption), with every KV block
+// back in the pool at the end.
+#include <map>
+
+#include <gtest/gtest.h>
+
+#include "engine/ngram_draft.h"
+#include "infera/engine.h"
+#include "kernels/kernels.h"
+#include "model/loader.h"
+#include "model/model_runner.h"
+#include "unit/test_util.h"
+
+namespace infera {
+namespace {
+
+using Tokens = std::vector<int32_t>;
+
+TEST(NgramDraft, CopiesWhatFollowedTheLatestOccurrence) {
+  // The latest earlier occurrence of [1, 2] is at 3: 7 follows, then the copy
+  // runs on through the sequence's end into the draft.
+  EXPECT_EQ(NgramDraft({1, 2, 9, 1, 2, 7, 1, 2}, 2, 2, 4), (Tokens{7, 1, 2, 7}));
+  EXPECT_EQ(NgramDraft({1, 2, 3, 4, 1, 2}, 1, 3, 6), (Tokens{3, 4, 1, 2, 3, 4}));
+  // Longer n-grams first: [5, 1, 2] occurred at 0 (8 followed); [1, 2] alone
+  // last occurred at 5 (9 followed).
+  const Tokens t = {5, 1, 2, 8, 6, 1, 2, 9, 5, 1, 2};
+  EXPECT_EQ(NgramDraft(t, 2, 3, 1), (Tokens{8}));
+  EXPECT_EQ(NgramDraft(t, 2, 2, 1), (Tokens{9}));
+  EXPECT_EQ(NgramDraft({7, 7}, 1, 4, 3), (Tokens{7, 7, 7}));  // a repeat repeats
+  EXPECT_TRUE(NgramDraft({1, 2, 3, 4}, 1, 3, 5).empty());     // nothing occurred before
+  EXPECT_TRUE(NgramDraft({1, 2, 1, 2}, 3, 4, 5).empty());     // n-grams too short
+  EXPECT_TRUE(NgramDraft({1, 2, 1, 2}, 1, 2, 0).empty());
+  EXPECT_TRUE(NgramDraft({}, 1, 2, 4).empty());
+}
+
+struct Outputs {
+  std::map<size_t, Tokens> tokens;
+  std::map<size_t, std::vector<float>> logprobs;
+  std::map<size_t, FinishReason> finish;
+  bool operator==(const Outputs& o) const { return tokens == o.tokens && logprobs == o.logprobs && finish == o.finish; }
+};
+
+Outputs RunAll(Engine& e, const std::vector<Tokens>& prompts, const std::vector<RequestParams>& params) {
+  std::map<uint64_t, size_t> idx;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto id = e.Add(prompts[i], params[i]);
+    EXPECT_TRUE(id.ok()) << id.status().ToString();
+    if (id.ok()) idx[*id] = i;
+  }
+  Outputs run;
+  int guard = 0;
+  while (e.HasWork() && ++guard < 100000) {
+    for (const RequestOutput& o : e.Step()) {
+      EXPECT_NE(o.finish_reason, FinishReason::kError) << o.error;
+      const size_t i = idx.at(o.id);
+      run.tokens[i].insert(run.tokens[i].end(), o.tokens.begin(), o.tokens.end());
+      for (const TokenLogprob& lp : o.logprobs) run.logprobs[i].push_back(lp.logprob);
+      if (o.finished) run.finish[i] = o.finish_reason;
+    }
+  }
+  return run;
+}
+
+// Prompts that repeat themselves (drafts get found) and that do not.
+std::vector<Tokens> Prompts() {
+  std::vector<Tokens> out;
+  for (int i = 0; i < 48; ++i) {
+    Tokens seg;
+    for (int j = 0; j < 5 + i % 7; ++j) seg.push_back((j * 31 + i * 17 + 3) % 300);
+    Tokens p;
+    for (int r = 0; r < 1 + i % 4; ++r) p.insert(p.end(), seg.begin(), seg.end());
+    out.push_back(p);
+  }
+  return out;
+}
+
+std::vector<RequestParams> Params(int variant) {
+  std::vector<RequestParams> out;
+  for (int i = 0; i < 48; ++i) {
+    RequestParams p;
+    p.max_tokens = 40 + i % 12 * 6;
+    p.ignore_eos = true;
+    if (variant == 0) {
+      p.sampling.temperature = 0;
+    } else {  // seeded sampling with penalties: the history must be exact too
+      p.sampling.temperature = 0.9f;
+      p.sampling.top_k = 40;
+      p.sampling.seed = 1000 + i;
+      p.sampling.has_seed = true;
+      p.sampling.repetition_penalty = 1.1f;
+      p.logprobs = 0;
+    }
+    out.push_back(p);
+  }
+  return out;
+}
+
+class SpeculativeTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(SpeculativeTest, OutputsEqualPlainDecoding) {
+  ModelConfig c = testing::TinyConfig();
+  c.n_ctx_train = 512;
+  auto m = LoadModel(testing::WriteTinyModel(c, GetParam(), 7, std::string("spec-") + DTypeName(GetParam()) + ".gguf"));
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const KernelTable kernels = MakeBestKernelTable();
+  auto make = [&](EngineOptions o) {
+    o.threads = 2;
+    auto e = Engine::Create(**m, nullptr, kernels, o);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    return std::move(e).value();
+  };
+  const std::vector<Tokens> prompts = Prompts();
+  for (int variant : {0, 1}) {
+    const std::vector<RequestParams> params = Params(variant);
+    EngineOptions plain;
+    plain.kv_cache_mb = 4;
+    plain.max_batched_tokens = 64;
+    auto e0 = make(plain);
+    const Outputs want = RunAll(*e0, prompts, params);
+    // Drafting for every sequence of a full batch; for one at a time; and
+    // under preemption (a pool far below the demand).
+    for (int config = 0; config < 3; ++config) {
+      EngineOptions o = plain;
+      o.spec = "ngram";
+      o.spec_ngram_min = 1;
+      o.spec_draft_max = config == 1 ? 3 : 8;
+      o.spec_max_seqs = 64;
+      if (config == 1) o.max_num_seqs = 1;
+      if (config == 2) o.kv_cache_mb = 1, o.kv_block_size = 4, o.max_batched_tokens = 256;
+      auto e = make(o);
+      const Outputs got = RunAll(*e, prompts, params);
+      EXPECT_TRUE(got == want) << "variant " << variant << " config " << config;
+      const EngineStats st = e->Stats();
+      EXPECT_GT(st.spec_draft_tokens, 0u) << "config " << config;
+      EXPECT_LE(st.spec_accepted_tokens, st.spec_draft_tokens);
+      EXPECT_EQ(st.kv_blocks_used, 0);
+      EXPECT_EQ(st.num_running + st.num_waiting, 0);
+      if (config == 2) {
+        EXPECT_GT(st.num_preemptions, 0u) << st.kv_blocks_total << " blocks of " << st.kv_block_size;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, SpeculativeTest, ::testing::Values(DType::kF32, DType::kF16),
+                         [](const auto& info) { return std::string(DTypeName(info.param)); });
+
+// A runner that predicts "token * 7 + 3 mod V": with the cycle in the prompt,
+// every draft is right, so each step yields draft_max + 1 tokens.
+class CycleRunner : public ModelRunner {
+ public:
+  explicit CycleRunner(int32_t n_vocab) : n_vocab_(n_vocab) {}
+  Status Forward(const ForwardBatch& b, KvStorage&, std::vector<float>* logits) override {
+    logits->assign(b.logit_rows.size() * n_vocab_, 0.0f);
+    for (size_t r = 0; r < b.logit_rows.size(); ++r) {
+      (*logits)[r * n_vocab_ + Next(b.tokens[b.logit_rows[r]])] = 10.0f;
+    }
+    return Status::Ok();
+  }
+  int32_t Next(int32_t t) const { return (t * 7 + 3) % n_vocab_; }
+
+ private:
+  int32_t n_vocab_;
+};
+
+TEST(Speculative, RightDraftsCutTheSteps) {
+  ModelConfig c = testing::TinyConfig();
+  auto m = LoadModel(testing::WriteTinyModel(c, DType::kF32, 3, "spec-fake.gguf"));
+  ASSERT_TRUE(m.ok());
+  const KernelTable kernels = MakeBestKernelTable();
+  CycleRunner cycle(c.n_vocab);
+  Tokens prompt = {5};
+  for (int i = 0; i < 40; ++i) prompt.push_back(cycle.Next(prompt.back()));
+  Tokens want;
+  for (int32_t t = prompt.back(); want.size() < 64;) want.push_back(t = cycle.Next(t));
+  EngineOptions o;
+  o.threads = 1;
+  o.kv_cache_mb = 2;
+  o.spec = "ngram";
+  o.spec_draft_max = 7;
+  auto e = Engine::Create(**m, nullptr, kernels, o, [&](ThreadPool&) { return std::make_unique<CycleRunner>(c.n_vocab); });
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  RequestParams p;
+  p.sampling.temperature = 0;
+  p.max_tokens = 64;
+  p.ignore_eos = true;
+  const Outputs run = RunAll(**e, {prompt}, {p});
+  EXPECT_EQ(run.tokens.at(0), want);
+  const EngineStats st = (*e)->Stats();
+  // One prefill step (and its token), then 8 tokens a step: 63 / 8 -> 8 steps.
+  EXPECT_EQ(st.steps, 9u);
+  EXPECT_EQ(st.spec_accepted_tokens, st.spec_draft_tokens);
+  EXPECT_EQ(st.spec_accepted_tokens, 63u - 8u);
+}
+
+TEST(Speculative, RefusesBadOptions) {
+  ModelConfig c = testing::TinyConfig();
+  auto m = LoadModel(testing::WriteTinyModel(c, DType::kF32, 3, "spec-opts.gguf"));
+  ASSERT_TRUE(m.ok());
+  const KernelTable kernels = MakeBestKernelTable();
+  auto refused = [&](auto set) {
+    EngineOptions o;
+    o.threads = 1;
+    o.kv_cache_mb = 1;
+    set(o);
+    return Engine::Create(**m, nullptr, kernels, o).status().code() == StatusCode::kInvalidArgument;
+  };
+  EXPECT_TRUE(refused([](EngineOptions& o) { o.spec = "draft"; }));
+  EXPECT_TRUE(refused([](EngineOptions& o) { o.spec_draft_max = 0; }));
+  EXPECT_TRUE(refused([](EngineOptions& o) { o.spec_draft_min = 9; }));
+  EXPECT_TRUE(refused([](EngineOptions& o) { o.spec_ngram_min = 3, o.spec_ngram_max = 2; }));
+  EXPECT_TRUE(refused([](EngineOptions& o) { o.spec_max_seqs = 0; }));
+  EXPECT_FALSE(refused([](EngineOptions& o) { o.spec = "ngram"; }));
+}
+
+}  // namespace
+}  // namespace infera
