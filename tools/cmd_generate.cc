@@ -285,6 +285,12 @@ int Generate(const GenerateArgs& a, const RuntimeOptions& rt_in) {
                gen_tokens / std::max(secs, 1e-9), (prompt_tokens + gen_tokens) / std::max(secs, 1e-9),
                static_cast<unsigned long long>(st.steps), static_cast<unsigned long long>(st.num_preemptions),
                alloc_slots > 0 ? 100.0 * (1.0 - held_tokens / alloc_slots) : 0.0);
+  if (st.spec_draft_tokens > 0) {
+    std::fprintf(stderr, "generate: speculative: %llu drafted, %llu accepted (%.1f %%)\n",
+                 static_cast<unsigned long long>(st.spec_draft_tokens),
+                 static_cast<unsigned long long>(st.spec_accepted_tokens),
+                 100.0 * st.spec_accepted_tokens / st.spec_draft_tokens);
+  }
   return kExitOk;
 }
 

@@ -47,6 +47,7 @@ void CopySpec(const EngineOptions& from, EngineOptions* to) {
   to->spec_ngram_min = from.spec_ngram_min;
   to->spec_ngram_max = from.spec_ngram_max;
   to->spec_max_seqs = from.spec_max_seqs;
+  to->spec_adaptive = from.spec_adaptive;
 }
 
 int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
@@ -196,11 +197,11 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
                last.completion_tokens / std::max(gen_s, 1e-9));
   if (eo.spec != "none") {
     const EngineStats st = (*engine)->Stats();
-    std::fprintf(stderr, "speculative (%s): %llu drafted, %llu accepted (%.1f%%), %llu steps\n", eo.spec.c_str(),
+    std::fprintf(stderr, "speculative (%s): %llu drafted, %llu accepted (%.1f%%), %llu steps, an extra token costs %.2f of a step\n", eo.spec.c_str(),
                  static_cast<unsigned long long>(st.spec_draft_tokens),
                  static_cast<unsigned long long>(st.spec_accepted_tokens),
                  100.0 * st.spec_accepted_tokens / std::max<uint64_t>(1, st.spec_draft_tokens),
-                 static_cast<unsigned long long>(st.steps));
+                 static_cast<unsigned long long>(st.steps), st.spec_token_cost_ratio);
   }
   return kExitOk;
 }

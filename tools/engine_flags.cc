@@ -31,6 +31,9 @@ void AddSpecFlags(CLI::App& app, EngineOptions* o) {
   app.add_option("--draft-min", o->spec_draft_min, "fewer drafted tokens found: no draft that step (default 1)");
   app.add_option("--spec-ngram-min", o->spec_ngram_min, "shortest n-gram looked up (default 2)");
   app.add_option("--spec-ngram-max", o->spec_ngram_max, "longest n-gram looked up (default 4)");
+  app.add_flag("!--draft-fixed", o->spec_adaptive,
+               "always draft --draft-max tokens when found (default: as many as pay, by the acceptance rate and the "
+               "measured cost of verifying)");
   app.add_option("--spec-max-seqs", o->spec_max_seqs,
                  "draft only while at most this many sequences run (default 2; larger batches gain nothing)");
 }

@@ -50,6 +50,10 @@ struct EngineOptions {
   // spec_ngram_min) are verified in the same forward pass as its next token.
   std::string spec = "none";
   int32_t spec_draft_max = 8;  // drafted tokens per sequence and step, at most
+  // Draft only as many tokens as pay for their verification, by the
+  // sequence's recent acceptance rate and the measured cost of a step's extra
+  // tokens (engine/spec_policy.h); false: always spec_draft_max when found.
+  bool spec_adaptive = true;
   int32_t spec_draft_min = 1;  // fewer found: no draft that step
   int32_t spec_ngram_min = 2;
   int32_t spec_ngram_max = 4;
@@ -134,6 +138,8 @@ struct EngineStats {
   uint64_t kv_tokens_held = 0;
   // Speculative decoding: drafted tokens verified, and those accepted.
   uint64_t spec_draft_tokens = 0, spec_accepted_tokens = 0;
+  // The measured cost of one more token in a decode step, relative to the step.
+  double spec_token_cost_ratio = 0;
 };
 
 class Engine {

@@ -13,6 +13,7 @@
 #include "base/file_util.h"
 #include "base/logging.h"
 #include "engine/ngram_draft.h"
+#include "engine/spec_policy.h"
 #include "engine/stop_checker.h"
 #include "kernels/kernels.h"
 #include "kv_cache/block_manager.h"
@@ -66,6 +67,8 @@ struct EngineRequest {
   int32_t generated = 0;
   int32_t prompt_logits_next = 0;  // the next prompt position whose logits row is owed
   bool cancel = false;
+  AcceptanceEstimate acceptance;  // of this request's drafts
+  int32_t steps_since_draft = 0;  // with drafts found but not worth verifying
   using Clock = std::chrono::steady_clock;
   Clock::time_point t_add = Clock::now(), t_sched, t_first;
   bool scheduled = false, has_first = false;
@@ -120,6 +123,7 @@ struct Engine::Impl {
   std::vector<int32_t> eog_ids;  // every end-of-generation id (for min_tokens)
   std::vector<float> raw;        // scratch: logits before bias and penalties
   uint64_t spec_drafted = 0, spec_accepted = 0;
+  StepCostModel step_cost;  // single-sequence decode steps' wall times
 
   Impl(const Model& m, const Tokenizer* t, const KernelTable& k, const EngineOptions& o, int32_t n_blocks, KvType kt,
        const ModelRunnerFactory& make_runner)
@@ -180,6 +184,13 @@ struct Engine::Impl {
       const int32_t k = std::min(opts.spec_draft_max, r->max_tokens - r->generated - 1);
       if (k < std::max(1, opts.spec_draft_min)) continue;
       std::vector<int32_t> d = NgramDraft(sched.Tokens(id), opts.spec_ngram_min, opts.spec_ngram_max, k);
+      // As many as pay for their verification (spec_policy.h).
+      if (opts.spec_adaptive && !d.empty()) {
+        int32_t n = ChooseDraftLength(r->acceptance.alpha(), step_cost.marginal_ratio(), static_cast<int32_t>(d.size()));
+        if (n == 0 && ++r->steps_since_draft >= kSpecProbeInterval) n = 1;  // a probe
+        if (n > 0) r->steps_since_draft = 0;
+        d.resize(n);
+      }
       if (static_cast<int32_t>(d.size()) >= std::max(1, opts.spec_draft_min)) sched.SetDraft(id, std::move(d));
     }
   }
@@ -356,6 +367,7 @@ EngineStats Engine::Stats() const {
   s.kv_tokens_held = m.sched.TokensHeld();
   s.spec_draft_tokens = m.spec_drafted;
   s.spec_accepted_tokens = m.spec_accepted;
+  s.spec_token_cost_ratio = m.step_cost.marginal_ratio();
   return s;
 }
 
@@ -406,7 +418,12 @@ std::vector<RequestOutput> Engine::Step() {
     for (int32_t i = 0; i < cr.n_draft; ++i) m.batch.Add(c.draft[i], c.start + c.n + i, static_cast<int32_t>(s), true);
     n_rows += cr.n_draft;
   }
+  const auto t_forward = EngineRequest::Clock::now();
   Status st = m.runner->Forward(m.batch, m.kv, &m.logits);
+  if (so.chunks.size() == 1 && so.chunks[0].n == 1 && m.sched.IsDecoding(so.chunks[0].id)) {
+    m.step_cost.Observe(so.num_tokens,
+                        std::chrono::duration<double>(EngineRequest::Clock::now() - t_forward).count());
+  }
   if (!st.ok()) {
     // One failed batch fails its requests, never the loop.
     LOG_ERROR("forward pass failed: {}", st.ToString());
@@ -456,6 +473,7 @@ std::vector<RequestOutput> Engine::Step() {
     // only where it matches is speculative sampling's rule for a point-mass
     // draft: the outputs are distributed exactly as without drafts.
     m.spec_drafted += cr.n_draft;
+    const uint64_t accepted_before = m.spec_accepted;
     FinishReason why = FinishReason::kNone;
     bool stopped = false;
     for (int32_t i = 0; i <= cr.n_draft; ++i) {
@@ -473,6 +491,11 @@ std::vector<RequestOutput> Engine::Step() {
         break;
       }
       if (draft == nullptr || *draft != next) break;
+    }
+    if (cr.n_draft > 0) {
+      r.acceptance.Verified(cr.n_draft, static_cast<int32_t>(m.spec_accepted - accepted_before));
+    } else {
+      r.acceptance.Forget();
     }
     if (why != FinishReason::kNone) {
       outs.push_back(m.Finish(c.id, why, {}, stopped, std::move(o)));

@@ -44,6 +44,10 @@ ServerMetrics::ServerMetrics()
       preemptions_(registry_.AddCounter("infera_num_preemptions",
                                         "Requests preempted (KV blocks freed, recomputed later)").Get()),
       steps_(registry_.AddCounter("infera_engine_steps", "Engine iterations that computed tokens").Get()),
+      spec_drafted_(registry_.AddCounter("infera_spec_decode_num_draft_tokens",
+                                         "Speculative decoding: drafted tokens verified").Get()),
+      spec_accepted_(registry_.AddCounter("infera_spec_decode_num_accepted_tokens",
+                                          "Speculative decoding: drafted tokens accepted").Get()),
       ttft_(registry_.AddHistogram("infera_time_to_first_token_seconds",
                                    "Time from request arrival to its first generated token", LatencyBuckets()).Get()),
       itl_(registry_.AddHistogram("infera_inter_token_latency_seconds",
@@ -132,6 +136,8 @@ void ServerMetrics::Collect() {
   mirror(prefix_hits_, s.prefix_cache_hits, &seen_hits_);
   mirror(preemptions_, s.num_preemptions, &seen_preemptions_);
   mirror(steps_, s.steps, &seen_steps_);
+  mirror(spec_drafted_, s.spec_draft_tokens, &seen_spec_drafted_);
+  mirror(spec_accepted_, s.spec_accepted_tokens, &seen_spec_accepted_);
 }
 
 }  // namespace infera::server

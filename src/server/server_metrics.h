@@ -56,6 +56,8 @@ class ServerMetrics {
   metrics::Counter& prefix_hits_;
   metrics::Counter& preemptions_;
   metrics::Counter& steps_;
+  metrics::Counter& spec_drafted_;
+  metrics::Counter& spec_accepted_;
   metrics::Histogram& ttft_;
   metrics::Histogram& itl_;
   metrics::Histogram& tpot_;
@@ -81,6 +83,7 @@ class ServerMetrics {
   std::atomic<const AsyncEngine*> engine_{nullptr};
   // Engine counters already mirrored (Collect runs under the registry's render lock).
   uint64_t seen_queries_ = 0, seen_hits_ = 0, seen_preemptions_ = 0, seen_steps_ = 0;
+  uint64_t seen_spec_drafted_ = 0, seen_spec_accepted_ = 0;
 };
 
 }  // namespace infera::server

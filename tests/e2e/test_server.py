@@ -368,6 +368,20 @@ class ServerTest(unittest.TestCase):
             self.assertTrue(wait_for(lambda: srv.metric("infera_kv_blocks_used") == 0 and
                                      srv.metric("infera_num_requests_running") == 0, timeout=5))
 
+    def test_speculative_ngram_same_text_and_metrics(self):
+        body = {"prompt": "And God said, Let there be light: and there was light. And God said, Let there be",
+                "max_tokens": 60, "temperature": 0, "ignore_eos": True}
+        want = self.srv.json("POST", "/v1/completions", body)[1]["choices"][0]["text"]
+        seeded = dict(body, temperature=0.8, seed=7, max_tokens=40)
+        want_seeded = self.srv.json("POST", "/v1/completions", seeded)[1]["choices"][0]["text"]
+        with Server("--spec", "ngram", "--draft-max", "6") as srv:
+            self.assertEqual(srv.json("POST", "/v1/completions", body)[1]["choices"][0]["text"], want)
+            self.assertEqual(srv.json("POST", "/v1/completions", seeded)[1]["choices"][0]["text"], want_seeded)
+            drafted = srv.metric("infera_spec_decode_num_draft_tokens_total")
+            self.assertGreater(drafted, 0)
+            self.assertGreater(srv.metric("infera_spec_decode_num_accepted_tokens_total"), 0)
+            self.assertLessEqual(srv.metric("infera_spec_decode_num_accepted_tokens_total"), drafted)
+
     def test_queue_limit_429(self):
         with Server("--max-num-seqs", "1", "--max-queue", "1") as srv:
             a, _ = sse_request(srv.port, "/v1/completions",

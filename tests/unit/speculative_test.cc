@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/ngram_draft.h"
+#include "engine/spec_policy.h"
 #include "infera/engine.h"
 #include "kernels/kernels.h"
 #include "model/loader.h"
@@ -33,6 +34,44 @@ TEST(NgramDraft, CopiesWhatFollowedTheLatestOccurrence) {
   EXPECT_TRUE(NgramDraft({1, 2, 1, 2}, 3, 4, 5).empty());     // n-grams too short
   EXPECT_TRUE(NgramDraft({1, 2, 1, 2}, 1, 2, 0).empty());
   EXPECT_TRUE(NgramDraft({}, 1, 2, 4).empty());
+}
+
+TEST(SpecPolicy, DraftsWhatPays) {
+  // Cheap extra tokens (memory-bound decode) and likely drafts: draft long.
+  EXPECT_EQ(ChooseDraftLength(0.95, 0.05, 8), 8);
+  // Expensive extra tokens: short drafts, or none when they rarely pass.
+  EXPECT_EQ(ChooseDraftLength(0.5, 0.25, 8), 1);
+  EXPECT_EQ(ChooseDraftLength(0.15, 0.25, 8), 0);
+  EXPECT_EQ(ChooseDraftLength(0.99, 1.5, 8), 0);  // a token costs more than a step
+  EXPECT_EQ(ChooseDraftLength(1.0, 0.0, 5), 5);
+  EXPECT_EQ(ChooseDraftLength(0.9, 0.1, 0), 0);
+  // E(k) / (1 + r k) by hand, alpha 0.8, r 0.2: k = 2: 2.44 / 1.4 = 1.743;
+  // k = 3: 2.952 / 1.6 = 1.845; k = 4: 3.3616 / 1.8 = 1.868; k = 5: 3.689 / 2 = 1.845.
+  EXPECT_EQ(ChooseDraftLength(0.8, 0.2, 8), 4);
+}
+
+TEST(SpecPolicy, AcceptanceTracksAndForgets) {
+  AcceptanceEstimate a;
+  EXPECT_DOUBLE_EQ(a.alpha(), 0.5);
+  for (int i = 0; i < 30; ++i) a.Verified(8, 8);
+  EXPECT_GT(a.alpha(), 0.95);
+  for (int i = 0; i < 60; ++i) a.Verified(4, 0);
+  EXPECT_LT(a.alpha(), 0.1);
+  for (int i = 0; i < 100; ++i) a.Forget();  // not drafting: back to the prior, to try again
+  EXPECT_NEAR(a.alpha(), 0.5, 0.01);
+}
+
+TEST(SpecPolicy, StepCostFromStepTimes) {
+  StepCostModel m;
+  EXPECT_DOUBLE_EQ(m.marginal_ratio(), 0.25);  // prior
+  m.Observe(1, 0.010);
+  m.Observe(5, 0.014);  // 1 ms per extra token: 0.1 of a step; one step moves the prior a little
+  EXPECT_GT(m.marginal_ratio(), 0.2);
+  EXPECT_LT(m.marginal_ratio(), 0.25);
+  for (int i = 0; i < 200; ++i) m.Observe(5, 0.014);
+  EXPECT_NEAR(m.marginal_ratio(), 0.1, 1e-6);
+  for (int i = 0; i < 200; ++i) m.Observe(3, 0.030);  // 10 ms per extra token
+  EXPECT_NEAR(m.marginal_ratio(), 1.0, 1e-3);
 }
 
 struct Outputs {
@@ -180,6 +219,7 @@ TEST(Speculative, RightDraftsCutTheSteps) {
   o.kv_cache_mb = 2;
   o.spec = "ngram";
   o.spec_draft_max = 7;
+  o.spec_adaptive = false;
   auto e = Engine::Create(**m, nullptr, kernels, o, [&](ThreadPool&) { return std::make_unique<CycleRunner>(c.n_vocab); });
   ASSERT_TRUE(e.ok()) << e.status().ToString();
   RequestParams p;

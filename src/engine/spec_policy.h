@@ -1,0 +1,57 @@
+// How many tokens to draft for speculative decoding (pure logic; not
+// thread-safe, owned by the engine loop).
+//
+// Model: each drafted token is accepted with probability alpha (estimated per
+// sequence from its recent verifications), so a draft of k tokens yields
+// E(k) = 1 + alpha + ... + alpha^k = (1 - alpha^(k+1)) / (1 - alpha) tokens
+// per step; and a step of 1 + k tokens costs (1 + r·k) plain decode steps,
+// r being the marginal cost of one more token in the step (measured from the
+// engine's own step times: decode is memory-bound, so r << 1 on large models,
+// and near 1 where the weights sit in cache). The draft length maximizes
+// E(k) / (1 + r·k); 0 means drafting does not pay.
+#pragma once
+
+#include <cstdint>
+
+namespace infera {
+
+// Per-sequence acceptance rate: a Beta(1, 1) prior over recent outcomes,
+// forgetting old ones, so a sequence that stopped drafting tries again after
+// a while (its estimate drifts back towards 1/2).
+class AcceptanceEstimate {
+ public:
+  // A verification: `drafted` tokens checked, `accepted` of them (a prefix)
+  // taken. The first rejection (if any) is one failure.
+  void Verified(int32_t drafted, int32_t accepted);
+  // One step that did not verify a draft.
+  void Forget();
+  double alpha() const { return (hits_ + 1.0) / (trials_ + 2.0); }
+
+ private:
+  static constexpr double kDecay = 0.9;
+  double hits_ = 0, trials_ = 0;
+};
+
+// The marginal cost of a step's extra tokens, relative to a one-token step,
+// from the wall times of single-sequence decode steps (exponential averages).
+class StepCostModel {
+ public:
+  void Observe(int32_t tokens, double seconds);
+  // r; a prior of 0.25 until both kinds of step were seen.
+  double marginal_ratio() const;
+
+ private:
+  static constexpr double kWeight = 0.1;
+  static constexpr double kPriorRatio = 0.25;
+  double t1_ = 0, per_token_ = 0;
+  bool have_t1_ = false, have_per_token_ = false;
+};
+
+// argmax over k in [0, k_max] of E(k) / (1 + r·k).
+int32_t ChooseDraftLength(double alpha, double r, int32_t k_max);
+
+// A sequence that found drafts but drafted none for this many steps drafts
+// one token anyway, so that its acceptance and the step cost stay measured.
+inline constexpr int32_t kSpecProbeInterval = 32;
+
+}  // namespace infera
