@@ -2,7 +2,7 @@
 //   build/bench/kernels_bench --benchmark_filter=Decode
 // Decode: one token (M = 1), bandwidth-bound. Prefill: M = 64, compute-bound.
 // Verify9: M = 9, in between.
-// Args: n_in, n_out, threads.
+// Args: n_in, n_out, threads (4096 x 16384: beyond the L3 cache).
 #include <cstring>
 #include <memory>
 #include <random>
@@ -52,7 +52,7 @@ void RunMatmul(benchmark::State& state, CpuIsa isa, DType type, int64_t m) {
 
 #define MATMUL_BENCH(ISA, TYPE, M, NAME)                                                      \
   void NAME(benchmark::State& s) { RunMatmul(s, CpuIsa::ISA, DType::TYPE, M); }              \
-  BENCHMARK(NAME)->Args({960, 2560, 1})->Args({960, 2560, 2})->Args({2048, 5632, 2})->UseRealTime()
+  BENCHMARK(NAME)->Args({960, 2560, 1})->Args({960, 2560, 2})->Args({2048, 5632, 2})->Args({4096, 16384, 1})->UseRealTime()
 
 MATMUL_BENCH(kScalar, kF32, 1, Decode_Scalar_F32);
 MATMUL_BENCH(kAvx2, kF32, 1, Decode_Avx2_F32);
