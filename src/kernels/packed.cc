@@ -7,20 +7,21 @@
 
 #include "base/check.h"
 #include "kernels/reference/unpack.h"
+#include "tensor/fp16.h"
 
 namespace infera {
 
 PackFormat GetPackFormat(DType t) {
   switch (t) {
-    case DType::kQ4_0: return {true, 4, 32, false, 3};
-    case DType::kQ4_1: return {true, 4, 32, true, -1};
+    case DType::kQ4_0: return {true, 4, 32, false, 3, true};
+    case DType::kQ4_1: return {true, 4, 32, true, -1, true};
     case DType::kQ4_K: return {true, 4, 32, true, -1};
     case DType::kQ2_K: return {true, 4, 16, true, -1};
     case DType::kQ3_K: return {true, 4, 16, false, 2};
-    case DType::kQ8_0: return {true, 8, 32, false, 7};
-    case DType::kIQ4_NL: return {true, 8, 32, false, 7};
-    case DType::kQ5_0: return {true, 8, 32, false, 4};
-    case DType::kQ5_1: return {true, 8, 32, true, -1};
+    case DType::kQ8_0: return {true, 8, 32, false, 7, true};
+    case DType::kIQ4_NL: return {true, 8, 32, false, 7, true};
+    case DType::kQ5_0: return {true, 8, 32, false, 4, true};
+    case DType::kQ5_1: return {true, 8, 32, true, -1, true};
     case DType::kQ5_K: return {true, 8, 32, true, -1};
     case DType::kQ6_K: return {true, 8, 16, false, 5};
     default: return {};
@@ -28,6 +29,17 @@ PackFormat GetPackFormat(DType t) {
 }
 
 void AlignedFree::operator()(uint8_t* p) const { std::free(p); }
+
+float PackedMatrix::ScaleAt(const uint8_t* p, int r) const {
+  if (fmt_.f16_scales) {
+    uint16_t h;
+    std::memcpy(&h, p + 2 * r, 2);
+    return Fp16ToFp32(h);
+  }
+  float f;
+  std::memcpy(&f, p + 4 * r, 4);
+  return f;
+}
 
 PackedMatrix PackedMatrix::Pack(DType t, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_out) {
   PackedMatrix pm;
@@ -52,7 +64,7 @@ PackedMatrix PackedMatrix::Pack(DType t, const uint8_t* w, size_t row_bytes, int
     const int r = static_cast<int>(row % kRows);
     unpack(w + row * row_bytes, n_in, u.data(), s16.data(), m16.data());
     for (int64_t b = 0; b < pm.n_blocks(); ++b) {
-      uint8_t* blk = pm.data_.get() + (static_cast<size_t>(g) * pm.n_blocks() + b) * pm.block_bytes();
+      uint8_t* blk = const_cast<uint8_t*>(pm.Block(g, b));
       const uint8_t* ub = u.data() + b * f.block;
       if (f.bits == 8) {
         for (int e = 0; e < f.block; ++e) blk[(e / 4) * 64 + 4 * r + e % 4] = ub[e];
@@ -61,9 +73,18 @@ PackedMatrix PackedMatrix::Pack(DType t, const uint8_t* w, size_t row_bytes, int
           blk[(e / 4) * 64 + 4 * r + e % 4] = static_cast<uint8_t>(ub[e] | (ub[e + half] << 4));
         }
       }
-      auto* s = reinterpret_cast<float*>(blk + pm.quant_bytes());
-      s[r] = s16[b * f.block / 16];
-      if (f.has_min) s[16 + r] = m16[b * f.block / 16];
+      const float s = s16[b * f.block / 16], m = m16[b * f.block / 16];
+      uint8_t* sp = const_cast<uint8_t*>(pm.Scales(g, b));
+      if (f.f16_scales) {
+        // The unpacker's values are the file's f16 ones: stored exactly.
+        const uint16_t sh = Fp32ToFp16(s), mh = Fp32ToFp16(m);
+        CHECK(Fp16ToFp32(sh) == s && (!f.has_min || Fp16ToFp32(mh) == m));
+        std::memcpy(sp + 2 * r, &sh, 2);
+        if (f.has_min) std::memcpy(sp + pm.scale_bytes() + 2 * r, &mh, 2);
+      } else {
+        std::memcpy(sp + 4 * r, &s, 4);
+        if (f.has_min) std::memcpy(sp + pm.scale_bytes() + 4 * r, &m, 4);
+      }
     }
   }
   return pm;

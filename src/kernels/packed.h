@@ -9,14 +9,19 @@
 // k-block of `block` (16 or 32) elements (m = 0 unless has_min).
 //
 // Layout: rows in groups of 16 (zero rows pad the last group); per group,
-// n_in / block k-blocks, each:
+// its n_in / block k-blocks in order, in units of one k-block (quants, then
+// scales) or, for f16 scales without mins, two (quants, quants, scales,
+// scales), so that every unit and every quant chunk is 64-byte aligned and a
+// group is one sequential stream. Per k-block:
 //   quants  block * 16 * bits / 8 bytes, as 64-byte chunks; chunk c holds
 //           4 elements of each row (row r at bytes 4r .. 4r+3):
 //             8-bit: elements 4c .. 4c+3 of the block
 //             4-bit: low nibbles elements 4c .. 4c+3, high nibbles elements
 //                    block/2 + 4c .. block/2 + 4c + 3
-//   s [16]  f32, one per row
-//   m [16]  f32, one per row (only if has_min)
+//   scales  s [16], one per row, then m [16] (only if has_min)
+// s and m are f16 where they are the file's own f16 values (the legacy types:
+// exact, and the packed matrix is no larger than the file's blocks), else f32
+// (K-quants: s = d * sub-scale).
 #pragma once
 
 #include <cstddef>
@@ -35,6 +40,7 @@ struct PackFormat {
   int block = 32;        // 16 or 32 elements per scale
   bool has_min = false;
   int shift = -1;        // weight offset 2^shift; -1: none
+  bool f16_scales = false;  // s, m stored as f16 (else f32)
 };
 PackFormat GetPackFormat(DType t);
 
@@ -53,15 +59,32 @@ class PackedMatrix {
   int64_t n_groups() const { return (n_out_ + kRows - 1) / kRows; }
   int64_t n_blocks() const { return n_in_ / fmt_.block; }
   size_t quant_bytes() const { return static_cast<size_t>(fmt_.block) * kRows * fmt_.bits / 8; }
-  size_t block_bytes() const { return quant_bytes() + (fmt_.has_min ? 128 : 64); }
-  size_t bytes() const { return static_cast<size_t>(n_groups()) * n_blocks() * block_bytes(); }
+  size_t scale_bytes() const { return static_cast<size_t>(fmt_.f16_scales ? 2 : 4) * kRows; }  // s (or m) of one k-block
+  size_t scale_stride() const { return scale_bytes() * (fmt_.has_min ? 2 : 1); }
+  // k-blocks per unit: 2 when one block's scales alone would leave the next
+  // block's quants off 64-byte alignment (f16 s without m: 32 bytes).
+  int unit_shift() const { return fmt_.f16_scales && !fmt_.has_min ? 1 : 0; }
+  size_t unit_bytes() const { return (size_t{1} << unit_shift()) * (quant_bytes() + scale_stride()); }
+  int64_t n_units() const { return (n_blocks() + (1 << unit_shift()) - 1) >> unit_shift(); }
+  size_t group_bytes() const { return static_cast<size_t>(n_units()) * unit_bytes(); }
+  size_t bytes() const { return static_cast<size_t>(n_groups()) * group_bytes(); }
+  // The quants of k-block b of a group (64-byte aligned).
   const uint8_t* Block(int64_t group, int64_t b) const {
-    return data_.get() + (static_cast<size_t>(group) * n_blocks() + b) * block_bytes();
+    return Unit(group, b) + static_cast<size_t>(b & ((1 << unit_shift()) - 1)) * quant_bytes();
+  }
+  // Its scales: s [16] then, with mins, m [16].
+  const uint8_t* Scales(int64_t group, int64_t b) const {
+    return Unit(group, b) + (quant_bytes() << unit_shift()) +
+           static_cast<size_t>(b & ((1 << unit_shift()) - 1)) * scale_stride();
   }
 
   // W [n_out, n_in] of a quantized type, rows row_bytes apart -> packed.
   // Single-threaded; call from several threads on disjoint matrices.
   static PackedMatrix Pack(DType t, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_out);
+
+  // The scale s and min m of row r of a group in k-block b.
+  float Scale(int64_t group, int64_t b, int r) const { return ScaleAt(Scales(group, b), r); }
+  float Min(int64_t group, int64_t b, int r) const { return ScaleAt(Scales(group, b) + scale_bytes(), r); }
 
   // The quant u of (row r of the group, element e of the block).
   static int Quant(const PackFormat& f, const uint8_t* block, int r, int e) {
@@ -73,10 +96,38 @@ class PackedMatrix {
   }
 
  private:
+  const uint8_t* Unit(int64_t group, int64_t b) const {
+    return data_.get() + static_cast<size_t>(group) * group_bytes() + static_cast<size_t>(b >> unit_shift()) * unit_bytes();
+  }
+  float ScaleAt(const uint8_t* p, int r) const;
+
   DType type_ = DType::kF32;
   PackFormat fmt_;
   int64_t n_in_ = 0, n_out_ = 0;
   std::unique_ptr<uint8_t[], AlignedFree> data_;
+};
+
+// The packed layout's sizes for a format known at compile time (the kernels'
+// address arithmetic): equal to PackedMatrix's for a matrix of that format.
+template <int kBits, int kBlock, bool kMin, bool kF16>
+struct PackedGeometry {
+  static constexpr size_t kQuantBytes = static_cast<size_t>(kBlock) * 16 * kBits / 8;
+  static constexpr size_t kScaleBytes = kF16 ? 32 : 64;
+  static constexpr size_t kScaleStride = kScaleBytes * (kMin ? 2 : 1);
+  static constexpr int kUnitShift = kF16 && !kMin ? 1 : 0;
+  static constexpr size_t kUnitBytes = (size_t{1} << kUnitShift) * (kQuantBytes + kScaleStride);
+  // Calls body(quants, scales, b) for every k-block b < nb of the group
+  // starting at `group`, in order, with constant offsets within a unit.
+  template <typename Body>
+  static inline __attribute__((always_inline)) void ForEachBlock(const uint8_t* group, int64_t nb, Body&& body) {
+    constexpr int64_t kPer = int64_t{1} << kUnitShift;
+    int64_t b = 0;
+    for (; b + kPer <= nb; b += kPer, group += kUnitBytes) {
+      body(group, group + (kQuantBytes << kUnitShift), b);
+      if constexpr (kPer == 2) body(group + kQuantBytes, group + 2 * kQuantBytes + kScaleStride, b + 1);
+    }
+    if (b < nb) body(group, group + (kQuantBytes << kUnitShift), b);  // a last half unit
+  }
 };
 
 // Activations of nt tokens quantized to int8 in blocks of 32 (x ≈ da * q),

@@ -291,13 +291,13 @@ TEST(PackedMatrix, PacksEveryTypeFaithfully) {
         const int r = static_cast<int>(row % 16);
         for (int64_t e = 0; e < n; ++e) {
           const uint8_t* blk = pm.Block(row / 16, e / f.block);
-          const auto* sm = reinterpret_cast<const float*>(blk + pm.quant_bytes());
           const int u = PackedMatrix::Quant(f, blk, r, static_cast<int>(e % f.block));
           if (row >= rows) {
             ASSERT_EQ(u, 0);
             continue;
           }
-          const float v = sm[r] * (static_cast<float>(u) - off) + (f.has_min ? sm[16 + r] : 0.0f);
+          const int64_t g = row / 16, b = e / f.block;
+          const float v = pm.Scale(g, b, r) * (static_cast<float>(u) - off) + (f.has_min ? pm.Min(g, b, r) : 0.0f);
           ASSERT_NEAR(v, deq[e], 1e-6f + 1e-6f * std::fabs(deq[e])) << DTypeName(t) << " row " << row << " e " << e;
         }
       }

@@ -61,11 +61,10 @@ void QGemm(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0,
       float acc = 0, macc = 0;
       for (int64_t b = 0; b < w.n_blocks(); ++b) {
         const uint8_t* blk = w.Block(group, b);
-        const auto* s = reinterpret_cast<const float*>(blk + w.quant_bytes());
         int32_t isum = bias[b];
         for (int e = 0; e < f.block; ++e) isum += PackedMatrix::Quant(f, blk, r, e) * q[b * f.block + e];
-        acc = std::fma(static_cast<float>(isum), s[r] * da[b], acc);
-        if (f.has_min) macc = std::fma(s[kR + r], dsum[b], macc);
+        acc = std::fma(static_cast<float>(isum), w.Scale(group, b, r) * da[b], acc);
+        if (f.has_min) macc = std::fma(w.Min(group, b, r), dsum[b], macc);
       }
       y[i * kR + r] = acc + macc;
     }

@@ -107,18 +107,24 @@ void AxpyF32(float a, const float* x, float* y, int64_t n) {
 // Packed quantized matmul, one 16-row group (rows 0-7 in .lo, 8-15 in .hi)
 // × kT (<= 2) tokens. vpmaddubsw on 4-bit values cannot saturate
 // (15 * 127 * 2 < 2^15); 8-bit quants are split into two nibbles.
-template <int kBits, int kBlock, bool kMin, int kT>
+// 8 per-row scales (or mins) at p, as f32.
+template <bool kF16>
+inline __m256 LoadScales8(const uint8_t* p) {
+  if constexpr (kF16) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+}
+
+template <int kBits, int kBlock, bool kMin, bool kF16, int kT>
 void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, float* y) {
   constexpr int kChunks = kBits == 8 ? kBlock / 4 : kBlock / 8;
-  const size_t qbytes = w.quant_bytes();
-  const size_t stride = w.block_bytes();
+  constexpr int kHalf = kF16 ? 16 : 32;  // bytes of 8 scales
+  constexpr size_t sbytes = PackedGeometry<kBits, kBlock, kMin, kF16>::kScaleBytes;
   const int64_t nb = w.n_blocks();
   const __m256i lo4 = _mm256_set1_epi8(0x0F);
   const __m256i ones = _mm256_set1_epi16(1), sixteen = _mm256_set1_epi16(16);
   V16 acc[kT], macc[kT];
   for (int t = 0; t < kT; ++t) acc[t] = macc[t] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  const uint8_t* blk = w.Block(group, 0);
-  for (int64_t b = 0; b < nb; ++b, blk += stride) {
+  auto block = [&](const uint8_t* blk, const uint8_t* sp, int64_t b) __attribute__((always_inline)) {
     __m256i isum[kT][2];
     for (int t = 0; t < kT; ++t) isum[t][0] = isum[t][1] = _mm256_set1_epi32(a.Bias(t0 + t)[b]);
     for (int c = 0; c < kChunks; ++c) {
@@ -145,36 +151,37 @@ void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0
         }
       }
     }
-    const auto* sp = reinterpret_cast<const float*>(blk + qbytes);
+    const __m256 s_lo = LoadScales8<kF16>(sp), s_hi = LoadScales8<kF16>(sp + kHalf);
     for (int t = 0; t < kT; ++t) {
       const __m256 d = _mm256_set1_ps(a.Da(t0 + t)[b]);
-      acc[t].lo = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t][0]), _mm256_mul_ps(_mm256_load_ps(sp), d), acc[t].lo);
-      acc[t].hi = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t][1]), _mm256_mul_ps(_mm256_load_ps(sp + 8), d), acc[t].hi);
+      acc[t].lo = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t][0]), _mm256_mul_ps(s_lo, d), acc[t].lo);
+      acc[t].hi = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t][1]), _mm256_mul_ps(s_hi, d), acc[t].hi);
       if constexpr (kMin) {
         const __m256 ds = _mm256_set1_ps(a.Dsum(t0 + t)[b]);
-        macc[t].lo = _mm256_fmadd_ps(_mm256_load_ps(sp + 16), ds, macc[t].lo);
-        macc[t].hi = _mm256_fmadd_ps(_mm256_load_ps(sp + 24), ds, macc[t].hi);
+        macc[t].lo = _mm256_fmadd_ps(LoadScales8<kF16>(sp + sbytes), ds, macc[t].lo);
+        macc[t].hi = _mm256_fmadd_ps(LoadScales8<kF16>(sp + sbytes + kHalf), ds, macc[t].hi);
       }
     }
-  }
+  };
+  PackedGeometry<kBits, kBlock, kMin, kF16>::ForEachBlock(w.Block(group, 0), nb, block);
   for (int t = 0; t < kT; ++t) {
     _mm256_storeu_ps(y + 16 * t, _mm256_add_ps(acc[t].lo, macc[t].lo));
     _mm256_storeu_ps(y + 16 * t + 8, _mm256_add_ps(acc[t].hi, macc[t].hi));
   }
 }
 
-template <int kBits, int kBlock, bool kMin>
+template <int kBits, int kBlock, bool kMin, bool kF16>
 void QGemmFormat(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
   for (int t = 0; t < nt; t += 2) {
-    if (nt - t >= 2) QGemmT<kBits, kBlock, kMin, 2>(w, group, a, t0 + t, y + 16 * t);
-    else QGemmT<kBits, kBlock, kMin, 1>(w, group, a, t0 + t, y + 16 * t);
+    if (nt - t >= 2) QGemmT<kBits, kBlock, kMin, kF16, 2>(w, group, a, t0 + t, y + 16 * t);
+    else QGemmT<kBits, kBlock, kMin, kF16, 1>(w, group, a, t0 + t, y + 16 * t);
   }
 }
 
 struct QGemmKernel {
-  template <int kBits, int kBlock, bool kMin>
+  template <int kBits, int kBlock, bool kMin, bool kF16>
   static void Run(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
-    QGemmFormat<kBits, kBlock, kMin>(w, group, a, t0, nt, y);
+    QGemmFormat<kBits, kBlock, kMin, kF16>(w, group, a, t0, nt, y);
   }
 };
 

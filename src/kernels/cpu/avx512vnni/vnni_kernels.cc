@@ -13,12 +13,18 @@ namespace {
 // the quants are loaded (and for 4-bit split into nibbles) once and used by
 // every token; vpdpbusd against 4 broadcast activation bytes accumulates the
 // exact integer dot of the block for all 16 rows at once.
-template <int kBits, int kBlock, bool kMin, int kT>
+// 16 per-row scales (or mins) at p, as f32.
+template <bool kF16>
+inline __m512 LoadScales(const uint8_t* p) {
+  if constexpr (kF16) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm512_loadu_ps(p);
+}
+
+template <int kBits, int kBlock, bool kMin, bool kF16, int kT>
 void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, float* y) {
   constexpr int kVecs = kBlock / 4;  // 4-element groups per block
   constexpr int kLoads = kBits == 8 ? kVecs : kVecs / 2;
-  const size_t qbytes = w.quant_bytes();
-  const size_t stride = w.block_bytes();
+  constexpr size_t sbytes = PackedGeometry<kBits, kBlock, kMin, kF16>::kScaleBytes;
   const int64_t nb = w.n_blocks();
   const __m512i lo = _mm512_set1_epi8(0x0F);
   __m512 acc[kT], macc[kT];
@@ -34,8 +40,7 @@ void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0
     da[t] = a.Da(t0 + t);
     dsum[t] = a.Dsum(t0 + t);
   }
-  const uint8_t* blk = w.Block(group, 0);
-  for (int64_t b = 0; b < nb; ++b, blk += stride) {
+  auto block = [&](const uint8_t* blk, const uint8_t* sp, int64_t b) __attribute__((always_inline)) {
     __m512i wv[kVecs];
 #pragma GCC unroll 8
     for (int c = 0; c < kLoads; ++c) {
@@ -47,9 +52,9 @@ void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0
         wv[kLoads + c] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), lo);
       }
     }
-    const __m512 s = _mm512_load_ps(blk + qbytes);
+    const __m512 s = LoadScales<kF16>(sp);
     __m512 m = _mm512_setzero_ps();
-    if constexpr (kMin) m = _mm512_load_ps(blk + qbytes + 64);
+    if constexpr (kMin) m = LoadScales<kF16>(sp + sbytes);
 #pragma GCC unroll 4
     for (int t = 0; t < kT; ++t) {
       const int8_t* qt = q[t] + b * kBlock;
@@ -64,24 +69,25 @@ void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(s, _mm512_set1_ps(da[t][b])), acc[t]);
       if constexpr (kMin) macc[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(dsum[t][b]), macc[t]);
     }
-  }
+  };
+  PackedGeometry<kBits, kBlock, kMin, kF16>::ForEachBlock(w.Block(group, 0), nb, block);
   for (int t = 0; t < kT; ++t) _mm512_storeu_ps(y + 16 * t, _mm512_add_ps(acc[t], macc[t]));
 }
 
-template <int kBits, int kBlock, bool kMin>
+template <int kBits, int kBlock, bool kMin, bool kF16>
 void QGemmFormat(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
   switch (nt) {
-    case 4: return QGemmT<kBits, kBlock, kMin, 4>(w, group, a, t0, y);
-    case 3: return QGemmT<kBits, kBlock, kMin, 3>(w, group, a, t0, y);
-    case 2: return QGemmT<kBits, kBlock, kMin, 2>(w, group, a, t0, y);
-    default: return QGemmT<kBits, kBlock, kMin, 1>(w, group, a, t0, y);
+    case 4: return QGemmT<kBits, kBlock, kMin, kF16, 4>(w, group, a, t0, y);
+    case 3: return QGemmT<kBits, kBlock, kMin, kF16, 3>(w, group, a, t0, y);
+    case 2: return QGemmT<kBits, kBlock, kMin, kF16, 2>(w, group, a, t0, y);
+    default: return QGemmT<kBits, kBlock, kMin, kF16, 1>(w, group, a, t0, y);
   }
 }
 
 struct QGemmKernel {
-  template <int kBits, int kBlock, bool kMin>
+  template <int kBits, int kBlock, bool kMin, bool kF16>
   static void Run(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
-    QGemmFormat<kBits, kBlock, kMin>(w, group, a, t0, nt, y);
+    QGemmFormat<kBits, kBlock, kMin, kF16>(w, group, a, t0, nt, y);
   }
 };
 
