@@ -15,14 +15,14 @@ PackFormat GetPackFormat(DType t) {
   switch (t) {
     case DType::kQ4_0: return {true, 4, 32, false, 3, true};
     case DType::kQ4_1: return {true, 4, 32, true, -1, true};
-    case DType::kQ4_K: return {true, 4, 32, true, -1};
+    case DType::kQ4_K: return {true, 4, 32, true, -1, false, true};
     case DType::kQ2_K: return {true, 4, 16, true, -1};
     case DType::kQ3_K: return {true, 4, 16, false, 2};
     case DType::kQ8_0: return {true, 8, 32, false, 7, true};
     case DType::kIQ4_NL: return {true, 8, 32, false, 7, true};
     case DType::kQ5_0: return {true, 8, 32, false, 4, true};
     case DType::kQ5_1: return {true, 8, 32, true, -1, true};
-    case DType::kQ5_K: return {true, 8, 32, true, -1};
+    case DType::kQ5_K: return {true, 8, 32, true, -1, false, true};
     case DType::kQ6_K: return {true, 8, 16, false, 5};
     default: return {};
   }
@@ -30,15 +30,32 @@ PackFormat GetPackFormat(DType t) {
 
 void AlignedFree::operator()(uint8_t* p) const { std::free(p); }
 
-float PackedMatrix::ScaleAt(const uint8_t* p, int r) const {
-  if (fmt_.f16_scales) {
-    uint16_t h;
-    std::memcpy(&h, p + 2 * r, 2);
-    return Fp16ToFp32(h);
-  }
+namespace {
+
+float F16At(const uint8_t* p, int i) {
+  uint16_t h;
+  std::memcpy(&h, p + 2 * i, 2);
+  return Fp16ToFp32(h);
+}
+
+float F32At(const uint8_t* p, int i) {
   float f;
-  std::memcpy(&f, p + 4 * r, 4);
+  std::memcpy(&f, p + 4 * i, 4);
   return f;
+}
+
+}  // namespace
+
+float PackedMatrix::Scale(int64_t group, int64_t b, int r) const {
+  const uint8_t* p = Scales(group, b);
+  if (fmt_.k_factored) return F16At(SuperScales(group, b), r) * static_cast<float>(p[r]);
+  return fmt_.f16_scales ? F16At(p, r) : F32At(p, r);
+}
+
+float PackedMatrix::Min(int64_t group, int64_t b, int r) const {
+  const uint8_t* p = Scales(group, b) + scale_bytes();
+  if (fmt_.k_factored) return -(F16At(SuperScales(group, b), kRows + r) * static_cast<float>(p[r]));
+  return fmt_.f16_scales ? F16At(p, r) : F32At(p, r);
 }
 
 PackedMatrix PackedMatrix::Pack(DType t, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_out) {
@@ -75,7 +92,22 @@ PackedMatrix PackedMatrix::Pack(DType t, const uint8_t* w, size_t row_bytes, int
       }
       const float s = s16[b * f.block / 16], m = m16[b * f.block / 16];
       uint8_t* sp = const_cast<uint8_t*>(pm.Scales(g, b));
-      if (f.f16_scales) {
+      if (f.k_factored) {
+        // The file's own d, dmin and 6-bit sub-scales (s and m are made from
+        // them with the same f32 operations as the unpacker's).
+        const int64_t sb = b / 8;  // super-block of 256
+        const uint8_t* hdr = w + row * row_bytes + sb * GetDTypeInfo(t).type_size;
+        uint16_t d, dmin;
+        uint8_t sc[8], mn[8];
+        reference::KScaleMinInts(hdr, &d, &dmin, sc, mn);
+        sp[r] = sc[b % 8];
+        sp[pm.scale_bytes() + r] = mn[b % 8];
+        uint8_t* sup = const_cast<uint8_t*>(pm.SuperScales(g, b));
+        std::memcpy(sup + 2 * r, &d, 2);
+        std::memcpy(sup + 2 * (kRows + r), &dmin, 2);
+        CHECK(pm.Scale(g, b, r) == s || (s != s));
+        CHECK(pm.Min(g, b, r) == m || (m != m));
+      } else if (f.f16_scales) {
         // The unpacker's values are the file's f16 ones: stored exactly.
         const uint16_t sh = Fp32ToFp16(s), mh = Fp32ToFp16(m);
         CHECK(Fp16ToFp32(sh) == s && (!f.has_min || Fp16ToFp32(mh) == m));

@@ -20,8 +20,10 @@
 //                    block/2 + 4c .. block/2 + 4c + 3
 //   scales  s [16], one per row, then m [16] (only if has_min)
 // s and m are f16 where they are the file's own f16 values (the legacy types:
-// exact, and the packed matrix is no larger than the file's blocks), else f32
-// (K-quants: s = d * sub-scale).
+// exact, and the packed matrix is no larger than the file's blocks); factored
+// as the file stores them for Q4_K / Q5_K (units of 8 k-blocks: their quants,
+// then sc [16] u8 and mn [16] u8 per k-block, then d [16] and dmin [16] f16);
+// else f32 (the other K-quants).
 #pragma once
 
 #include <cstddef>
@@ -41,6 +43,10 @@ struct PackFormat {
   bool has_min = false;
   int shift = -1;        // weight offset 2^shift; -1: none
   bool f16_scales = false;  // s, m stored as f16 (else f32)
+  // Q4_K / Q5_K: s and m stored as the file has them, d and dmin (f16) per
+  // super-block of 8 k-blocks and a 6-bit sub-scale / sub-min per k-block:
+  // s = d * sc, m = -(dmin * mn), the unpacker's own f32 arithmetic.
+  bool k_factored = false;
 };
 PackFormat GetPackFormat(DType t);
 
@@ -59,12 +65,18 @@ class PackedMatrix {
   int64_t n_groups() const { return (n_out_ + kRows - 1) / kRows; }
   int64_t n_blocks() const { return n_in_ / fmt_.block; }
   size_t quant_bytes() const { return static_cast<size_t>(fmt_.block) * kRows * fmt_.bits / 8; }
-  size_t scale_bytes() const { return static_cast<size_t>(fmt_.f16_scales ? 2 : 4) * kRows; }  // s (or m) of one k-block
+  // Bytes of s (or m) of one k-block.
+  size_t scale_bytes() const {
+    return static_cast<size_t>(fmt_.k_factored ? 1 : fmt_.f16_scales ? 2 : 4) * kRows;
+  }
   size_t scale_stride() const { return scale_bytes() * (fmt_.has_min ? 2 : 1); }
-  // k-blocks per unit: 2 when one block's scales alone would leave the next
-  // block's quants off 64-byte alignment (f16 s without m: 32 bytes).
-  int unit_shift() const { return fmt_.f16_scales && !fmt_.has_min ? 1 : 0; }
-  size_t unit_bytes() const { return (size_t{1} << unit_shift()) * (quant_bytes() + scale_stride()); }
+  // k-blocks per unit (log2): 8 for factored scales (a super-block); 2 when
+  // one block's scales alone would leave the next block's quants off 64-byte
+  // alignment (f16 s without m: 32 bytes); else 1.
+  int unit_shift() const { return fmt_.k_factored ? 3 : fmt_.f16_scales && !fmt_.has_min ? 1 : 0; }
+  size_t unit_bytes() const {
+    return (size_t{1} << unit_shift()) * (quant_bytes() + scale_stride()) + (fmt_.k_factored ? 4 * kRows : 0);
+  }
   int64_t n_units() const { return (n_blocks() + (1 << unit_shift()) - 1) >> unit_shift(); }
   size_t group_bytes() const { return static_cast<size_t>(n_units()) * unit_bytes(); }
   size_t bytes() const { return static_cast<size_t>(n_groups()) * group_bytes(); }
@@ -82,9 +94,13 @@ class PackedMatrix {
   // Single-threaded; call from several threads on disjoint matrices.
   static PackedMatrix Pack(DType t, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_out);
 
+  // Factored scales: d [16] then dmin [16] (f16) of k-block b's unit.
+  const uint8_t* SuperScales(int64_t group, int64_t b) const {
+    return Unit(group, b) + ((quant_bytes() + scale_stride()) << unit_shift());
+  }
   // The scale s and min m of row r of a group in k-block b.
-  float Scale(int64_t group, int64_t b, int r) const { return ScaleAt(Scales(group, b), r); }
-  float Min(int64_t group, int64_t b, int r) const { return ScaleAt(Scales(group, b) + scale_bytes(), r); }
+  float Scale(int64_t group, int64_t b, int r) const;
+  float Min(int64_t group, int64_t b, int r) const;
 
   // The quant u of (row r of the group, element e of the block).
   static int Quant(const PackFormat& f, const uint8_t* block, int r, int e) {
@@ -99,7 +115,6 @@ class PackedMatrix {
   const uint8_t* Unit(int64_t group, int64_t b) const {
     return data_.get() + static_cast<size_t>(group) * group_bytes() + static_cast<size_t>(b >> unit_shift()) * unit_bytes();
   }
-  float ScaleAt(const uint8_t* p, int r) const;
 
   DType type_ = DType::kF32;
   PackFormat fmt_;
@@ -109,24 +124,30 @@ class PackedMatrix {
 
 // The packed layout's sizes for a format known at compile time (the kernels'
 // address arithmetic): equal to PackedMatrix's for a matrix of that format.
-template <int kBits, int kBlock, bool kMin, bool kF16>
+template <int kBits, int kBlock, bool kMin, bool kF16, bool kFactored = false>
 struct PackedGeometry {
   static constexpr size_t kQuantBytes = static_cast<size_t>(kBlock) * 16 * kBits / 8;
-  static constexpr size_t kScaleBytes = kF16 ? 32 : 64;
+  static constexpr size_t kScaleBytes = kFactored ? 16 : kF16 ? 32 : 64;
   static constexpr size_t kScaleStride = kScaleBytes * (kMin ? 2 : 1);
-  static constexpr int kUnitShift = kF16 && !kMin ? 1 : 0;
-  static constexpr size_t kUnitBytes = (size_t{1} << kUnitShift) * (kQuantBytes + kScaleStride);
-  // Calls body(quants, scales, b) for every k-block b < nb of the group
-  // starting at `group`, in order, with constant offsets within a unit.
+  static constexpr int kUnitShift = kFactored ? 3 : kF16 && !kMin ? 1 : 0;
+  static constexpr int64_t kPer = int64_t{1} << kUnitShift;
+  static constexpr size_t kUnitBytes = kPer * (kQuantBytes + kScaleStride) + (kFactored ? 64 : 0);
+  // Calls body(quants, scales, super_scales, b) for every k-block b < nb of
+  // the group starting at `group`, in order, with constant offsets within a
+  // unit (super_scales: the unit's d, dmin with factored scales).
   template <typename Body>
   static inline __attribute__((always_inline)) void ForEachBlock(const uint8_t* group, int64_t nb, Body&& body) {
-    constexpr int64_t kPer = int64_t{1} << kUnitShift;
+    const uint8_t* super = group + kPer * (kQuantBytes + kScaleStride);
     int64_t b = 0;
-    for (; b + kPer <= nb; b += kPer, group += kUnitBytes) {
-      body(group, group + (kQuantBytes << kUnitShift), b);
-      if constexpr (kPer == 2) body(group + kQuantBytes, group + 2 * kQuantBytes + kScaleStride, b + 1);
+    for (; b + kPer <= nb; b += kPer, group += kUnitBytes, super += kUnitBytes) {
+#pragma GCC unroll 8
+      for (int64_t j = 0; j < kPer; ++j) {
+        body(group + j * kQuantBytes, group + kPer * kQuantBytes + j * kScaleStride, super, b + j);
+      }
     }
-    if (b < nb) body(group, group + (kQuantBytes << kUnitShift), b);  // a last half unit
+    for (int64_t j = 0; b < nb; ++b, ++j) {  // a last partial unit
+      body(group + j * kQuantBytes, group + kPer * kQuantBytes + j * kScaleStride, super, b);
+    }
   }
 };
 

@@ -136,6 +136,17 @@ void KScalesMins(const uint8_t* b, float* s, float* m) {
   }
 }
 
+void KScaleMinInts(const uint8_t* b, uint16_t* d, uint16_t* dmin, uint8_t* sc, uint8_t* mn) {
+  std::memcpy(d, b, 2);
+  std::memcpy(dmin, b + 2, 2);
+  for (int j = 0; j < 8; ++j) {
+    int s, m;
+    ScaleMinK4(j, b + 4, &s, &m);
+    sc[j] = static_cast<uint8_t>(s);
+    mn[j] = static_cast<uint8_t>(m);
+  }
+}
+
 namespace {
 
 void UnQ4_K(const uint8_t* b, uint8_t* u, float* s, float* m) {

@@ -114,17 +114,18 @@ inline __m256 LoadScales8(const uint8_t* p) {
   return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
 }
 
-template <int kBits, int kBlock, bool kMin, bool kF16, int kT>
+template <int kBits, int kBlock, bool kMin, bool kF16, bool kFac, int kT>
 void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, float* y) {
   constexpr int kChunks = kBits == 8 ? kBlock / 4 : kBlock / 8;
   constexpr int kHalf = kF16 ? 16 : 32;  // bytes of 8 scales
-  constexpr size_t sbytes = PackedGeometry<kBits, kBlock, kMin, kF16>::kScaleBytes;
+  constexpr size_t sbytes = PackedGeometry<kBits, kBlock, kMin, kF16, kFac>::kScaleBytes;
   const int64_t nb = w.n_blocks();
   const __m256i lo4 = _mm256_set1_epi8(0x0F);
   const __m256i ones = _mm256_set1_epi16(1), sixteen = _mm256_set1_epi16(16);
   V16 acc[kT], macc[kT];
   for (int t = 0; t < kT; ++t) acc[t] = macc[t] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  auto block = [&](const uint8_t* blk, const uint8_t* sp, int64_t b) __attribute__((always_inline)) {
+  auto block = [&](const uint8_t* blk, const uint8_t* sp, [[maybe_unused]] const uint8_t* super, int64_t b)
+                   __attribute__((always_inline)) {
     __m256i isum[kT][2];
     for (int t = 0; t < kT; ++t) isum[t][0] = isum[t][1] = _mm256_set1_epi32(a.Bias(t0 + t)[b]);
     for (int c = 0; c < kChunks; ++c) {
@@ -151,37 +152,54 @@ void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0
         }
       }
     }
-    const __m256 s_lo = LoadScales8<kF16>(sp), s_hi = LoadScales8<kF16>(sp + kHalf);
+    __m256 s_lo, s_hi, m_lo = _mm256_setzero_ps(), m_hi = _mm256_setzero_ps();
+    if constexpr (kFac) {  // s = d * sc, m = -(dmin * mn), as the unpacker computes them
+      auto u8 = [](const uint8_t* p) {
+        return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+      };
+      const __m256 neg = _mm256_set1_ps(-0.0f);
+      s_lo = _mm256_mul_ps(LoadScales8<true>(super), u8(sp));
+      s_hi = _mm256_mul_ps(LoadScales8<true>(super + 16), u8(sp + 8));
+      m_lo = _mm256_xor_ps(_mm256_mul_ps(LoadScales8<true>(super + 32), u8(sp + 16)), neg);
+      m_hi = _mm256_xor_ps(_mm256_mul_ps(LoadScales8<true>(super + 48), u8(sp + 24)), neg);
+    } else {
+      s_lo = LoadScales8<kF16>(sp);
+      s_hi = LoadScales8<kF16>(sp + kHalf);
+      if constexpr (kMin) {
+        m_lo = LoadScales8<kF16>(sp + sbytes);
+        m_hi = LoadScales8<kF16>(sp + sbytes + kHalf);
+      }
+    }
     for (int t = 0; t < kT; ++t) {
       const __m256 d = _mm256_set1_ps(a.Da(t0 + t)[b]);
       acc[t].lo = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t][0]), _mm256_mul_ps(s_lo, d), acc[t].lo);
       acc[t].hi = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t][1]), _mm256_mul_ps(s_hi, d), acc[t].hi);
       if constexpr (kMin) {
         const __m256 ds = _mm256_set1_ps(a.Dsum(t0 + t)[b]);
-        macc[t].lo = _mm256_fmadd_ps(LoadScales8<kF16>(sp + sbytes), ds, macc[t].lo);
-        macc[t].hi = _mm256_fmadd_ps(LoadScales8<kF16>(sp + sbytes + kHalf), ds, macc[t].hi);
+        macc[t].lo = _mm256_fmadd_ps(m_lo, ds, macc[t].lo);
+        macc[t].hi = _mm256_fmadd_ps(m_hi, ds, macc[t].hi);
       }
     }
   };
-  PackedGeometry<kBits, kBlock, kMin, kF16>::ForEachBlock(w.Block(group, 0), nb, block);
+  PackedGeometry<kBits, kBlock, kMin, kF16, kFac>::ForEachBlock(w.Block(group, 0), nb, block);
   for (int t = 0; t < kT; ++t) {
     _mm256_storeu_ps(y + 16 * t, _mm256_add_ps(acc[t].lo, macc[t].lo));
     _mm256_storeu_ps(y + 16 * t + 8, _mm256_add_ps(acc[t].hi, macc[t].hi));
   }
 }
 
-template <int kBits, int kBlock, bool kMin, bool kF16>
+template <int kBits, int kBlock, bool kMin, bool kF16, bool kFac>
 void QGemmFormat(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
   for (int t = 0; t < nt; t += 2) {
-    if (nt - t >= 2) QGemmT<kBits, kBlock, kMin, kF16, 2>(w, group, a, t0 + t, y + 16 * t);
-    else QGemmT<kBits, kBlock, kMin, kF16, 1>(w, group, a, t0 + t, y + 16 * t);
+    if (nt - t >= 2) QGemmT<kBits, kBlock, kMin, kF16, kFac, 2>(w, group, a, t0 + t, y + 16 * t);
+    else QGemmT<kBits, kBlock, kMin, kF16, kFac, 1>(w, group, a, t0 + t, y + 16 * t);
   }
 }
 
 struct QGemmKernel {
-  template <int kBits, int kBlock, bool kMin, bool kF16>
+  template <int kBits, int kBlock, bool kMin, bool kF16, bool kFac>
   static void Run(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
-    QGemmFormat<kBits, kBlock, kMin, kF16>(w, group, a, t0, nt, y);
+    QGemmFormat<kBits, kBlock, kMin, kF16, kFac>(w, group, a, t0, nt, y);
   }
 };
 

@@ -20,11 +20,11 @@ inline __m512 LoadScales(const uint8_t* p) {
   return _mm512_loadu_ps(p);
 }
 
-template <int kBits, int kBlock, bool kMin, bool kF16, int kT>
+template <int kBits, int kBlock, bool kMin, bool kF16, bool kFac, int kT>
 void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, float* y) {
   constexpr int kVecs = kBlock / 4;  // 4-element groups per block
   constexpr int kLoads = kBits == 8 ? kVecs : kVecs / 2;
-  constexpr size_t sbytes = PackedGeometry<kBits, kBlock, kMin, kF16>::kScaleBytes;
+  constexpr size_t sbytes = PackedGeometry<kBits, kBlock, kMin, kF16, kFac>::kScaleBytes;
   const int64_t nb = w.n_blocks();
   const __m512i lo = _mm512_set1_epi8(0x0F);
   __m512 acc[kT], macc[kT];
@@ -40,7 +40,8 @@ void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0
     da[t] = a.Da(t0 + t);
     dsum[t] = a.Dsum(t0 + t);
   }
-  auto block = [&](const uint8_t* blk, const uint8_t* sp, int64_t b) __attribute__((always_inline)) {
+  auto block = [&](const uint8_t* blk, const uint8_t* sp, [[maybe_unused]] const uint8_t* super, int64_t b)
+                   __attribute__((always_inline)) {
     __m512i wv[kVecs];
 #pragma GCC unroll 8
     for (int c = 0; c < kLoads; ++c) {
@@ -52,9 +53,17 @@ void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0
         wv[kLoads + c] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), lo);
       }
     }
-    const __m512 s = LoadScales<kF16>(sp);
-    __m512 m = _mm512_setzero_ps();
-    if constexpr (kMin) m = LoadScales<kF16>(sp + sbytes);
+    __m512 s, m = _mm512_setzero_ps();
+    if constexpr (kFac) {  // s = d * sc, m = -(dmin * mn), as the unpacker computes them
+      auto u8 = [](const uint8_t* p) {
+        return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+      };
+      s = _mm512_mul_ps(LoadScales<true>(super), u8(sp));
+      m = _mm512_xor_ps(_mm512_mul_ps(LoadScales<true>(super + 32), u8(sp + 16)), _mm512_set1_ps(-0.0f));
+    } else {
+      s = LoadScales<kF16>(sp);
+      if constexpr (kMin) m = LoadScales<kF16>(sp + sbytes);
+    }
 #pragma GCC unroll 4
     for (int t = 0; t < kT; ++t) {
       const int8_t* qt = q[t] + b * kBlock;
@@ -70,24 +79,24 @@ void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0
       if constexpr (kMin) macc[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(dsum[t][b]), macc[t]);
     }
   };
-  PackedGeometry<kBits, kBlock, kMin, kF16>::ForEachBlock(w.Block(group, 0), nb, block);
+  PackedGeometry<kBits, kBlock, kMin, kF16, kFac>::ForEachBlock(w.Block(group, 0), nb, block);
   for (int t = 0; t < kT; ++t) _mm512_storeu_ps(y + 16 * t, _mm512_add_ps(acc[t], macc[t]));
 }
 
-template <int kBits, int kBlock, bool kMin, bool kF16>
+template <int kBits, int kBlock, bool kMin, bool kF16, bool kFac>
 void QGemmFormat(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
   switch (nt) {
-    case 4: return QGemmT<kBits, kBlock, kMin, kF16, 4>(w, group, a, t0, y);
-    case 3: return QGemmT<kBits, kBlock, kMin, kF16, 3>(w, group, a, t0, y);
-    case 2: return QGemmT<kBits, kBlock, kMin, kF16, 2>(w, group, a, t0, y);
-    default: return QGemmT<kBits, kBlock, kMin, kF16, 1>(w, group, a, t0, y);
+    case 4: return QGemmT<kBits, kBlock, kMin, kF16, kFac, 4>(w, group, a, t0, y);
+    case 3: return QGemmT<kBits, kBlock, kMin, kF16, kFac, 3>(w, group, a, t0, y);
+    case 2: return QGemmT<kBits, kBlock, kMin, kF16, kFac, 2>(w, group, a, t0, y);
+    default: return QGemmT<kBits, kBlock, kMin, kF16, kFac, 1>(w, group, a, t0, y);
   }
 }
 
 struct QGemmKernel {
-  template <int kBits, int kBlock, bool kMin, bool kF16>
+  template <int kBits, int kBlock, bool kMin, bool kF16, bool kFac>
   static void Run(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
-    QGemmFormat<kBits, kBlock, kMin, kF16>(w, group, a, t0, nt, y);
+    QGemmFormat<kBits, kBlock, kMin, kF16, kFac>(w, group, a, t0, nt, y);
   }
 };
 
