@@ -23,7 +23,7 @@ PackFormat GetPackFormat(DType t) {
     case DType::kQ5_0: return {true, 8, 32, false, 4, true};
     case DType::kQ5_1: return {true, 8, 32, true, -1, true};
     case DType::kQ5_K: return {true, 8, 32, true, -1, false, true};
-    case DType::kQ6_K: return {true, 8, 16, false, 5};
+    case DType::kQ6_K: return {true, 8, 16, false, 5, false, true};
     default: return {};
   }
 }
@@ -48,7 +48,10 @@ float F32At(const uint8_t* p, int i) {
 
 float PackedMatrix::Scale(int64_t group, int64_t b, int r) const {
   const uint8_t* p = Scales(group, b);
-  if (fmt_.k_factored) return F16At(SuperScales(group, b), r) * static_cast<float>(p[r]);
+  if (fmt_.k_factored) {  // Q6_K's sub-scales are signed
+    const float sc = fmt_.has_min ? static_cast<float>(p[r]) : static_cast<float>(static_cast<int8_t>(p[r]));
+    return F16At(SuperScales(group, b), r) * sc;
+  }
   return fmt_.f16_scales ? F16At(p, r) : F32At(p, r);
 }
 
@@ -92,7 +95,12 @@ PackedMatrix PackedMatrix::Pack(DType t, const uint8_t* w, size_t row_bytes, int
       }
       const float s = s16[b * f.block / 16], m = m16[b * f.block / 16];
       uint8_t* sp = const_cast<uint8_t*>(pm.Scales(g, b));
-      if (f.k_factored) {
+      if (f.k_factored && !f.has_min) {  // Q6_K: int8 sc [16] at 192, d at 208
+        const uint8_t* hdr = w + row * row_bytes + (b / 16) * GetDTypeInfo(t).type_size;
+        sp[r] = hdr[192 + b % 16];
+        std::memcpy(const_cast<uint8_t*>(pm.SuperScales(g, b)) + 2 * r, hdr + 208, 2);
+        CHECK(pm.Scale(g, b, r) == s || (s != s));
+      } else if (f.k_factored) {
         // The file's own d, dmin and 6-bit sub-scales (s and m are made from
         // them with the same f32 operations as the unpacker's).
         const int64_t sb = b / 8;  // super-block of 256

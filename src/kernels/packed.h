@@ -22,8 +22,9 @@
 // s and m are f16 where they are the file's own f16 values (the legacy types:
 // exact, and the packed matrix is no larger than the file's blocks); factored
 // as the file stores them for Q4_K / Q5_K (units of 8 k-blocks: their quants,
-// then sc [16] u8 and mn [16] u8 per k-block, then d [16] and dmin [16] f16);
-// else f32 (the other K-quants).
+// then sc [16] u8 and mn [16] u8 per k-block, then d [16] and dmin [16] f16)
+// and Q6_K (units of 16 k-blocks: quants, sc [16] i8 per k-block, d [16] f16
+// and 32 bytes of padding); else f32 (Q2_K, Q3_K).
 #pragma once
 
 #include <cstddef>
@@ -45,7 +46,8 @@ struct PackFormat {
   bool f16_scales = false;  // s, m stored as f16 (else f32)
   // Q4_K / Q5_K: s and m stored as the file has them, d and dmin (f16) per
   // super-block of 8 k-blocks and a 6-bit sub-scale / sub-min per k-block:
-  // s = d * sc, m = -(dmin * mn), the unpacker's own f32 arithmetic.
+  // s = d * sc, m = -(dmin * mn), the unpacker's own f32 arithmetic. Q6_K
+  // (no mins): d per super-block of 16 k-blocks, sc a signed byte.
   bool k_factored = false;
 };
 PackFormat GetPackFormat(DType t);
@@ -73,7 +75,9 @@ class PackedMatrix {
   // k-blocks per unit (log2): 8 for factored scales (a super-block); 2 when
   // one block's scales alone would leave the next block's quants off 64-byte
   // alignment (f16 s without m: 32 bytes); else 1.
-  int unit_shift() const { return fmt_.k_factored ? 3 : fmt_.f16_scales && !fmt_.has_min ? 1 : 0; }
+  int unit_shift() const {
+    return fmt_.k_factored ? (fmt_.block == 16 ? 4 : 3) : fmt_.f16_scales && !fmt_.has_min ? 1 : 0;
+  }
   size_t unit_bytes() const {
     return (size_t{1} << unit_shift()) * (quant_bytes() + scale_stride()) + (fmt_.k_factored ? 4 * kRows : 0);
   }
@@ -129,7 +133,7 @@ struct PackedGeometry {
   static constexpr size_t kQuantBytes = static_cast<size_t>(kBlock) * 16 * kBits / 8;
   static constexpr size_t kScaleBytes = kFactored ? 16 : kF16 ? 32 : 64;
   static constexpr size_t kScaleStride = kScaleBytes * (kMin ? 2 : 1);
-  static constexpr int kUnitShift = kFactored ? 3 : kF16 && !kMin ? 1 : 0;
+  static constexpr int kUnitShift = kFactored ? (kBlock == 16 ? 4 : 3) : kF16 && !kMin ? 1 : 0;
   static constexpr int64_t kPer = int64_t{1} << kUnitShift;
   static constexpr size_t kUnitBytes = kPer * (kQuantBytes + kScaleStride) + (kFactored ? 64 : 0);
   // Calls body(quants, scales, super_scales, b) for every k-block b < nb of

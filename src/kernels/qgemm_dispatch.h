@@ -13,7 +13,8 @@ template <typename Kernel>
 void DispatchPackFormat(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
   const PackFormat& f = w.format();
   const bool m = f.has_min;
-  if (f.k_factored) {  // Q4_K, Q5_K: blocks of 32 with mins
+  if (f.k_factored) {  // Q4_K, Q5_K: blocks of 32 with mins; Q6_K: 8-bit blocks of 16
+    if (!m) return Kernel::template Run<8, 16, false, false, true>(w, group, a, t0, nt, y);
     return f.bits == 4 ? Kernel::template Run<4, 32, true, false, true>(w, group, a, t0, nt, y)
                        : Kernel::template Run<8, 32, true, false, true>(w, group, a, t0, nt, y);
   }

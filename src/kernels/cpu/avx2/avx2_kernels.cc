@@ -155,13 +155,17 @@ void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0
     __m256 s_lo, s_hi, m_lo = _mm256_setzero_ps(), m_hi = _mm256_setzero_ps();
     if constexpr (kFac) {  // s = d * sc, m = -(dmin * mn), as the unpacker computes them
       auto u8 = [](const uint8_t* p) {
-        return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+        const __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+        // Sub-scales: unsigned with mins (Q4_K, Q5_K), signed without (Q6_K).
+        return _mm256_cvtepi32_ps(kMin ? _mm256_cvtepu8_epi32(v) : _mm256_cvtepi8_epi32(v));
       };
-      const __m256 neg = _mm256_set1_ps(-0.0f);
       s_lo = _mm256_mul_ps(LoadScales8<true>(super), u8(sp));
       s_hi = _mm256_mul_ps(LoadScales8<true>(super + 16), u8(sp + 8));
-      m_lo = _mm256_xor_ps(_mm256_mul_ps(LoadScales8<true>(super + 32), u8(sp + 16)), neg);
-      m_hi = _mm256_xor_ps(_mm256_mul_ps(LoadScales8<true>(super + 48), u8(sp + 24)), neg);
+      if constexpr (kMin) {
+        const __m256 neg = _mm256_set1_ps(-0.0f);
+        m_lo = _mm256_xor_ps(_mm256_mul_ps(LoadScales8<true>(super + 32), u8(sp + 16)), neg);
+        m_hi = _mm256_xor_ps(_mm256_mul_ps(LoadScales8<true>(super + 48), u8(sp + 24)), neg);
+      }
     } else {
       s_lo = LoadScales8<kF16>(sp);
       s_hi = LoadScales8<kF16>(sp + kHalf);

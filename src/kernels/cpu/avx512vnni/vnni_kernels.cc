@@ -56,10 +56,14 @@ void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0
     __m512 s, m = _mm512_setzero_ps();
     if constexpr (kFac) {  // s = d * sc, m = -(dmin * mn), as the unpacker computes them
       auto u8 = [](const uint8_t* p) {
-        return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+        // Sub-scales: unsigned with mins (Q4_K, Q5_K), signed without (Q6_K).
+        return _mm512_cvtepi32_ps(kMin ? _mm512_cvtepu8_epi32(v) : _mm512_cvtepi8_epi32(v));
       };
       s = _mm512_mul_ps(LoadScales<true>(super), u8(sp));
-      m = _mm512_xor_ps(_mm512_mul_ps(LoadScales<true>(super + 32), u8(sp + 16)), _mm512_set1_ps(-0.0f));
+      if constexpr (kMin) {
+        m = _mm512_xor_ps(_mm512_mul_ps(LoadScales<true>(super + 32), u8(sp + 16)), _mm512_set1_ps(-0.0f));
+      }
     } else {
       s = LoadScales<kF16>(sp);
       if constexpr (kMin) m = LoadScales<kF16>(sp + sbytes);
