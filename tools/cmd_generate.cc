@@ -174,6 +174,8 @@ int Generate(const GenerateArgs& a, const RuntimeOptions& rt_in) {
   if (!lm.ok()) return ReportError(lm.status());
   auto chat_format = ResolveChatFormat(*lm->tokenizer, a.chat_template);
   if (!chat_format.ok()) return ReportError(chat_format.status());
+  auto draft = LoadDraftModel(ef.draft_model, &ef.opts);
+  if (!draft.ok()) return ReportError(draft.status());
   auto engine = Engine::Create(*lm->model, lm->tokenizer.get(), *kernels, ef.opts);
   if (!engine.ok()) return ReportError(engine.status());
   Engine& eng = **engine;

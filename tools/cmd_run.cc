@@ -37,6 +37,7 @@ struct RunArgs {
   bool context_shift = false;
   int32_t context_keep = 4;
   EngineOptions spec;  // only the speculative decoding fields
+  std::string draft_model;
 };
 
 // Copies the speculative decoding options of `from` into `to`.
@@ -48,6 +49,7 @@ void CopySpec(const EngineOptions& from, EngineOptions* to) {
   to->spec_ngram_max = from.spec_ngram_max;
   to->spec_max_seqs = from.spec_max_seqs;
   to->spec_adaptive = from.spec_adaptive;
+  to->spec_p_min = from.spec_p_min;
 }
 
 int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
@@ -118,6 +120,8 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
     co.engine.kv_cache_type = a.kv_cache_type;
     co.engine.kv_cache_mb = kv_mb(n_ctx + 1);  // one-token blocks
     CopySpec(a.spec, &co.engine);
+    auto chat_draft = LoadDraftModel(a.draft_model, &co.engine);
+    if (!chat_draft.ok()) return ReportError(chat_draft.status());
     co.chat_template = a.chat_template;
     co.system_prompt = a.system_prompt;
     return RunChatRepl(model, tok, *kernels, co);
@@ -149,6 +153,8 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
   eo.context_keep = a.context_keep;
   eo.kv_cache_mb = kv_mb(n_ctx + eo.kv_block_size);
   CopySpec(a.spec, &eo);
+  auto draft = LoadDraftModel(a.draft_model, &eo);
+  if (!draft.ok()) return ReportError(draft.status());
   auto engine = Engine::Create(model, &tok, *kernels, eo);
   if (!engine.ok()) return ReportError(engine.status());
   if (a.n_predict == 0) {  // nothing to generate
@@ -238,7 +244,7 @@ CommandFn RegisterRun(CLI::App& app, const RuntimeOptions& rt) {
   app.add_flag("--context-shift", a->context_shift,
                "at the context end keep the first --context-keep tokens and the newer half of the rest, and go on");
   app.add_option("--context-keep", a->context_keep, "tokens kept at the start by --context-shift");
-  AddSpecFlags(app, &a->spec);
+  AddSpecFlags(app, &a->spec, &a->draft_model);
   return [a, p, &rt]() {
     a->prompt_set = p->count() > 0;
     return Run(*a, rt);

@@ -55,16 +55,18 @@ std::string Trim(std::string s) {
 // The model, engine and tokenizer, loaded on a background thread.
 struct Loaded {
   LoadedModel lm;
+  std::unique_ptr<Model> draft;  // --draft-model
   std::unique_ptr<KernelTable> kernels;
   std::unique_ptr<AsyncEngine> engine;
 };
 
-Status Load(const ServeArgs& a, const EngineOptions& eopts, const RuntimeOptions& rt, Loaded* out,
+Status Load(const ServeArgs& a, EngineOptions eopts, const RuntimeOptions& rt, Loaded* out,
             server::ApiBackend* backend) {
   ASSIGN_OR_RETURN(KernelTable k, SelectKernels(rt));
   out->kernels = std::make_unique<KernelTable>(k);
   ASSIGN_OR_RETURN(out->lm, LoadModelAndTokenizer(a.model, a.tokenizer, true));
   ASSIGN_OR_RETURN(ChatFormat fmt, ResolveChatFormat(*out->lm.tokenizer, a.chat_template));
+  ASSIGN_OR_RETURN(out->draft, LoadDraftModel(a.engine.draft_model, &eopts));
   ASSIGN_OR_RETURN(out->engine, AsyncEngine::Create(*out->lm.model, out->lm.tokenizer.get(), *out->kernels, eopts));
   backend->engine = out->engine.get();
   backend->tokenizer = out->lm.tokenizer.get();

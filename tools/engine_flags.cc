@@ -20,13 +20,19 @@ void AddEngineFlags(CLI::App& app, EngineFlags* f) {
   app.add_option("--admission", f->admission,
                  "preempt (admit when the next chunk fits; preempt and recompute when memory runs out) or "
                  "guaranteed (admit only when prompt + max_tokens fit; never preempt)");
-  AddSpecFlags(app, &f->opts);
+  AddSpecFlags(app, &f->opts, &f->draft_model);
 }
 
-void AddSpecFlags(CLI::App& app, EngineOptions* o) {
+void AddSpecFlags(CLI::App& app, EngineOptions* o, std::string* draft_model_path) {
   app.add_option("--spec", o->spec,
-                 "speculative decoding: none (default) or ngram (prompt lookup: verify the tokens that followed the "
-                 "last n tokens' latest earlier occurrence; same output, faster when the output copies its input)");
+                 "speculative decoding: none (default), ngram (prompt lookup: verify the tokens that followed the "
+                 "last n tokens' latest earlier occurrence; same output, faster when the output copies its input) "
+                 "or draft (with --draft-model)");
+  app.add_option("--draft-model", *draft_model_path,
+                 "a much smaller model with the same vocabulary that drafts tokens for the model to verify "
+                 "(speculative decoding: same output, faster where decode is memory-bound)");
+  app.add_option("--draft-p-min", o->spec_p_min,
+                 "the draft model stops drafting where its top probability is below this (default 0.75)");
   app.add_option("--draft-max", o->spec_draft_max, "drafted tokens per sequence and step, at most (default 8)");
   app.add_option("--draft-min", o->spec_draft_min, "fewer drafted tokens found: no draft that step (default 1)");
   app.add_option("--spec-ngram-min", o->spec_ngram_min, "shortest n-gram looked up (default 2)");
@@ -36,6 +42,14 @@ void AddSpecFlags(CLI::App& app, EngineOptions* o) {
                "measured cost of verifying)");
   app.add_option("--spec-max-seqs", o->spec_max_seqs,
                  "draft only while at most this many sequences run (default 2; larger batches gain nothing)");
+}
+
+StatusOr<std::unique_ptr<Model>> LoadDraftModel(const std::string& path, EngineOptions* o) {
+  if (path.empty()) return std::unique_ptr<Model>();
+  ASSIGN_OR_RETURN(LoadedModel lm, LoadModelAndTokenizer(path, "", /*need_tokenizer=*/false));
+  o->draft_model = lm.model.get();
+  if (o->spec == "none") o->spec = "draft";
+  return std::move(lm.model);
 }
 
 std::string ResolveEngineFlags(EngineFlags* f, int threads) {

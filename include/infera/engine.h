@@ -44,11 +44,16 @@ struct EngineOptions {
   bool context_shift = false;
   int32_t context_keep = 4;
   // Speculative decoding, for single-stream latency; the outputs stay exactly
-  // those of plain decoding (greedy and seeded sampling alike). "none", or
-  // "ngram": prompt lookup — the tokens that followed the latest earlier
+  // those of plain decoding (greedy and seeded sampling alike). "none",
+  // "draft" (a draft model, below), or "ngram": prompt lookup — the tokens that followed the latest earlier
   // occurrence of the sequence's last n tokens (n = spec_ngram_max down to
   // spec_ngram_min) are verified in the same forward pass as its next token.
   std::string spec = "none";
+  // "draft": drafts come from this second model (same vocabulary, much
+  // smaller; greedy, stopping where its top probability < spec_p_min). It
+  // must outlive the engine.
+  const Model* draft_model = nullptr;
+  float spec_p_min = 0.75f;
   int32_t spec_draft_max = 8;  // drafted tokens per sequence and step, at most
   // Draft only as many tokens as pay for their verification, by the
   // sequence's recent acceptance rate and the measured cost of a step's extra

@@ -12,6 +12,7 @@
 #include "base/check.h"
 #include "base/file_util.h"
 #include "base/logging.h"
+#include "engine/draft_model.h"
 #include "engine/ngram_draft.h"
 #include "engine/spec_policy.h"
 #include "engine/stop_checker.h"
@@ -124,6 +125,7 @@ struct Engine::Impl {
   std::vector<float> raw;        // scratch: logits before bias and penalties
   uint64_t spec_drafted = 0, spec_accepted = 0;
   StepCostModel step_cost;  // single-sequence decode steps' wall times
+  std::unique_ptr<DraftModelProposer> drafter;  // with spec == "draft"
 
   Impl(const Model& m, const Tokenizer* t, const KernelTable& k, const EngineOptions& o, int32_t n_blocks, KvType kt,
        const ModelRunnerFactory& make_runner)
@@ -136,6 +138,10 @@ struct Engine::Impl {
               &blocks) {
     for (int32_t id = 0; id < m.config.n_vocab; ++id) {
       if (IsEog(id)) eog_ids.push_back(id);
+    }
+    if (o.spec == "draft") {
+      drafter = std::make_unique<DraftModelProposer>(*o.draft_model, k, pool, n_blocks * o.kv_block_size,
+                                                     o.kv_block_size, o.max_model_len);
     }
   }
 
@@ -169,6 +175,7 @@ struct Engine::Impl {
     }
     Describe(id, r, &o);
     sched.Finish(id);  // blocks back to the pool now
+    if (drafter) drafter->Forget(id);
     reqs.erase(id);
     return o;
   }
@@ -176,13 +183,24 @@ struct Engine::Impl {
   // Speculative decoding: drafts for every sequence about to decode, while
   // few sequences run.
   void Draft() {
-    if (opts.spec != "ngram" || sched.num_running() > opts.spec_max_seqs) return;
+    if (opts.spec == "none" || sched.num_running() > opts.spec_max_seqs) return;
+    std::vector<DraftModelProposer::Want> wants;
     for (auto& [id, r] : reqs) {
       if (r->cancel || !sched.IsDecoding(id)) continue;
       // The token sampled from the last draft's row is extra: no draft past
       // max_tokens.
-      const int32_t k = std::min(opts.spec_draft_max, r->max_tokens - r->generated - 1);
+      int32_t k = std::min(opts.spec_draft_max, r->max_tokens - r->generated - 1);
       if (k < std::max(1, opts.spec_draft_min)) continue;
+      if (drafter) {  // as many as pay, drafted below for all sequences at once
+        if (opts.spec_adaptive) {
+          int32_t n = ChooseDraftLength(r->acceptance.alpha(), step_cost.marginal_ratio(), k);
+          if (n == 0 && ++r->steps_since_draft >= kSpecProbeInterval) n = 1;
+          if (n > 0) r->steps_since_draft = 0;
+          k = n;
+        }
+        if (k >= std::max(1, opts.spec_draft_min)) wants.push_back({id, &sched.Tokens(id), k});
+        continue;
+      }
       std::vector<int32_t> d = NgramDraft(sched.Tokens(id), opts.spec_ngram_min, opts.spec_ngram_max, k);
       // As many as pay for their verification (spec_policy.h).
       if (opts.spec_adaptive && !d.empty()) {
@@ -192,6 +210,13 @@ struct Engine::Impl {
         d.resize(n);
       }
       if (static_cast<int32_t>(d.size()) >= std::max(1, opts.spec_draft_min)) sched.SetDraft(id, std::move(d));
+    }
+    if (wants.empty()) return;
+    std::vector<std::vector<int32_t>> drafts = drafter->Propose(wants, opts.spec_p_min);
+    for (size_t i = 0; i < wants.size(); ++i) {
+      if (static_cast<int32_t>(drafts[i].size()) >= std::max(1, opts.spec_draft_min)) {
+        sched.SetDraft(wants[i].id, std::move(drafts[i]));
+      }
     }
   }
 
@@ -244,7 +269,17 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Token
   if (o.kv_block_size < 1 || o.kv_block_size > 1024) return InvalidArgument("--kv-block-size must be in 1..1024");
   if (o.max_num_seqs < 1) return InvalidArgument("--max-num-seqs must be at least 1");
   if (o.max_batched_tokens < 1) return InvalidArgument("--max-batched-tokens must be at least 1");
-  if (o.spec != "none" && o.spec != "ngram") return InvalidArgument("--spec must be none or ngram");
+  if (o.spec != "none" && o.spec != "ngram" && o.spec != "draft") {
+    return InvalidArgument("--spec must be none, ngram or draft");
+  }
+  if ((o.spec == "draft") != (o.draft_model != nullptr)) {
+    return InvalidArgument("--spec draft and --draft-model go together");
+  }
+  if (o.draft_model != nullptr && o.draft_model->config.n_vocab != c.n_vocab) {
+    return InvalidArgument(fmt::format("the draft model's vocabulary ({} tokens) is not the model's ({} tokens)",
+                                       o.draft_model->config.n_vocab, c.n_vocab));
+  }
+  if (!(o.spec_p_min >= 0.0f && o.spec_p_min <= 1.0f)) return InvalidArgument("--draft-p-min must be in [0, 1]");
   if (o.spec_draft_max < 1 || o.spec_draft_max > 64) return InvalidArgument("--draft-max must be in 1..64");
   if (o.spec_draft_min < 0 || o.spec_draft_min > o.spec_draft_max) {
     return InvalidArgument("--draft-min must be in 0..--draft-max");
@@ -488,15 +523,20 @@ std::vector<RequestOutput> Engine::Step() {
           break;
         }
         m.sched.Shift(c.id, m.opts.context_keep);
+        if (m.drafter) m.drafter->Forget(c.id);  // its tokens changed
         break;
       }
       if (draft == nullptr || *draft != next) break;
     }
+    const int32_t accepted = static_cast<int32_t>(m.spec_accepted - accepted_before);
     if (cr.n_draft > 0) {
-      r.acceptance.Verified(cr.n_draft, static_cast<int32_t>(m.spec_accepted - accepted_before));
+      r.acceptance.Verified(cr.n_draft, accepted);
     } else {
       r.acceptance.Forget();
     }
+    // The draft model's cache holds what it drafted past the sequence's
+    // tokens then; only the accepted part stays valid.
+    if (m.drafter && why == FinishReason::kNone) m.drafter->Keep(c.id, c.start + c.n + accepted);
     if (why != FinishReason::kNone) {
       outs.push_back(m.Finish(c.id, why, {}, stopped, std::move(o)));
     } else {

@@ -183,6 +183,72 @@ TEST_P(SpeculativeTest, OutputsEqualPlainDecoding) {
   }
 }
 
+// A draft model: the same model as draft accepts every drafted token (its
+// cache follows the sequence exactly); another model's drafts are mostly
+// rejected. Outputs equal plain decoding either way, alone and batched, and
+// every block of both caches comes back.
+TEST_P(SpeculativeTest, DraftModelOutputsEqualPlainDecoding) {
+  ModelConfig c = testing::TinyConfig();
+  c.n_ctx_train = 512;
+  const std::string name = std::string("spec-draft-") + DTypeName(GetParam());
+  auto m = LoadModel(testing::WriteTinyModel(c, GetParam(), 7, name + ".gguf"));
+  auto other = LoadModel(testing::WriteTinyModel(c, GetParam(), 8, name + "-other.gguf"));
+  ASSERT_TRUE(m.ok() && other.ok());
+  const KernelTable kernels = MakeBestKernelTable();
+  auto make = [&](EngineOptions o) {
+    o.threads = 2;
+    auto e = Engine::Create(**m, nullptr, kernels, o);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    return std::move(e).value();
+  };
+  std::vector<Tokens> prompts = Prompts();
+  prompts.resize(12);
+  for (int variant : {0, 1}) {
+    std::vector<RequestParams> params = Params(variant);
+    params.resize(12);
+    EngineOptions plain;
+    plain.kv_cache_mb = 4;
+    plain.max_batched_tokens = 64;
+    auto e0 = make(plain);
+    const Outputs want = RunAll(*e0, prompts, params);
+    for (const Model* draft : {m->get(), other->get()}) {
+      for (int32_t seqs : {1, 64}) {
+        EngineOptions o = plain;
+        o.spec = "draft";
+        o.draft_model = draft;
+        o.spec_p_min = 0;
+        o.spec_adaptive = false;
+        o.spec_draft_max = 5;
+        o.spec_max_seqs = 64;
+        o.max_num_seqs = seqs;
+        auto e = make(o);
+        const Outputs got = RunAll(*e, prompts, params);
+        EXPECT_TRUE(got == want) << "variant " << variant << " seqs " << seqs;
+        const EngineStats st = e->Stats();
+        EXPECT_GT(st.spec_draft_tokens, 0u);
+        if (draft == m->get() && variant == 0) {
+          EXPECT_EQ(st.spec_accepted_tokens, st.spec_draft_tokens) << "seqs " << seqs;
+        }
+        if (draft == other->get()) {
+          EXPECT_LT(st.spec_accepted_tokens, st.spec_draft_tokens);
+        }
+        EXPECT_EQ(st.kv_blocks_used, 0);
+      }
+    }
+  }
+  // A draft model of another vocabulary is refused.
+  ModelConfig small = c;
+  small.n_vocab = 300;
+  auto bad = LoadModel(testing::WriteTinyModel(small, DType::kF32, 9, name + "-vocab.gguf"));
+  ASSERT_TRUE(bad.ok());
+  EngineOptions o;
+  o.threads = 1;
+  o.kv_cache_mb = 1;
+  o.spec = "draft";
+  o.draft_model = bad->get();
+  EXPECT_EQ(Engine::Create(**m, nullptr, kernels, o).status().code(), StatusCode::kInvalidArgument);
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, SpeculativeTest, ::testing::Values(DType::kF32, DType::kF16),
                          [](const auto& info) { return std::string(DTypeName(info.param)); });
 
@@ -247,7 +313,9 @@ TEST(Speculative, RefusesBadOptions) {
     set(o);
     return Engine::Create(**m, nullptr, kernels, o).status().code() == StatusCode::kInvalidArgument;
   };
-  EXPECT_TRUE(refused([](EngineOptions& o) { o.spec = "draft"; }));
+  EXPECT_TRUE(refused([](EngineOptions& o) { o.spec = "draft"; }));  // without a draft model
+  EXPECT_TRUE(refused([](EngineOptions& o) { o.spec = "lookahead"; }));
+  EXPECT_TRUE(refused([](EngineOptions& o) { o.spec_p_min = 1.5f; }));
   EXPECT_TRUE(refused([](EngineOptions& o) { o.spec_draft_max = 0; }));
   EXPECT_TRUE(refused([](EngineOptions& o) { o.spec_draft_min = 9; }));
   EXPECT_TRUE(refused([](EngineOptions& o) { o.spec_ngram_min = 3, o.spec_ngram_max = 2; }));
