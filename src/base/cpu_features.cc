@@ -18,6 +18,7 @@ CpuFeatures DetectCpuFeatures() {
   f.avx512vnni = __builtin_cpu_supports("avx512vnni");
   f.avx512vbmi = __builtin_cpu_supports("avx512vbmi");
   f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
+  f.avx_vnni = __builtin_cpu_supports("avxvnni");
 #endif
   return f;
 }
@@ -43,6 +44,7 @@ std::string CpuFeatures::ToString() const {
   add(avx512vnni, "avx512vnni");
   add(avx512vbmi, "avx512vbmi");
   add(avx512bf16, "avx512bf16");
+  add(avx_vnni, "avx_vnni");
   return s.empty() ? "none" : s;
 }
 

@@ -7,6 +7,7 @@
 
 #include "base/check.h"
 #include "kernels/cpu/avx2/avx2_kernels.h"
+#include "kernels/cpu/avxvnni/avxvnni_kernels.h"
 #include "kernels/cpu/avx512/avx512_kernels.h"
 #include "kernels/cpu/avx512vnni/vnni_kernels.h"
 #include "kernels/reference/reference_kernels.h"
@@ -28,7 +29,10 @@ KernelTable MakeKernelTable(CpuIsa isa) {
   if (static_cast<int>(isa) > static_cast<int>(best)) isa = best;
   KernelTable t;
   reference::Fill(&t);
-  if (isa >= CpuIsa::kAvx2) avx2::Fill(&t);
+  if (isa >= CpuIsa::kAvx2) {
+    avx2::Fill(&t);
+    if (f.avx_vnni) avxvnni::Fill(&t);
+  }
   if (isa >= CpuIsa::kAvx512) {
     avx512::Fill(&t);
     if (f.avx512vnni) avx512vnni::Fill(&t);

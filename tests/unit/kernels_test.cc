@@ -12,7 +12,10 @@
 #include <gtest/gtest.h>
 
 #include "kernels/flash_generic.h"
+#include "kernels/cpu/avx2/avx2_kernels.h"
+#include "kernels/cpu/avxvnni/avxvnni_kernels.h"
 #include "kernels/kernels.h"
+#include "kernels/reference/reference_kernels.h"
 #include "tensor/fp16.h"
 #include "tensor/quant_blocks.h"
 
@@ -305,9 +308,10 @@ TEST(PackedMatrix, PacksEveryTypeFaithfully) {
   }
 }
 
-TEST_P(KernelIsaTest, QuantGemmMatchesReferenceExactly) {
+// Every packed format, n and token count: the table's qgemm gives the
+// reference's bytes.
+void ExpectQGemmMatchesReference(const KernelTable& k) {
   const KernelTable ref = MakeKernelTable(CpuIsa::kScalar);
-  const KernelTable k = MakeKernelTable(GetParam());
   std::mt19937 rng(9);
   for (DType t : kQuantTypes) {
     const PackFormat f = GetPackFormat(t);
@@ -342,6 +346,37 @@ TEST_P(KernelIsaTest, QuantGemmMatchesReferenceExactly) {
       }
     }
   }
+}
+
+TEST_P(KernelIsaTest, QuantGemmMatchesReferenceExactly) { ExpectQGemmMatchesReference(MakeKernelTable(GetParam())); }
+
+// Each quantized-matmul variant the CPU can run, including those its best
+// ISA level shadows (plain AVX2 under AVX-VNNI, AVX-VNNI under AVX-512).
+TEST(Kernels, EveryQGemmVariantMatchesReferenceExactly) {
+  const CpuFeatures f = DetectCpuFeatures();
+  int tested = 0;
+  if (f.BestIsa() >= CpuIsa::kAvx2) {
+    KernelTable t;
+    reference::Fill(&t);
+    avx2::Fill(&t);
+    ASSERT_STREQ(t.qgemm_variant, "avx2");
+    ExpectQGemmMatchesReference(t);
+    ++tested;
+    if (f.avx_vnni) {
+      avxvnni::Fill(&t);
+      ASSERT_STREQ(t.qgemm_variant, "avxvnni");
+      ExpectQGemmMatchesReference(t);
+      ++tested;
+    }
+  }
+  if (f.BestIsa() >= CpuIsa::kAvx512 && f.avx512vnni) {
+    const KernelTable t = MakeKernelTable(CpuIsa::kAvx512);
+    ASSERT_STREQ(t.qgemm_variant, "avx512vnni");
+    ExpectQGemmMatchesReference(t);
+    ++tested;
+  }
+  if (tested == 0) GTEST_SKIP() << "no SIMD quantized-matmul variant on this CPU";
+  std::printf("[ info ] %d quantized-matmul variants tested (cpu: %s)\n", tested, f.ToString().c_str());
 }
 
 // The ISA's activation quantizer gives the reference's bytes: random data

@@ -6,6 +6,7 @@
 
 #include "kernels/attend_generic.h"
 #include "kernels/flash_generic.h"
+#include "kernels/cpu/avx2/qgemm256.h"
 #include "kernels/qgemm_dispatch.h"
 
 namespace infera::avx2 {
@@ -104,109 +105,6 @@ void AxpyF32(float a, const float* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = __builtin_fmaf(a, x[i], y[i]);
 }
 
-// Packed quantized matmul, one 16-row group (rows 0-7 in .lo, 8-15 in .hi)
-// × kT (<= 2) tokens. vpmaddubsw on 4-bit values cannot saturate
-// (15 * 127 * 2 < 2^15); 8-bit quants are split into two nibbles.
-// 8 per-row scales (or mins) at p, as f32.
-template <bool kF16>
-inline __m256 LoadScales8(const uint8_t* p) {
-  if constexpr (kF16) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
-}
-
-template <int kBits, int kBlock, bool kMin, bool kF16, bool kFac, int kT>
-void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, float* y) {
-  constexpr int kChunks = kBits == 8 ? kBlock / 4 : kBlock / 8;
-  constexpr int kHalf = kF16 ? 16 : 32;  // bytes of 8 scales
-  constexpr size_t sbytes = PackedGeometry<kBits, kBlock, kMin, kF16, kFac>::kScaleBytes;
-  const int64_t nb = w.n_blocks();
-  const __m256i lo4 = _mm256_set1_epi8(0x0F);
-  const __m256i ones = _mm256_set1_epi16(1), sixteen = _mm256_set1_epi16(16);
-  V16 acc[kT], macc[kT];
-  for (int t = 0; t < kT; ++t) acc[t] = macc[t] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  auto block = [&](const uint8_t* blk, const uint8_t* sp, [[maybe_unused]] const uint8_t* super, int64_t b)
-                   __attribute__((always_inline)) {
-    __m256i isum[kT][2];
-    for (int t = 0; t < kT; ++t) isum[t][0] = isum[t][1] = _mm256_set1_epi32(a.Bias(t0 + t)[b]);
-    for (int c = 0; c < kChunks; ++c) {
-      for (int h = 0; h < 2; ++h) {
-        const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(blk + 64 * c + 32 * h));
-        const __m256i wl = _mm256_and_si256(raw, lo4);
-        const __m256i wh = _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4);
-        for (int t = 0; t < kT; ++t) {
-          const int8_t* qt = a.Q(t0 + t) + b * kBlock;
-          int32_t a_lo, a_hi;
-          if constexpr (kBits == 8) {
-            std::memcpy(&a_lo, qt + 4 * c, 4);
-            const __m256i av = _mm256_set1_epi32(a_lo);
-            const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wh, av), sixteen),
-                                               _mm256_madd_epi16(_mm256_maddubs_epi16(wl, av), ones));
-            isum[t][h] = _mm256_add_epi32(isum[t][h], p);
-          } else {
-            std::memcpy(&a_lo, qt + 4 * c, 4);
-            std::memcpy(&a_hi, qt + kBlock / 2 + 4 * c, 4);
-            const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wl, _mm256_set1_epi32(a_lo)), ones),
-                                               _mm256_madd_epi16(_mm256_maddubs_epi16(wh, _mm256_set1_epi32(a_hi)), ones));
-            isum[t][h] = _mm256_add_epi32(isum[t][h], p);
-          }
-        }
-      }
-    }
-    __m256 s_lo, s_hi, m_lo = _mm256_setzero_ps(), m_hi = _mm256_setzero_ps();
-    if constexpr (kFac) {  // s = d * sc, m = -(dmin * mn), as the unpacker computes them
-      auto u8 = [](const uint8_t* p) {
-        const __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
-        // Sub-scales: unsigned with mins (Q4_K, Q5_K), signed without (Q6_K).
-        return _mm256_cvtepi32_ps(kMin ? _mm256_cvtepu8_epi32(v) : _mm256_cvtepi8_epi32(v));
-      };
-      s_lo = _mm256_mul_ps(LoadScales8<true>(super), u8(sp));
-      s_hi = _mm256_mul_ps(LoadScales8<true>(super + 16), u8(sp + 8));
-      if constexpr (kMin) {
-        const __m256 neg = _mm256_set1_ps(-0.0f);
-        m_lo = _mm256_xor_ps(_mm256_mul_ps(LoadScales8<true>(super + 32), u8(sp + 16)), neg);
-        m_hi = _mm256_xor_ps(_mm256_mul_ps(LoadScales8<true>(super + 48), u8(sp + 24)), neg);
-      }
-    } else {
-      s_lo = LoadScales8<kF16>(sp);
-      s_hi = LoadScales8<kF16>(sp + kHalf);
-      if constexpr (kMin) {
-        m_lo = LoadScales8<kF16>(sp + sbytes);
-        m_hi = LoadScales8<kF16>(sp + sbytes + kHalf);
-      }
-    }
-    for (int t = 0; t < kT; ++t) {
-      const __m256 d = _mm256_set1_ps(a.Da(t0 + t)[b]);
-      acc[t].lo = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t][0]), _mm256_mul_ps(s_lo, d), acc[t].lo);
-      acc[t].hi = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t][1]), _mm256_mul_ps(s_hi, d), acc[t].hi);
-      if constexpr (kMin) {
-        const __m256 ds = _mm256_set1_ps(a.Dsum(t0 + t)[b]);
-        macc[t].lo = _mm256_fmadd_ps(m_lo, ds, macc[t].lo);
-        macc[t].hi = _mm256_fmadd_ps(m_hi, ds, macc[t].hi);
-      }
-    }
-  };
-  PackedGeometry<kBits, kBlock, kMin, kF16, kFac>::ForEachBlock(w.Block(group, 0), nb, block);
-  for (int t = 0; t < kT; ++t) {
-    _mm256_storeu_ps(y + 16 * t, _mm256_add_ps(acc[t].lo, macc[t].lo));
-    _mm256_storeu_ps(y + 16 * t + 8, _mm256_add_ps(acc[t].hi, macc[t].hi));
-  }
-}
-
-template <int kBits, int kBlock, bool kMin, bool kF16, bool kFac>
-void QGemmFormat(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
-  for (int t = 0; t < nt; t += 2) {
-    if (nt - t >= 2) QGemmT<kBits, kBlock, kMin, kF16, kFac, 2>(w, group, a, t0 + t, y + 16 * t);
-    else QGemmT<kBits, kBlock, kMin, kF16, kFac, 1>(w, group, a, t0 + t, y + 16 * t);
-  }
-}
-
-struct QGemmKernel {
-  template <int kBits, int kBlock, bool kMin, bool kF16, bool kFac>
-  static void Run(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
-    QGemmFormat<kBits, kBlock, kMin, kF16, kFac>(w, group, a, t0, nt, y);
-  }
-};
-
 // QuantizeTokenReference with 8 lanes, bit-identical (see the AVX-512 one).
 int32_t SumI32x8(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -267,7 +165,7 @@ void Fill(KernelTable* t) {
   t->tile_f32 = FloatTile<4, LoadF32>;
   t->tile_f16 = FloatTile<2, LoadF16>;
   t->tile_bf16 = FloatTile<2, LoadBf16>;
-  t->qgemm = DispatchPackFormat<QGemmKernel>;
+  t->qgemm = DispatchPackFormat<QGemm256Kernel<false>>;
   t->dot_f32 = DotF32;
   t->axpy_f32 = AxpyF32;
   t->attend_head = AttendHeadComposed<DotF32, AxpyF32>;

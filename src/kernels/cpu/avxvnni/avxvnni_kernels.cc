@@ -1,0 +1,13 @@
+#include "kernels/cpu/avxvnni/avxvnni_kernels.h"
+
+#include "kernels/cpu/avx2/qgemm256.h"
+#include "kernels/qgemm_dispatch.h"
+
+namespace infera::avxvnni {
+
+void Fill(KernelTable* t) {
+  t->qgemm = DispatchPackFormat<QGemm256Kernel<true>>;
+  t->qgemm_variant = "avxvnni";
+}
+
+}  // namespace infera::avxvnni
