@@ -2,6 +2,10 @@
 
 #include <fstream>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 namespace infera {
 
 CpuFeatures DetectCpuFeatures() {
@@ -18,7 +22,11 @@ CpuFeatures DetectCpuFeatures() {
   f.avx512vnni = __builtin_cpu_supports("avx512vnni");
   f.avx512vbmi = __builtin_cpu_supports("avx512vbmi");
   f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
-  f.avx_vnni = __builtin_cpu_supports("avxvnni");
+  // AVX-VNNI: CPUID.(EAX=7, ECX=1):EAX bit 4 (read directly: not every
+  // compiler's __builtin_cpu_supports knows it); its registers are AVX's,
+  // whose OS support the avx2 check above covers.
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  f.avx_vnni = f.avx2 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0 && ((eax >> 4) & 1) != 0;
 #endif
   return f;
 }

@@ -96,11 +96,16 @@ SchedulerOutput Scheduler::Schedule() {
     budget -= n;
     out.num_tokens += n;
     if (last && n == 1 && !s.draft.empty()) {
-      // Drafts only where they fit the budget, the context and free blocks
-      // (never preempting for them).
+      // Drafts only where they fit the budget, the context and free blocks,
+      // never preempting for them nor taking a block that a running sequence
+      // may need for its own token this step (a block each is kept back).
       const int32_t len = static_cast<int32_t>(s.tokens.size());
       int32_t k = std::min({static_cast<int32_t>(s.draft.size()), budget, cfg_.max_model_len - len});
-      while (k > 0 && !blocks_->Grow(id, len + k)) --k;
+      const int32_t reserve = static_cast<int32_t>(running_.size());
+      while (k > 0 && (blocks_->BlocksNeeded(id, len + k) > blocks_->num_free_blocks() - reserve ||
+                       !blocks_->Grow(id, len + k))) {
+        --k;
+      }
       if (k > 0) {
         out.chunks.back().draft.assign(s.draft.begin(), s.draft.begin() + k);
         budget -= k;

@@ -142,6 +142,41 @@ TEST(Scheduler, PreemptionFinishesEveryRequestWithTheSameOutput) {
   EXPECT_TRUE(sim.bm.pool().AllFree());
 }
 
+// Drafted tokens never cost another running sequence its block: with one
+// free block left, sequence 1's draft is dropped and sequence 2 decodes.
+TEST(Scheduler, DraftsNeverCausePreemption) {
+  BlockManager bm(5, 2, /*prefix_caching=*/false);
+  SchedulerConfig cfg;
+  cfg.max_model_len = 10;
+  Scheduler sched(cfg, &bm);
+  ASSERT_TRUE(sched.Add(1, {1, 2, 3}, 4, 0).ok());
+  ASSERT_TRUE(sched.Add(2, {4, 5, 6, 7}, 4, 0).ok());
+  SchedulerOutput out = sched.Schedule();  // both prompts: 2 + 2 blocks
+  ASSERT_EQ(out.chunks.size(), 2u);
+  sched.Computed(out);
+  sched.Append(1, 8);  // 4 tokens: still 2 blocks
+  sched.Append(2, 9);  // 5 tokens: needs a third block
+  ASSERT_EQ(bm.num_free_blocks(), 1);
+  sched.SetDraft(1, {10, 11});
+  out = sched.Schedule();
+  EXPECT_TRUE(out.preempted.empty());
+  ASSERT_EQ(out.chunks.size(), 2u);
+  EXPECT_TRUE(out.chunks[0].draft.empty());
+  EXPECT_EQ(out.chunks[1].id, 2u);
+  EXPECT_EQ(out.num_tokens, 2);
+  // With room, the draft is scheduled (and counted in the step's tokens).
+  sched.Computed(out);
+  sched.Finish(2);
+  sched.Append(1, 12);
+  sched.SetDraft(1, {13, 14});
+  out = sched.Schedule();
+  ASSERT_EQ(out.chunks.size(), 1u);
+  EXPECT_EQ(out.chunks[0].draft, (std::vector<int32_t>{13, 14}));
+  EXPECT_EQ(out.num_tokens, 3);
+  sched.Finish(1);
+  EXPECT_TRUE(bm.pool().AllFree());
+}
+
 TEST(Scheduler, GuaranteedAdmissionNeverPreempts) {
   SchedulerConfig cfg;
   cfg.max_batched_tokens = 64;
