@@ -27,7 +27,10 @@ DraftModelProposer::DraftModelProposer(const Model& model, const KernelTable& ke
       kv_(model.config.KvHeadsPerLayer(), n_slots / block_size * block_size, model.config.head_dim),
       blocks_(n_slots / block_size, block_size, /*prefix_caching=*/false),
       max_model_len_(max_model_len),
-      n_vocab_(model.config.n_vocab) {}
+      n_vocab_(model.config.n_vocab) {
+  LOG_INFO("engine: draft model {} ({} layers, {} embedding), its KV cache {:.1f} MiB for {} tokens", model.path,
+           model.config.n_layer, model.config.n_embd, kv_.bytes() / 1048576.0, n_slots / block_size * block_size);
+}
 
 bool DraftModelProposer::Run(const std::vector<uint64_t>& ids) {
   Status st = runner_->Forward(batch_, kv_, &logits_);
