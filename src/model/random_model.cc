@@ -28,6 +28,11 @@ StatusOr<ModelConfig> RandomModelShape(const std::string& name) {
   } else if (name == "m1b") {
     c.n_vocab = 32000; c.n_embd = 2048; c.n_layer = 22; c.n_head = 32; c.n_head_kv = 4; c.n_ff = 5632;
     c.n_ctx_train = 2048; c.rope_theta = 10000.0f;
+  } else if (name == "m3b") {
+    // OpenLLaMA-3B's shape (Llama, 32000 vocabulary): too large for any L3,
+    // for decode against the memory roof.
+    c.n_vocab = 32000; c.n_embd = 3200; c.n_layer = 26; c.n_head = 32; c.n_head_kv = 32; c.n_ff = 8640;
+    c.n_ctx_train = 2048; c.rope_theta = 10000.0f;
   } else if (name == "moe-s" || name == "moe-s-dense") {
     // A small Mixtral-shaped model (8 experts, top-2) and the dense model
     // with the same active parameters (an FFN as wide as two experts).
@@ -39,7 +44,7 @@ StatusOr<ModelConfig> RandomModelShape(const std::string& name) {
       c.n_ff_exp = 1792;
     }
   } else {
-    return InvalidArgument("unknown model shape '" + name + "' (known: tiny, m360, m1b, moe-s, moe-s-dense)");
+    return InvalidArgument("unknown model shape '" + name + "' (known: tiny, m360, m1b, m3b, moe-s, moe-s-dense)");
   }
   c.name = "infera-random-" + name;
   c.head_dim = c.n_embd / c.n_head;
