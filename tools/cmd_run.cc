@@ -36,21 +36,11 @@ struct RunArgs {
   std::string kv_cache_type = "f32";
   bool context_shift = false;
   int32_t context_keep = 4;
-  EngineOptions spec;  // only the speculative decoding fields
+  // The engine options the speculative decoding flags set (the rest are
+  // defaults); the engine's options start from these.
+  EngineOptions engine;
   std::string draft_model;
 };
-
-// Copies the speculative decoding options of `from` into `to`.
-void CopySpec(const EngineOptions& from, EngineOptions* to) {
-  to->spec = from.spec;
-  to->spec_draft_max = from.spec_draft_max;
-  to->spec_draft_min = from.spec_draft_min;
-  to->spec_ngram_min = from.spec_ngram_min;
-  to->spec_ngram_max = from.spec_ngram_max;
-  to->spec_max_seqs = from.spec_max_seqs;
-  to->spec_adaptive = from.spec_adaptive;
-  to->spec_p_min = from.spec_p_min;
-}
 
 int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
   if (a.n_predict < -1) return ReportError("-n must be >= 0 (or -1 for no limit)");
@@ -110,6 +100,7 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
   if (chat) {
     print_context();
     ChatOptions co;
+    co.engine = a.engine;
     co.params.sampling = sp;
     co.params.max_tokens = a.n_predict;
     co.params.ignore_eos = a.ignore_eos;
@@ -119,7 +110,6 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
     co.engine.max_batched_tokens = a.batch;
     co.engine.kv_cache_type = a.kv_cache_type;
     co.engine.kv_cache_mb = kv_mb(n_ctx + 1);  // one-token blocks
-    CopySpec(a.spec, &co.engine);
     auto chat_draft = LoadDraftModel(a.draft_model, &co.engine);
     if (!chat_draft.ok()) return ReportError(chat_draft.status());
     co.chat_template = a.chat_template;
@@ -142,7 +132,7 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
   // The generation is a single-sequence client of the serving engine, so it
   // runs the same scheduling, paged KV cache, sampling and stop handling as
   // `serve` and `generate`.
-  EngineOptions eo;
+  EngineOptions eo = a.engine;
   eo.threads = threads;
   eo.max_model_len = n_ctx;
   eo.max_num_seqs = 1;
@@ -152,7 +142,6 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
   eo.context_shift = a.context_shift;
   eo.context_keep = a.context_keep;
   eo.kv_cache_mb = kv_mb(n_ctx + eo.kv_block_size);
-  CopySpec(a.spec, &eo);
   auto draft = LoadDraftModel(a.draft_model, &eo);
   if (!draft.ok()) return ReportError(draft.status());
   auto engine = Engine::Create(model, &tok, *kernels, eo);
@@ -244,7 +233,7 @@ CommandFn RegisterRun(CLI::App& app, const RuntimeOptions& rt) {
   app.add_flag("--context-shift", a->context_shift,
                "at the context end keep the first --context-keep tokens and the newer half of the rest, and go on");
   app.add_option("--context-keep", a->context_keep, "tokens kept at the start by --context-shift");
-  AddSpecFlags(app, &a->spec, &a->draft_model);
+  AddSpecFlags(app, &a->engine, &a->draft_model);
   return [a, p, &rt]() {
     a->prompt_set = p->count() > 0;
     return Run(*a, rt);

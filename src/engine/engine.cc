@@ -455,7 +455,7 @@ std::vector<RequestOutput> Engine::Step() {
   }
   const auto t_forward = EngineRequest::Clock::now();
   Status st = m.runner->Forward(m.batch, m.kv, &m.logits);
-  if (so.chunks.size() == 1 && so.chunks[0].n == 1 && m.sched.IsDecoding(so.chunks[0].id)) {
+  if (m.opts.spec != "none" && so.chunks.size() == 1 && so.chunks[0].n == 1 && m.sched.IsDecoding(so.chunks[0].id)) {
     m.step_cost.Observe(so.num_tokens,
                         std::chrono::duration<double>(EngineRequest::Clock::now() - t_forward).count());
   }

@@ -113,7 +113,12 @@ SchedulerOutput Scheduler::Schedule() {
       }
     }
   }
-  for (auto& [id, s] : seqs_) s.draft.clear();
+  // Drafts are for this step only.
+  for (uint64_t id : drafted_) {
+    auto it = seqs_.find(id);
+    if (it != seqs_.end()) it->second.draft.clear();
+  }
+  drafted_.clear();
   // New (or preempted) sequences join only when nothing had to be preempted.
   if (out.preempted.empty()) {
     SortByPriority(&waiting_);
@@ -183,7 +188,10 @@ void Scheduler::Append(uint64_t id, int32_t token, bool kv_computed) {
   }
 }
 
-void Scheduler::SetDraft(uint64_t id, std::vector<int32_t> draft) { seqs_.at(id).draft = std::move(draft); }
+void Scheduler::SetDraft(uint64_t id, std::vector<int32_t> draft) {
+  seqs_.at(id).draft = std::move(draft);
+  drafted_.push_back(id);
+}
 
 bool Scheduler::IsDecoding(uint64_t id) const {
   auto it = seqs_.find(id);

@@ -126,6 +126,7 @@ class Scheduler {
   BlockManager* blocks_;
   std::map<uint64_t, Seq> seqs_;
   std::vector<uint64_t> running_, waiting_;
+  std::vector<uint64_t> drafted_;  // sequences given a draft for the next Schedule()
   uint64_t next_arrival_ = 0;
   uint64_t num_preemptions_ = 0;
   uint64_t prefill_computed_ = 0;

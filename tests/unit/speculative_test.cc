@@ -136,6 +136,14 @@ std::vector<RequestParams> Params(int variant) {
   return out;
 }
 
+// An engine on `model` with 2 threads (a failure fails the test).
+std::unique_ptr<Engine> MakeEngine(const Model& model, const KernelTable& kernels, EngineOptions o) {
+  o.threads = 2;
+  auto e = Engine::Create(model, nullptr, kernels, o);
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  return e.ok() ? std::move(e).value() : nullptr;
+}
+
 class SpeculativeTest : public ::testing::TestWithParam<DType> {};
 
 TEST_P(SpeculativeTest, OutputsEqualPlainDecoding) {
@@ -144,12 +152,7 @@ TEST_P(SpeculativeTest, OutputsEqualPlainDecoding) {
   auto m = LoadModel(testing::WriteTinyModel(c, GetParam(), 7, std::string("spec-") + DTypeName(GetParam()) + ".gguf"));
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   const KernelTable kernels = MakeBestKernelTable();
-  auto make = [&](EngineOptions o) {
-    o.threads = 2;
-    auto e = Engine::Create(**m, nullptr, kernels, o);
-    EXPECT_TRUE(e.ok()) << e.status().ToString();
-    return std::move(e).value();
-  };
+  auto make = [&](const EngineOptions& o) { return MakeEngine(**m, kernels, o); };
   const std::vector<Tokens> prompts = Prompts();
   for (int variant : {0, 1}) {
     const std::vector<RequestParams> params = Params(variant);
@@ -195,12 +198,7 @@ TEST_P(SpeculativeTest, DraftModelOutputsEqualPlainDecoding) {
   auto other = LoadModel(testing::WriteTinyModel(c, GetParam(), 8, name + "-other.gguf"));
   ASSERT_TRUE(m.ok() && other.ok());
   const KernelTable kernels = MakeBestKernelTable();
-  auto make = [&](EngineOptions o) {
-    o.threads = 2;
-    auto e = Engine::Create(**m, nullptr, kernels, o);
-    EXPECT_TRUE(e.ok()) << e.status().ToString();
-    return std::move(e).value();
-  };
+  auto make = [&](const EngineOptions& o) { return MakeEngine(**m, kernels, o); };
   std::vector<Tokens> prompts = Prompts();
   prompts.resize(12);
   for (int variant : {0, 1}) {
