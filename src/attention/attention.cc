@@ -4,6 +4,8 @@
 #include <cstring>
 
 #include "attention/naive_attention.h"
+#include "base/check.h"
+#include "kernels/flash.h"
 #include "kernels/flash_generic.h"
 
 namespace infera {
@@ -25,47 +27,151 @@ void WriteKv(KvStorage& kv, int layer, int32_t slot, const float* k, const float
   }
 }
 
-size_t AttentionScratchFloats(const AttentionShape& s, int32_t max_pos) {
-  const size_t flash = size_t(s.n_head / s.n_head_kv) * (kFlashTile + 2);
-  return std::max(size_t(max_pos) + 1, flash);
+namespace {
+
+// Query rows (tokens × the query heads of one KV head) per tiled block: the
+// block's state and a tile of K/V stay in L1 while every row uses the tile.
+constexpr int kFlashRows = 32;
+
+void Grow(std::vector<float>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
 }
 
+// Cuts the batch into blocks: runs of consecutive tokens of one sequence at
+// consecutive positions, at most max_nq tokens each. Block i is tokens
+// [starts[i], starts[i + 1]).
+void CutBlocks(const TokenSlots& tokens, int32_t T, int max_nq, std::vector<int32_t>* starts) {
+  starts->clear();
+  for (int32_t t = 0; t < T; ++t) {
+    const bool cont = t > 0 && tokens.seq[t] == tokens.seq[t - 1] &&
+                      tokens.positions[t] == tokens.positions[t - 1] + 1 && t - starts->back() < max_nq;
+    if (!cont) starts->push_back(t);
+  }
+  starts->push_back(T);
+}
+
+void AttendNaive(const KernelTable& k, ThreadPool& pool, KvStorage& kv, int layer, const AttentionShape& s,
+                 const TokenSlots& tokens, int32_t T, const float* q, float* out, AttentionWorkspace& ws) {
+  const int hd = s.head_dim, qd = s.q_dim(), kvd = s.kv_dim(), group = s.n_head / s.n_head_kv;
+  CHECK(kv.type() == KvType::kF32);  // the naive reference reads an f32 cache
+  int32_t max_pos = 0;
+  for (int32_t t = 0; t < T; ++t) max_pos = std::max(max_pos, tokens.positions[t]);
+  for (auto& buf : ws.thread) Grow(buf, size_t(max_pos) + 1);
+  pool.ParallelForWithThread(int64_t(T) * s.n_head, 1, [&](int thread, int64_t i0, int64_t i1) {
+    for (int64_t it = i0; it < i1; ++it) {
+      const int32_t t = static_cast<int32_t>(it / s.n_head);
+      const int h = static_cast<int>(it % s.n_head), kvh = h / group;
+      const int32_t p = tokens.positions[t];
+      const int32_t first = s.sliding_window > 0 ? std::max(0, p - s.sliding_window + 1) : 0;
+      const size_t off = size_t(t) * qd + size_t(h) * hd;
+      AttendHead(k, q + off, kv.k(layer) + kvh * hd, kv.v(layer) + kvh * hd, kvd, hd, s.scale, s.softcap,
+                 tokens.slots_of(t), first, p, ws.thread[thread].data(), out + off);
+    }
+  });
+}
+
+}  // namespace
+
 void AttendBatch(const KernelTable& k, ThreadPool& pool, KvStorage& kv, int layer, const AttentionShape& s,
-                 const TokenSlots& tokens, int32_t T, const float* q, float* out,
-                 std::vector<std::vector<float>>& scratch, bool naive) {
+                 const TokenSlots& tokens, int32_t T, const float* q, float* out, AttentionWorkspace& ws,
+                 bool naive) {
+  if (ws.thread.size() < size_t(pool.size())) ws.thread.resize(pool.size());
+  if (naive) return AttendNaive(k, pool, kv, layer, s, tokens, T, q, out, ws);
   const int hd = s.head_dim, n_kv = s.n_head_kv, qd = s.q_dim(), kvd = s.kv_dim();
   const int group = s.n_head / n_kv;
+  const int max_nq = std::max(1, kFlashRows / group);
+  ws.first.resize(T);
+  for (int32_t t = 0; t < T; ++t) {
+    const int32_t p = tokens.positions[t];
+    ws.first[t] = s.sliding_window > 0 ? std::max(0, p - s.sliding_window + 1) : 0;
+  }
+  std::vector<int32_t>& starts = ws.block_starts;
+  CutBlocks(tokens, T, max_nq, &starts);
+  const int64_t n_blocks = static_cast<int64_t>(starts.size()) - 1;
+  const int64_t items = n_blocks * n_kv;  // item = (block, KV head)
   const bool q8 = kv.type() == KvType::kQ8;
-  // One work item per (token, KV head group). Items are dealt to `lanes`
-  // strided lanes (lane g: items g, g + lanes, ...), so every range of lanes
-  // the pool hands a thread mixes early (short) and late (long) causal rows.
-  // The tiled kernel reads each K/V row once per group and keeps O(tile) state.
-  const int64_t items = int64_t(T) * n_kv;
-  const int64_t lanes = std::min<int64_t>(items, 64 * pool.size());
-  pool.ParallelForWithThread(lanes, 1, [&](int thread, int64_t g0, int64_t g1) {
-    float* buf = scratch[thread].data();
-    for (int64_t g = g0; g < g1; ++g) {
-      for (int64_t it = g; it < items; it += lanes) {
-        const int32_t t = static_cast<int32_t>(it / n_kv);
-        const int kvh = static_cast<int>(it % n_kv);
-        const int32_t p = tokens.positions[t];
-        const int32_t first = s.sliding_window > 0 ? std::max(0, p - s.sliding_window + 1) : 0;
-        const size_t q_off = size_t(t) * qd + size_t(kvh) * group * hd;
-        const int32_t* slots = tokens.slots_of(t);
-        if (q8) {
-          k.flash_attend_group_q8(q + q_off, group, kv.k8(layer) + kvh * hd, kv.k_scale(layer) + kvh,
-                                  kv.v8(layer) + kvh * hd, kv.v_scale(layer) + kvh, kvd, n_kv, hd, s.scale, s.softcap,
-                                  slots, first, p, out + q_off, buf);
-        } else if (naive) {
-          for (int i = 0; i < group; ++i) {
-            AttendHead(k, q + q_off + size_t(i) * hd, kv.k(layer) + kvh * hd, kv.v(layer) + kvh * hd, kvd, hd, s.scale,
-                       s.softcap, slots, first, p, buf, out + q_off + size_t(i) * hd);
-          }
-        } else {
-          k.flash_attend_group(q + q_off, group, kv.k(layer) + kvh * hd, kv.v(layer) + kvh * hd, kvd, hd, s.scale,
-                               s.softcap, slots, first, p, out + q_off, buf);
+  auto flash_block = [&](int64_t item) {
+    const int64_t bi = item / n_kv;
+    const int kvh = static_cast<int>(item % n_kv);
+    const int32_t t0 = starts[bi];
+    FlashBlock b;
+    b.q = q + size_t(t0) * qd + size_t(kvh) * group * hd;
+    b.q_stride = qd;
+    b.nq = starts[bi + 1] - t0;
+    b.g = group;
+    b.head_dim = hd;
+    b.first = ws.first.data() + t0;
+    b.last = tokens.positions + t0;
+    b.slots = tokens.slots_of(t0);
+    b.row_stride = kvd;
+    if (q8) {
+      b.k8 = kv.k8(layer) + kvh * hd;
+      b.v8 = kv.v8(layer) + kvh * hd;
+      b.ks = kv.k_scale(layer) + kvh;
+      b.vs = kv.v_scale(layer) + kvh;
+      b.scale_stride = n_kv;
+    } else {
+      b.k = kv.k(layer) + kvh * hd;
+      b.v = kv.v(layer) + kvh * hd;
+    }
+    b.scale = s.scale;
+    b.softcap = s.softcap;
+    return b;
+  };
+  auto out_of = [&](int64_t item) {
+    return out + size_t(starts[item / n_kv]) * qd + size_t(item % n_kv) * group * hd;
+  };
+  const size_t scratch = FlashBlockScratchFloats(max_nq * group, hd);
+  for (auto& buf : ws.thread) Grow(buf, scratch);
+
+  // Few items (decode of a few sequences): spread their chunks of positions
+  // over the threads, each into its own state, then merge in chunk order.
+  std::vector<int64_t>& piece0 = ws.item_first_piece;  // [items + 1]
+  piece0.assign(1, 0);
+  for (int64_t it = 0; it < items; ++it) {
+    int32_t c0 = 0, c1 = 0;
+    FlashChunkRange(flash_block(it), &c0, &c1);
+    piece0.push_back(piece0.back() + (c1 - c0));
+  }
+  const int64_t pieces = piece0.back();
+  const bool split = pool.size() > 1 && items < 2 * int64_t(pool.size()) && pieces >= 2 * items;
+  if (!split) {
+    // One work item per (block, KV head). Items are dealt to `lanes` strided
+    // lanes (lane g: items g, g + lanes, ...), so every range of lanes the
+    // pool hands a thread mixes early (short) and late (long) causal blocks.
+    const int64_t lanes = std::min<int64_t>(items, 16 * pool.size());
+    pool.ParallelForWithThread(lanes, 1, [&](int thread, int64_t g0, int64_t g1) {
+      for (int64_t g = g0; g < g1; ++g) {
+        for (int64_t it = g; it < items; it += lanes) {
+          FlashAttendBlock(k, flash_block(it), out_of(it), qd, ws.thread[thread].data());
         }
       }
+    });
+    return;
+  }
+  const size_t state = FlashStateFloats(max_nq * group, hd);
+  Grow(ws.chunk_states, size_t(pieces) * state);
+  pool.ParallelForWithThread(pieces, 1, [&](int thread, int64_t p0, int64_t p1) {
+    for (int64_t pc = p0; pc < p1; ++pc) {
+      const int64_t it = std::upper_bound(piece0.begin(), piece0.end(), pc) - piece0.begin() - 1;
+      const FlashBlock b = flash_block(it);
+      int32_t c0 = 0, c1 = 0;
+      FlashChunkRange(b, &c0, &c1);
+      FlashRunChunk(k, b, c0 + int32_t(pc - piece0[it]), ws.chunk_states.data() + size_t(pc) * state,
+                    ws.thread[thread].data());
+    }
+  });
+  pool.ParallelForWithThread(items, 1, [&](int thread, int64_t i0, int64_t i1) {
+    for (int64_t it = i0; it < i1; ++it) {
+      const FlashBlock b = flash_block(it);
+      int32_t c0 = 0, c1 = 0;
+      FlashChunkRange(b, &c0, &c1);
+      float* running = ws.thread[thread].data();
+      FlashStateInit(b, running);
+      for (int32_t c = c0; c < c1; ++c) {
+        FlashMerge(b, c, ws.chunk_states.data() + size_t(piece0[it] + (c - c0)) * state, running);
+      }
+      FlashFinalize(b, running, out_of(it), qd);
     }
   });
 }

@@ -41,17 +41,26 @@ struct AttentionShape {
 // `layer` (int8 caches quantize each head's row with its own scale).
 void WriteKv(KvStorage& kv, int layer, int32_t slot, const float* k, const float* v, int n_head_kv, int head_dim);
 
-// Scratch floats each thread needs for a batch whose largest position is
-// max_pos.
-size_t AttentionScratchFloats(const AttentionShape& s, int32_t max_pos);
+// Buffers AttendBatch reuses from call to call (grown, never shrunk): one
+// per pool thread, plus the per-chunk states of split long-context decode.
+// Owned by one forward pass at a time.
+struct AttentionWorkspace {
+  std::vector<std::vector<float>> thread;
+  std::vector<float> chunk_states;
+  std::vector<int32_t> first;          // [T] each token's first visible position
+  std::vector<int32_t> block_starts;   // [blocks + 1]
+  std::vector<int64_t> item_first_piece;
+};
 
 // q [T, q_dim] -> out [T, q_dim] over the cached K/V of `layer`, which must
 // already hold every position the batch attends to (including the batch's
-// own tokens). `scratch` has one buffer per pool thread of at least
-// AttentionScratchFloats floats. naive: the reference kernel (one full score
-// row per head) instead of the tiled one — for tests.
+// own tokens). Runs of consecutive positions of one sequence go through the
+// tiled kernel (kernels/flash.h) in blocks of query tokens; when there are
+// too few blocks to keep the pool busy (decode over a long context), their
+// chunks of positions are spread over the threads and merged afterwards,
+// with the same result. naive: the reference kernel (one full score row per
+// head) instead of the tiled one — for tests.
 void AttendBatch(const KernelTable& k, ThreadPool& pool, KvStorage& kv, int layer, const AttentionShape& s,
-                 const TokenSlots& tokens, int32_t T, const float* q, float* out,
-                 std::vector<std::vector<float>>& scratch, bool naive);
+                 const TokenSlots& tokens, int32_t T, const float* q, float* out, AttentionWorkspace& ws, bool naive);
 
 }  // namespace infera

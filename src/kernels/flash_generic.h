@@ -1,7 +1,15 @@
-// Tiled attention with online softmax ("flash" attention) for one query
-// token and one KV head group: the group's g query heads share every K and V
-// row, which is loaded once per tile for all of them. Memory is O(g · tile),
+// Tiled attention with online softmax ("flash" attention), the defining
+// scalar form every ISA reproduces bit for bit (see FlashChunkFn in
+// kernels.h). A block of query tokens of one sequence whose g query heads
+// share one KV head goes through the cached positions in tiles of kFlashTile
+// positions aligned to multiples of kFlashTile, so every K/V row is loaded
+// once per block rather than once per query. Memory is O(rows · head_dim),
 // never a score row of the whole context.
+//
+// Each row's arithmetic depends only on its own query and range of
+// positions, never on the other rows of its block: a token's output is the
+// same whether it is decoded alone or prefilled in a block of 32 (batch
+// invariance).
 #pragma once
 
 #include <algorithm>
@@ -9,16 +17,13 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/kernels.h"
+
 namespace infera {
 // Internal linkage on purpose: every ISA file compiles its own copy with its
 // own flags (one shared inline copy could be an AVX-512 one run on any CPU).
 namespace {
 
-inline constexpr int kFlashTile = 32;      // cached positions per tile
-
-// q [g, head_dim] -> out [g, head_dim]; positions [first, last]; the row of
-// position p is at base + slots[p] * row_stride. Dot is the f32 dot kernel;
-// scratch holds g * (kFlashTile + 2) floats.
 // exp(x) for x <= 0 (softmax arguments), to about 2 ulp: x = n ln2 + r with
 // |r| <= ln2/2, a degree-6 polynomial for e^r, then 2^n from the exponent
 // bits. Plain element-wise arithmetic with explicit FMAs and no branch (the
@@ -44,27 +49,6 @@ inline float ExpNonPositive(float x_in) {
   return x_in > -87.0f ? out : 0.0f;
 }
 
-// Row sources: the f32 row of a slot (f32 cache: in place; int8 cache:
-// dequantized into `buf`).
-struct F32Rows {
-  const float* base;
-  int64_t stride;
-  const float* Row(int32_t slot, float*) const { return base + static_cast<int64_t>(slot) * stride; }
-};
-struct Q8Rows {
-  const int8_t* base;     // this head's first element of slot 0
-  const float* scales;    // this head's scale of slot 0
-  int64_t stride;         // kv_dim
-  int64_t scale_stride;   // n_kv_heads
-  int head_dim;
-  const float* Row(int32_t slot, float* buf) const {
-    const int8_t* r = base + static_cast<int64_t>(slot) * stride;
-    const float s = scales[static_cast<int64_t>(slot) * scale_stride];
-    for (int d = 0; d < head_dim; ++d) buf[d] = s * static_cast<float>(r[d]);
-    return buf;
-  }
-};
-
 // Quantizes one head's row x [n] to int8 with one scale (amax / 127).
 inline float QuantizeKvRow(const float* x, int n, int8_t* q) {
   float amax = 0;
@@ -78,73 +62,62 @@ inline float QuantizeKvRow(const float* x, int n, int8_t* q) {
 // softcap * tanh(s / softcap) for softcap > 0, else s (attention scores).
 inline float SoftCap(float s, float softcap) { return softcap > 0 ? softcap * std::tanh(s / softcap) : s; }
 
-template <float (*Dot)(const float*, const float*, int64_t), typename Rows>
-void FlashAttendGroupRows(const float* q, int g, const Rows& krows, const Rows& vrows, int head_dim, float scale,
-                          float softcap, const int32_t* slots, int32_t first, int32_t last, float* out,
-                          float* scratch) {
-  float rowbuf[512];  // head_dim <= 512
-  float* s = scratch;                   // [g][kFlashTile]
-  float* m = scratch + g * kFlashTile;  // running max [g]
-  float* l = m + g;                     // running sum [g]
-  for (int h = 0; h < g; ++h) {
-    m[h] = -INFINITY;
-    l[h] = 0;
-  }
-  std::memset(out, 0, sizeof(float) * g * head_dim);
-  for (int32_t t0 = first; t0 <= last; t0 += kFlashTile) {
-    const int nt = static_cast<int>(std::min<int32_t>(kFlashTile, last - t0 + 1));
-    for (int j = 0; j < nt; ++j) {
-      const float* kr = krows.Row(slots[t0 + j], rowbuf);
-      for (int h = 0; h < g; ++h) s[h * kFlashTile + j] = SoftCap(Dot(q + h * head_dim, kr, head_dim) * scale, softcap);
-    }
-    for (int h = 0; h < g; ++h) {
-      float mx = m[h];
-      for (int j = 0; j < nt; ++j) mx = std::max(mx, s[h * kFlashTile + j]);
-      const float corr = ExpNonPositive(m[h] - mx);  // 0 on the first tile
-      m[h] = mx;
-      float sum = 0;
-      for (int j = 0; j < nt; ++j) {
-        const float p = ExpNonPositive(s[h * kFlashTile + j] - mx);
-        s[h * kFlashTile + j] = p;
-        sum += p;
-      }
-      l[h] = l[h] * corr + sum;
-      float* o = out + h * head_dim;
-      for (int d = 0; d < head_dim; ++d) o[d] *= corr;
-    }
-    for (int j = 0; j < nt; ++j) {
-      const float* vr = vrows.Row(slots[t0 + j], rowbuf);
-      for (int h = 0; h < g; ++h) {
-        const float p = s[h * kFlashTile + j];
-        float* o = out + h * head_dim;
-        for (int d = 0; d < head_dim; ++d) o[d] = std::fma(p, vr[d], o[d]);
-      }
-    }
-  }
-  for (int h = 0; h < g; ++h) {
-    const float inv = 1.0f / l[h];
-    float* o = out + h * head_dim;
-    for (int d = 0; d < head_dim; ++d) o[d] *= inv;
-  }
+// The K (or V) row of `slot` as f32: in place for an f32 cache, dequantized
+// into buf [head_dim] (x = scale * q) for an int8 one.
+inline const float* FlashKRow(const FlashBlock& b, int32_t slot, float* buf) {
+  if (b.k8 == nullptr) return b.k + static_cast<int64_t>(slot) * b.row_stride;
+  const int8_t* r = b.k8 + static_cast<int64_t>(slot) * b.row_stride;
+  const float s = b.ks[static_cast<int64_t>(slot) * b.scale_stride];
+  for (int d = 0; d < b.head_dim; ++d) buf[d] = s * static_cast<float>(r[d]);
+  return buf;
+}
+inline const float* FlashVRow(const FlashBlock& b, int32_t slot, float* buf) {
+  if (b.v8 == nullptr) return b.v + static_cast<int64_t>(slot) * b.row_stride;
+  const int8_t* r = b.v8 + static_cast<int64_t>(slot) * b.row_stride;
+  const float s = b.vs[static_cast<int64_t>(slot) * b.scale_stride];
+  for (int d = 0; d < b.head_dim; ++d) buf[d] = s * static_cast<float>(r[d]);
+  return buf;
 }
 
+// The defining chunk kernel (FlashChunkFn): row by row, tile by tile.
+// Scratch: 2 * head_dim floats.
 template <float (*Dot)(const float*, const float*, int64_t)>
-void FlashAttendGroupScalar(const float* q, int g, const float* k_base, const float* v_base, int64_t row_stride,
-                            int head_dim, float scale, float softcap, const int32_t* slots, int32_t first,
-                            int32_t last, float* out, float* scratch) {
-  FlashAttendGroupRows<Dot>(q, g, F32Rows{k_base, row_stride}, F32Rows{v_base, row_stride}, head_dim, scale, softcap,
-                            slots, first, last, out, scratch);
-}
-
-// The int8 cache: k8/v8 point at this head's first element of slot 0, ks/vs at
-// its scale of slot 0; row_stride = kv_dim, scale_stride = n_kv_heads.
-template <float (*Dot)(const float*, const float*, int64_t)>
-void FlashAttendGroupQ8(const float* q, int g, const int8_t* k8, const float* ks, const int8_t* v8, const float* vs,
-                        int64_t row_stride, int64_t scale_stride, int head_dim, float scale, float softcap,
-                        const int32_t* slots, int32_t first, int32_t last, float* out, float* scratch) {
-  FlashAttendGroupRows<Dot>(q, g, Q8Rows{k8, ks, row_stride, scale_stride, head_dim},
-                            Q8Rows{v8, vs, row_stride, scale_stride, head_dim}, head_dim, scale, softcap, slots, first,
-                            last, out, scratch);
+void FlashChunkGeneric(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l, float* o, float* scratch) {
+  const int hd = b.head_dim;
+  int ia = 0, ib = 0;
+  FlashTokensOverlapping(b, lo, hi, &ia, &ib);
+  float* kbuf = scratch;
+  float* vbuf = scratch + hd;
+  float s[kFlashTile], p[kFlashTile];
+  for (int i = ia; i < ib; ++i) {
+    const int32_t a = std::max(lo, b.first[i]), z = std::min(hi, b.last[i]);
+    for (int h = 0; h < b.g; ++h) {
+      const int r = i * b.g + h;
+      const float* q = b.q + i * b.q_stride + h * hd;
+      float mr = -INFINITY, lr = 0;
+      float* orow = o + static_cast<int64_t>(r) * hd;
+      std::memset(orow, 0, sizeof(float) * hd);
+      for (int32_t t0 = a - a % kFlashTile; t0 <= z; t0 += kFlashTile) {
+        float mx = mr;
+        for (int j = 0; j < kFlashTile; ++j) {
+          const int32_t pos = t0 + j;
+          s[j] = pos < a || pos > z ? -INFINITY : SoftCap(Dot(q, FlashKRow(b, b.slots[pos], kbuf), hd) * b.scale, b.softcap);
+          mx = std::max(mx, s[j]);
+        }
+        const float corr = ExpNonPositive(mr - mx);  // 0 on the first tile
+        for (int j = 0; j < kFlashTile; ++j) p[j] = ExpNonPositive(s[j] - mx);  // masked: 0
+        lr = lr * corr + Reduce16(p);
+        for (int d = 0; d < hd; ++d) orow[d] *= corr;
+        for (int j = std::max(0, a - t0); j < kFlashTile && t0 + j <= z; ++j) {
+          const float* vr = FlashVRow(b, b.slots[t0 + j], vbuf);
+          for (int d = 0; d < hd; ++d) orow[d] = std::fma(p[j], vr[d], orow[d]);
+        }
+        mr = mx;
+      }
+      m[r] = mr;
+      l[r] = lr;
+    }
+  }
 }
 
 }  // namespace

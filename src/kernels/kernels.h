@@ -48,6 +48,65 @@ using UnpackRowFn = void (*)(const uint8_t* row, int64_t n, uint8_t* u, float* s
 // the result is acc + macc.
 using QGemmFn = void (*)(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y);
 
+// Positions per attention tile; tiles start at multiples of it.
+inline constexpr int kFlashTile = 16;
+
+// A block of query tokens of one sequence whose g query heads share one KV
+// head, for the tiled attention kernel. Row r = i * g + h (token i, head h)
+// reads its query at q + i * q_stride + h * head_dim [head_dim]. Token i sees
+// positions [first[i], last[i]]; both are nondecreasing in i (causal, with an
+// optional sliding window). Position p's K/V rows of this head are at
+// k/v + slots[p] * row_stride (f32 cache; k8 null) or k8/v8 + slots[p] *
+// row_stride with their scale at ks/vs + slots[p] * scale_stride (int8
+// cache: x = scale * q). Borrowed pointers, valid for the call.
+struct FlashBlock {
+  const float* q = nullptr;
+  int64_t q_stride = 0;
+  int nq = 0;
+  int g = 0;
+  int head_dim = 0;
+  const int32_t* first = nullptr;
+  const int32_t* last = nullptr;
+  const int32_t* slots = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  const int8_t* k8 = nullptr;
+  const int8_t* v8 = nullptr;
+  const float* ks = nullptr;
+  const float* vs = nullptr;
+  int64_t row_stride = 0;
+  int64_t scale_stride = 0;
+  float scale = 0;    // multiplies q·k
+  float softcap = 0;  // > 0: scores become softcap * tanh(score / softcap)
+  int rows() const { return nq * g; }
+};
+
+// The tokens [*ia, *ib) of b whose ranges overlap positions [lo, hi] (a
+// contiguous run, as first and last are nondecreasing).
+inline void FlashTokensOverlapping(const FlashBlock& b, int32_t lo, int32_t hi, int* ia, int* ib) {
+  int i = 0;
+  while (i < b.nq && b.last[i] < lo) ++i;
+  int j = i;
+  while (j < b.nq && b.first[j] <= hi) ++j;
+  *ia = i;
+  *ib = j;
+}
+
+// The attention state of every row of the tokens overlapping [lo, hi], over
+// the positions of that range each sees, starting afresh: running max m [R],
+// sum l [R] and unnormalized output o [R, head_dim] (R = b.rows(); other rows
+// untouched). Per row and tile of kFlashTile positions: scores
+// s = SoftCap(dot(q, k) * scale) (the 16-lane dot below; positions outside
+// the row's range -inf), mx = max(m, s), corr = ExpNonPositive(m - mx),
+// p = ExpNonPositive(s - mx), l = l * corr + Reduce16(p), o *= corr, then
+// o = fma(p_j, v_j, o) over the row's positions j in order; m = mx.
+// Scratch: FlashChunkScratchFloats(R, head_dim) floats.
+using FlashChunkFn = void (*)(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l, float* o,
+                              float* scratch);
+inline size_t FlashChunkScratchFloats(int rows, int head_dim) {
+  return size_t(rows) * (kFlashTile + 1) + (2 * size_t(kFlashTile) + 2) * head_dim;
+}
+
 struct KernelTable {
   CpuIsa isa = CpuIsa::kScalar;
   const char* qgemm_variant = "scalar";
@@ -69,16 +128,10 @@ struct KernelTable {
   void (*attend_head)(const float* q, const float* k_base, const float* v_base, int64_t row_stride, int head_dim,
                       float scale, float softcap, const int32_t* slots, int32_t first, int32_t last, float* scores,
                       float* out) = nullptr;
-  // Tiled online-softmax attention of one token's g query heads sharing one
-  // KV head (flash_generic.h): q, out [g, head_dim]; scratch g * 34 floats.
-  void (*flash_attend_group)(const float* q, int g, const float* k_base, const float* v_base, int64_t row_stride,
-                             int head_dim, float scale, float softcap, const int32_t* slots, int32_t first,
-                             int32_t last, float* out, float* scratch) = nullptr;
-  // The same over an int8 K/V cache (see FlashAttendGroupQ8).
-  void (*flash_attend_group_q8)(const float* q, int g, const int8_t* k8, const float* ks, const int8_t* v8,
-                                const float* vs, int64_t row_stride, int64_t scale_stride, int head_dim, float scale,
-                                float softcap, const int32_t* slots, int32_t first, int32_t last, float* out,
-                                float* scratch) = nullptr;
+  // Tiled online-softmax attention of a block of query tokens over one
+  // chunk of positions (FlashChunkFn; flash.h drives it).
+  FlashChunkFn flash_chunk = nullptr;
+  const char* flash_variant = "scalar";
 
   FloatTileFn FloatTileFor(DType t) const;
 };

@@ -57,7 +57,6 @@ DecoderRunner::DecoderRunner(const Model& model, const KernelTable& kernels, Thr
     s.sliding_window = lc.sliding_window;
     attn_shape_.push_back(s);
   }
-  attn_scratch_.resize(pool.size());
 }
 
 Status DecoderRunner::Validate(const ForwardBatch& b, const KvStorage& kv) const {
@@ -118,11 +117,6 @@ void DecoderRunner::GrowScratch(const ForwardBatch& b) {
     grow(slot_out_, T * k * c_.n_embd);
     expert_rows_.resize(c_.n_expert);
   }
-  int32_t max_pos = 0;
-  for (int32_t p : b.positions) max_pos = std::max(max_pos, p);
-  size_t attn = 0;
-  for (const AttentionShape& s : attn_shape_) attn = std::max(attn, AttentionScratchFloats(s, max_pos));
-  for (auto& s : attn_scratch_) grow(s, attn);
 }
 
 void DecoderRunner::ForTokens(int32_t T, FunctionRef<void(int64_t, int64_t)> fn) {
@@ -203,7 +197,7 @@ void DecoderRunner::AttentionBlock(int l, const ForwardBatch& b, KvStorage& kv) 
     }
   });
   const TokenSlots slots{b.positions.data(), b.seq.data(), &b.seq_slots};
-  AttendBatch(kernels_, pool_, kv, l, s, slots, T, q_.data(), attn_out_.data(), attn_scratch_, naive_attention_);
+  AttendBatch(kernels_, pool_, kv, l, s, slots, T, q_.data(), attn_out_.data(), attn_ws_, naive_attention_);
   Matmul(kernels_, pool_, L.wo, attn_out_.data(), T, block_out_.data());
   ForTokens(T, [&](int64_t t0, int64_t t1) { AddToResidual(L.post_attn_norm, t0, t1); });
 }

@@ -78,7 +78,7 @@ class DecoderRunner : public ModelRunner {
   std::vector<float> route_weights_;
   std::vector<std::vector<int32_t>> expert_rows_;
   std::vector<float> expert_in_, expert_out_, slot_out_;
-  std::vector<std::vector<float>> attn_scratch_;  // per pool thread
+  AttentionWorkspace attn_ws_;
   bool naive_attention_ = false;
 };
 

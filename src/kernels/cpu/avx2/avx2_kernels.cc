@@ -169,8 +169,8 @@ void Fill(KernelTable* t) {
   t->dot_f32 = DotF32;
   t->axpy_f32 = AxpyF32;
   t->attend_head = AttendHeadComposed<DotF32, AxpyF32>;
-  t->flash_attend_group = FlashAttendGroupScalar<DotF32>;
-  t->flash_attend_group_q8 = FlashAttendGroupQ8<DotF32>;
+  t->flash_chunk = FlashChunkGeneric<DotF32>;
+  t->flash_variant = "avx2-rowwise";
 }
 
 }  // namespace infera::avx2

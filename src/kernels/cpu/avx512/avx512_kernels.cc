@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "kernels/attend_generic.h"
-#include "kernels/flash_generic.h"
+#include "kernels/cpu/avx512/reduce512.h"
 
 
 namespace infera::avx512 {
@@ -26,14 +26,6 @@ inline __m512 MaskLoadBf16(const uint8_t* p, __mmask16 m) {
 }
 
 constexpr int kPrefetchBytes = 512;
-
-// Reduce16's order in registers: lanes i + i+8, then + i+4, then (0+2)+(1+3).
-inline float Sum(__m512 v) {
-  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  const __m128 e = _mm_add_ps(q, _mm_movehl_ps(q, q));
-  return _mm_cvtss_f32(_mm_add_ss(e, _mm_movehdup_ps(e)));
-}
 
 // 4 weight rows × kT tokens, one 16-lane accumulator each (the reference's
 // lane structure). Rows past nr repeat row 0 and are not stored.
@@ -189,8 +181,7 @@ void Fill(KernelTable* t) {
   t->dot_f32 = DotF32;
   t->axpy_f32 = AxpyF32;
   t->attend_head = AttendHead;
-  t->flash_attend_group = FlashAttendGroupScalar<DotF32>;  // vectorized by the compiler here
-  t->flash_attend_group_q8 = FlashAttendGroupQ8<DotF32>;
+  FillFlash(t);
 }
 
 }  // namespace infera::avx512
