@@ -160,13 +160,20 @@ int Bench(const BenchArgs& a, const RuntimeOptions& rt_in) {
     return ReportError(fmt::format("--n-depth {} + max(-p {}, -n {}) + 1 is beyond the model's trained context of {} "
                                    "tokens", a.depth, a.n_prompt, a.n_gen, n_train));
   }
-  EngineOptions eo;
-  eo.threads = ResolveThreads(a.threads);
+  // The engine flags as given (KV cache type and size, speculative decoding,
+  // ...), one sequence at a time.
+  EngineFlags ef = a.engine;
+  if (std::string e = ResolveEngineFlags(&ef, a.threads); !e.empty()) return ReportError(e);
+  EngineOptions eo = ef.opts;
   eo.max_num_seqs = 1;
   eo.max_batched_tokens = a.batch;
   eo.max_model_len = static_cast<int32_t>(n_ctx);
-  eo.kv_block_size = 1;             // the prefix cache then reuses exactly the --n-depth tokens
-  eo.prefix_caching = a.depth > 0;  // ppN @ dD: the depth is computed untimed, then reused
+  // KV blocks as served (16 slots by default: the attention kernel reads
+  // whole 16-slot groups in place), or of 1 slot when --n-depth is not a
+  // multiple of that: the prefix cache reuses whole blocks and must reuse
+  // exactly the depth.
+  if (a.depth % eo.kv_block_size != 0) eo.kv_block_size = 1;
+  eo.prefix_caching = a.depth > 0 && a.n_prompt > 0;  // ppN @ dD: the depth is computed untimed, then reused
   auto created = Engine::Create(m, nullptr, *kernels, eo);
   if (!created.ok()) return ReportError(created.status());
   Engine& engine = **created;

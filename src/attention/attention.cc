@@ -3,27 +3,26 @@
 #include <algorithm>
 #include <cstring>
 
-#include "attention/naive_attention.h"
-#include "base/check.h"
 #include "kernels/flash.h"
 #include "kernels/flash_generic.h"
 
 namespace infera {
 
 void WriteKv(KvStorage& kv, int layer, int32_t slot, const float* k, const float* v, int n_head_kv, int head_dim) {
-  const int kvd = n_head_kv * head_dim;
-  if (kv.type() == KvType::kQ8) {
-    int8_t* k8 = kv.k8(layer) + size_t(slot) * kvd;
-    int8_t* v8 = kv.v8(layer) + size_t(slot) * kvd;
-    float* ks = kv.k_scale(layer) + size_t(slot) * n_head_kv;
-    float* vs = kv.v_scale(layer) + size_t(slot) * n_head_kv;
-    for (int h = 0; h < n_head_kv; ++h) {
-      ks[h] = QuantizeKvRow(k + h * head_dim, head_dim, k8 + h * head_dim);
-      vs[h] = QuantizeKvRow(v + h * head_dim, head_dim, v8 + h * head_dim);
+  const size_t row = size_t(slot) * head_dim;
+  for (int h = 0; h < n_head_kv; ++h) {
+    const float* kh = k + h * head_dim;
+    const float* vh = v + h * head_dim;
+    if (kv.type() == KvType::kQ8) {
+      int8_t* kt = kv.k8(layer, h);
+      kv.k_scale(layer, h)[slot] =
+          QuantizeKvRowTo(kh, head_dim, [&](int d, int8_t q) { kt[FlashKIndex(slot, d, head_dim)] = q; });
+      kv.v_scale(layer, h)[slot] = QuantizeKvRow(vh, head_dim, kv.v8(layer, h) + row);
+    } else {
+      float* kt = kv.k(layer, h);
+      for (int d = 0; d < head_dim; ++d) kt[FlashKIndex(slot, d, head_dim)] = kh[d];
+      std::memcpy(kv.v(layer, h) + row, vh, sizeof(float) * head_dim);
     }
-  } else {
-    std::memcpy(kv.k(layer) + size_t(slot) * kvd, k, sizeof(float) * kvd);
-    std::memcpy(kv.v(layer) + size_t(slot) * kvd, v, sizeof(float) * kvd);
   }
 }
 
@@ -50,34 +49,12 @@ void CutBlocks(const TokenSlots& tokens, int32_t T, int max_nq, std::vector<int3
   starts->push_back(T);
 }
 
-void AttendNaive(const KernelTable& k, ThreadPool& pool, KvStorage& kv, int layer, const AttentionShape& s,
-                 const TokenSlots& tokens, int32_t T, const float* q, float* out, AttentionWorkspace& ws) {
-  const int hd = s.head_dim, qd = s.q_dim(), kvd = s.kv_dim(), group = s.n_head / s.n_head_kv;
-  CHECK(kv.type() == KvType::kF32);  // the naive reference reads an f32 cache
-  int32_t max_pos = 0;
-  for (int32_t t = 0; t < T; ++t) max_pos = std::max(max_pos, tokens.positions[t]);
-  for (auto& buf : ws.thread) Grow(buf, size_t(max_pos) + 1);
-  pool.ParallelForWithThread(int64_t(T) * s.n_head, 1, [&](int thread, int64_t i0, int64_t i1) {
-    for (int64_t it = i0; it < i1; ++it) {
-      const int32_t t = static_cast<int32_t>(it / s.n_head);
-      const int h = static_cast<int>(it % s.n_head), kvh = h / group;
-      const int32_t p = tokens.positions[t];
-      const int32_t first = s.sliding_window > 0 ? std::max(0, p - s.sliding_window + 1) : 0;
-      const size_t off = size_t(t) * qd + size_t(h) * hd;
-      AttendHead(k, q + off, kv.k(layer) + kvh * hd, kv.v(layer) + kvh * hd, kvd, hd, s.scale, s.softcap,
-                 tokens.slots_of(t), first, p, ws.thread[thread].data(), out + off);
-    }
-  });
-}
-
 }  // namespace
 
 void AttendBatch(const KernelTable& k, ThreadPool& pool, KvStorage& kv, int layer, const AttentionShape& s,
-                 const TokenSlots& tokens, int32_t T, const float* q, float* out, AttentionWorkspace& ws,
-                 bool naive) {
+                 const TokenSlots& tokens, int32_t T, const float* q, float* out, AttentionWorkspace& ws) {
   if (ws.thread.size() < size_t(pool.size())) ws.thread.resize(pool.size());
-  if (naive) return AttendNaive(k, pool, kv, layer, s, tokens, T, q, out, ws);
-  const int hd = s.head_dim, n_kv = s.n_head_kv, qd = s.q_dim(), kvd = s.kv_dim();
+  const int hd = s.head_dim, n_kv = s.n_head_kv, qd = s.q_dim();
   const int group = s.n_head / n_kv;
   const int max_nq = std::max(1, kFlashRows / group);
   ws.first.resize(T);
@@ -103,16 +80,14 @@ void AttendBatch(const KernelTable& k, ThreadPool& pool, KvStorage& kv, int laye
     b.first = ws.first.data() + t0;
     b.last = tokens.positions + t0;
     b.slots = tokens.slots_of(t0);
-    b.row_stride = kvd;
     if (q8) {
-      b.k8 = kv.k8(layer) + kvh * hd;
-      b.v8 = kv.v8(layer) + kvh * hd;
-      b.ks = kv.k_scale(layer) + kvh;
-      b.vs = kv.v_scale(layer) + kvh;
-      b.scale_stride = n_kv;
+      b.k8 = kv.k8(layer, kvh);
+      b.v8 = kv.v8(layer, kvh);
+      b.ks = kv.k_scale(layer, kvh);
+      b.vs = kv.v_scale(layer, kvh);
     } else {
-      b.k = kv.k(layer) + kvh * hd;
-      b.v = kv.v(layer) + kvh * hd;
+      b.k = kv.k(layer, kvh);
+      b.v = kv.v(layer, kvh);
     }
     b.scale = s.scale;
     b.softcap = s.softcap;

@@ -58,9 +58,8 @@ struct AttentionWorkspace {
 // tiled kernel (kernels/flash.h) in blocks of query tokens; when there are
 // too few blocks to keep the pool busy (decode over a long context), their
 // chunks of positions are spread over the threads and merged afterwards,
-// with the same result. naive: the reference kernel (one full score row per
-// head) instead of the tiled one — for tests.
+// with the same result.
 void AttendBatch(const KernelTable& k, ThreadPool& pool, KvStorage& kv, int layer, const AttentionShape& s,
-                 const TokenSlots& tokens, int32_t T, const float* q, float* out, AttentionWorkspace& ws, bool naive);
+                 const TokenSlots& tokens, int32_t T, const float* q, float* out, AttentionWorkspace& ws);
 
 }  // namespace infera

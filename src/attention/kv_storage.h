@@ -1,8 +1,10 @@
 // K and V rows for every layer and slot: f32, or int8 with one f32 scale per
 // (slot, KV head) (`--kv-cache-type q8`: about a quarter of the f32 size).
-// f32: K[layer], V[layer] are [n_slots, kv_dim(layer)]. q8: int8
-// [n_slots, kv_dim(layer)] plus scales [n_slots, n_kv_heads(layer)];
-// x ≈ scale * q.
+// Head-major, so attention streams one KV head's cache contiguously; per
+// layer and KV head, slots padded to a multiple of kFlashTile: V rows
+// [n_slots, head_dim], K the same values in the tiled kernel's layout
+// (FlashKIndex: groups of 16 slots transposed); q8: int8 values plus one
+// scale per slot [n_slots]; x ≈ scale * q.
 // Owns its memory, committed by the OS only as slots are first written (rows
 // are read only after they were written); not thread-safe for concurrent
 // writes to the same slot.
@@ -13,6 +15,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "kernels/kernels.h"
 
 namespace infera {
 
@@ -30,13 +34,17 @@ class KvStorage {
   // kv_heads [n_layer]: each layer's KV heads (layers may differ: pruned
   // models), head_dim wide. Layer l's rows are kv_heads[l] * head_dim wide.
   KvStorage(std::vector<int> kv_heads, int32_t n_slots, int head_dim, KvType type = KvType::kF32)
-      : n_slots_(n_slots), head_dim_(head_dim), type_(type), heads_(std::move(kv_heads)) {
+      : n_slots_(n_slots),
+        padded_slots_((int64_t(n_slots) + kFlashTile - 1) / kFlashTile * kFlashTile),
+        head_dim_(head_dim),
+        type_(type),
+        heads_(std::move(kv_heads)) {
     size_t n = 0, ns = 0;
     for (int h : heads_) {
       off_.push_back(n);
       scale_off_.push_back(ns);
-      n += static_cast<size_t>(n_slots) * h * head_dim;
-      ns += static_cast<size_t>(n_slots) * h;
+      n += static_cast<size_t>(padded_slots_) * h * head_dim;
+      ns += static_cast<size_t>(padded_slots_) * h;
     }
     if (type == KvType::kF32) {
       k_.reset(new float[n]);
@@ -54,14 +62,15 @@ class KvStorage {
   int kv_dim(int layer) const { return heads_[layer] * head_dim_; }
   int n_heads(int layer) const { return heads_[layer]; }
   KvType type() const { return type_; }
-  // Layer `layer`: f32 or int8 rows [n_slots, kv_dim(layer)]; scales
-  // [n_slots, n_heads(layer)].
-  float* k(int layer) { return k_.get() + off_[layer]; }
-  float* v(int layer) { return v_.get() + off_[layer]; }
-  int8_t* k8(int layer) { return k8_.get() + off_[layer]; }
-  int8_t* v8(int layer) { return v8_.get() + off_[layer]; }
-  float* k_scale(int layer) { return ks_.get() + scale_off_[layer]; }
-  float* v_scale(int layer) { return vs_.get() + scale_off_[layer]; }
+  int head_dim() const { return head_dim_; }
+  // KV head h of `layer`: V f32 or int8 rows [n_slots, head_dim] (slot s at
+  // + s * head_dim), K the same in FlashKIndex's layout; scales [n_slots].
+  float* k(int layer, int h) { return k_.get() + off_[layer] + HeadOffset(h); }
+  float* v(int layer, int h) { return v_.get() + off_[layer] + HeadOffset(h); }
+  int8_t* k8(int layer, int h) { return k8_.get() + off_[layer] + HeadOffset(h); }
+  int8_t* v8(int layer, int h) { return v8_.get() + off_[layer] + HeadOffset(h); }
+  float* k_scale(int layer, int h) { return ks_.get() + scale_off_[layer] + size_t(h) * padded_slots_; }
+  float* v_scale(int layer, int h) { return vs_.get() + scale_off_[layer] + size_t(h) * padded_slots_; }
 
   // Bytes for n_slots slots of every layer.
   static uint64_t BytesFor(const std::vector<int>& kv_heads, int64_t n_slots, int head_dim,
@@ -75,7 +84,10 @@ class KvStorage {
   uint64_t bytes() const { return BytesFor(heads_, n_slots_, head_dim_, type_); }
 
  private:
+  size_t HeadOffset(int h) const { return size_t(h) * padded_slots_ * head_dim_; }
+
   int32_t n_slots_;
+  int64_t padded_slots_;
   int head_dim_;
   KvType type_;
   std::vector<int> heads_;

@@ -49,45 +49,43 @@ inline float ExpNonPositive(float x_in) {
   return x_in > -87.0f ? out : 0.0f;
 }
 
-// Quantizes one head's row x [n] to int8 with one scale (amax / 127).
-inline float QuantizeKvRow(const float* x, int n, int8_t* q) {
+// Quantizes one head's row x [n] to int8 with one scale (amax / 127):
+// store(i, q_i) for each element; returns the scale.
+template <typename Store>
+float QuantizeKvRowTo(const float* x, int n, Store&& store) {
   float amax = 0;
   for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
   const float d = amax / 127.0f;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  for (int i = 0; i < n; ++i) q[i] = static_cast<int8_t>(std::nearbyint(x[i] * id));
+  for (int i = 0; i < n; ++i) store(i, static_cast<int8_t>(std::nearbyint(x[i] * id)));
   return d;
+}
+inline float QuantizeKvRow(const float* x, int n, int8_t* q) {
+  return QuantizeKvRowTo(x, n, [q](int i, int8_t v) { q[i] = v; });
 }
 
 // softcap * tanh(s / softcap) for softcap > 0, else s (attention scores).
 inline float SoftCap(float s, float softcap) { return softcap > 0 ? softcap * std::tanh(s / softcap) : s; }
 
-// The K (or V) row of `slot` as f32: in place for an f32 cache, dequantized
-// into buf [head_dim] (x = scale * q) for an int8 one.
-inline const float* FlashKRow(const FlashBlock& b, int32_t slot, float* buf) {
-  if (b.k8 == nullptr) return b.k + static_cast<int64_t>(slot) * b.row_stride;
-  const int8_t* r = b.k8 + static_cast<int64_t>(slot) * b.row_stride;
-  const float s = b.ks[static_cast<int64_t>(slot) * b.scale_stride];
-  for (int d = 0; d < b.head_dim; ++d) buf[d] = s * static_cast<float>(r[d]);
-  return buf;
-}
-inline const float* FlashVRow(const FlashBlock& b, int32_t slot, float* buf) {
-  if (b.v8 == nullptr) return b.v + static_cast<int64_t>(slot) * b.row_stride;
-  const int8_t* r = b.v8 + static_cast<int64_t>(slot) * b.row_stride;
-  const float s = b.vs[static_cast<int64_t>(slot) * b.scale_stride];
-  for (int d = 0; d < b.head_dim; ++d) buf[d] = s * static_cast<float>(r[d]);
-  return buf;
+// The tiled kernel's dot of q with the K of `slot` (FlashChunkFn): four
+// interleaved fused multiply-add chains, (a0 + a1) + (a2 + a3). int8: of the
+// unscaled integers.
+inline float FlashDot(const FlashBlock& b, const float* q, int32_t slot) {
+  float a[4] = {0, 0, 0, 0};
+  for (int d = 0; d < b.head_dim; ++d) {
+    const int64_t i = FlashKIndex(slot, d, b.head_dim);
+    const float k = b.k8 != nullptr ? static_cast<float>(b.k8[i]) : b.k[i];
+    a[d % 4] = std::fma(q[d], k, a[d % 4]);
+  }
+  return (a[0] + a[1]) + (a[2] + a[3]);
 }
 
 // The defining chunk kernel (FlashChunkFn): row by row, tile by tile.
-// Scratch: 2 * head_dim floats.
-template <float (*Dot)(const float*, const float*, int64_t)>
-void FlashChunkGeneric(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l, float* o, float* scratch) {
+inline void FlashChunkGeneric(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l, float* o, float*) {
   const int hd = b.head_dim;
+  const bool q8 = b.k8 != nullptr;
   int ia = 0, ib = 0;
   FlashTokensOverlapping(b, lo, hi, &ia, &ib);
-  float* kbuf = scratch;
-  float* vbuf = scratch + hd;
   float s[kFlashTile], p[kFlashTile];
   for (int i = ia; i < ib; ++i) {
     const int32_t a = std::max(lo, b.first[i]), z = std::min(hi, b.last[i]);
@@ -101,7 +99,13 @@ void FlashChunkGeneric(const FlashBlock& b, int32_t lo, int32_t hi, float* m, fl
         float mx = mr;
         for (int j = 0; j < kFlashTile; ++j) {
           const int32_t pos = t0 + j;
-          s[j] = pos < a || pos > z ? -INFINITY : SoftCap(Dot(q, FlashKRow(b, b.slots[pos], kbuf), hd) * b.scale, b.softcap);
+          if (pos < a || pos > z) {
+            s[j] = -INFINITY;
+            continue;
+          }
+          const int32_t slot = b.slots[pos];
+          const float dot = FlashDot(b, q, slot);
+          s[j] = SoftCap(q8 ? dot * (b.ks[slot] * b.scale) : dot * b.scale, b.softcap);
           mx = std::max(mx, s[j]);
         }
         const float corr = ExpNonPositive(mr - mx);  // 0 on the first tile
@@ -109,8 +113,13 @@ void FlashChunkGeneric(const FlashBlock& b, int32_t lo, int32_t hi, float* m, fl
         lr = lr * corr + Reduce16(p);
         for (int d = 0; d < hd; ++d) orow[d] *= corr;
         for (int j = std::max(0, a - t0); j < kFlashTile && t0 + j <= z; ++j) {
-          const float* vr = FlashVRow(b, b.slots[t0 + j], vbuf);
-          for (int d = 0; d < hd; ++d) orow[d] = std::fma(p[j], vr[d], orow[d]);
+          const int64_t row = static_cast<int64_t>(b.slots[t0 + j]) * hd;
+          if (q8) {
+            const float pv = p[j] * b.vs[b.slots[t0 + j]];
+            for (int d = 0; d < hd; ++d) orow[d] = std::fma(pv, static_cast<float>(b.v8[row + d]), orow[d]);
+          } else {
+            for (int d = 0; d < hd; ++d) orow[d] = std::fma(p[j], b.v[row + d], orow[d]);
+          }
         }
         mr = mx;
       }

@@ -51,14 +51,22 @@ using QGemmFn = void (*)(const PackedMatrix& w, int64_t group, const QuantActs& 
 // Positions per attention tile; tiles start at multiples of it.
 inline constexpr int kFlashTile = 16;
 
+// The KV cache layout the tiled kernel reads, per KV head: K in groups of
+// kFlashTile slots, each group transposed ([head_dim][kFlashTile]: one
+// vector load gives dimension d of 16 consecutive slots), and V row-major
+// ([slot][head_dim]). Element d of slot s of K:
+inline int64_t FlashKIndex(int64_t slot, int d, int head_dim) {
+  return ((slot / kFlashTile) * head_dim + d) * kFlashTile + slot % kFlashTile;
+}
+
 // A block of query tokens of one sequence whose g query heads share one KV
 // head, for the tiled attention kernel. Row r = i * g + h (token i, head h)
 // reads its query at q + i * q_stride + h * head_dim [head_dim]. Token i sees
 // positions [first[i], last[i]]; both are nondecreasing in i (causal, with an
-// optional sliding window). Position p's K/V rows of this head are at
-// k/v + slots[p] * row_stride (f32 cache; k8 null) or k8/v8 + slots[p] *
-// row_stride with their scale at ks/vs + slots[p] * scale_stride (int8
-// cache: x = scale * q). Borrowed pointers, valid for the call.
+// optional sliding window). Position p's K/V are those of slot slots[p] in
+// this head's cache (FlashKIndex layout): f32 k/v (k8 null), or int8 k8/v8
+// with one scale per slot at ks[slot] / vs[slot] (x = scale * q). Borrowed
+// pointers, valid for the call.
 struct FlashBlock {
   const float* q = nullptr;
   int64_t q_stride = 0;
@@ -74,8 +82,6 @@ struct FlashBlock {
   const int8_t* v8 = nullptr;
   const float* ks = nullptr;
   const float* vs = nullptr;
-  int64_t row_stride = 0;
-  int64_t scale_stride = 0;
   float scale = 0;    // multiplies q·k
   float softcap = 0;  // > 0: scores become softcap * tanh(score / softcap)
   int rows() const { return nq * g; }
@@ -95,16 +101,21 @@ inline void FlashTokensOverlapping(const FlashBlock& b, int32_t lo, int32_t hi, 
 // The attention state of every row of the tokens overlapping [lo, hi], over
 // the positions of that range each sees, starting afresh: running max m [R],
 // sum l [R] and unnormalized output o [R, head_dim] (R = b.rows(); other rows
-// untouched). Per row and tile of kFlashTile positions: scores
-// s = SoftCap(dot(q, k) * scale) (the 16-lane dot below; positions outside
-// the row's range -inf), mx = max(m, s), corr = ExpNonPositive(m - mx),
-// p = ExpNonPositive(s - mx), l = l * corr + Reduce16(p), o *= corr, then
-// o = fma(p_j, v_j, o) over the row's positions j in order; m = mx.
+// untouched). Per row and tile of kFlashTile positions (tiles start at
+// multiples of kFlashTile):
+//   dot(q, k) = (a0 + a1) + (a2 + a3), a_c accumulating q[d] * k[d] with
+//     fused multiply-adds over d ≡ c (mod 4) in increasing d;
+//   s = SoftCap(dot(q, k) * scale) (int8: dot(q, float(k8)) * (ks * scale));
+//     positions outside the row's range -inf;
+//   mx = max(m, s), corr = ExpNonPositive(m - mx), p = ExpNonPositive(s - mx),
+//   l = l * corr + Reduce16(p), o *= corr, then over the row's positions j
+//   in order o = fma(p_j, v_j, o) (int8: fma(p_j * vs_j, float(v8_j), o));
+//   m = mx.
 // Scratch: FlashChunkScratchFloats(R, head_dim) floats.
 using FlashChunkFn = void (*)(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l, float* o,
                               float* scratch);
 inline size_t FlashChunkScratchFloats(int rows, int head_dim) {
-  return size_t(rows) * (kFlashTile + 1) + (2 * size_t(kFlashTile) + 2) * head_dim;
+  return size_t(rows) * (kFlashTile + 1) + (2 * size_t(kFlashTile) + 2) * head_dim + 4 * kFlashTile;
 }
 
 struct KernelTable {

@@ -1,6 +1,7 @@
 #include "kv_cache/block_pool.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "base/check.h"
 
@@ -9,12 +10,13 @@ namespace infera {
 BlockPool::BlockPool(int32_t n_blocks, int32_t block_size) : block_size_(block_size), blocks_(n_blocks) {
   CHECK(n_blocks >= 0 && block_size > 0);
   free_.reserve(n_blocks);
-  for (int32_t b = n_blocks - 1; b >= 0; --b) free_.push_back(b);
+  for (int32_t b = n_blocks - 1; b >= 0; --b) free_.push_back(b);  // a min-heap: lowest id first
 }
 
 std::optional<int32_t> BlockPool::Allocate() {
   int32_t b;
   if (!free_.empty()) {
+    std::pop_heap(free_.begin(), free_.end(), std::greater<>());
     b = free_.back();
     free_.pop_back();
   } else if (!lru_.empty()) {
@@ -46,6 +48,7 @@ void BlockPool::DecRef(int32_t b) {
     blk.lru = lru_.insert(lru_.end(), b);
   } else {
     free_.push_back(b);
+    std::push_heap(free_.begin(), free_.end(), std::greater<>());
   }
 }
 

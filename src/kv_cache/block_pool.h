@@ -63,7 +63,10 @@ class BlockPool {
 
   int32_t block_size_;
   std::vector<Block> blocks_;
-  std::vector<int32_t> free_;  // unreferenced, uncached; lowest ids on top
+  // Unreferenced, uncached; a min-heap, so a sequence's blocks come in
+  // ascending order (attention streams them forward, as hardware
+  // prefetchers expect) even after others were freed.
+  std::vector<int32_t> free_;
   std::list<int32_t> lru_;     // unreferenced, cached; front = least recent
   std::unordered_map<uint64_t, int32_t> by_key_;
 };

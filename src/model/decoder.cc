@@ -197,7 +197,7 @@ void DecoderRunner::AttentionBlock(int l, const ForwardBatch& b, KvStorage& kv) 
     }
   });
   const TokenSlots slots{b.positions.data(), b.seq.data(), &b.seq_slots};
-  AttendBatch(kernels_, pool_, kv, l, s, slots, T, q_.data(), attn_out_.data(), attn_ws_, naive_attention_);
+  AttendBatch(kernels_, pool_, kv, l, s, slots, T, q_.data(), attn_out_.data(), attn_ws_);
   Matmul(kernels_, pool_, L.wo, attn_out_.data(), T, block_out_.data());
   ForTokens(T, [&](int64_t t0, int64_t t1) { AddToResidual(L.post_attn_norm, t0, t1); });
 }

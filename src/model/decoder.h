@@ -35,10 +35,6 @@ class DecoderRunner : public ModelRunner {
 
   Status Forward(const ForwardBatch& batch, KvStorage& kv, std::vector<float>* logits) override;
 
-  // Use the naive reference attention (one score row per head) instead of the
-  // tiled kernel: for tests.
-  void set_naive_attention(bool on) { naive_attention_ = on; }
-
  private:
   Status Validate(const ForwardBatch& batch, const KvStorage& kv) const;
   void GrowScratch(const ForwardBatch& batch);
@@ -79,7 +75,6 @@ class DecoderRunner : public ModelRunner {
   std::vector<std::vector<int32_t>> expert_rows_;
   std::vector<float> expert_in_, expert_out_, slot_out_;
   AttentionWorkspace attn_ws_;
-  bool naive_attention_ = false;
 };
 
 }  // namespace infera

@@ -34,35 +34,37 @@ std::vector<float> RandomVec(int64_t n, std::mt19937& rng, float scale = 1.0f) {
   return v;
 }
 
-// A paged cache of one KV head: n_slots rows `stride` floats apart, in f32
-// and quantized to int8 (per-row scales).
+// A cache of one KV head with n_slots slots: row-major f32 K and V
+// ([slot][head_dim], what the naive reference reads) and the tiled kernel's
+// layout of the same values (FlashKIndex), f32 and quantized to int8.
 struct Cache {
-  int64_t stride = 0;
-  std::vector<float> k, v, ks, vs;
-  std::vector<int8_t> k8, v8;
-  Cache(int64_t n_slots, int head_dim, int64_t stride_in, std::mt19937& rng) : stride(stride_in) {
-    k = RandomVec(n_slots * stride, rng);
-    v = RandomVec(n_slots * stride, rng);
-    k8.resize(k.size());
-    v8.resize(v.size());
-    ks.resize(n_slots);
-    vs.resize(n_slots);
+  int hd = 0;
+  std::vector<float> k, v, kt, ks, vs;
+  std::vector<int8_t> k8t, v8;
+  Cache(int64_t n_slots, int head_dim, std::mt19937& rng) : hd(head_dim) {
+    const int64_t padded = (n_slots + kFlashTile - 1) / kFlashTile * kFlashTile;
+    k = RandomVec(n_slots * hd, rng);
+    v = RandomVec(n_slots * hd, rng);
+    kt.assign(padded * hd, 0.0f);
+    k8t.assign(padded * hd, 0);
+    v8.assign(padded * hd, 0);
+    ks.assign(padded, 0.0f);
+    vs.assign(padded, 0.0f);
     for (int64_t s = 0; s < n_slots; ++s) {
-      ks[s] = QuantizeKvRow(k.data() + s * stride, head_dim, k8.data() + s * stride);
-      vs[s] = QuantizeKvRow(v.data() + s * stride, head_dim, v8.data() + s * stride);
+      for (int d = 0; d < hd; ++d) kt[FlashKIndex(s, d, hd)] = k[s * hd + d];
+      ks[s] = QuantizeKvRowTo(k.data() + s * hd, hd, [&](int d, int8_t q) { k8t[FlashKIndex(s, d, hd)] = q; });
+      vs[s] = QuantizeKvRow(v.data() + s * hd, hd, v8.data() + s * hd);
     }
   }
   FlashBlock Block(bool q8) const {
     FlashBlock b;
-    b.row_stride = stride;
     if (q8) {
-      b.k8 = k8.data();
+      b.k8 = k8t.data();
       b.v8 = v8.data();
       b.ks = ks.data();
       b.vs = vs.data();
-      b.scale_stride = 1;
     } else {
-      b.k = k.data();
+      b.k = kt.data();
       b.v = v.data();
     }
     return b;
@@ -115,7 +117,7 @@ TEST_P(FlashIsaTest, SoftCappedAttentionMatchesDirectComputation) {
   std::mt19937 rng(23);
   const int head_dim = 32, g = 2, n = 70;
   const float scale = 0.5f, cap = 2.0f;
-  const Cache c(n, head_dim, head_dim, rng);
+  const Cache c(n, head_dim, rng);
   auto q = RandomVec(int64_t(g) * head_dim, rng, 3.0f);
   std::vector<int32_t> slots(n);
   for (int i = 0; i < n; ++i) slots[i] = (i * 29) % n;
@@ -164,13 +166,13 @@ TEST_P(FlashIsaTest, DecodeTokenMatchesNaive) {
       for (int32_t len : {1, 2, 15, 16, 17, 100, 256, 257, 1000, 4096}) {
         if (GetParam() == CpuIsa::kScalar && len > 1000) continue;  // slow oracle; covered by the other ISAs
         const auto slots = PagedSlots(len, block, rng);
-        const Cache c(int64_t(slots.size()), hd, hd + 3, rng);
+        const Cache c(int64_t(slots.size()), hd, rng);
         const auto q = RandomVec(int64_t(g) * hd, rng, 0.5f);
         const int32_t window = len > 40 ? len - 7 : 0;
         const int32_t first = window > 0 ? len - window : 0;
         std::vector<float> scores(len), naive(g * hd);
         for (int h = 0; h < g; ++h) {
-          ref.attend_head(q.data() + h * hd, c.k.data(), c.v.data(), c.stride, hd, 0.125f, 0.0f, slots.data(), first,
+          ref.attend_head(q.data() + h * hd, c.k.data(), c.v.data(), hd, hd, 0.125f, 0.0f, slots.data(), first,
                           len - 1, scores.data(), naive.data() + h * hd);
         }
         const auto flash = Attend(k, c, false, q.data(), 1, g, hd, len - 1, window, slots, 0.125f, 0.0f);
@@ -216,7 +218,7 @@ TEST_P(FlashIsaTest, BlockOfTokensEqualsEachTokenAlone) {
   for (const Case& cs : cases) {
     const int32_t n = cs.p0 + cs.nq;
     const auto slots = PagedSlots(n, 16, rng);
-    const Cache c(int64_t(slots.size()), cs.hd, cs.hd + 1, rng);
+    const Cache c(int64_t(slots.size()), cs.hd, rng);
     const auto q = RandomVec(int64_t(cs.nq) * cs.g * cs.hd, rng, 0.7f);
     const auto block = Attend(k, c, cs.q8, q.data(), cs.nq, cs.g, cs.hd, cs.p0, cs.window, slots, 0.1f, cs.cap);
     const auto block_ref = Attend(ref, c, cs.q8, q.data(), cs.nq, cs.g, cs.hd, cs.p0, cs.window, slots, 0.1f, cs.cap);
@@ -237,54 +239,78 @@ INSTANTIATE_TEST_SUITE_P(AllIsas, FlashIsaTest, ::testing::ValuesIn(AvailableIsa
 // AttendBatch: a sequence's last token decoded alone (its chunks of
 // positions split over two threads) equals the same token inside a prefill
 // batch (blocks, no split), and a second sequence in the batch changes
-// nothing; f32 and int8 caches, with and without a window.
+// nothing; f32 and int8 caches, with and without a window; KV blocks of 16
+// (K tiles read in place) and of 8 slots (gathered). The f32 results match
+// the naive reference.
 TEST(AttendBatch, SplitDecodeEqualsPrefillAndBatching) {
   std::mt19937 rng(31);
   const KernelTable k = MakeBestKernelTable();
   ThreadPool pool(2);
   for (KvType type : {KvType::kF32, KvType::kQ8}) {
     for (int window : {0, 100}) {
-      AttentionShape s;
-      s.n_head = 6;
-      s.n_head_kv = 2;
-      s.head_dim = 64;
-      s.scale = 0.125f;
-      s.sliding_window = window;
-      const int32_t L = 700, L2 = 40;
-      KvStorage kv({s.n_head_kv}, L + L2, s.head_dim, type);
-      std::vector<int32_t> slots_a(L), slots_b(L2);
-      for (int32_t p = 0; p < L; ++p) slots_a[p] = p;
-      for (int32_t p = 0; p < L2; ++p) slots_b[p] = L + p;
-      for (int32_t slot = 0; slot < L + L2; ++slot) {
-        const auto kr = RandomVec(s.kv_dim(), rng), vr = RandomVec(s.kv_dim(), rng);
-        WriteKv(kv, 0, slot, kr.data(), vr.data(), s.n_head_kv, s.head_dim);
-      }
-      const std::vector<const std::vector<int32_t>*> seq_slots = {&slots_a, &slots_b};
-      // Batch: all of a's tokens then all of b's.
-      std::vector<int32_t> pos, seq;
-      for (int32_t p = 0; p < L; ++p) pos.push_back(p), seq.push_back(0);
-      for (int32_t p = 0; p < L2; ++p) pos.push_back(p), seq.push_back(1);
-      const int32_t T = static_cast<int32_t>(pos.size());
-      const auto q = RandomVec(int64_t(T) * s.q_dim(), rng, 0.5f);
-      std::vector<float> out(size_t(T) * s.q_dim());
-      AttentionWorkspace ws;
-      AttendBatch(k, pool, kv, 0, s, TokenSlots{pos.data(), seq.data(), &seq_slots}, T, q.data(), out.data(), ws,
-                  false);
-      // a's last token alone.
-      const int32_t last_pos = L - 1, zero = 0;
-      std::vector<float> alone(s.q_dim());
-      AttendBatch(k, pool, kv, 0, s, TokenSlots{&last_pos, &zero, &seq_slots}, 1,
-                  q.data() + size_t(L - 1) * s.q_dim(), alone.data(), ws, false);
-      EXPECT_EQ(std::memcmp(alone.data(), out.data() + size_t(L - 1) * s.q_dim(), alone.size() * 4), 0)
-          << "window " << window << " q8 " << (type == KvType::kQ8);
-      // The f32 result is the attention it should be.
-      if (type == KvType::kF32) {
-        std::vector<float> naive(size_t(T) * s.q_dim());
-        AttendBatch(k, pool, kv, 0, s, TokenSlots{pos.data(), seq.data(), &seq_slots}, T, q.data(), naive.data(), ws,
-                    true);
+      for (int block : {16, 8}) {
+        AttentionShape s;
+        s.n_head = 6;
+        s.n_head_kv = 2;
+        s.head_dim = 64;
+        s.scale = 0.125f;
+        s.sliding_window = window;
+        const int hd = s.head_dim, kvd = s.kv_dim(), group = s.n_head / s.n_head_kv;
+        const int32_t L = 700, L2 = 40;
+        const int32_t n_slots = L + L2 + 16;
+        KvStorage kv({s.n_head_kv}, n_slots, hd, type);
+        // Sequences a and b in interleaved blocks of `block` slots.
+        std::vector<int32_t> slots_a(L), slots_b(L2);
+        int32_t next = 0;
+        for (int32_t p0 = 0; p0 < L; p0 += block) {
+          for (int32_t p = p0; p < std::min(L, p0 + block); ++p) slots_a[p] = next + p - p0;
+          next += block;
+          if (p0 < L2) {
+            for (int32_t p = p0; p < std::min(L2, p0 + block); ++p) slots_b[p] = next + p - p0;
+            next += block;
+          }
+        }
+        ASSERT_LE(next, n_slots);
+        std::vector<float> kc(size_t(n_slots) * kvd), vc(kc.size());
+        for (int32_t slot = 0; slot < n_slots; ++slot) {
+          const auto kr = RandomVec(kvd, rng), vr = RandomVec(kvd, rng);
+          std::copy(kr.begin(), kr.end(), kc.begin() + size_t(slot) * kvd);
+          std::copy(vr.begin(), vr.end(), vc.begin() + size_t(slot) * kvd);
+          WriteKv(kv, 0, slot, kr.data(), vr.data(), s.n_head_kv, hd);
+        }
+        const std::vector<const std::vector<int32_t>*> seq_slots = {&slots_a, &slots_b};
+        // Batch: all of a's tokens then all of b's.
+        std::vector<int32_t> pos, seq;
+        for (int32_t p = 0; p < L; ++p) pos.push_back(p), seq.push_back(0);
+        for (int32_t p = 0; p < L2; ++p) pos.push_back(p), seq.push_back(1);
+        const int32_t T = static_cast<int32_t>(pos.size());
+        const auto q = RandomVec(int64_t(T) * s.q_dim(), rng, 0.5f);
+        std::vector<float> out(size_t(T) * s.q_dim());
+        AttentionWorkspace ws;
+        AttendBatch(k, pool, kv, 0, s, TokenSlots{pos.data(), seq.data(), &seq_slots}, T, q.data(), out.data(), ws);
+        // a's last token alone.
+        const int32_t last_pos = L - 1, zero = 0;
+        std::vector<float> alone(s.q_dim());
+        AttendBatch(k, pool, kv, 0, s, TokenSlots{&last_pos, &zero, &seq_slots}, 1,
+                    q.data() + size_t(L - 1) * s.q_dim(), alone.data(), ws);
+        EXPECT_EQ(std::memcmp(alone.data(), out.data() + size_t(L - 1) * s.q_dim(), alone.size() * 4), 0)
+            << "window " << window << " q8 " << (type == KvType::kQ8) << " block " << block;
+        if (type != KvType::kF32) continue;
         double err = 0;
-        for (size_t i = 0; i < out.size(); ++i) err = std::max(err, std::fabs(double(out[i]) - naive[i]));
-        EXPECT_LT(err, 1e-5);
+        std::vector<float> scores(L), naive(hd);
+        for (int32_t t = 0; t < T; t += 7) {
+          const std::vector<int32_t>& sl = *seq_slots[seq[t]];
+          const int32_t first = window > 0 ? std::max(0, pos[t] - window + 1) : 0;
+          for (int h = 0; h < s.n_head; ++h) {
+            const int kvh = h / group;
+            k.attend_head(q.data() + size_t(t) * s.q_dim() + h * hd, kc.data() + kvh * hd, vc.data() + kvh * hd, kvd,
+                          hd, s.scale, 0.0f, sl.data(), first, pos[t], scores.data(), naive.data());
+            for (int d = 0; d < hd; ++d) {
+              err = std::max(err, std::fabs(double(out[size_t(t) * s.q_dim() + h * hd + d]) - naive[d]));
+            }
+          }
+        }
+        EXPECT_LT(err, 1e-5) << "window " << window << " block " << block;
       }
     }
   }

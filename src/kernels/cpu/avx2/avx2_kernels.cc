@@ -169,7 +169,7 @@ void Fill(KernelTable* t) {
   t->dot_f32 = DotF32;
   t->axpy_f32 = AxpyF32;
   t->attend_head = AttendHeadComposed<DotF32, AxpyF32>;
-  t->flash_chunk = FlashChunkGeneric<DotF32>;
+  t->flash_chunk = FlashChunkGeneric;
   t->flash_variant = "avx2-rowwise";
 }
 
