@@ -37,8 +37,8 @@ StatusOr<KernelTable> SelectKernels(const RuntimeOptions& opts) {
     isa = want;
   }
   KernelTable k = MakeKernelTable(isa);
-  LOG_INFO("cpu: {} | features: {} | kernels: {}, quantized: {}", CpuModelName(), f.ToString(), CpuIsaName(k.isa),
-           k.qgemm_variant);
+  LOG_INFO("cpu: {} | features: {} | kernels: {}, quantized: {}, attention: {}", CpuModelName(), f.ToString(),
+           CpuIsaName(k.isa), k.qgemm_variant, k.flash_variant);
   return k;
 }
 

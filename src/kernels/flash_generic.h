@@ -67,64 +67,106 @@ inline float QuantizeKvRow(const float* x, int n, int8_t* q) {
 // softcap * tanh(s / softcap) for softcap > 0, else s (attention scores).
 inline float SoftCap(float s, float softcap) { return softcap > 0 ? softcap * std::tanh(s / softcap) : s; }
 
-// The tiled kernel's dot of q with the K of `slot` (FlashChunkFn): four
-// interleaved fused multiply-add chains, (a0 + a1) + (a2 + a3). int8: of the
-// unscaled integers.
-inline float FlashDot(const FlashBlock& b, const float* q, int32_t slot) {
-  float a[4] = {0, 0, 0, 0};
-  for (int d = 0; d < b.head_dim; ++d) {
-    const int64_t i = FlashKIndex(slot, d, b.head_dim);
-    const float k = b.k8 != nullptr ? static_cast<float>(b.k8[i]) : b.k[i];
-    a[d % 4] = std::fma(q[d], k, a[d % 4]);
+// Dimension d of the K of tile lanes [j0, j1] (positions t0 + j) as
+// float: in place when those slots are consecutive within one 16-slot group
+// (KV blocks of a multiple of 16 slots), else gathered into buf
+// [head_dim][16]. int8: the unscaled integers.
+template <typename T>
+const T* FlashKTile(const T* k, const int32_t* slots, int j0, int j1, int hd, T* buf) {
+  const int32_t base = slots[j0] - j0;
+  bool in_place = base % kFlashTile == 0;
+  for (int j = j0; j <= j1 && in_place; ++j) in_place = slots[j] == base + j;
+  if (in_place) return k + static_cast<int64_t>(base / kFlashTile) * hd * kFlashTile;
+  std::fill(buf, buf + static_cast<int64_t>(hd) * kFlashTile, T{0});
+  for (int j = j0; j <= j1; ++j) {
+    for (int d = 0; d < hd; ++d) buf[d * kFlashTile + j] = k[FlashKIndex(slots[j], d, hd)];
   }
-  return (a[0] + a[1]) + (a[2] + a[3]);
+  return buf;
 }
 
-// The defining chunk kernel (FlashChunkFn): row by row, tile by tile.
-inline void FlashChunkGeneric(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l, float* o, float*) {
-  const int hd = b.head_dim;
+// dots[j] = dot(q, k_j) for the 16 lanes of a K tile kt [hd][16] (the
+// tiled kernel's dot: four interleaved FMA chains, (a0 + a1) + (a2 + a3)),
+// written lane-wise so that compilers vectorize it.
+template <typename T>
+void FlashTileDots(const float* q, const T* kt, int hd, float* dots) {
+  float a0[kFlashTile] = {}, a1[kFlashTile] = {}, a2[kFlashTile] = {}, a3[kFlashTile] = {};
+  int d = 0;
+  for (; d + 4 <= hd; d += 4) {
+    const float q0 = q[d], q1 = q[d + 1], q2 = q[d + 2], q3 = q[d + 3];
+    const T* k0 = kt + d * kFlashTile;
+    for (int j = 0; j < kFlashTile; ++j) {
+      a0[j] = std::fma(q0, static_cast<float>(k0[j]), a0[j]);
+      a1[j] = std::fma(q1, static_cast<float>(k0[kFlashTile + j]), a1[j]);
+      a2[j] = std::fma(q2, static_cast<float>(k0[2 * kFlashTile + j]), a2[j]);
+      a3[j] = std::fma(q3, static_cast<float>(k0[3 * kFlashTile + j]), a3[j]);
+    }
+  }
+  float* tail[3] = {a0, a1, a2};
+  for (int c = 0; d + c < hd; ++c) {
+    const float qd = q[d + c];
+    const T* kr = kt + (d + c) * kFlashTile;
+    for (int j = 0; j < kFlashTile; ++j) tail[c][j] = std::fma(qd, static_cast<float>(kr[j]), tail[c][j]);
+  }
+  for (int j = 0; j < kFlashTile; ++j) dots[j] = (a0[j] + a1[j]) + (a2[j] + a3[j]);
+}
+
+// The defining chunk kernel (FlashChunkFn): tile by tile, and in each tile
+// row by row (every row's operations are those of FlashChunkFn in order;
+// the rows of a tile share its K and V from L1).
+// Scratch: a gathered K tile (16 * head_dim floats).
+inline void FlashChunkGeneric(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l, float* o,
+                              float* scratch) {
+  const int hd = b.head_dim, g = b.g;
   const bool q8 = b.k8 != nullptr;
   int ia = 0, ib = 0;
   FlashTokensOverlapping(b, lo, hi, &ia, &ib);
+  if (ia >= ib) return;
+  for (int r = ia * g; r < ib * g; ++r) {
+    m[r] = -INFINITY;
+    l[r] = 0;
+    std::memset(o + static_cast<int64_t>(r) * hd, 0, sizeof(float) * hd);
+  }
+  const int32_t ulo = std::max(lo, b.first[ia]), uhi = std::min(hi, b.last[ib - 1]);
   float s[kFlashTile], p[kFlashTile];
-  for (int i = ia; i < ib; ++i) {
-    const int32_t a = std::max(lo, b.first[i]), z = std::min(hi, b.last[i]);
-    for (int h = 0; h < b.g; ++h) {
-      const int r = i * b.g + h;
-      const float* q = b.q + i * b.q_stride + h * hd;
-      float mr = -INFINITY, lr = 0;
-      float* orow = o + static_cast<int64_t>(r) * hd;
-      std::memset(orow, 0, sizeof(float) * hd);
-      for (int32_t t0 = a - a % kFlashTile; t0 <= z; t0 += kFlashTile) {
-        float mx = mr;
+  for (int32_t t0 = ulo - ulo % kFlashTile; t0 <= uhi; t0 += kFlashTile) {
+    const int j0 = std::max(0, ulo - t0), j1 = std::min(kFlashTile - 1, uhi - t0);
+    const int32_t* slots = b.slots + t0;
+    const float* kt = q8 ? nullptr : FlashKTile(b.k, slots, j0, j1, hd, scratch);
+    const int8_t* kt8 = q8 ? FlashKTile(b.k8, slots, j0, j1, hd, reinterpret_cast<int8_t*>(scratch)) : nullptr;
+    for (int i = ia; i < ib; ++i) {
+      const int32_t a = std::max(lo, b.first[i]), z = std::min(hi, b.last[i]);
+      if (z < t0 || a > t0 + kFlashTile - 1) continue;  // the row does not see this tile
+      const int r0 = std::max(0, a - t0), r1 = std::min(kFlashTile - 1, z - t0);
+      for (int h = 0; h < g; ++h) {
+        const int r = i * g + h;
+        const float* q = b.q + i * b.q_stride + h * hd;
+        float* orow = o + static_cast<int64_t>(r) * hd;
+        if (q8) FlashTileDots(q, kt8, hd, s);
+        else FlashTileDots(q, kt, hd, s);
+        float mx = m[r];
         for (int j = 0; j < kFlashTile; ++j) {
-          const int32_t pos = t0 + j;
-          if (pos < a || pos > z) {
+          if (j < r0 || j > r1) {
             s[j] = -INFINITY;
             continue;
           }
-          const int32_t slot = b.slots[pos];
-          const float dot = FlashDot(b, q, slot);
-          s[j] = SoftCap(q8 ? dot * (b.ks[slot] * b.scale) : dot * b.scale, b.softcap);
+          s[j] = SoftCap(q8 ? s[j] * (b.ks[slots[j]] * b.scale) : s[j] * b.scale, b.softcap);
           mx = std::max(mx, s[j]);
         }
-        const float corr = ExpNonPositive(mr - mx);  // 0 on the first tile
+        const float corr = ExpNonPositive(m[r] - mx);  // 0 on the row's first tile
         for (int j = 0; j < kFlashTile; ++j) p[j] = ExpNonPositive(s[j] - mx);  // masked: 0
-        lr = lr * corr + Reduce16(p);
+        l[r] = l[r] * corr + Reduce16(p);
         for (int d = 0; d < hd; ++d) orow[d] *= corr;
-        for (int j = std::max(0, a - t0); j < kFlashTile && t0 + j <= z; ++j) {
-          const int64_t row = static_cast<int64_t>(b.slots[t0 + j]) * hd;
+        for (int j = r0; j <= r1; ++j) {
+          const int64_t row = static_cast<int64_t>(slots[j]) * hd;
           if (q8) {
-            const float pv = p[j] * b.vs[b.slots[t0 + j]];
+            const float pv = p[j] * b.vs[slots[j]];
             for (int d = 0; d < hd; ++d) orow[d] = std::fma(pv, static_cast<float>(b.v8[row + d]), orow[d]);
           } else {
             for (int d = 0; d < hd; ++d) orow[d] = std::fma(p[j], b.v[row + d], orow[d]);
           }
         }
-        mr = mx;
+        m[r] = mx;
       }
-      m[r] = mr;
-      l[r] = lr;
     }
   }
 }

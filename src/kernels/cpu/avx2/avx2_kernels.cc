@@ -170,7 +170,7 @@ void Fill(KernelTable* t) {
   t->axpy_f32 = AxpyF32;
   t->attend_head = AttendHeadComposed<DotF32, AxpyF32>;
   t->flash_chunk = FlashChunkGeneric;
-  t->flash_variant = "avx2-rowwise";
+  t->flash_variant = "avx2-generic";
 }
 
 }  // namespace infera::avx2

@@ -144,22 +144,18 @@ void Values(float* const* orow, const float* corr, const float* p, const Tile& t
   }
 }
 
-// Fills `t` for the tile at t0 whose lanes [j0, j1] are read. When those
-// lanes' slots are consecutive within one 16-slot group (KV blocks of a
-// multiple of 16 slots), K is read in place; otherwise it is gathered into
-// kbuf ([hd][16] floats, or bytes for int8) with zeros in the other lanes.
+// Fills `t` for the tile at t0 whose lanes [j0, j1] are read (K in place
+// or gathered into kbuf: FlashKTile; unread lanes' V rows: any row, times
+// p = 0).
 template <bool kQ8>
 void LoadTile(const FlashBlock& b, int32_t t0, int j0, int j1, float* kbuf, float* lane_buf, Tile* t) {
   const int hd = b.head_dim;
   const int32_t* slots = b.slots + t0;
-  const int32_t base = slots[j0] - j0;
-  bool in_place = base % kFlashTile == 0;
-  for (int j = j0; j <= j1 && in_place; ++j) in_place = slots[j] == base + j;
   float* ks = lane_buf;
   float* vs = lane_buf + kFlashTile;
   for (int j = 0; j < kFlashTile; ++j) {
     const bool seen = j >= j0 && j <= j1;
-    const int64_t slot = seen ? slots[j] : slots[j0];  // unseen lanes: any row, times p = 0
+    const int64_t slot = seen ? slots[j] : slots[j0];
     if constexpr (kQ8) {
       t->v8[j] = b.v8 + slot * hd;
       ks[j] = seen ? b.ks[slot] : 0.0f;
@@ -168,31 +164,13 @@ void LoadTile(const FlashBlock& b, int32_t t0, int j0, int j1, float* kbuf, floa
       t->vf[j] = b.v + slot * hd;
     }
   }
-  const int64_t group = int64_t(base / kFlashTile) * hd * kFlashTile;
   if constexpr (kQ8) {
     t->kscale = _mm512_mul_ps(_mm512_loadu_ps(ks), _mm512_set1_ps(b.scale));
     t->vscale = _mm512_loadu_ps(vs);
-    if (in_place) {
-      t->k8 = b.k8 + group;
-      return;
-    }
-    int8_t* k8 = reinterpret_cast<int8_t*>(kbuf);
-    std::fill(k8, k8 + hd * kFlashTile, int8_t{0});
-    for (int j = j0; j <= j1; ++j) {
-      for (int d = 0; d < hd; ++d) k8[d * kFlashTile + j] = b.k8[FlashKIndex(slots[j], d, hd)];
-    }
-    t->k8 = k8;
+    t->k8 = FlashKTile(b.k8, slots, j0, j1, hd, reinterpret_cast<int8_t*>(kbuf));
   } else {
     t->kscale = _mm512_set1_ps(b.scale);
-    if (in_place) {
-      t->kf = b.k + group;
-      return;
-    }
-    std::fill(kbuf, kbuf + hd * kFlashTile, 0.0f);
-    for (int j = j0; j <= j1; ++j) {
-      for (int d = 0; d < hd; ++d) kbuf[d * kFlashTile + j] = b.k[FlashKIndex(slots[j], d, hd)];
-    }
-    t->kf = kbuf;
+    t->kf = FlashKTile(b.k, slots, j0, j1, hd, kbuf);
   }
 }
 
