@@ -62,7 +62,6 @@ class KvStorage {
   int kv_dim(int layer) const { return heads_[layer] * head_dim_; }
   int n_heads(int layer) const { return heads_[layer]; }
   KvType type() const { return type_; }
-  int head_dim() const { return head_dim_; }
   // KV head h of `layer`: V f32 or int8 rows [n_slots, head_dim] (slot s at
   // + s * head_dim), K the same in FlashKIndex's layout; scales [n_slots].
   float* k(int layer, int h) { return k_.get() + off_[layer] + HeadOffset(h); }

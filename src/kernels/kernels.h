@@ -115,7 +115,7 @@ inline void FlashTokensOverlapping(const FlashBlock& b, int32_t lo, int32_t hi, 
 using FlashChunkFn = void (*)(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l, float* o,
                               float* scratch);
 inline size_t FlashChunkScratchFloats(int rows, int head_dim) {
-  return size_t(rows) * (kFlashTile + 1) + (2 * size_t(kFlashTile) + 2) * head_dim + 4 * kFlashTile;
+  return size_t(rows) * (kFlashTile + 1) + 2 * kFlashTile + size_t(kFlashTile) * head_dim;
 }
 
 struct KernelTable {

@@ -15,24 +15,13 @@
 #include "kernels/flash.h"
 #include "kernels/flash_generic.h"
 #include "kernels/kernels.h"
+#include "unit/test_util.h"
 
 namespace infera {
 namespace {
 
-std::vector<CpuIsa> AvailableIsas() {
-  std::vector<CpuIsa> v = {CpuIsa::kScalar};
-  const CpuIsa best = DetectCpuFeatures().BestIsa();
-  if (best >= CpuIsa::kAvx2) v.push_back(CpuIsa::kAvx2);
-  if (best >= CpuIsa::kAvx512) v.push_back(CpuIsa::kAvx512);
-  return v;
-}
-
-std::vector<float> RandomVec(int64_t n, std::mt19937& rng, float scale = 1.0f) {
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
+using testing::AvailableIsas;
+using testing::RandomVec;
 
 // A cache of one KV head with n_slots slots: row-major f32 K and V
 // ([slot][head_dim], what the naive reference reads) and the tiled kernel's

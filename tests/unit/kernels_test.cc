@@ -14,6 +14,7 @@
 #include "kernels/cpu/avx2/avx2_kernels.h"
 #include "kernels/cpu/avxvnni/avxvnni_kernels.h"
 #include "kernels/kernels.h"
+#include "unit/test_util.h"
 #include "kernels/reference/reference_kernels.h"
 #include "tensor/fp16.h"
 #include "tensor/quant_blocks.h"
@@ -21,13 +22,8 @@
 namespace infera {
 namespace {
 
-std::vector<CpuIsa> AvailableIsas() {
-  std::vector<CpuIsa> v = {CpuIsa::kScalar};
-  const CpuIsa best = DetectCpuFeatures().BestIsa();
-  if (best >= CpuIsa::kAvx2) v.push_back(CpuIsa::kAvx2);
-  if (best >= CpuIsa::kAvx512) v.push_back(CpuIsa::kAvx512);
-  return v;
-}
+using testing::AvailableIsas;
+using testing::RandomVec;
 
 const DType kFloatTypes[] = {DType::kF32, DType::kF16, DType::kBF16};
 const DType kQuantTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kIQ4_NL,
@@ -74,13 +70,6 @@ std::vector<uint8_t> RandomWeights(DType t, int64_t rows, int64_t n, std::mt1993
     }
   }
   return w;
-}
-
-std::vector<float> RandomVec(int64_t n, std::mt19937& rng) {
-  std::normal_distribution<float> nd(0, 1);
-  std::vector<float> v(n);
-  for (auto& x : v) x = nd(rng);
-  return v;
 }
 
 std::vector<int64_t> QuantSizes(DType t) {

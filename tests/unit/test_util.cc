@@ -52,4 +52,19 @@ std::string WriteTinyModel(const ModelConfig& c, DType type, uint64_t seed, cons
   return path;
 }
 
+std::vector<float> RandomVec(int64_t n, std::mt19937& rng, float stddev) {
+  std::normal_distribution<float> nd(0.0f, stddev);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+
+std::vector<CpuIsa> AvailableIsas() {
+  std::vector<CpuIsa> v = {CpuIsa::kScalar};
+  const CpuIsa best = DetectCpuFeatures().BestIsa();
+  if (best >= CpuIsa::kAvx2) v.push_back(CpuIsa::kAvx2);
+  if (best >= CpuIsa::kAvx512) v.push_back(CpuIsa::kAvx512);
+  return v;
+}
+
 }  // namespace infera::testing

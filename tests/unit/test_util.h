@@ -1,8 +1,13 @@
-// Helpers shared by the unit tests: temp files, the shared data folder and
-// small random models.
+// Helpers shared by the unit tests: temp files, the shared data folder,
+// small random models, random vectors and the kernel ISAs this CPU runs.
 #pragma once
 
+#include <cstdint>
+#include <random>
 #include <string>
+#include <vector>
+
+#include "base/cpu_features.h"
 
 #include "model/config.h"
 #include "tensor/dtype.h"
@@ -16,5 +21,9 @@ bool SharedAvailable();
 // Writes a random tiny GGUF (synthetic vocab) and returns its path.
 std::string WriteTinyModel(const ModelConfig& c, DType type, uint64_t seed, const std::string& name);
 ModelConfig TinyConfig();
+// n floats drawn from N(0, stddev^2).
+std::vector<float> RandomVec(int64_t n, std::mt19937& rng, float stddev = 1.0f);
+// Scalar, and every SIMD level this CPU supports (kernel tests run each).
+std::vector<CpuIsa> AvailableIsas();
 
 }  // namespace infera::testing

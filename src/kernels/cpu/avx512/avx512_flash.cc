@@ -189,7 +189,7 @@ void FlashChunk(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l,
   float* S = scratch;                          // [R][16] probabilities (int8: times vs)
   float* corr = S + int64_t(R) * kFlashTile;   // [R]
   float* lane_buf = corr + R;                  // [2][16] int8 K and V lane scales
-  float* kbuf = lane_buf + 4 * kFlashTile;     // [hd][16] a gathered K tile
+  float* kbuf = lane_buf + 2 * kFlashTile;     // [hd][16] a gathered K tile
   for (int r = ia * g; r < ib * g; ++r) {
     m[r] = -INFINITY;
     l[r] = 0;
