@@ -32,9 +32,12 @@ inline __m256 LoadBf16(const uint8_t* p) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-// 2 rows × kT (<= 2) tokens.
+// 2 rows × kT (<= 2) tokens. Decode (a non-null `next`: the bytes of the
+// rows read after these) fetches those rows 128 bytes per step, at least as
+// fast as these are read, so the next tile does not start cold.
 template <int kT, int kEsz, __m256 (*Load)(const uint8_t*)>
-void Tile(const uint8_t* r0, const uint8_t* r1, const float* x, int64_t ldx, int64_t n, float out[2][2]) {
+void Tile(const uint8_t* r0, const uint8_t* r1, const float* x, int64_t ldx, int64_t n, float out[2][2],
+          const uint8_t* next = nullptr) {
   const uint8_t* rows[2] = {r0, r1};
   V16 acc[2][kT];
   for (int r = 0; r < 2; ++r) {
@@ -53,6 +56,10 @@ void Tile(const uint8_t* r0, const uint8_t* r1, const float* x, int64_t ldx, int
   };
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
+    if (next != nullptr) {
+      _mm_prefetch(reinterpret_cast<const char*>(next + 2 * i * kEsz), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(next + 2 * i * kEsz + 64), _MM_HINT_T0);
+    }
     const uint8_t* wr[2] = {rows[0] + i * kEsz, rows[1] + i * kEsz};
     const float* xr[2] = {x + i, x + (kT > 1 ? ldx : 0) + i};
     step(wr, xr);
@@ -83,7 +90,7 @@ void FloatTile(const uint8_t* w, size_t row_bytes, int nr, const float* x, int64
       float out[2][2];
       const int tn = nt - t >= 2 ? 2 : 1;
       if (tn == 2) Tile<2, kEsz, Load>(r0, r1, x + t * ldx, ldx, n, out);
-      else Tile<1, kEsz, Load>(r0, r1, x + t * ldx, ldx, n, out);
+      else Tile<1, kEsz, Load>(r0, r1, x + t * ldx, ldx, n, out, nt == 1 ? r0 + 2 * row_bytes : nullptr);
       for (int rr = 0; rr < 2 && r + rr < nr; ++rr) {
         for (int tt = 0; tt < tn; ++tt) y[(t + tt) * ldy + r + rr] = out[rr][tt];
       }

@@ -39,13 +39,22 @@ void Tile(const uint8_t* w, size_t row_bytes, int nr, const float* x, int64_t ld
 #pragma GCC unroll 4
     for (int t = 0; t < kT; ++t) acc[r][t] = _mm512_setzero_ps();
   }
+  // Decode streams each row once, and rows are short (a few KiB) next to
+  // what the memory latency needs in flight: fetch ahead within each row,
+  // and fetch the next tile's rows (the caller walks rows upward; they are
+  // the bytes right after this tile's) 256 bytes per step, at least as fast
+  // as this tile is read, so no tile starts cold. (Prefill re-reads rows
+  // from cache.)
+  const uint8_t* next = w + 4 * row_bytes;
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     __m512 wv[4];
+    if constexpr (kT == 1) {
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) _mm_prefetch(reinterpret_cast<const char*>(next + 4 * i * kEsz + 64 * c), _MM_HINT_T0);
+    }
 #pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) {
-      // Decode streams each row once: fetch ahead, as short rows end before
-      // the hardware prefetcher ramps up. (Prefill re-reads rows from cache.)
       if constexpr (kT == 1) _mm_prefetch(reinterpret_cast<const char*>(rows[r] + i * kEsz + kPrefetchBytes), _MM_HINT_T0);
       wv[r] = Load(rows[r] + i * kEsz);
     }
