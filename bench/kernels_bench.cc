@@ -3,6 +3,8 @@
 // Decode: one token (M = 1), bandwidth-bound. Prefill: M = 64, compute-bound.
 // Verify9: M = 9, in between.
 // Args: n_in, n_out, threads (4096 x 16384: beyond the L3 cache).
+#include <immintrin.h>
+
 #include <cstring>
 #include <memory>
 #include <random>
@@ -128,6 +130,39 @@ void Attention_TiledBlock10(benchmark::State& s) { RunAttention(s, true, 10); }
 BENCHMARK(Attention_Naive)->Arg(512)->Arg(2048)->Arg(8192)->Arg(16384);
 BENCHMARK(Attention_Tiled)->Arg(512)->Arg(2048)->Arg(8192)->Arg(16384)->Arg(131072);
 BENCHMARK(Attention_TiledBlock10)->Arg(512)->Arg(2048)->Arg(8192);
+
+// The core's f32 multiply-add peak: 16 independent chains of 16-lane fused
+// multiply-adds (more than latency x throughput on any current x86 core), no
+// memory traffic. The roof that compute-bound float prefill is measured
+// against (Prefill64_*_F16 GFLOP/s / this).
+__attribute__((target("avx512f"), noinline)) float FmaChains(int64_t iters, float fa, float fb) {
+  __m512 acc[16];
+  const __m512 a = _mm512_set1_ps(fa), b = _mm512_set1_ps(fb);
+  for (int c = 0; c < 16; ++c) acc[c] = _mm512_set1_ps(float(c));
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 16
+    for (int c = 0; c < 16; ++c) acc[c] = _mm512_fmadd_ps(acc[c], a, b);
+  }
+  alignas(64) float lanes[16];
+  __m512 sum = acc[0];
+  for (int c = 1; c < 16; ++c) sum = _mm512_add_ps(sum, acc[c]);
+  _mm512_store_ps(lanes, sum);
+  float s = 0;
+  for (float v : lanes) s += v;
+  return s;
+}
+void FmaPeak_Avx512_F32(benchmark::State& state) {
+  if (static_cast<int>(DetectCpuFeatures().BestIsa()) < static_cast<int>(CpuIsa::kAvx512)) {
+    state.SkipWithError("ISA not supported here");
+    return;
+  }
+  constexpr int64_t kIters = 1 << 20;
+  volatile float fa = 0.999f, fb = 1e-3f;  // unknown to the compiler
+  for (auto _ : state) benchmark::DoNotOptimize(FmaChains(kIters, fa, fb));
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * 16 * 16 * kIters * state.iterations(),
+                                                 benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+BENCHMARK(FmaPeak_Avx512_F32)->UseRealTime();
 
 }  // namespace
 }  // namespace infera
