@@ -20,10 +20,10 @@ PackFormat GetPackFormat(DType t) {
     case DType::kQ3_K: return {true, 4, 16, false, 2};
     case DType::kQ8_0: return {true, 8, 32, false, 7, true};
     case DType::kIQ4_NL: return {true, 8, 32, false, 7, true};
-    case DType::kQ5_0: return {true, 8, 32, false, 4, true};
-    case DType::kQ5_1: return {true, 8, 32, true, -1, true};
-    case DType::kQ5_K: return {true, 8, 32, true, -1, false, true};
-    case DType::kQ6_K: return {true, 8, 16, false, 5, false, true};
+    case DType::kQ5_0: return {true, 5, 32, false, 4, true};
+    case DType::kQ5_1: return {true, 5, 32, true, -1, true};
+    case DType::kQ5_K: return {true, 5, 32, true, -1, false, true};
+    case DType::kQ6_K: return {true, 6, 16, false, 5, false, true};
     default: return {};
   }
 }
@@ -90,7 +90,12 @@ PackedMatrix PackedMatrix::Pack(DType t, const uint8_t* w, size_t row_bytes, int
         for (int e = 0; e < f.block; ++e) blk[(e / 4) * 64 + 4 * r + e % 4] = ub[e];
       } else {
         for (int e = 0; e < half; ++e) {
-          blk[(e / 4) * 64 + 4 * r + e % 4] = static_cast<uint8_t>(ub[e] | (ub[e + half] << 4));
+          blk[(e / 4) * 64 + 4 * r + e % 4] = static_cast<uint8_t>((ub[e] & 0x0F) | ((ub[e + half] & 0x0F) << 4));
+        }
+        const int h = f.bits - 4;  // high bits, after the nibbles
+        for (int e = 0; h > 0 && e < f.block; ++e) {
+          CHECK(ub[e] < (1 << f.bits));
+          blk[f.block * 8 + 4 * r + e % 4] |= static_cast<uint8_t>((ub[e] >> 4) << (h * (e / 4)));
         }
       }
       const float s = s16[b * f.block / 16], m = m16[b * f.block / 16];

@@ -5,8 +5,8 @@
 // tile. The layout is defined here (portable), the same for every ISA.
 //
 // Every quantized GGUF type maps onto: weight = s * (u - 2^shift) + m with u
-// an unsigned 4- or 8-bit integer, and s, m one float each per row and
-// k-block of `block` (16 or 32) elements (m = 0 unless has_min).
+// an unsigned 4-, 5-, 6- or 8-bit integer, and s, m one float each per row
+// and k-block of `block` (16 or 32) elements (m = 0 unless has_min).
 //
 // Layout: rows in groups of 16 (zero rows pad the last group); per group,
 // its n_in / block k-blocks in order, in units of one k-block (quants, then
@@ -18,6 +18,10 @@
 //             8-bit: elements 4c .. 4c+3 of the block
 //             4-bit: low nibbles elements 4c .. 4c+3, high nibbles elements
 //                    block/2 + 4c .. block/2 + 4c + 3
+//             5-, 6-bit (Q5_*, Q6_K): the low 4 bits of u as 4-bit, then
+//                    one 64-byte chunk of the high bits (h = bits - 4 of
+//                    each): byte 4r + j holds, at bits [h v, h v + h), those
+//                    of element 4v + j (v < block / 4: 8 / h vectors)
 //   scales  s [16], one per row, then m [16] (only if has_min)
 // s and m are f16 where they are the file's own f16 values (the legacy types:
 // exact, and the packed matrix is no larger than the file's blocks); factored
@@ -39,7 +43,7 @@ namespace infera {
 
 struct PackFormat {
   bool supported = false;
-  int bits = 8;          // 4 or 8
+  int bits = 8;          // 4, 5, 6 or 8
   int block = 32;        // 16 or 32 elements per scale
   bool has_min = false;
   int shift = -1;        // weight offset 2^shift; -1: none
@@ -112,7 +116,13 @@ class PackedMatrix {
     const int half = f.block / 2;
     const int e2 = e % half;
     const uint8_t byte = block[(e2 / 4) * 64 + 4 * r + e2 % 4];
-    return e < half ? (byte & 0x0F) : (byte >> 4);
+    int u = e < half ? (byte & 0x0F) : (byte >> 4);
+    if (f.bits > 4) {
+      const int h = f.bits - 4;
+      const uint8_t high = block[f.block * 8 + 4 * r + e % 4];
+      u |= ((high >> (h * (e / 4))) & ((1 << h) - 1)) << 4;
+    }
+    return u;
   }
 
  private:

@@ -1,6 +1,6 @@
 // Picks the packed-format instantiation of a QGemm kernel at run time:
 // Kernel::Run<bits, block, has_min, f16_scales, k_factored>(...) for the
-// matrix's PackFormat (f16 and factored scales come only with blocks of 32).
+// matrix's PackFormat (GetPackFormat's formats; kernels instantiate only these).
 #pragma once
 
 #include "kernels/kernels.h"
@@ -13,15 +13,19 @@ template <typename Kernel>
 void DispatchPackFormat(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
   const PackFormat& f = w.format();
   const bool m = f.has_min;
-  if (f.k_factored) {  // Q4_K, Q5_K: blocks of 32 with mins; Q6_K: 8-bit blocks of 16
-    if (!m) return Kernel::template Run<8, 16, false, false, true>(w, group, a, t0, nt, y);
+  if (f.k_factored) {  // Q4_K, Q5_K: blocks of 32 with mins; Q6_K: 6-bit blocks of 16
+    if (!m) return Kernel::template Run<6, 16, false, false, true>(w, group, a, t0, nt, y);
     return f.bits == 4 ? Kernel::template Run<4, 32, true, false, true>(w, group, a, t0, nt, y)
-                       : Kernel::template Run<8, 32, true, false, true>(w, group, a, t0, nt, y);
+                       : Kernel::template Run<5, 32, true, false, true>(w, group, a, t0, nt, y);
   }
   if (f.f16_scales) {
     if (f.bits == 4) {
       return m ? Kernel::template Run<4, 32, true, true, false>(w, group, a, t0, nt, y)
                : Kernel::template Run<4, 32, false, true, false>(w, group, a, t0, nt, y);
+    }
+    if (f.bits == 5) {  // Q5_1, Q5_0
+      return m ? Kernel::template Run<5, 32, true, true, false>(w, group, a, t0, nt, y)
+               : Kernel::template Run<5, 32, false, true, false>(w, group, a, t0, nt, y);
     }
     return m ? Kernel::template Run<8, 32, true, true, false>(w, group, a, t0, nt, y)
              : Kernel::template Run<8, 32, false, true, false>(w, group, a, t0, nt, y);
@@ -30,16 +34,9 @@ void DispatchPackFormat(const PackedMatrix& w, int64_t group, const QuantActs& a
     return m ? Kernel::template Run<4, 32, true, false, false>(w, group, a, t0, nt, y)
              : Kernel::template Run<4, 32, false, false, false>(w, group, a, t0, nt, y);
   }
-  if (f.bits == 4) {
-    return m ? Kernel::template Run<4, 16, true, false, false>(w, group, a, t0, nt, y)
-             : Kernel::template Run<4, 16, false, false, false>(w, group, a, t0, nt, y);
-  }
-  if (f.block == 32) {
-    return m ? Kernel::template Run<8, 32, true, false, false>(w, group, a, t0, nt, y)
-             : Kernel::template Run<8, 32, false, false, false>(w, group, a, t0, nt, y);
-  }
-  return m ? Kernel::template Run<8, 16, true, false, false>(w, group, a, t0, nt, y)
-           : Kernel::template Run<8, 16, false, false, false>(w, group, a, t0, nt, y);
+  // Q2_K (with mins), Q3_K: 4-bit blocks of 16, f32 scales.
+  return m ? Kernel::template Run<4, 16, true, false, false>(w, group, a, t0, nt, y)
+           : Kernel::template Run<4, 16, false, false, false>(w, group, a, t0, nt, y);
 }
 
 }  // namespace

@@ -36,6 +36,8 @@ constexpr int kQGemmPrefetchBytes = 4096;
 template <bool kVnni, int kBits, int kBlock, bool kMin, bool kF16, bool kFac, int kT>
 void QGemm256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, float* y) {
   constexpr int kChunks = kBits == 8 ? kBlock / 4 : kBlock / 8;
+  constexpr int kHigh = kBits == 5 || kBits == 6 ? kBits - 4 : 0;  // bits in the high-bit chunk
+  using Geometry = PackedGeometry<kBits, kBlock, kMin, kF16, kFac>;
   constexpr int kHalf = kF16 ? 16 : 32;  // bytes of 8 scales
   constexpr size_t sbytes = PackedGeometry<kBits, kBlock, kMin, kF16, kFac>::kScaleBytes;
   const int64_t nb = w.n_blocks();
@@ -46,15 +48,27 @@ void QGemm256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t
   auto block = [&](const uint8_t* blk, const uint8_t* sp, [[maybe_unused]] const uint8_t* super, int64_t b)
                    __attribute__((always_inline)) {
     if constexpr (kT == 1) {  // decode: see the AVX-512 kernel
-      for (int c = 0; c <= kChunks; ++c) _mm_prefetch(reinterpret_cast<const char*>(blk + kQGemmPrefetchBytes + 64 * c), _MM_HINT_T0);
+      for (size_t c = 0; c <= Geometry::kQuantBytes / 64; ++c) {
+        _mm_prefetch(reinterpret_cast<const char*>(blk + kQGemmPrefetchBytes + 64 * c), _MM_HINT_T0);
+      }
     }
     __m256i isum[kT][2];
     for (int t = 0; t < kT; ++t) isum[t][0] = isum[t][1] = _mm256_set1_epi32(a.Bias(t0 + t)[b]);
     for (int c = 0; c < kChunks; ++c) {
       for (int h = 0; h < 2; ++h) {
         const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(blk + 64 * c + 32 * h));
-        const __m256i wl = _mm256_and_si256(raw, lo4);
-        const __m256i wh = _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4);
+        __m256i wl = _mm256_and_si256(raw, lo4);
+        __m256i wh = _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4);
+        if constexpr (kHigh > 0) {  // u <= 63: vpmaddubsw pairs stay below 2^15
+          const __m256i high = _mm256_load_si256(reinterpret_cast<const __m256i*>(blk + kBlock * 8 + 32 * h));
+          const __m256i mask = _mm256_set1_epi8(static_cast<char>(((1 << kHigh) - 1) << 4));
+          auto bits_of = [&](int v) {  // vector v's high bits, at [kHigh v, ...) of each byte, to bit 4
+            const int at = kHigh * v;
+            return _mm256_and_si256(at >= 4 ? _mm256_srli_epi16(high, at - 4) : _mm256_slli_epi16(high, 4 - at), mask);
+          };
+          wl = _mm256_or_si256(wl, bits_of(c));
+          wh = _mm256_or_si256(wh, bits_of(kChunks + c));
+        }
         for (int t = 0; t < kT; ++t) {
           const int8_t* qt = a.Q(t0 + t) + b * kBlock;
           int32_t a_lo, a_hi;
@@ -118,7 +132,7 @@ void QGemm256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t
       }
     }
   };
-  PackedGeometry<kBits, kBlock, kMin, kF16, kFac>::ForEachBlock(w.Block(group, 0), nb, block);
+  Geometry::ForEachBlock(w.Block(group, 0), nb, block);
   for (int t = 0; t < kT; ++t) {
     _mm256_storeu_ps(y + 16 * t, _mm256_add_ps(acc[t].lo, macc[t].lo));
     _mm256_storeu_ps(y + 16 * t + 8, _mm256_add_ps(acc[t].hi, macc[t].hi));

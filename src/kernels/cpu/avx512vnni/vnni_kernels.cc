@@ -30,7 +30,9 @@ template <int kBits, int kBlock, bool kMin, bool kF16, bool kFac, int kT>
 void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, float* y) {
   constexpr int kVecs = kBlock / 4;  // 4-element groups per block
   constexpr int kLoads = kBits == 8 ? kVecs : kVecs / 2;
-  constexpr size_t sbytes = PackedGeometry<kBits, kBlock, kMin, kF16, kFac>::kScaleBytes;
+  constexpr int kHigh = kBits == 5 || kBits == 6 ? kBits - 4 : 0;  // bits in the high-bit chunk
+  using Geometry = PackedGeometry<kBits, kBlock, kMin, kF16, kFac>;
+  constexpr size_t sbytes = Geometry::kScaleBytes;
   const int64_t nb = w.n_blocks();
   const __m512i lo = _mm512_set1_epi8(0x0F);
   __m512 acc[kT], macc[kT];
@@ -51,7 +53,9 @@ void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0
     __m512i wv[kVecs];
     if constexpr (kT == 1) {
 #pragma GCC unroll 8
-      for (int c = 0; c <= kLoads; ++c) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetchBytes + 64 * c), _MM_HINT_T0);
+      for (size_t c = 0; c <= Geometry::kQuantBytes / 64; ++c) {
+        _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetchBytes + 64 * c), _MM_HINT_T0);
+      }
     }
 #pragma GCC unroll 8
     for (int c = 0; c < kLoads; ++c) {
@@ -61,6 +65,16 @@ void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0
       } else {
         wv[c] = _mm512_and_si512(raw, lo);
         wv[kLoads + c] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), lo);
+      }
+    }
+    if constexpr (kHigh > 0) {  // vector v's high bits, at [kHigh v, ...) of each byte, to bit 4
+      const __m512i high = _mm512_load_si512(blk + kBlock * 8);
+      const __m512i mask = _mm512_set1_epi8(static_cast<char>(((1 << kHigh) - 1) << 4));
+#pragma GCC unroll 8
+      for (int v = 0; v < kVecs; ++v) {
+        const int at = kHigh * v;
+        const __m512i h = at >= 4 ? _mm512_srli_epi16(high, at - 4) : _mm512_slli_epi16(high, 4 - at);
+        wv[v] = _mm512_or_si512(wv[v], _mm512_and_si512(h, mask));
       }
     }
     __m512 s, m = _mm512_setzero_ps();
@@ -93,7 +107,7 @@ void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0
       if constexpr (kMin) macc[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(dsum[t][b]), macc[t]);
     }
   };
-  PackedGeometry<kBits, kBlock, kMin, kF16, kFac>::ForEachBlock(w.Block(group, 0), nb, block);
+  Geometry::ForEachBlock(w.Block(group, 0), nb, block);
   for (int t = 0; t < kT; ++t) _mm512_storeu_ps(y + 16 * t, _mm512_add_ps(acc[t], macc[t]));
 }
 
