@@ -46,7 +46,8 @@ namespace {
 
 constexpr int64_t kRowAlign = 16;
 constexpr int64_t kFloatTileTokens = 6;
-constexpr int64_t kL2Budget = 384 * 1024;  // bytes of activations per token block
+constexpr int64_t kL2Budget = 384 * 1024;   // bytes of activations per token block (quantized)
+constexpr int64_t kL2Weights = 512 * 1024;  // bytes of weight rows per block (float)
 
 // Tokens per block: a multiple of 12 (whole 4- and 6-token tiles).
 int64_t TokenBlock(int64_t bytes_per_token) {
@@ -58,14 +59,19 @@ void MatmulFloat(const KernelTable& k, ThreadPool& pool, const WeightMatrix& w, 
                  float* y) {
   const FloatTileFn tile = k.FloatTileFor(w.type);
   CHECK(tile != nullptr);
-  const int64_t tb = TokenBlock(w.n_in * 4);
+  // Each thread walks its rows in L2-sized blocks and, in each, every 6-token
+  // tile over all the block's 4-row tiles: a tile's activations stay in L1
+  // (or L2 for long rows) while the block's weights (half the bytes for
+  // F16) come from L2. Reading the activations from L2 for every weight tile
+  // instead was 10-15 % slower prefill (m360 / m1b F16).
+  const int64_t rb = std::max<int64_t>(kRowAlign, kL2Weights / static_cast<int64_t>(w.row_bytes) / kRowAlign * kRowAlign);
   pool.ParallelFor(w.n_out, kRowAlign, [&](int64_t r0, int64_t r1) {
-    for (int64_t t0 = 0; t0 < m; t0 += tb) {
-      const int64_t t1 = std::min(m, t0 + tb);
-      for (int64_t r = r0; r < r1; r += 4) {
-        const int nr = static_cast<int>(std::min<int64_t>(4, r1 - r));
-        for (int64_t t = t0; t < t1; t += kFloatTileTokens) {
-          const int nt = static_cast<int>(std::min<int64_t>(kFloatTileTokens, t1 - t));
+    for (int64_t b0 = r0; b0 < r1; b0 += rb) {
+      const int64_t b1 = std::min(r1, b0 + rb);
+      for (int64_t t = 0; t < m; t += kFloatTileTokens) {
+        const int nt = static_cast<int>(std::min<int64_t>(kFloatTileTokens, m - t));
+        for (int64_t r = b0; r < b1; r += 4) {
+          const int nr = static_cast<int>(std::min<int64_t>(4, b1 - r));
           tile(w.data + r * w.row_bytes, w.row_bytes, nr, x + t * w.n_in, w.n_in, nt, w.n_in, y + t * w.n_out + r,
                w.n_out);
         }

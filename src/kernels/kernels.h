@@ -165,8 +165,9 @@ struct WeightMatrix {
 
 // y [m, n_out] = x [m, n_in] · W^T, split over output rows across the pool.
 // Each thread takes a contiguous range of rows (multiples of 16: no two
-// threads write one cache line) and walks tokens in L2-sized blocks, so each
-// weight tile is reused by every token of a block.
+// threads write one cache line). Float weights: it walks them in L2-sized
+// blocks of rows, each read by every token tile in turn. Quantized: it walks
+// tokens in L2-sized blocks, each weight tile reused by every token of one.
 // Uses per-thread scratch that grows once; no allocation in steady state.
 void Matmul(const KernelTable& k, ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t m,
             float* y);
