@@ -44,7 +44,6 @@ KernelTable MakeBestKernelTable() { return MakeKernelTable(DetectCpuFeatures().B
 
 namespace {
 
-constexpr int64_t kRowAlign = 16;
 constexpr int64_t kFloatTileTokens = 6;
 constexpr int64_t kL2Budget = 384 * 1024;   // bytes of activations per token block (quantized)
 constexpr int64_t kL2Weights = 512 * 1024;  // bytes of weight rows per block (float)
@@ -55,74 +54,126 @@ int64_t TokenBlock(int64_t bytes_per_token) {
   return std::clamp<int64_t>(tb / 12 * 12, 12, 252);
 }
 
-void MatmulFloat(const KernelTable& k, ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t m,
-                 float* y) {
-  const FloatTileFn tile = k.FloatTileFor(w.type);
-  CHECK(tile != nullptr);
-  // Each thread walks its rows in L2-sized blocks and, in each, every 6-token
-  // tile over all the block's 4-row tiles: a tile's activations stay in L1
-  // (or L2 for long rows) while the block's weights (half the bytes for
-  // F16) come from L2. Reading the activations from L2 for every weight tile
-  // instead was 10-15 % slower prefill (m360 / m1b F16).
-  const int64_t rb = std::max<int64_t>(kRowAlign, kL2Weights / static_cast<int64_t>(w.row_bytes) / kRowAlign * kRowAlign);
-  pool.ParallelFor(w.n_out, kRowAlign, [&](int64_t r0, int64_t r1) {
-    for (int64_t b0 = r0; b0 < r1; b0 += rb) {
-      const int64_t b1 = std::min(r1, b0 + rb);
-      for (int64_t t = 0; t < m; t += kFloatTileTokens) {
-        const int nt = static_cast<int>(std::min<int64_t>(kFloatTileTokens, m - t));
-        for (int64_t r = b0; r < b1; r += 4) {
-          const int nr = static_cast<int>(std::min<int64_t>(4, b1 - r));
-          tile(w.data + r * w.row_bytes, w.row_bytes, nr, x + t * w.n_in, w.n_in, nt, w.n_in, y + t * w.n_out + r,
-               w.n_out);
-        }
+// One matrix of a MatmulMany op, prepared: its share of the op's units
+// (16-row groups) is [unit0, unit0 + units).
+struct MatmulPart {
+  const WeightMatrix* w = nullptr;
+  float* y = nullptr;
+  FloatTileFn tile = nullptr;        // float weights
+  int64_t row_block = 0;             // float: rows per L2-sized block
+  const PackedMatrix* pm = nullptr;  // quantized weights
+  QuantActs acts;
+  int64_t unit0 = 0, units = 0;
+};
+
+// Float rows [r0, r1) of y = x · W^T. Walks them in L2-sized blocks and, in
+// each, every 6-token tile over all the block's 4-row tiles: a tile's
+// activations stay in L1 (or L2 for long rows) while the block's weights
+// (half the bytes for F16) come from L2. Reading the activations from L2 for
+// every weight tile instead was 10-15 % slower prefill (m360 / m1b F16).
+void FloatRows(const MatmulPart& p, const float* x, int64_t m, int64_t r0, int64_t r1) {
+  const WeightMatrix& w = *p.w;
+  for (int64_t b0 = r0; b0 < r1; b0 += p.row_block) {
+    const int64_t b1 = std::min(r1, b0 + p.row_block);
+    for (int64_t t = 0; t < m; t += kFloatTileTokens) {
+      const int nt = static_cast<int>(std::min<int64_t>(kFloatTileTokens, m - t));
+      for (int64_t r = b0; r < b1; r += 4) {
+        const int nr = static_cast<int>(std::min<int64_t>(4, b1 - r));
+        p.tile(w.data + r * w.row_bytes, w.row_bytes, nr, x + t * w.n_in, w.n_in, nt, w.n_in,
+               p.y + t * w.n_out + r, w.n_out);
       }
     }
-  });
+  }
 }
 
-void MatmulQuant(const KernelTable& k, ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t m,
-                 float* y) {
-  CHECK(k.qgemm != nullptr && k.quantize_token != nullptr);
-  const PackedMatrix* pm = w.packed;
-  std::unique_ptr<PackedMatrix> tmp;
-  if (pm == nullptr) {
-    tmp = std::make_unique<PackedMatrix>(PackedMatrix::Pack(w.type, w.data, w.row_bytes, w.n_in, w.n_out));
-    pm = tmp.get();
-  }
-  CHECK(pm->n_in() == w.n_in && pm->n_out() == w.n_out);
-  thread_local std::vector<uint8_t> act_buf;
-  const QuantActs a = QuantizeActs(x, m, w.n_in, w.n_in, pm->format(), &act_buf, &pool, k.quantize_token);
-  const int64_t tb = TokenBlock(w.n_in + 64);
+// Packed groups [g0, g1) of y = x · W^T: tokens in L2-sized blocks, each
+// group's unpacked block reused by up to 4 tokens.
+void QuantGroups(const KernelTable& k, const MatmulPart& p, int64_t m, int64_t g0, int64_t g1) {
   constexpr int kR = PackedMatrix::kRows;
-  // Groups of 16 rows: 64 bytes of output per token, so threads never share
-  // a cache line.
-  pool.ParallelFor(pm->n_groups(), 1, [&](int64_t g0, int64_t g1) {
-    alignas(64) float out[4 * kR];
-    for (int64_t t0 = 0; t0 < m; t0 += tb) {
-      const int64_t t1 = std::min(m, t0 + tb);
-      for (int64_t g = g0; g < g1; ++g) {
-        const int64_t r0 = g * kR;
-        const int nr = static_cast<int>(std::min<int64_t>(kR, w.n_out - r0));
-        for (int64_t t = t0; t < t1; t += 4) {
-          const int nt = static_cast<int>(std::min<int64_t>(4, t1 - t));
-          k.qgemm(*pm, g, a, t, nt, out);
-          for (int i = 0; i < nt; ++i) std::copy(out + i * kR, out + i * kR + nr, y + (t + i) * w.n_out + r0);
-        }
+  const int64_t n_out = p.w->n_out;
+  const int64_t tb = TokenBlock(p.w->n_in + 64);
+  alignas(64) float out[4 * kR];
+  for (int64_t t0 = 0; t0 < m; t0 += tb) {
+    const int64_t t1 = std::min(m, t0 + tb);
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t r0 = g * kR;
+      const int nr = static_cast<int>(std::min<int64_t>(kR, n_out - r0));
+      for (int64_t t = t0; t < t1; t += 4) {
+        const int nt = static_cast<int>(std::min<int64_t>(4, t1 - t));
+        k.qgemm(*p.pm, g, p.acts, t, nt, out);
+        for (int i = 0; i < nt; ++i) std::copy(out + i * kR, out + i * kR + nr, p.y + (t + i) * n_out + r0);
       }
     }
-  });
+  }
 }
 
 }  // namespace
 
 void Matmul(const KernelTable& k, ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t m,
             float* y) {
-  if (m <= 0 || w.n_out <= 0) return;
-  if (w.type == DType::kF32 || w.type == DType::kF16 || w.type == DType::kBF16) {
-    MatmulFloat(k, pool, w, x, m, y);
-  } else {
-    MatmulQuant(k, pool, w, x, m, y);
+  const MatmulTarget t{&w, y};
+  MatmulMany(k, pool, &t, 1, x, m);
+}
+
+void MatmulMany(const KernelTable& k, ThreadPool& pool, const MatmulTarget* targets, int n, const float* x,
+                int64_t m) {
+  CHECK(n >= 1 && n <= kMaxMatmulTargets);
+  if (m <= 0) return;
+  MatmulPart parts[kMaxMatmulTargets];
+  std::unique_ptr<PackedMatrix> packed_here[kMaxMatmulTargets];
+  // Per part: its activations' buffer (grows once; the owner thread's).
+  thread_local std::vector<uint8_t> act_bufs[kMaxMatmulTargets];
+  constexpr int64_t kUnit = PackedMatrix::kRows;  // 16 rows: threads never share an output cache line
+  int64_t total = 0;
+  for (int i = 0; i < n; ++i) {
+    MatmulPart& p = parts[i];
+    p.w = targets[i].w;
+    p.y = targets[i].y;
+    const WeightMatrix& w = *p.w;
+    CHECK(w.n_in == targets[0].w->n_in);
+    p.unit0 = total;
+    if (w.n_out <= 0) continue;
+    if (w.type == DType::kF32 || w.type == DType::kF16 || w.type == DType::kBF16) {
+      p.tile = k.FloatTileFor(w.type);
+      CHECK(p.tile != nullptr);
+      p.row_block = std::max<int64_t>(kUnit, kL2Weights / static_cast<int64_t>(w.row_bytes) / kUnit * kUnit);
+      p.units = (w.n_out + kUnit - 1) / kUnit;
+    } else {
+      CHECK(k.qgemm != nullptr && k.quantize_token != nullptr);
+      p.pm = w.packed;
+      if (p.pm == nullptr) {  // tests, tools: pack on the fly (slow)
+        packed_here[i] = std::make_unique<PackedMatrix>(PackedMatrix::Pack(w.type, w.data, w.row_bytes, w.n_in, w.n_out));
+        p.pm = packed_here[i].get();
+      }
+      CHECK(p.pm->n_in() == w.n_in && p.pm->n_out() == w.n_out);
+      // Matrices whose formats quantize activations alike share one copy.
+      const PackFormat& f = p.pm->format();
+      bool shared = false;
+      for (int j = 0; j < i && !shared; ++j) {
+        const PackedMatrix* o = parts[j].pm;
+        if (o != nullptr && o->format().block == f.block && o->format().shift == f.shift) {
+          p.acts = parts[j].acts;
+          shared = true;
+        }
+      }
+      if (!shared) p.acts = QuantizeActs(x, m, w.n_in, w.n_in, f, &act_bufs[i], &pool, k.quantize_token);
+      p.units = p.pm->n_groups();
+    }
+    total += p.units;
   }
+  if (total == 0) return;
+  pool.ParallelFor(total, 1, [&](int64_t u0, int64_t u1) {
+    for (int i = 0; i < n; ++i) {
+      const MatmulPart& p = parts[i];
+      const int64_t lo = std::max(u0, p.unit0) - p.unit0, hi = std::min(u1, p.unit0 + p.units) - p.unit0;
+      if (lo >= hi) continue;
+      if (p.tile != nullptr) {
+        FloatRows(p, x, m, lo * kUnit, std::min(hi * kUnit, p.w->n_out));
+      } else {
+        QuantGroups(k, p, m, lo, hi);
+      }
+    }
+  });
 }
 
 void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps) {

@@ -172,6 +172,19 @@ struct WeightMatrix {
 void Matmul(const KernelTable& k, ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t m,
             float* y);
 
+// Several matrices with the same input, y_i [m, n_out_i] = x [m, n_in] ·
+// W_i^T, as one parallel op (Q/K/V, gate/up): the pool deals the rows of all
+// of them at once, so the threads wait for each other once instead of once
+// per matrix, and activations are quantized once per distinct format. Each
+// y_i is computed exactly as Matmul computes it.
+struct MatmulTarget {
+  const WeightMatrix* w;
+  float* y;
+};
+constexpr int kMaxMatmulTargets = 4;
+void MatmulMany(const KernelTable& k, ThreadPool& pool, const MatmulTarget* targets, int n, const float* x,
+                int64_t m);
+
 // The sum of 16 lanes in the fixed order every kernel uses.
 inline float Reduce16(const float* v) {
   float h[8], q[4];

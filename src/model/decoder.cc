@@ -168,9 +168,8 @@ void DecoderRunner::AttentionBlock(int l, const ForwardBatch& b, KvStorage& kv) 
     });
     in = normed_.data();
   }
-  Matmul(kernels_, pool_, L.wq, in, T, q_.data());
-  Matmul(kernels_, pool_, L.wk, in, T, k_.data());
-  Matmul(kernels_, pool_, L.wv, in, T, v_.data());
+  const MatmulTarget qkv[] = {{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
+  MatmulMany(kernels_, pool_, qkv, 3, in, T);
   ForTokens(T, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       float* q = &q_[size_t(t) * qd];
@@ -217,8 +216,8 @@ void DecoderRunner::FfnBlock(int l, int32_t T) {
   if (c_.moe()) {
     MoeFfn(l, in, T);
   } else {
-    Matmul(kernels_, pool_, L.w_gate, in, T, gate_.data());
-    Matmul(kernels_, pool_, L.w_up, in, T, up_.data());
+    const MatmulTarget gate_up[] = {{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}};
+    MatmulMany(kernels_, pool_, gate_up, 2, in, T);
     GatedActivation(gate_.data(), up_.data(), T, ff);
     Matmul(kernels_, pool_, L.w_down, gate_.data(), T, block_out_.data());
   }

@@ -331,6 +331,45 @@ TEST_P(KernelIsaTest, MatmulIsBatchThreadAndIsaInvariant) {
   }
 }
 
+// One op over several matrices with one input (Q/K/V, gate/up) gives each
+// output exactly as its own Matmul does, whatever the mix of types (shared
+// and separate activation quantizations, float and packed parts), for
+// decode and prefill, on 1 and 2 threads.
+TEST_P(KernelIsaTest, MatmulManyEqualsMatmulPerMatrix) {
+  const KernelTable k = MakeKernelTable(GetParam());
+  std::mt19937 rng(12);
+  ThreadPool p1(1), p2(2);
+  const int64_t n_in = 512;
+  const DType mixes[][3] = {{DType::kQ4_K, DType::kQ4_K, DType::kQ6_K},
+                            {DType::kQ4_0, DType::kF16, DType::kQ8_0},
+                            {DType::kF32, DType::kBF16, DType::kQ5_K}};
+  for (const auto& mix : mixes) {
+    const int64_t n_outs[3] = {80, 33, 47};
+    std::vector<std::vector<uint8_t>> ws;
+    std::vector<WeightMatrix> W;
+    for (int i = 0; i < 3; ++i) ws.push_back(RandomWeights(mix[i], n_outs[i], n_in, rng));
+    for (int i = 0; i < 3; ++i) W.push_back({mix[i], n_in, n_outs[i], ws[i].data(), *RowBytes(mix[i], n_in)});
+    for (int64_t m : {1, 13}) {
+      auto x = RandomVec(m * n_in, rng);
+      for (ThreadPool* pool : {&p1, &p2}) {
+        std::vector<float> ys[3], yr[3];
+        MatmulTarget targets[3];
+        for (int i = 0; i < 3; ++i) {
+          ys[i].assign(m * n_outs[i], -1.0f);
+          yr[i].resize(m * n_outs[i]);
+          targets[i] = {&W[i], ys[i].data()};
+          Matmul(k, *pool, W[i], x.data(), m, yr[i].data());
+        }
+        MatmulMany(k, *pool, targets, 3, x.data(), m);
+        for (int i = 0; i < 3; ++i) {
+          EXPECT_EQ(std::memcmp(ys[i].data(), yr[i].data(), ys[i].size() * 4), 0)
+              << DTypeName(mix[i]) << " part " << i << " m=" << m;
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllIsas, KernelIsaTest, ::testing::ValuesIn(AvailableIsas()),
                          [](const auto& info) { return std::string(CpuIsaName(info.param)); });
 
