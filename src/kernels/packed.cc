@@ -19,7 +19,7 @@ PackFormat GetPackFormat(DType t) {
     case DType::kQ2_K: return {true, 4, 16, true, -1};
     case DType::kQ3_K: return {true, 4, 16, false, 2};
     case DType::kQ8_0: return {true, 8, 32, false, 7, true};
-    case DType::kIQ4_NL: return {true, 8, 32, false, 7, true};
+    case DType::kIQ4_NL: return {true, 4, 32, false, 7, true, false, true};
     case DType::kQ5_0: return {true, 5, 32, false, 4, true};
     case DType::kQ5_1: return {true, 5, 32, true, -1, true};
     case DType::kQ5_K: return {true, 5, 32, true, -1, false, true};
@@ -86,9 +86,18 @@ PackedMatrix PackedMatrix::Pack(DType t, const uint8_t* w, size_t row_bytes, int
     for (int64_t b = 0; b < pm.n_blocks(); ++b) {
       uint8_t* blk = const_cast<uint8_t*>(pm.Block(g, b));
       const uint8_t* ub = u.data() + b * f.block;
+      uint8_t code[32];
       if (f.bits == 8) {
         for (int e = 0; e < f.block; ++e) blk[(e / 4) * 64 + 4 * r + e % 4] = ub[e];
       } else {
+        if (f.lut) {  // u back to its code
+          for (int e = 0; e < f.block; ++e) {
+            const uint8_t* at = std::find(std::begin(kIq4NlU), std::end(kIq4NlU), ub[e]);
+            CHECK(at != std::end(kIq4NlU));
+            code[e] = static_cast<uint8_t>(at - std::begin(kIq4NlU));
+          }
+          ub = code;
+        }
         for (int e = 0; e < half; ++e) {
           blk[(e / 4) * 64 + 4 * r + e % 4] = static_cast<uint8_t>((ub[e] & 0x0F) | ((ub[e + half] & 0x0F) << 4));
         }

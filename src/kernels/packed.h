@@ -18,6 +18,7 @@
 //             8-bit: elements 4c .. 4c+3 of the block
 //             4-bit: low nibbles elements 4c .. 4c+3, high nibbles elements
 //                    block/2 + 4c .. block/2 + 4c + 3
+//             IQ4_NL (lut): the 4-bit codes as 4-bit; u = kIq4NlU[code]
 //             5-, 6-bit (Q5_*, Q6_K): the low 4 bits of u as 4-bit, then
 //                    one 64-byte chunk of the high bits (h = bits - 4 of
 //                    each): byte 4r + j holds, at bits [h v, h v + h), those
@@ -53,8 +54,16 @@ struct PackFormat {
   // s = d * sc, m = -(dmin * mn), the unpacker's own f32 arithmetic. Q6_K
   // (no mins): d per super-block of 16 k-blocks, sc a signed byte.
   bool k_factored = false;
+  // IQ4_NL: the 4-bit values are codes, u = kIq4NlU[code] (a table lookup in
+  // the kernels: vpshufb), so its weights stay 4-bit.
+  bool lut = false;
 };
 PackFormat GetPackFormat(DType t);
+
+// IQ4_NL's 16 non-linear values (tensor/quant_blocks.h kIq4nlValues) as the
+// packed u: value + 128, with shift 7.
+alignas(16) inline constexpr uint8_t kIq4NlU[16] = {1, 24, 45, 63, 79, 93, 106, 118,
+                                                    129, 141, 153, 166, 181, 197, 217, 241};
 
 struct AlignedFree {
   void operator()(uint8_t* p) const;
@@ -117,6 +126,7 @@ class PackedMatrix {
     const int e2 = e % half;
     const uint8_t byte = block[(e2 / 4) * 64 + 4 * r + e2 % 4];
     int u = e < half ? (byte & 0x0F) : (byte >> 4);
+    if (f.lut) return kIq4NlU[u];
     if (f.bits > 4) {
       const int h = f.bits - 4;
       const uint8_t high = block[f.block * 8 + 4 * r + e % 4];

@@ -1,5 +1,5 @@
 // Picks the packed-format instantiation of a QGemm kernel at run time:
-// Kernel::Run<bits, block, has_min, f16_scales, k_factored>(...) for the
+// Kernel::Run<bits, block, has_min, f16_scales, k_factored[, lut]>(...) for the
 // matrix's PackFormat (GetPackFormat's formats; kernels instantiate only these).
 #pragma once
 
@@ -18,6 +18,7 @@ void DispatchPackFormat(const PackedMatrix& w, int64_t group, const QuantActs& a
     return f.bits == 4 ? Kernel::template Run<4, 32, true, false, true>(w, group, a, t0, nt, y)
                        : Kernel::template Run<5, 32, true, false, true>(w, group, a, t0, nt, y);
   }
+  if (f.lut) return Kernel::template Run<4, 32, false, true, false, true>(w, group, a, t0, nt, y);  // IQ4_NL
   if (f.f16_scales) {
     if (f.bits == 4) {
       return m ? Kernel::template Run<4, 32, true, true, false>(w, group, a, t0, nt, y)

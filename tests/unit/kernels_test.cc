@@ -158,6 +158,10 @@ TEST_P(KernelIsaTest, AttendHeadMatchesReferenceExactly) {
 // The packed form (via the scalar unpackers) means the same weights as the
 // GGUF blocks: s * (u - 2^shift) + m == dequantized value, for every row,
 // including a last group padded with zero rows.
+TEST(PackedMatrix, Iq4NlTableIsTheFormatsValuesPlus128) {
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(int{kIq4NlU[i]}, kIq4nlValues[i] + 128) << i;
+}
+
 TEST(PackedMatrix, PacksEveryTypeFaithfully) {
   std::mt19937 rng(5);
   for (DType t : kQuantTypes) {
@@ -177,8 +181,9 @@ TEST(PackedMatrix, PacksEveryTypeFaithfully) {
         for (int64_t e = 0; e < n; ++e) {
           const uint8_t* blk = pm.Block(row / 16, e / f.block);
           const int u = PackedMatrix::Quant(f, blk, r, static_cast<int>(e % f.block));
-          if (row >= rows) {
-            ASSERT_EQ(u, 0);
+          if (row >= rows) {  // padding: zero bytes (IQ4_NL: code 0), zero scale
+            ASSERT_EQ(u, f.lut ? int{kIq4NlU[0]} : 0);
+            ASSERT_EQ(pm.Scale(row / 16, e / f.block, r), 0.0f);
             continue;
           }
           const int64_t g = row / 16, b = e / f.block;

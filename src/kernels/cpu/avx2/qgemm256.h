@@ -33,7 +33,7 @@ constexpr int kQGemmPrefetchBytes = 4096;
 // × kT (<= 2) tokens. AVX2: vpmaddubsw on 4-bit values cannot saturate
 // (15 * 127 * 2 < 2^15); 8-bit quants are split into two nibbles. AVX-VNNI
 // (kVnni): vpdpbusd on the bytes as they are, exact without splitting.
-template <bool kVnni, int kBits, int kBlock, bool kMin, bool kF16, bool kFac, int kT>
+template <bool kVnni, int kBits, int kBlock, bool kMin, bool kF16, bool kFac, bool kLut, int kT>
 void QGemm256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, float* y) {
   constexpr int kChunks = kBits == 8 ? kBlock / 4 : kBlock / 8;
   constexpr int kHigh = kBits == 5 || kBits == 6 ? kBits - 4 : 0;  // bits in the high-bit chunk
@@ -42,6 +42,8 @@ void QGemm256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t
   constexpr size_t sbytes = PackedGeometry<kBits, kBlock, kMin, kF16, kFac>::kScaleBytes;
   const int64_t nb = w.n_blocks();
   const __m256i lo4 = _mm256_set1_epi8(0x0F);
+  [[maybe_unused]] const __m256i table =
+      _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(kIq4NlU)));
   const __m256i ones = _mm256_set1_epi16(1), sixteen = _mm256_set1_epi16(16);
   V16x acc[kT], macc[kT];
   for (int t = 0; t < kT; ++t) acc[t] = macc[t] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
@@ -69,6 +71,10 @@ void QGemm256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t
           wl = _mm256_or_si256(wl, bits_of(c));
           wh = _mm256_or_si256(wh, bits_of(kChunks + c));
         }
+        if constexpr (kLut) {  // codes -> u (up to 241)
+          wl = _mm256_shuffle_epi8(table, wl);
+          wh = _mm256_shuffle_epi8(table, wh);
+        }
         for (int t = 0; t < kT; ++t) {
           const int8_t* qt = a.Q(t0 + t) + b * kBlock;
           int32_t a_lo, a_hi;
@@ -89,6 +95,16 @@ void QGemm256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t
             const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wh, av), sixteen),
                                                _mm256_madd_epi16(_mm256_maddubs_epi16(wl, av), ones));
             isum[t][h] = _mm256_add_epi32(isum[t][h], p);
+          } else if constexpr (kLut) {  // u up to 241: as two nibbles, as 8-bit quants
+            std::memcpy(&a_lo, qt + 4 * c, 4);
+            std::memcpy(&a_hi, qt + kBlock / 2 + 4 * c, 4);
+            const __m256i al = _mm256_set1_epi32(a_lo), ah = _mm256_set1_epi32(a_hi);
+            auto dot8 = [&](__m256i u, __m256i av) {
+              return _mm256_add_epi32(
+                  _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(u, 4), lo4), av), sixteen),
+                  _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(u, lo4), av), ones));
+            };
+            isum[t][h] = _mm256_add_epi32(isum[t][h], _mm256_add_epi32(dot8(wl, al), dot8(wh, ah)));
           } else {
             std::memcpy(&a_lo, qt + 4 * c, 4);
             std::memcpy(&a_hi, qt + kBlock / 2 + 4 * c, 4);
@@ -141,11 +157,11 @@ void QGemm256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t
 
 template <bool kVnni>
 struct QGemm256Kernel {
-  template <int kBits, int kBlock, bool kMin, bool kF16, bool kFac>
+  template <int kBits, int kBlock, bool kMin, bool kF16, bool kFac, bool kLut = false>
   static void Run(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
     for (int t = 0; t < nt; t += 2) {
-      if (nt - t >= 2) QGemm256T<kVnni, kBits, kBlock, kMin, kF16, kFac, 2>(w, group, a, t0 + t, y + 16 * t);
-      else QGemm256T<kVnni, kBits, kBlock, kMin, kF16, kFac, 1>(w, group, a, t0 + t, y + 16 * t);
+      if (nt - t >= 2) QGemm256T<kVnni, kBits, kBlock, kMin, kF16, kFac, kLut, 2>(w, group, a, t0 + t, y + 16 * t);
+      else QGemm256T<kVnni, kBits, kBlock, kMin, kF16, kFac, kLut, 1>(w, group, a, t0 + t, y + 16 * t);
     }
   }
 };

@@ -26,7 +26,7 @@ inline __m512 LoadScales(const uint8_t* p) {
 // start too (m1b Q4_K tg +35 %, m360 Q4_0 +18 % here).
 constexpr int kPrefetchBytes = 4096;
 
-template <int kBits, int kBlock, bool kMin, bool kF16, bool kFac, int kT>
+template <int kBits, int kBlock, bool kMin, bool kF16, bool kFac, bool kLut, int kT>
 void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, float* y) {
   constexpr int kVecs = kBlock / 4;  // 4-element groups per block
   constexpr int kLoads = kBits == 8 ? kVecs : kVecs / 2;
@@ -35,6 +35,7 @@ void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0
   constexpr size_t sbytes = Geometry::kScaleBytes;
   const int64_t nb = w.n_blocks();
   const __m512i lo = _mm512_set1_epi8(0x0F);
+  [[maybe_unused]] const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kIq4NlU)));
   __m512 acc[kT], macc[kT];
   const int8_t* q[kT];
   const int32_t* bias[kT];
@@ -77,6 +78,10 @@ void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0
         wv[v] = _mm512_or_si512(wv[v], _mm512_and_si512(h, mask));
       }
     }
+    if constexpr (kLut) {  // codes -> u
+#pragma GCC unroll 8
+      for (int v = 0; v < kVecs; ++v) wv[v] = _mm512_shuffle_epi8(table, wv[v]);
+    }
     __m512 s, m = _mm512_setzero_ps();
     if constexpr (kFac) {  // s = d * sc, m = -(dmin * mn), as the unpacker computes them
       auto u8 = [](const uint8_t* p) {
@@ -111,20 +116,20 @@ void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0
   for (int t = 0; t < kT; ++t) _mm512_storeu_ps(y + 16 * t, _mm512_add_ps(acc[t], macc[t]));
 }
 
-template <int kBits, int kBlock, bool kMin, bool kF16, bool kFac>
+template <int kBits, int kBlock, bool kMin, bool kF16, bool kFac, bool kLut>
 void QGemmFormat(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
   switch (nt) {
-    case 4: return QGemmT<kBits, kBlock, kMin, kF16, kFac, 4>(w, group, a, t0, y);
-    case 3: return QGemmT<kBits, kBlock, kMin, kF16, kFac, 3>(w, group, a, t0, y);
-    case 2: return QGemmT<kBits, kBlock, kMin, kF16, kFac, 2>(w, group, a, t0, y);
-    default: return QGemmT<kBits, kBlock, kMin, kF16, kFac, 1>(w, group, a, t0, y);
+    case 4: return QGemmT<kBits, kBlock, kMin, kF16, kFac, kLut, 4>(w, group, a, t0, y);
+    case 3: return QGemmT<kBits, kBlock, kMin, kF16, kFac, kLut, 3>(w, group, a, t0, y);
+    case 2: return QGemmT<kBits, kBlock, kMin, kF16, kFac, kLut, 2>(w, group, a, t0, y);
+    default: return QGemmT<kBits, kBlock, kMin, kF16, kFac, kLut, 1>(w, group, a, t0, y);
   }
 }
 
 struct QGemmKernel {
-  template <int kBits, int kBlock, bool kMin, bool kF16, bool kFac>
+  template <int kBits, int kBlock, bool kMin, bool kF16, bool kFac, bool kLut = false>
   static void Run(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
-    QGemmFormat<kBits, kBlock, kMin, kF16, kFac>(w, group, a, t0, nt, y);
+    QGemmFormat<kBits, kBlock, kMin, kF16, kFac, kLut>(w, group, a, t0, nt, y);
   }
 };
 
