@@ -1,6 +1,7 @@
 #include "kernels/packed.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +32,15 @@ PackFormat GetPackFormat(DType t) {
 void AlignedFree::operator()(uint8_t* p) const { std::free(p); }
 
 namespace {
+
+// kIq4NlU inverted: u -> code, 0xFF where u is no IQ4_NL value.
+constexpr std::array<uint8_t, 256> Iq4NlCodes() {
+  std::array<uint8_t, 256> codes{};
+  for (auto& c : codes) c = 0xFF;
+  for (int i = 0; i < 16; ++i) codes[kIq4NlU[i]] = static_cast<uint8_t>(i);
+  return codes;
+}
+constexpr std::array<uint8_t, 256> kIq4NlCodes = Iq4NlCodes();
 
 float F16At(const uint8_t* p, int i) {
   uint16_t h;
@@ -92,9 +102,8 @@ PackedMatrix PackedMatrix::Pack(DType t, const uint8_t* w, size_t row_bytes, int
       } else {
         if (f.lut) {  // u back to its code
           for (int e = 0; e < f.block; ++e) {
-            const uint8_t* at = std::find(std::begin(kIq4NlU), std::end(kIq4NlU), ub[e]);
-            CHECK(at != std::end(kIq4NlU));
-            code[e] = static_cast<uint8_t>(at - std::begin(kIq4NlU));
+            code[e] = kIq4NlCodes[ub[e]];
+            CHECK(code[e] != 0xFF);
           }
           ub = code;
         }

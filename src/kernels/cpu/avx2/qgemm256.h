@@ -25,10 +25,6 @@ inline __m256 LoadScales8(const uint8_t* p) {
   return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
 }
 
-// Decode reads each packed group once, front to back, and groups follow
-// one another: fetch this far ahead of the block being read.
-constexpr int kQGemmPrefetchBytes = 4096;
-
 // Packed quantized matmul, one 16-row group (rows 0-7 in .lo, 8-15 in .hi)
 // × kT (<= 2) tokens. AVX2: vpmaddubsw on 4-bit values cannot saturate
 // (15 * 127 * 2 < 2^15); 8-bit quants are split into two nibbles. AVX-VNNI
@@ -39,7 +35,7 @@ void QGemm256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t
   constexpr int kHigh = kBits == 5 || kBits == 6 ? kBits - 4 : 0;  // bits in the high-bit chunk
   using Geometry = PackedGeometry<kBits, kBlock, kMin, kF16, kFac>;
   constexpr int kHalf = kF16 ? 16 : 32;  // bytes of 8 scales
-  constexpr size_t sbytes = PackedGeometry<kBits, kBlock, kMin, kF16, kFac>::kScaleBytes;
+  constexpr size_t sbytes = Geometry::kScaleBytes;
   const int64_t nb = w.n_blocks();
   const __m256i lo4 = _mm256_set1_epi8(0x0F);
   [[maybe_unused]] const __m256i table =
@@ -49,11 +45,7 @@ void QGemm256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t
   for (int t = 0; t < kT; ++t) acc[t] = macc[t] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   auto block = [&](const uint8_t* blk, const uint8_t* sp, [[maybe_unused]] const uint8_t* super, int64_t b)
                    __attribute__((always_inline)) {
-    if constexpr (kT == 1) {  // decode: see the AVX-512 kernel
-      for (size_t c = 0; c <= Geometry::kQuantBytes / 64; ++c) {
-        _mm_prefetch(reinterpret_cast<const char*>(blk + kQGemmPrefetchBytes + 64 * c), _MM_HINT_T0);
-      }
-    }
+    if constexpr (kT == 1) Geometry::PrefetchAhead(blk);  // decode
     __m256i isum[kT][2];
     for (int t = 0; t < kT; ++t) isum[t][0] = isum[t][1] = _mm256_set1_epi32(a.Bias(t0 + t)[b]);
     for (int c = 0; c < kChunks; ++c) {

@@ -20,12 +20,6 @@ inline __m512 LoadScales(const uint8_t* p) {
   return _mm512_loadu_ps(p);
 }
 
-// Decode reads each packed group once, front to back, and groups follow
-// one another (a thread's groups are one run of memory): fetch this far ahead
-// of the block being read, so the memory latency is hidden at every group's
-// start too (m1b Q4_K tg +35 %, m360 Q4_0 +18 % here).
-constexpr int kPrefetchBytes = 4096;
-
 template <int kBits, int kBlock, bool kMin, bool kF16, bool kFac, bool kLut, int kT>
 void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, float* y) {
   constexpr int kVecs = kBlock / 4;  // 4-element groups per block
@@ -52,12 +46,7 @@ void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0
   auto block = [&](const uint8_t* blk, const uint8_t* sp, [[maybe_unused]] const uint8_t* super, int64_t b)
                    __attribute__((always_inline)) {
     __m512i wv[kVecs];
-    if constexpr (kT == 1) {
-#pragma GCC unroll 8
-      for (size_t c = 0; c <= Geometry::kQuantBytes / 64; ++c) {
-        _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetchBytes + 64 * c), _MM_HINT_T0);
-      }
-    }
+    if constexpr (kT == 1) Geometry::PrefetchAhead(blk);  // decode
 #pragma GCC unroll 8
     for (int c = 0; c < kLoads; ++c) {
       const __m512i raw = _mm512_load_si512(blk + 64 * c);
