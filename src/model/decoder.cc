@@ -6,18 +6,24 @@
 
 #include <fmt/format.h>
 
+#include "base/check.h"
 #include "model/moe.h"
 #include "tensor/quant_blocks.h"
 
 namespace infera {
 
 std::unique_ptr<ModelRunner> MakeModelRunner(const Model& model, const KernelTable& kernels, ThreadPool& pool,
-                                             int n_ctx) {
-  return std::make_unique<DecoderRunner>(model, kernels, pool, n_ctx);
+                                             int n_ctx, ParallelComms comms) {
+  return std::make_unique<DecoderRunner>(model, kernels, pool, n_ctx, comms);
 }
 
-DecoderRunner::DecoderRunner(const Model& model, const KernelTable& kernels, ThreadPool& pool, int n_ctx)
-    : model_(model), c_(model.config), kernels_(kernels), pool_(pool) {
+DecoderRunner::DecoderRunner(const Model& model, const KernelTable& kernels, ThreadPool& pool, int n_ctx,
+                             ParallelComms comms)
+    : model_(model), c_(model.config), kernels_(kernels), pool_(pool), shard_(model.shard), comms_(comms) {
+  CHECK(!shard_.split() || (comms_.world != nullptr && comms_.tp != nullptr &&
+                            comms_.world->size() == shard_.tp_size * shard_.pp_size &&
+                            comms_.world->rank() == shard_.world_rank() && comms_.tp->size() == shard_.tp_size &&
+                            comms_.tp->rank() == shard_.tp_rank));
   const ModelWeights& w = *model.weights;
   const RopeScaling& rs = c_.rope_scaling;
   if (n_ctx <= 0) n_ctx = c_.n_ctx_train;
@@ -154,7 +160,7 @@ void DecoderRunner::AddToResidual(const std::vector<float>& post_norm, int64_t t
   }
 }
 
-void DecoderRunner::AttentionBlock(int l, const ForwardBatch& b, KvStorage& kv) {
+Status DecoderRunner::AttentionBlock(int l, const ForwardBatch& b, KvStorage& kv) {
   const LayerWeights& L = model_.weights->layers[l];
   const AttentionShape& s = attn_shape_[l];
   const int32_t T = b.size();
@@ -197,11 +203,35 @@ void DecoderRunner::AttentionBlock(int l, const ForwardBatch& b, KvStorage& kv) 
   });
   const TokenSlots slots{b.positions.data(), b.seq.data(), &b.seq_slots};
   AttendBatch(kernels_, pool_, kv, l, s, slots, T, q_.data(), attn_out_.data(), attn_ws_);
-  Matmul(kernels_, pool_, L.wo, attn_out_.data(), T, block_out_.data());
+  if (shard_.tp_size > 1 && shard_.wo_whole[l]) {
+    // The output matrix is whole here: gather every rank's heads into whole
+    // rows [T, q_dim] and multiply them all (no partial sums to add).
+    const int R = shard_.tp_size;
+    const size_t part = size_t(T) * qd;
+    if (attn_parts_.size() < R * part) attn_parts_.resize(R * part);
+    if (attn_whole_.size() < R * part) attn_whole_.resize(R * part);
+    RETURN_IF_ERROR(comms_.tp->AllGather(attn_out_.data(), part, attn_parts_.data()));
+    for (int r = 0; r < R; ++r) {
+      for (int32_t t = 0; t < T; ++t) {
+        std::memcpy(&attn_whole_[(size_t(t) * R + r) * qd], &attn_parts_[r * part + size_t(t) * qd],
+                    sizeof(float) * qd);
+      }
+    }
+    Matmul(kernels_, pool_, L.wo, attn_whole_.data(), T, block_out_.data());
+  } else {
+    Matmul(kernels_, pool_, L.wo, attn_out_.data(), T, block_out_.data());
+    RETURN_IF_ERROR(SumOverTpRanks(T));
+  }
   ForTokens(T, [&](int64_t t0, int64_t t1) { AddToResidual(L.post_attn_norm, t0, t1); });
+  return Status::Ok();
 }
 
-void DecoderRunner::FfnBlock(int l, int32_t T) {
+Status DecoderRunner::SumOverTpRanks(int32_t T) {
+  if (shard_.tp_size == 1) return Status::Ok();
+  return comms_.tp->AllReduceSum(block_out_.data(), size_t(T) * c_.n_embd);
+}
+
+Status DecoderRunner::FfnBlock(int l, int32_t T) {
   const LayerWeights& L = model_.weights->layers[l];
   const int d = c_.n_embd, ff = c_.n_ff_at(l);
   const float* in = x_.data();
@@ -221,7 +251,9 @@ void DecoderRunner::FfnBlock(int l, int32_t T) {
     GatedActivation(gate_.data(), up_.data(), T, ff);
     Matmul(kernels_, pool_, L.w_down, gate_.data(), T, block_out_.data());
   }
+  RETURN_IF_ERROR(SumOverTpRanks(T));
   ForTokens(T, [&](int64_t t0, int64_t t1) { AddToResidual(L.post_ffn_norm, t0, t1); });
+  return Status::Ok();
 }
 
 void DecoderRunner::GatedActivation(float* gate, const float* up, int32_t rows, int width) {
@@ -298,39 +330,107 @@ void DecoderRunner::MoeFfn(int l, const float* in, int32_t T) {
   }
 }
 
-void DecoderRunner::Logits(const ForwardBatch& b, std::vector<float>* logits) {
+Status DecoderRunner::Logits(const ForwardBatch& b, std::vector<float>* logits) {
   const auto& W = *model_.weights;
   const int d = c_.n_embd;
   const int32_t R = static_cast<int32_t>(b.logit_rows.size());
   if (R == 0) {
     logits->clear();
-    return;
+    return Status::Ok();
   }
   for (int32_t r = 0; r < R; ++r) {
     RmsNorm(&x_[size_t(b.logit_rows[r]) * d], W.output_norm.data(), &normed_[size_t(r) * d], d, c_.rms_eps);
   }
-  logits->resize(size_t(R) * c_.n_vocab);
-  Matmul(kernels_, pool_, W.output, normed_.data(), R, logits->data());
+  // A split model's rank computes its vocabulary rows (W.output's) only.
+  const bool split = shard_.tp_size > 1;
+  std::vector<float>& out = split ? logits_part_ : *logits;
+  out.resize(size_t(R) * W.output.n_out);
+  Matmul(kernels_, pool_, W.output, normed_.data(), R, out.data());
   if (c_.logit_scale != 1.0f) {
     const float inv = 1.0f / c_.logit_scale;
-    for (float& v : *logits) v *= inv;
+    for (float& v : out) v *= inv;
   }
   if (c_.final_softcap > 0) {
     const float cap = c_.final_softcap;
-    for (float& v : *logits) v = cap * std::tanh(v / cap);
+    for (float& v : out) v = cap * std::tanh(v / cap);
   }
+  if (!split) return Status::Ok();
+  // Gather the parts [R, V_r] on TP rank 0 and interleave them by row.
+  const int P = shard_.tp_size;
+  std::vector<size_t> counts(P);
+  std::vector<int64_t> first(P + 1, 0);
+  for (int r = 0; r < P; ++r) {
+    const int64_t v0 = int64_t(c_.n_vocab) * r / P, v1 = int64_t(c_.n_vocab) * (r + 1) / P;
+    counts[r] = size_t(R) * (v1 - v0);
+    first[r + 1] = v1;
+  }
+  if (comms_.tp->rank() == 0) logits_parts_.resize(size_t(R) * c_.n_vocab);
+  RETURN_IF_ERROR(comms_.tp->Gather(out.data(), counts, logits_parts_.data(), 0));
+  if (comms_.tp->rank() != 0) {
+    logits->clear();
+    return Status::Ok();
+  }
+  logits->resize(size_t(R) * c_.n_vocab);
+  size_t at = 0;
+  for (int r = 0; r < P; ++r) {
+    const int64_t w = first[r + 1] - first[r];
+    for (int32_t row = 0; row < R; ++row) {
+      std::memcpy(logits->data() + size_t(row) * c_.n_vocab + first[r], &logits_parts_[at], sizeof(float) * w);
+      at += w;
+    }
+  }
+  return Status::Ok();
+}
+
+Status DecoderRunner::ReceiveFromPreviousStage(int32_t T) {
+  const int from = (shard_.pp_rank - 1) * shard_.tp_size + shard_.tp_rank;
+  return comms_.world->Recv(x_.data(), sizeof(float) * size_t(T) * c_.n_embd, from);
+}
+
+// After this stage's layers: hand the residual stream to the next stage, or
+// (last stage) compute the logits and bring them to world rank 0.
+Status DecoderRunner::FinishStage(const ForwardBatch& b, std::vector<float>* logits) {
+  const int T = shard_.tp_size;
+  const size_t n_logits = b.logit_rows.size() * size_t(c_.n_vocab);
+  const int last_root = (shard_.pp_size - 1) * T;  // TP rank 0 of the last stage
+  if (!shard_.last_stage()) {
+    const int to = (shard_.pp_rank + 1) * T + shard_.tp_rank;
+    RETURN_IF_ERROR(comms_.world->Send(x_.data(), sizeof(float) * size_t(b.size()) * c_.n_embd, to));
+    if (comms_.world->rank() == 0 && n_logits > 0) {
+      logits->resize(n_logits);
+      return comms_.world->Recv(logits->data(), sizeof(float) * n_logits, last_root);
+    }
+    logits->clear();
+    return Status::Ok();
+  }
+  RETURN_IF_ERROR(Logits(b, logits));
+  if (comms_.world->rank() == last_root && last_root != 0 && n_logits > 0) {
+    RETURN_IF_ERROR(comms_.world->Send(logits->data(), sizeof(float) * n_logits, 0));
+  }
+  if (comms_.world->rank() != 0) logits->clear();
+  return Status::Ok();
 }
 
 Status DecoderRunner::Forward(const ForwardBatch& b, KvStorage& kv, std::vector<float>* logits) {
+  // Every rank validates the same batch the same way, so an error returns
+  // on all of them before any communication.
   RETURN_IF_ERROR(Validate(b, kv));
   GrowScratch(b);
-  Embed(b);
-  for (int l = 0; l < c_.n_layer; ++l) {
-    AttentionBlock(l, b, kv);
-    FfnBlock(l, b.size());
+  if (!shard_.split()) {
+    Embed(b);
+    for (int l = 0; l < c_.n_layer; ++l) {
+      RETURN_IF_ERROR(AttentionBlock(l, b, kv));
+      RETURN_IF_ERROR(FfnBlock(l, b.size()));
+    }
+    return Logits(b, logits);
   }
-  Logits(b, logits);
-  return Status::Ok();
+  if (shard_.first_stage()) Embed(b);
+  else RETURN_IF_ERROR(ReceiveFromPreviousStage(b.size()));
+  for (int l = shard_.layer_begin(); l < shard_.layer_end(); ++l) {
+    RETURN_IF_ERROR(AttentionBlock(l, b, kv));
+    RETURN_IF_ERROR(FfnBlock(l, b.size()));
+  }
+  return FinishStage(b, logits);
 }
 
 }  // namespace infera

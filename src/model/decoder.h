@@ -31,7 +31,8 @@ class DecoderRunner : public ModelRunner {
  public:
   // `model`, `kernels` and `pool` must outlive the runner; n_ctx: the
   // longest sequence it will run (0: the trained context).
-  DecoderRunner(const Model& model, const KernelTable& kernels, ThreadPool& pool, int n_ctx = 0);
+  DecoderRunner(const Model& model, const KernelTable& kernels, ThreadPool& pool, int n_ctx = 0,
+                ParallelComms comms = {});
 
   Status Forward(const ForwardBatch& batch, KvStorage& kv, std::vector<float>* logits) override;
 
@@ -40,13 +41,18 @@ class DecoderRunner : public ModelRunner {
   void GrowScratch(const ForwardBatch& batch);
   // The blocks; each reads and updates the residual stream x_ [T, n_embd].
   void Embed(const ForwardBatch& batch);
-  void AttentionBlock(int layer, const ForwardBatch& batch, KvStorage& kv);
-  void FfnBlock(int layer, int32_t T);
+  Status AttentionBlock(int layer, const ForwardBatch& batch, KvStorage& kv);
+  Status FfnBlock(int layer, int32_t T);
   // The FFN of a MoE layer: in [T, n_embd] -> block_out_ [T, n_embd].
   void MoeFfn(int layer, const float* in, int32_t T);
   // act(gate) * up in place over rows of gate [rows, width].
   void GatedActivation(float* gate, const float* up, int32_t rows, int width);
-  void Logits(const ForwardBatch& batch, std::vector<float>* logits);
+  Status Logits(const ForwardBatch& batch, std::vector<float>* logits);
+  // A split model: the sum of the tensor-parallel ranks' partial block
+  // outputs block_out_ [T, n_embd]; the pipeline stages' hand-offs.
+  Status SumOverTpRanks(int32_t T);
+  Status ReceiveFromPreviousStage(int32_t T);
+  Status FinishStage(const ForwardBatch& batch, std::vector<float>* logits);
   // x_ += residual_scale * post_norm?(block_out_) for rows [t0, t1).
   void AddToResidual(const std::vector<float>& post_norm, int64_t t0, int64_t t1);
   // Runs fn(t0, t1) over the batch's tokens on the pool (inline for one).
@@ -56,6 +62,8 @@ class DecoderRunner : public ModelRunner {
   const ModelConfig& c_;
   const KernelTable& kernels_;
   ThreadPool& pool_;
+  const ShardSpec& shard_;
+  ParallelComms comms_;
   std::vector<Rope> rope_;                  // per layer
   std::vector<AttentionShape> attn_shape_;  // per layer
   // Scratch, grown on demand, row-major [T, width]:
@@ -75,6 +83,11 @@ class DecoderRunner : public ModelRunner {
   std::vector<std::vector<int32_t>> expert_rows_;
   std::vector<float> expert_in_, expert_out_, slot_out_;
   AttentionWorkspace attn_ws_;
+  // Split models: every TP rank's attention output [tp, T, q_dim / tp] and
+  // the whole rows [T, q_dim] (whole attention output matrix); this rank's
+  // logits [R, vocab part] and every rank's [R * vocab].
+  std::vector<float> attn_parts_, attn_whole_;
+  std::vector<float> logits_part_, logits_parts_;
 };
 
 }  // namespace infera

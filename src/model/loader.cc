@@ -34,8 +34,10 @@ std::string SummarizeTypes(const ModelConfig& c, const ModelWeights& w) {
   std::map<std::string, int> counts;
   ForEachTensor(c, [&](const TensorRole& r, int layer) {
     if (!r.matrix || r.model_matrix == &ModelWeights::output) return;
-    const WeightMatrix* m = r.per_layer ? RoleLayerMatrices(r, w.layers[layer])[0]
-                                        : RoleMatrix(r, layer, w);
+    const auto ms = r.per_layer ? RoleLayerMatrices(r, w.layers[layer]) : std::vector<const WeightMatrix*>{};
+    if (r.per_layer && ms.empty()) return;  // another stage's experts
+    const WeightMatrix* m = r.per_layer ? ms[0] : RoleMatrix(r, layer, w);
+    if (m->data == nullptr) return;  // another stage's layer
     counts[DTypeName(m->type)]++;
   });
   std::string best;
@@ -44,7 +46,23 @@ std::string SummarizeTypes(const ModelConfig& c, const ModelWeights& w) {
   return counts.size() == 1 ? best : best + " (mostly)";
 }
 
-StatusOr<std::unique_ptr<Model>> LoadGguf(const std::string& path) {
+// Plans the shard of a split load into *shard and points opts at it.
+Status PlanLoad(const ModelConfig& c, const TensorLookup& lookup, const ModelLoadOptions& lo, ShardSpec* shard,
+                WeightLoadOptions* opts) {
+  if (lo.layout.world_size() == 1) return Status::Ok();
+  ASSIGN_OR_RETURN(*shard, PlanShard(c, lookup, lo.layout, lo.rank));
+  opts->shard = shard;
+  return Status::Ok();
+}
+
+// The model's config (the shard's when split) and shard.
+void SetConfig(const ModelConfig& c, const ShardSpec& shard, Model* m) {
+  m->whole_config = c;
+  m->shard = shard;
+  m->config = ShardConfig(c, shard);
+}
+
+StatusOr<std::unique_ptr<Model>> LoadGguf(const std::string& path, const ModelLoadOptions& lo) {
   ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> f, GgufFile::Open(path));
   std::shared_ptr<const GgufFile> file(std::move(f));
   ASSIGN_OR_RETURN(ModelConfig c, ConfigFromGguf(*file));
@@ -52,9 +70,11 @@ StatusOr<std::unique_ptr<Model>> LoadGguf(const std::string& path) {
   TensorLookup lookup = [&](const std::string& n) { return file->FindTensor(n); };
   WeightLoadOptions opts;
   opts.release_source = [&](const uint8_t* p, size_t n) { file->ReleasePages(p, n); };
+  ShardSpec shard;
+  RETURN_IF_ERROR(PlanLoad(c, lookup, lo, &shard, &opts));
   ASSIGN_OR_RETURN(auto w, BuildWeights(c, lookup, opts, path));
   auto m = std::make_unique<Model>();
-  m->config = c;
+  SetConfig(c, shard, m.get());
   m->weights = std::move(w);
   m->format = ModelFormat::kGguf;
   m->path = path;
@@ -149,7 +169,7 @@ class HfNameMap {
   std::string model_ = "model.", head_ = "lm_head.";
 };
 
-StatusOr<std::unique_ptr<Model>> LoadHfFolder(const std::string& dir) {
+StatusOr<std::unique_ptr<Model>> LoadHfFolder(const std::string& dir, const ModelLoadOptions& lo) {
   const std::string cfg_path = dir + "/config.json";
   if (!FileExists(cfg_path)) return NotFound(dir + ": folder has no config.json (not a Hugging Face model folder)");
   ASSIGN_OR_RETURN(std::string text, ReadFileToString(cfg_path));
@@ -169,9 +189,11 @@ StatusOr<std::unique_ptr<Model>> LoadHfFolder(const std::string& dir) {
   WeightLoadOptions opts;
   opts.permute_qk_from_hf = true;
   opts.norm_plus_one = GetArch(c.arch).hf_norm_plus_one;
+  ShardSpec shard;
+  RETURN_IF_ERROR(PlanLoad(c, lookup, lo, &shard, &opts));
   ASSIGN_OR_RETURN(auto w, BuildWeights(c, lookup, opts, dir));
   auto m = std::make_unique<Model>();
-  m->config = c;
+  SetConfig(c, shard, m.get());
   m->weights = std::move(w);
   m->format = ModelFormat::kSafetensors;
   m->path = dir;
@@ -183,7 +205,7 @@ StatusOr<std::unique_ptr<Model>> LoadHfFolder(const std::string& dir) {
   return m;
 }
 
-StatusOr<std::unique_ptr<Model>> LoadLlama2c(const std::string& path) {
+StatusOr<std::unique_ptr<Model>> LoadLlama2c(const std::string& path, const ModelLoadOptions& lo) {
   ASSIGN_OR_RETURN(std::unique_ptr<Llama2cCheckpoint> ck, Llama2cCheckpoint::Open(path));
   std::shared_ptr<const Llama2cCheckpoint> ckpt(std::move(ck));
   ModelConfig c = ConfigFromLlama2c(ckpt->header());
@@ -192,9 +214,12 @@ StatusOr<std::unique_ptr<Model>> LoadLlama2c(const std::string& path) {
     for (const auto& t : ckpt->tensors()) if (t.name == n) return &t;
     return nullptr;
   };
-  ASSIGN_OR_RETURN(auto w, BuildWeights(c, lookup, {}, path));
+  WeightLoadOptions opts;
+  ShardSpec shard;
+  RETURN_IF_ERROR(PlanLoad(c, lookup, lo, &shard, &opts));
+  ASSIGN_OR_RETURN(auto w, BuildWeights(c, lookup, opts, path));
   auto m = std::make_unique<Model>();
-  m->config = c;
+  SetConfig(c, shard, m.get());
   m->weights = std::move(w);
   m->format = ModelFormat::kLlama2c;
   m->path = path;
@@ -205,9 +230,9 @@ StatusOr<std::unique_ptr<Model>> LoadLlama2c(const std::string& path) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& path) {
+StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& path, const ModelLoadOptions& lo) {
   if (path.empty()) return InvalidArgument("empty model path");
-  if (IsDirectory(path)) return LoadHfFolder(path);
+  if (IsDirectory(path)) return LoadHfFolder(path, lo);
   if (!FileExists(path)) return NotFound(path + ": no such file or directory");
   char magic[4] = {};
   {
@@ -215,12 +240,12 @@ StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& path) {
     if (!in) return InvalidArgument(path + ": cannot open");
     in.read(magic, 4);
   }
-  if (std::memcmp(magic, "GGUF", 4) == 0) return LoadGguf(path);
+  if (std::memcmp(magic, "GGUF", 4) == 0) return LoadGguf(path, lo);
   if (path.size() > 12 && path.substr(path.size() - 12) == ".safetensors") {
     auto slash = path.rfind('/');
-    return LoadHfFolder(slash == std::string::npos ? "." : path.substr(0, slash));
+    return LoadHfFolder(slash == std::string::npos ? "." : path.substr(0, slash), lo);
   }
-  if (path.size() > 4 && path.substr(path.size() - 4) == ".bin") return LoadLlama2c(path);
+  if (path.size() > 4 && path.substr(path.size() - 4) == ".bin") return LoadLlama2c(path, lo);
   return InvalidArgument(path + ": unrecognized model format (expected a GGUF file, a Hugging Face folder or a llama2.c .bin)");
 }
 

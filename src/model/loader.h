@@ -7,9 +7,16 @@
 
 #include "infera/status.h"
 #include "model/model.h"
+#include "model/shard.h"
 
 namespace infera {
 
-StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& path);
+struct ModelLoadOptions {
+  // A split model (--tp / --pp): load only world rank `rank`'s shard.
+  ParallelLayout layout;
+  int rank = 0;
+};
+
+StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& path, const ModelLoadOptions& opts = {});
 
 }  // namespace infera

@@ -8,6 +8,7 @@
 
 #include "formats/gguf_reader.h"
 #include "model/config.h"
+#include "model/shard.h"
 #include "model/weights.h"
 
 namespace infera {
@@ -16,7 +17,13 @@ enum class ModelFormat { kGguf, kSafetensors, kLlama2c };
 const char* ModelFormatName(ModelFormat f);
 
 struct Model {
+  // The config the forward pass runs: the whole model's, or for a shard of
+  // a split model (ShardConfig) this rank's heads and widths.
   ModelConfig config;
+  // A split model's shard: which part this rank holds (unsplit by default),
+  // and the whole model's config.
+  ShardSpec shard;
+  ModelConfig whole_config;
   std::unique_ptr<ModelWeights> weights;
   ModelFormat format = ModelFormat::kGguf;
   std::string path;
@@ -26,6 +33,9 @@ struct Model {
   std::vector<int32_t> extra_eog_ids;
   std::shared_ptr<const GgufFile> gguf;  // set for GGUF models (tokenizer metadata)
   std::vector<std::shared_ptr<const void>> keep_alive;  // mmaps backing weights
+
+  // The whole model's config (== config unless split).
+  const ModelConfig& whole() const { return shard.split() ? whole_config : config; }
 };
 
 }  // namespace infera

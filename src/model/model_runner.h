@@ -13,6 +13,7 @@
 #include "kernels/kernels.h"
 #include "model/batch.h"
 #include "model/model.h"
+#include "parallel/communicator.h"
 
 namespace infera {
 
@@ -24,10 +25,21 @@ class ModelRunner {
   virtual Status Forward(const ForwardBatch& batch, KvStorage& kv, std::vector<float>* logits) = 0;
 };
 
+// The communicators a shard of a split model (model.shard) runs with: all
+// ranks, and the ranks of its stage's tensor-parallel group. Null for a
+// whole model. Not owned.
+struct ParallelComms {
+  Communicator* world = nullptr;
+  Communicator* tp = nullptr;
+};
+
 // The decoder runner for `model` (which, with `kernels` and `pool`, must
 // outlive it), for sequences of up to n_ctx tokens (0: the trained context;
-// LongRoPE picks its short or long factors by it).
+// LongRoPE picks its short or long factors by it). A shard of a split model
+// runs its part and communicates through `comms` (which must outlive it):
+// every rank of the model calls Forward with the same batch; world rank 0
+// gets the logits, the others none.
 std::unique_ptr<ModelRunner> MakeModelRunner(const Model& model, const KernelTable& kernels, ThreadPool& pool,
-                                             int n_ctx = 0);
+                                             int n_ctx = 0, ParallelComms comms = {});
 
 }  // namespace infera

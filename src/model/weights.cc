@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "model/shard.h"
 #include "model/tensor_schema.h"
 #include "tensor/fp16.h"
 
@@ -76,44 +77,79 @@ class Builder {
     return Status::Ok();
   }
 
-  // `permute_heads` > 0: permute rows HF -> GGUF with that many heads.
-  // `shape`: the GGUF shape when not {n_in, n_out} (stacked experts).
+  // `permute_heads` > 0: permute rows HF -> GGUF with that many heads (of
+  // the rows kept). `shape`: the GGUF shape when not {n_in, n_out} (stacked
+  // experts). `rows` / `cols`: the part kept (default: all); rows are a
+  // view, columns a copy (whole quantization blocks).
   Status Matrix(const std::string& name, int64_t n_in, int64_t n_out, WeightMatrix* m, int permute_heads = 0,
-                std::vector<int64_t> shape = {}) {
+                std::vector<int64_t> shape = {}, IndexRange rows = {}, IndexRange cols = {}) {
     const TensorView* t;
     RETURN_IF_ERROR(Get(name, shape.empty() ? std::vector<int64_t>{n_in, n_out} : shape, &t));
     if (!IsSupportedWeightType(t->type)) {
       return Unimplemented(fmt::format("{}: tensor '{}' has type {}, which this build cannot run yet",
                                        source_, name, DTypeName(t->type)));
     }
+    if (rows.size() == 0) rows = {0, n_out};
+    if (cols.size() == 0) cols = {0, n_in};
     m->type = t->type;
-    m->n_in = n_in;
-    m->n_out = n_out;
+    m->n_in = cols.size();
+    m->n_out = rows.size();
     m->row_bytes = *RowBytes(t->type, n_in);
     m->data = t->data;
+    uint64_t bytes = t->nbytes;
+    if (cols.size() != n_in) {  // every row's columns [begin, end) into a buffer
+      const int64_t block = GetDTypeInfo(t->type).block_size;
+      if (cols.begin % block != 0 || cols.end % block != 0) {
+        return Internal(fmt::format("{}: columns {}-{} of '{}' straddle its quantization blocks", source_, cols.begin,
+                                    cols.end, name));
+      }
+      const size_t all_rows = t->nbytes / m->row_bytes, skip = *RowBytes(t->type, cols.begin);
+      const size_t kept = *RowBytes(t->type, cols.size());
+      auto& buf = w_->owned.emplace_back(all_rows * kept);
+      for (size_t r = 0; r < all_rows; ++r) std::memcpy(&buf[r * kept], t->data + r * m->row_bytes + skip, kept);
+      m->data = buf.data();
+      m->row_bytes = kept;
+      bytes = buf.size();
+    }
+    if (rows.size() != n_out) {
+      m->data += rows.begin * m->row_bytes;
+      bytes = rows.size() * m->row_bytes;
+    }
     if (permute_heads > 0) {
-      auto& buf = w_->owned.emplace_back(t->nbytes);
-      PermuteRowsHfToGguf(t->data, buf.data(), permute_heads, static_cast<int>(n_out / permute_heads), m->row_bytes);
+      auto& buf = w_->owned.emplace_back(m->n_out * m->row_bytes);
+      PermuteRowsHfToGguf(m->data, buf.data(), permute_heads, static_cast<int>(m->n_out / permute_heads),
+                          m->row_bytes);
       m->data = buf.data();
     }
-    w_->total_bytes += t->nbytes;
+    w_->total_bytes += bytes;
     return Status::Ok();
   }
 
-  Status Vector(const std::string& name, int64_t n, std::vector<float>* v, int permute_heads = 0) {
+  // `part`: the elements kept (default: all), before any permutation.
+  Status Vector(const std::string& name, int64_t n, std::vector<float>* v, int permute_heads = 0,
+                IndexRange part = {}) {
     const TensorView* t;
     RETURN_IF_ERROR(Get(name, {n}, &t));
     auto f32 = ToF32(*t);
     if (!f32.ok()) return f32.status().WithPrefix(source_);
     *v = std::move(f32).value();
+    if (part.size() != 0 && part.size() != n) {
+      *v = std::vector<float>(v->begin() + part.begin, v->begin() + part.end);
+      n = part.size();
+    }
     if (permute_heads > 0) {
       std::vector<float> p(v->size());
       PermuteRowsHfToGguf(reinterpret_cast<const uint8_t*>(v->data()), reinterpret_cast<uint8_t*>(p.data()),
                           permute_heads, static_cast<int>(n / permute_heads), sizeof(float));
       *v = std::move(p);
     }
-    w_->total_bytes += t->nbytes;
+    w_->total_bytes += t->nbytes * v->size() / std::max<int64_t>(1, t->NumElements());
     return Status::Ok();
+  }
+
+  // The part of dimension d of `layer` this load keeps.
+  IndexRange Part(Dim d, int layer) const {
+    return opts_.shard != nullptr ? opts_.shard->DimRange(c_, d, layer) : IndexRange{0, DimSize(c_, d, layer)};
   }
 
   Status Build() {
@@ -121,56 +157,78 @@ class Builder {
     const bool perm = opts_.permute_qk_from_hf && c_.rope_style == RopeStyle::kNorm;
     w_->layers.resize(c_.n_layer);
     Status st;
+    const ShardSpec* shard = opts_.shard;
     ForEachTensor(c_, [&](const TensorRole& r, int layer) {
       if (!st.ok()) return;
+      if (shard != nullptr) {  // another stage's layers and output
+        if (r.per_layer && !shard->OwnsLayer(layer)) return;
+        if (!shard->last_stage() && (r.model_matrix == &ModelWeights::output ||
+                                     r.model_vector == &ModelWeights::output_norm)) {
+          return;
+        }
+      }
       const std::string name = GgufTensorName(r, layer);
       if (r.presence == Presence::kOptional && lookup_(name) == nullptr) return;
+      const IndexRange rows = r.matrix ? Part(r.n_out, layer) : IndexRange{};
+      // A whole attention output: its columns are not split.
+      const bool whole_cols = shard != nullptr && r.layer_matrix == &LayerWeights::wo && shard->wo_whole[layer];
+      const IndexRange cols = whole_cols ? IndexRange{} : Part(r.n_in, layer);
+      // Heads of the rows kept (HF's rotary rows are permuted per head).
       const int heads = !perm                            ? 0
-                        : r.permute == Permute::kQHeads  ? c_.n_head_at(layer)
-                        : r.permute == Permute::kKvHeads ? c_.n_head_kv_at(layer)
+                        : r.permute == Permute::kQHeads  ? static_cast<int>(Part(Dim::kQ, layer).size() / c_.head_dim)
+                        : r.permute == Permute::kKvHeads ? static_cast<int>(Part(Dim::kKv, layer).size() / c_.head_dim)
                                                          : 0;
       if (IsExpertRole(r)) {  // stacked experts: each a view of its slice
-        const int64_t rows = DimSize(c_, r.n_out, layer), n_in = DimSize(c_, r.n_in, layer);
+        const int64_t rows_all = DimSize(c_, r.n_out, layer), n_in = DimSize(c_, r.n_in, layer);
         auto& experts = w_->layers[layer].*r.layer_experts;
         if (lookup_(name) == nullptr && r.gguf_per_expert != nullptr) {
           // An older file: one tensor per expert, each read in place.
           if (lookup_(GgufExpertTensorName(r, layer, 0)) != nullptr) {
             experts.assign(c_.n_expert, WeightMatrix{});
             for (int e = 0; e < c_.n_expert && st.ok(); ++e) {
-              st = Matrix(GgufExpertTensorName(r, layer, e), n_in, rows, &experts[e]);
+              st = Matrix(GgufExpertTensorName(r, layer, e), n_in, rows_all, &experts[e], 0, {}, rows, cols);
             }
             return;
           }
         }
         WeightMatrix whole;
-        st = Matrix(name, n_in, rows * c_.n_expert, &whole, 0, {n_in, rows, c_.n_expert});
+        st = Matrix(name, n_in, rows_all * c_.n_expert, &whole, 0, {n_in, rows_all, c_.n_expert}, {}, cols);
         experts.clear();
-        for (int e = 0; e < c_.n_expert; ++e) experts.push_back(RowView(whole, e * rows, rows));
+        for (int e = 0; e < c_.n_expert; ++e) experts.push_back(RowView(whole, e * rows_all + rows.begin, rows.size()));
+        if (rows.size() != rows_all) w_->total_bytes -= (rows_all - rows.size()) * c_.n_expert * whole.row_bytes;
         return;
       }
       if (!r.parts.empty()) {  // fused: each part a view of its rows
         WeightMatrix whole;
-        st = Matrix(name, DimSize(c_, r.n_in, layer), RoleRows(r, c_, layer), &whole);
-        int64_t row = 0;
+        st = Matrix(name, DimSize(c_, r.n_in, layer), RoleRows(r, c_, layer), &whole, 0, {}, {}, cols);
+        int64_t row = 0, kept = 0;
         for (const FusedPart& p : r.parts) {
-          const int64_t rows = DimSize(c_, p.rows, layer);
-          w_->layers[layer].*p.dest = RowView(whole, row, rows);
-          row += rows;
+          const IndexRange part = Part(p.rows, layer);
+          w_->layers[layer].*p.dest = RowView(whole, row + part.begin, part.size());
+          row += DimSize(c_, p.rows, layer);
+          kept += part.size();
         }
+        w_->total_bytes -= (row - kept) * whole.row_bytes;
         return;
       }
       if (r.matrix) {
-        st = Matrix(name, DimSize(c_, r.n_in, layer), DimSize(c_, r.n_out, layer), RoleMatrix(r, layer, w_), heads);
+        st = Matrix(name, DimSize(c_, r.n_in, layer), DimSize(c_, r.n_out, layer), RoleMatrix(r, layer, w_), heads, {},
+                    rows, cols);
         return;
       }
       std::vector<float>* v = RoleVector(r, layer, w_);
-      st = Vector(name, DimSize(c_, r.n_in, layer), v, heads);
+      st = Vector(name, DimSize(c_, r.n_in, layer), v, heads, Part(r.n_in, layer));
       if (st.ok() && r.norm && opts_.norm_plus_one) {
         for (float& x : *v) x += 1.0f;
       }
     });
     RETURN_IF_ERROR(st);
-    if (c_.tied_embeddings) w_->output = w_->tok_embd;
+    if (c_.tied_embeddings && (shard == nullptr || shard->last_stage())) w_->output = w_->tok_embd;
+    if (shard != nullptr && shard->last_stage() && shard->vocab.size() != c_.n_vocab) {
+      // Vocabulary-parallel logits: this rank's rows of the output.
+      if (!c_.tied_embeddings) w_->total_bytes -= (c_.n_vocab - shard->vocab.size()) * w_->output.row_bytes;
+      w_->output = RowView(w_->output, shard->vocab.begin, shard->vocab.size());
+    }
     if (w_->rope_freq_factors.empty() && c_.rope_scaling.type == RopeScaling::Type::kLlama3) {
       w_->rope_freq_factors = Llama3RopeFreqFactors(c_);
     }
@@ -190,8 +248,8 @@ class Builder {
   // all cores.
   void PackQuantized() {
     std::vector<WeightMatrix*> todo;
-    auto add = [&](WeightMatrix* m) {
-      if (GetPackFormat(m->type).supported) todo.push_back(m);
+    auto add = [&](WeightMatrix* m) {  // (another stage's matrices are empty)
+      if (m->data != nullptr && GetPackFormat(m->type).supported) todo.push_back(m);
     };
     add(&w_->output);
     ForEachTensor(c_, [&](const TensorRole& r, int layer) {

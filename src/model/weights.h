@@ -17,6 +17,8 @@
 
 namespace infera {
 
+struct ShardSpec;
+
 struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm;            // [n_embd]; empty unless config.pre_norm
   std::vector<float> post_attn_norm, post_ffn_norm;  // [n_embd]; empty unless config.post_norm
@@ -71,6 +73,11 @@ struct WeightLoadOptions {
   // pages, so the weights are not resident twice. Called from the packing
   // threads, concurrently. May be empty.
   std::function<void(const uint8_t*, size_t)> release_source;
+  // Load only this rank's slices (model/shard.h): its stage's layers, its
+  // rows of column-parallel matrices (views), its columns of row-parallel
+  // ones (copied), its vocabulary rows of the output. Null: everything.
+  // Shapes are checked against the whole model's config.
+  const ShardSpec* shard = nullptr;
 };
 
 StatusOr<std::unique_ptr<ModelWeights>> BuildWeights(const ModelConfig& c, const TensorLookup& lookup,
