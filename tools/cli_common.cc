@@ -43,15 +43,15 @@ StatusOr<KernelTable> SelectKernels(const RuntimeOptions& opts) {
 }
 
 StatusOr<LoadedModel> LoadModelAndTokenizer(const std::string& model_path, const std::string& tokenizer_path,
-                                            bool need_tokenizer) {
+                                            bool need_tokenizer, const ModelLoadOptions& lo) {
   std::string path = model_path;
   if (path.empty()) {
     ASSIGN_OR_RETURN(path, FindDefaultModel());
     LOG_INFO("using the bundled default model {}", path);
   }
   LoadedModel lm;
-  ASSIGN_OR_RETURN(lm.model, LoadModel(path));
-  const ModelConfig& c = lm.model->config;
+  ASSIGN_OR_RETURN(lm.model, LoadModel(path, lo));
+  const ModelConfig& c = lm.model->whole();
   const ModelWeights& w = *lm.model->weights;
   LOG_INFO("model: {} ({}, {}), {} layers, {} embd, {} heads ({} kv), vocab {}; weights resident {:.1f} MiB "
            "({:.3f}x the file's tensors)", path, ArchName(c.arch), lm.model->weight_type_summary, c.n_layer, c.n_embd,

@@ -11,6 +11,7 @@
 #include "infera/engine.h"
 #include "infera/status.h"
 #include "kernels/kernels.h"
+#include "model/loader.h"
 #include "model/model.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -39,8 +40,9 @@ struct LoadedModel {
 };
 
 // model_path empty: the bundled default model.
+// A split model (--tp / --pp): `lo` names this rank's shard.
 StatusOr<LoadedModel> LoadModelAndTokenizer(const std::string& model_path, const std::string& tokenizer_path,
-                                            bool need_tokenizer);
+                                            bool need_tokenizer, const ModelLoadOptions& lo = {});
 
 // The model path a command uses: `model_path`, or the bundled default model
 // when it is empty ("" when there is none).

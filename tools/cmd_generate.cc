@@ -19,6 +19,7 @@
 #include "tokenizer/chat_template.h"
 #include "tools/commands.h"
 #include "tools/engine_flags.h"
+#include "tools/parallel_session.h"
 
 namespace infera::cli {
 namespace {
@@ -28,6 +29,7 @@ struct GenerateArgs {
   int threads = 0;
   int max_n = 128;
   EngineFlags engine;
+  ParallelFlags parallel;
 };
 
 using Json = nlohmann::json;
@@ -146,8 +148,17 @@ int Generate(const GenerateArgs& a, const RuntimeOptions& rt_in) {
   if (Status st = CheckOutputNotInput(a.output, {a.input, ModelPathOrDefault(a.model), a.tokenizer}); !st.ok()) {
     return ReportError(st);
   }
+  auto session = ParallelSession::Start(a.parallel);
+  if (!session.ok()) return ReportError(session.status());
+  ParallelSession& ps = **session;
+  const int threads = ps.Threads(a.threads);
+  RuntimeOptions rt = rt_in;
+  rt.threads = threads;
+  auto kernels = SelectKernels(rt);
+  if (!kernels.ok()) return ReportError(kernels.status());
+  if (ps.rank() != 0) return ps.RunWorker(ModelPathOrDefault(a.model), *kernels, threads);
   EngineFlags ef = a.engine;
-  if (std::string e = ResolveEngineFlags(&ef, a.threads); !e.empty()) return ReportError(e);
+  if (std::string e = ResolveEngineFlags(&ef, threads); !e.empty()) return ReportError(e);
   auto input = ReadTextArg(a.input);
   if (!input.ok()) return ReportError(input.status());
   std::vector<std::string> lines;
@@ -166,17 +177,16 @@ int Generate(const GenerateArgs& a, const RuntimeOptions& rt_in) {
       pos = end + 1;
     }
   }
-  RuntimeOptions rt = rt_in;
-  rt.threads = a.threads;
-  auto kernels = SelectKernels(rt);
-  if (!kernels.ok()) return ReportError(kernels.status());
-  auto lm = LoadModelAndTokenizer(a.model, a.tokenizer, true);
-  if (!lm.ok()) return ReportError(lm.status());
+  auto lm = LoadModelAndTokenizer(a.model, a.tokenizer, true, ps.load_options());
+  if (Status st = ps.Ready(ModelPathOrDefault(a.model), lm.status(), *kernels, threads); !st.ok()) {
+    return ReportError(st);
+  }
   auto chat_format = ResolveChatFormat(*lm->tokenizer, a.chat_template);
   if (!chat_format.ok()) return ReportError(chat_format.status());
   auto draft = LoadDraftModel(ef.draft_model, &ef.opts);
   if (!draft.ok()) return ReportError(draft.status());
-  auto engine = Engine::Create(*lm->model, lm->tokenizer.get(), *kernels, ef.opts);
+  auto engine = Engine::Create(*lm->model, lm->tokenizer.get(), *kernels, ef.opts,
+                               ps.RunnerFactory(*lm->model, *kernels, ef.opts.max_model_len));
   if (!engine.ok()) return ReportError(engine.status());
   Engine& eng = **engine;
   // Validate and queue every request before generating anything.
@@ -312,6 +322,7 @@ CommandFn RegisterGenerate(CLI::App& app, const RuntimeOptions& rt) {
                  "from the model)");
   app.add_option("--max-n", a->max_n, "largest n (choices per line) accepted");
   AddEngineFlags(app, &a->engine);
+  AddParallelFlags(app, &a->parallel);
   return [a, rt]() { return Generate(*a, rt); };
 }
 

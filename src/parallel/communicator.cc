@@ -26,14 +26,14 @@ Status Communicator::CheckPeer(int peer, const char* what) const {
   return Status::Ok();
 }
 
-Status Communicator::Broadcast(void* data, size_t bytes, int root) {
+Status Communicator::Broadcast(void* data, size_t bytes, int root, bool idle_wait) {
   RETURN_IF_ERROR(CheckPeer(root, "broadcast"));
   ScopedTimer t(&stats_.seconds);
   ++stats_.calls;
   if (size_ == 1) return Status::Ok();
   if (rank_ == root) stats_.bytes_sent += bytes * (size_ - 1);
   else stats_.bytes_received += bytes;
-  return DoBroadcast(data, bytes, root);
+  return DoBroadcast(data, bytes, root, idle_wait);
 }
 
 Status Communicator::AllGather(const float* in, size_t n, float* out) {

@@ -42,8 +42,12 @@ class Communicator {
   // Names the backend in logs ("mpi", "threads").
   virtual const char* backend() const = 0;
 
-  // data [bytes] of `root` is copied to every rank's data.
-  Status Broadcast(void* data, size_t bytes, int root);
+  // data [bytes] of `root` is copied to every rank's data. idle_wait: the
+  // caller may wait long (a worker between steps): wait without spinning a
+  // core, at the price of up to a few milliseconds' latency. Every rank
+  // must pass the same idle_wait (MPI: a non-blocking broadcast matches
+  // only non-blocking ones).
+  Status Broadcast(void* data, size_t bytes, int root, bool idle_wait = false);
   // data [n] on every rank becomes the sum over ranks, added in rank order
   // ((r0 + r1) + r2 ...): the same bits on every rank and every run.
   Status AllReduceSum(float* data, size_t n);
@@ -61,7 +65,7 @@ class Communicator {
 
  protected:
   Communicator(int rank, int size) : rank_(rank), size_(size) {}
-  virtual Status DoBroadcast(void* data, size_t bytes, int root) = 0;
+  virtual Status DoBroadcast(void* data, size_t bytes, int root, bool idle_wait) = 0;
   virtual Status DoAllGather(const float* in, size_t n, float* out) = 0;
   virtual Status DoGather(const float* in, const std::vector<size_t>& counts, float* out, int root) = 0;
   virtual Status DoSend(const void* data, size_t bytes, int peer) = 0;

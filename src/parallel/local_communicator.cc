@@ -57,7 +57,7 @@ class LocalCommunicator : public Communicator {
   const char* backend() const override { return "threads"; }
 
  protected:
-  Status DoBroadcast(void* data, size_t bytes, int root) override {
+  Status DoBroadcast(void* data, size_t bytes, int root, bool /*idle_wait: waits never spin*/) override {
     g_->posted[rank()] = data;
     RETURN_IF_ERROR(g_->Barrier());
     if (rank() != root && bytes > 0) std::memcpy(data, g_->posted[root], bytes);

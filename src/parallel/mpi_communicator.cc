@@ -1,6 +1,9 @@
 #include "parallel/mpi_communicator.h"
 
+#include <algorithm>
+#include <chrono>
 #include <climits>
+#include <thread>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -50,8 +53,26 @@ class MpiCommunicator : public Communicator {
   const char* backend() const override { return "mpi"; }
 
  protected:
-  Status DoBroadcast(void* data, size_t bytes, int root) override {
+  Status DoBroadcast(void* data, size_t bytes, int root, bool idle_wait) override {
     auto* p = static_cast<char*>(data);
+    if (idle_wait && bytes <= kMaxChunk) {
+      // Open MPI's blocking calls poll a core at 100%: between steps a
+      // worker may wait for hours. Test a non-blocking broadcast, polling
+      // for the first millisecond (steps come back to back while serving),
+      // then sleeping in between (50 us growing to 2 ms).
+      MPI_Request req;
+      RETURN_IF_ERROR(MpiError(MPI_Ibcast(p, static_cast<int>(bytes), MPI_BYTE, root, comm_, &req), "broadcast"));
+      const auto spin_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
+      auto nap = std::chrono::microseconds(50);
+      for (;;) {
+        int done = 0;
+        RETURN_IF_ERROR(MpiError(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "broadcast"));
+        if (done) return Status::Ok();
+        if (std::chrono::steady_clock::now() < spin_until) continue;
+        std::this_thread::sleep_for(nap);
+        nap = std::min<std::chrono::microseconds>(nap * 2, std::chrono::milliseconds(2));
+      }
+    }
     for (size_t at = 0; at < bytes; at += kMaxChunk) {
       const int n = static_cast<int>(std::min(kMaxChunk, bytes - at));
       RETURN_IF_ERROR(MpiError(MPI_Bcast(p + at, n, MPI_BYTE, root, comm_), "broadcast"));
