@@ -66,7 +66,7 @@ int RunChatRepl(const Model& model, const Tokenizer& tok, const KernelTable& ker
   std::unique_ptr<Engine> engine;
   Status engine_status;
   auto start = [&]() -> bool {
-    auto e = Engine::Create(model, &tok, kernels, eo);
+    auto e = Engine::Create(model, &tok, kernels, eo, opts.make_runner);
     engine_status = e.status();
     if (!e.ok()) return false;
     engine = std::move(e).value();

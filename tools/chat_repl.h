@@ -18,6 +18,7 @@ struct ChatOptions {
   EngineOptions engine;       // threads, KV type, context (max_model_len)
   std::string chat_template;  // "" = detect from the tokenizer
   std::string system_prompt;
+  ModelRunnerFactory make_runner;  // a split model's (empty: the model's decoder)
 };
 
 // Reads user turns from stdin until EOF (Ctrl-D). Returns the exit code.

@@ -16,6 +16,7 @@
 #include "infera/engine.h"
 #include "tools/commands.h"
 #include "tools/engine_flags.h"
+#include "tools/parallel_session.h"
 
 namespace infera::cli {
 namespace {
@@ -31,6 +32,7 @@ struct BenchArgs {
   bool json = false;
   std::string parallel;  // "1,8,32": batched-bench mode through the engine
   EngineFlags engine;
+  ParallelFlags split;   // --tp / --pp
 };
 
 struct Stat { double mean, sd; };
@@ -51,7 +53,7 @@ std::string Upper(std::string s) {
 
 // For each N: N sequences of p random prompt tokens, then n generated tokens
 // each, through the serving engine together (llama-batched-bench's test).
-int BenchParallel(const BenchArgs& a, const RuntimeOptions& rt) {
+int BenchParallel(const BenchArgs& a, const RuntimeOptions& rt, ParallelSession& ps) {
   std::vector<int32_t> ns;
   for (size_t pos = 0; pos < a.parallel.size();) {
     size_t end = a.parallel.find(',', pos);
@@ -66,8 +68,10 @@ int BenchParallel(const BenchArgs& a, const RuntimeOptions& rt) {
   if (a.n_prompt < 1 || a.n_gen < 1) return ReportError("--parallel needs -p and -n of at least 1");
   auto kernels = SelectKernels(rt);
   if (!kernels.ok()) return ReportError(kernels.status());
-  auto lm = LoadModelAndTokenizer(a.model, "", false);
-  if (!lm.ok()) return ReportError(lm.status());
+  auto lm = LoadModelAndTokenizer(a.model, "", false, ps.load_options());
+  if (Status st = ps.Ready(ModelPathOrDefault(a.model), lm.status(), *kernels, a.threads); !st.ok()) {
+    return ReportError(st);
+  }
   const Model& m = *lm->model;
   const int32_t n_train = m.config.n_ctx_train;
   if (n_train > 0 && static_cast<int64_t>(a.n_prompt) + a.n_gen > n_train) {
@@ -92,7 +96,7 @@ int BenchParallel(const BenchArgs& a, const RuntimeOptions& rt) {
       o.kv_cache_mb = static_cast<int64_t>(KvStorage::BytesFor(m.config.KvHeadsPerLayer(), need, m.config.head_dim) >> 20) + 1;
     }
     if (o.max_model_len == 0) o.max_model_len = p + n;
-    ASSIGN_OR_RETURN(auto engine, Engine::Create(m, nullptr, *kernels, o));
+    ASSIGN_OR_RETURN(auto engine, Engine::Create(m, nullptr, *kernels, o, ps.RunnerFactory(m, *kernels, o.max_model_len)));
     RequestParams rp;
     rp.max_tokens = n;
     rp.ignore_eos = true;
@@ -136,11 +140,24 @@ int BenchParallel(const BenchArgs& a, const RuntimeOptions& rt) {
   return kExitOk;
 }
 
-int Bench(const BenchArgs& a, const RuntimeOptions& rt_in) {
+int Bench(const BenchArgs& args, const RuntimeOptions& rt_in) {
+  auto session = ParallelSession::Start(args.split);
+  if (!session.ok()) return ReportError(session.status());
+  ParallelSession& ps = **session;
+  BenchArgs a = args;
+  if (a.threads < 0) return ReportError("--threads must be >= 0");
+  a.threads = ps.Threads(a.threads);
+  if (ps.rank() != 0) {
+    RuntimeOptions rt = rt_in;
+    rt.threads = a.threads;
+    auto kernels = SelectKernels(rt);
+    if (!kernels.ok()) return ReportError(kernels.status());
+    return ps.RunWorker(ModelPathOrDefault(a.model), *kernels, a.threads);
+  }
   if (!a.parallel.empty()) {
     RuntimeOptions rt = rt_in;
     rt.threads = a.threads;
-    return BenchParallel(a, rt);
+    return BenchParallel(a, rt, ps);
   }
   if (a.n_prompt < 0 || a.n_gen < 0) return ReportError("-p and -n must be >= 0");
   if (a.reps <= 0) return ReportError("-r must be > 0");
@@ -150,8 +167,10 @@ int Bench(const BenchArgs& a, const RuntimeOptions& rt_in) {
   RuntimeOptions rt = rt_in;
   auto kernels = SelectKernels(rt);
   if (!kernels.ok()) return ReportError(kernels.status());
-  auto lm = LoadModelAndTokenizer(a.model, "", false);
-  if (!lm.ok()) return ReportError(lm.status());
+  auto lm = LoadModelAndTokenizer(a.model, "", false, ps.load_options());
+  if (Status st = ps.Ready(ModelPathOrDefault(a.model), lm.status(), *kernels, a.threads); !st.ok()) {
+    return ReportError(st);
+  }
   const Model& m = *lm->model;
   const int32_t n_train = m.config.n_ctx_train;
   // tgN: a prompt of max(depth, 1) tokens, then N decode steps (N + 1 tokens).
@@ -174,7 +193,7 @@ int Bench(const BenchArgs& a, const RuntimeOptions& rt_in) {
   // exactly the depth.
   if (a.depth % eo.kv_block_size != 0) eo.kv_block_size = 1;
   eo.prefix_caching = a.depth > 0 && a.n_prompt > 0;  // ppN @ dD: the depth is computed untimed, then reused
-  auto created = Engine::Create(m, nullptr, *kernels, eo);
+  auto created = Engine::Create(m, nullptr, *kernels, eo, ps.RunnerFactory(m, *kernels, eo.max_model_len));
   if (!created.ok()) return ReportError(created.status());
   Engine& engine = **created;
   std::mt19937 rng(42);
@@ -228,15 +247,39 @@ int Bench(const BenchArgs& a, const RuntimeOptions& rt_in) {
   nlohmann::json out = nlohmann::json::array();
   auto run_test = [&](const std::string& name, int32_t n, bool prompt) -> Status {
     std::vector<double> tps;
+    CommStats comm0;
+    double timed = 0;
     for (int r = -1; r < a.reps; ++r) {  // r = -1: warm-up
+      if (r == 0) comm0 = ps.Stats();
       StatusOr<double> s = time_once(n, prompt);
       RETURN_IF_ERROR(s.status());
-      if (r >= 0) tps.push_back(n / *s);
+      if (r >= 0) {
+        tps.push_back(n / *s);
+        timed += *s;
+      }
     }
     Stat st = MeanSd(tps);
     out.push_back({{"test", name}, {"tokens_per_second", st.mean}, {"stddev", st.sd}, {"threads", eo.threads},
                    {"model_type", Upper(m.weight_type_summary)}, {"repetitions", a.reps},
                    {"kernels", CpuIsaName(kernels->isa)}});
+    if (ps.split()) {
+      // Rank 0's time inside communication (waiting for the other ranks
+      // included) and its bytes, per token of the timed runs.
+      const CommStats c = ps.Stats();
+      const double tokens = double(n) * a.reps;
+      const double comm_s = c.seconds - comm0.seconds;
+      const double bytes = double(c.bytes_sent - comm0.bytes_sent + c.bytes_received - comm0.bytes_received);
+      out.back()["tp"] = a.split.tp;
+      out.back()["pp"] = a.split.pp;
+      out.back()["comm_ms_per_token"] = 1e3 * comm_s / tokens;
+      out.back()["comm_share"] = timed > 0 ? comm_s / timed : 0.0;
+      out.back()["comm_bytes_per_token"] = bytes / tokens;
+      if (!a.json) {
+        std::fprintf(stderr, "bench: %s tp %d pp %d: rank 0 in communication %.3f ms per token (%.1f %% of the time), "
+                     "%.1f KiB sent + received per token\n", name.c_str(), a.split.tp, a.split.pp,
+                     1e3 * comm_s / tokens, timed > 0 ? 100.0 * comm_s / timed : 0.0, bytes / tokens / 1024.0);
+      }
+    }
     if (!a.json) {
       std::printf("| %-24s | %-6s | %7d | %6s | %-14s | %16s |\n", m.config.name.substr(0, 24).c_str(),
                   Upper(m.weight_type_summary).c_str(), eo.threads, CpuIsaName(kernels->isa), name.c_str(),
@@ -278,6 +321,7 @@ CommandFn RegisterBench(CLI::App& app, const RuntimeOptions& rt) {
                  "N1,N2,...: for each N, N sequences of -p prompt and -n generated tokens through the serving engine "
                  "together (llama-batched-bench)");
   AddEngineFlags(app, &a->engine);
+  AddParallelFlags(app, &a->split);
   return [a, &rt]() { return Bench(*a, rt); };
 }
 

@@ -20,6 +20,7 @@
 #include "base/output_file.h"
 #include "infera/engine.h"
 #include "tools/commands.h"
+#include "tools/parallel_session.h"
 
 namespace infera::cli {
 namespace {
@@ -33,6 +34,7 @@ struct PplArgs {
   bool kld = false;
   bool json = false;
   std::string kv_type = "f32";
+  ParallelFlags parallel;
 };
 
 constexpr char kKldMagic[8] = {'I', 'N', 'F', 'K', 'L', 'D', '1', '\0'};
@@ -64,9 +66,22 @@ void LogSoftmax(const float* logits, int32_t n, std::vector<float>* out) {
 }
 
 int Evaluate(const PplArgs& a, const Model& m, const Tokenizer& tok, const std::string& text_in,
-             const KernelTable& kernels);
+             const KernelTable& kernels, ParallelSession& ps);
 
-int Perplexity(const PplArgs& a, const RuntimeOptions& rt) {
+int Perplexity(const PplArgs& args, const RuntimeOptions& rt_in) {
+  auto session = ParallelSession::Start(args.parallel);
+  if (!session.ok()) return ReportError(session.status());
+  ParallelSession& ps = **session;
+  PplArgs a = args;
+  if (a.threads < 0) return ReportError("--threads must be >= 0");
+  a.threads = ps.Threads(a.threads);
+  RuntimeOptions rt = rt_in;
+  rt.threads = a.threads;
+  if (ps.rank() != 0) {
+    auto kernels = SelectKernels(rt);
+    if (!kernels.ok()) return ReportError(kernels.status());
+    return ps.RunWorker(ModelPathOrDefault(a.model), *kernels, a.threads);
+  }
   if (a.file.empty()) return ReportError("--file is required");
   if (a.ctx != 0 && a.ctx < 4) return ReportError("--ctx must be >= 4");
   if (a.chunks == 0 || a.chunks < -1) return ReportError("--chunks must be > 0");
@@ -79,8 +94,10 @@ int Perplexity(const PplArgs& a, const RuntimeOptions& rt) {
   if (!text.ok()) return ReportError(text.status());
   auto kernels = SelectKernels(rt);
   if (!kernels.ok()) return ReportError(kernels.status());
-  auto lm = LoadModelAndTokenizer(a.model, "", true);
-  if (!lm.ok()) return ReportError(lm.status());
+  auto lm = LoadModelAndTokenizer(a.model, "", true, ps.load_options());
+  if (Status st = ps.Ready(ModelPathOrDefault(a.model), lm.status(), *kernels, a.threads); !st.ok()) {
+    return ReportError(st);
+  }
   const Model& m = *lm->model;
   const Tokenizer& tok = *lm->tokenizer;
   const int32_t n_train = m.config.n_ctx_train;
@@ -88,13 +105,13 @@ int Perplexity(const PplArgs& a, const RuntimeOptions& rt) {
     return ReportError(fmt::format("--ctx {} is beyond the model's trained context of {} tokens (positions past it "
                                    "were never trained; perplexity there is meaningless)", a.ctx, n_train));
   }
-  PplArgs args = a;  // with the context resolved
-  if (args.ctx == 0) args.ctx = n_train > 0 ? std::min(512, n_train) : 512;
-  return Evaluate(args, m, tok, *text, *kernels);
+  PplArgs resolved = a;  // with the context resolved
+  if (resolved.ctx == 0) resolved.ctx = n_train > 0 ? std::min(512, n_train) : 512;
+  return Evaluate(resolved, m, tok, *text, *kernels, ps);
 }
 
 int Evaluate(const PplArgs& a, const Model& m, const Tokenizer& tok, const std::string& text_in,
-             const KernelTable& kernels) {
+             const KernelTable& kernels, ParallelSession& ps) {
   const std::string* text = &text_in;
   const int32_t V = m.config.n_vocab;
   std::vector<int32_t> tokens = tok.Encode(*text, /*add_special=*/true, /*parse_special=*/false);
@@ -147,7 +164,7 @@ int Evaluate(const PplArgs& a, const Model& m, const Tokenizer& tok, const std::
   eo.max_model_len = a.ctx;
   eo.prefix_caching = false;
   eo.kv_cache_type = a.kv_type;
-  auto engine = Engine::Create(m, &tok, kernels, eo);
+  auto engine = Engine::Create(m, &tok, kernels, eo, ps.RunnerFactory(m, kernels, eo.max_model_len));
   if (!engine.ok()) return ReportError(engine.status());
   RequestParams rp;
   rp.max_tokens = 0;
@@ -238,6 +255,7 @@ CommandFn RegisterPerplexity(CLI::App& app, const RuntimeOptions& rt) {
   app.add_flag("--kl-divergence", a->kld, "compare against --kl-divergence-base: mean KL divergence and top-1 agreement");
   app.add_flag("--json", a->json, "print one JSON object");
   app.add_option("--kv-cache-type", a->kv_type, "f32 (default) or q8: int8 K/V with a scale per token and KV head");
+  AddParallelFlags(app, &a->parallel);
   return [a, &rt]() { return Perplexity(*a, rt); };
 }
 

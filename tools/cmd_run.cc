@@ -12,6 +12,7 @@
 #include "infera/engine.h"
 #include "sampling/sampler.h"
 #include "tools/chat_repl.h"
+#include "tools/parallel_session.h"
 #include "tools/commands.h"
 #include "tools/engine_flags.h"
 
@@ -36,6 +37,7 @@ struct RunArgs {
   std::string kv_cache_type = "f32";
   bool context_shift = false;
   int32_t context_keep = 4;
+  ParallelFlags parallel;
   // The engine options the speculative decoding flags set (the rest are
   // defaults); the engine's options start from these.
   EngineOptions engine;
@@ -68,12 +70,19 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
     prompt = *text;
   }
 
+  auto session = ParallelSession::Start(a.parallel);
+  if (!session.ok()) return ReportError(session.status());
+  ParallelSession& ps = **session;
+  const int threads = ps.Threads(a.threads);
   RuntimeOptions rt = rt_in;
-  rt.threads = a.threads;
+  rt.threads = threads;
   auto kernels = SelectKernels(rt);
   if (!kernels.ok()) return ReportError(kernels.status());
-  auto lm = LoadModelAndTokenizer(a.model, a.tokenizer, true);
-  if (!lm.ok()) return ReportError(lm.status());
+  if (ps.rank() != 0) return ps.RunWorker(ModelPathOrDefault(a.model), *kernels, threads);
+  auto lm = LoadModelAndTokenizer(a.model, a.tokenizer, true, ps.load_options());
+  if (Status st = ps.Ready(ModelPathOrDefault(a.model), lm.status(), *kernels, threads); !st.ok()) {
+    return ReportError(st);
+  }
   const Model& model = *lm->model;
   const Tokenizer& tok = *lm->tokenizer;
   if (model.config.n_ctx_train > 0 && a.ctx > model.config.n_ctx_train) {
@@ -82,7 +91,6 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
   }
   const int32_t n_ctx = ChooseContextSize(model.config, a.ctx);
 
-  const int threads = ResolveThreads(a.threads);
   LOG_INFO("threads: {}", threads);
   // KV bytes for n tokens of this model, and whole MiB holding them.
   auto kv_bytes = [&](int64_t n) {
@@ -114,6 +122,7 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
     if (!chat_draft.ok()) return ReportError(chat_draft.status());
     co.chat_template = a.chat_template;
     co.system_prompt = a.system_prompt;
+    co.make_runner = ps.RunnerFactory(model, *kernels, n_ctx);
     return RunChatRepl(model, tok, *kernels, co);
   }
 
@@ -144,7 +153,7 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
   eo.kv_cache_mb = kv_mb(n_ctx + eo.kv_block_size);
   auto draft = LoadDraftModel(a.draft_model, &eo);
   if (!draft.ok()) return ReportError(draft.status());
-  auto engine = Engine::Create(model, &tok, *kernels, eo);
+  auto engine = Engine::Create(model, &tok, *kernels, eo, ps.RunnerFactory(model, *kernels, n_ctx));
   if (!engine.ok()) return ReportError(engine.status());
   if (a.n_predict == 0) {  // nothing to generate
     std::fputc('\n', stdout);
@@ -234,6 +243,7 @@ CommandFn RegisterRun(CLI::App& app, const RuntimeOptions& rt) {
                "at the context end keep the first --context-keep tokens and the newer half of the rest, and go on");
   app.add_option("--context-keep", a->context_keep, "tokens kept at the start by --context-shift");
   AddSpecFlags(app, &a->engine, &a->draft_model);
+  AddParallelFlags(app, &a->parallel);
   return [a, p, &rt]() {
     a->prompt_set = p->count() > 0;
     return Run(*a, rt);

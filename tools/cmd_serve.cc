@@ -24,6 +24,7 @@
 #include "tokenizer/chat_template.h"
 #include "tools/commands.h"
 #include "tools/engine_flags.h"
+#include "tools/parallel_session.h"
 
 namespace infera::cli {
 namespace {
@@ -41,6 +42,7 @@ struct ServeArgs {
   double drain_timeout = 30;
   int read_timeout = 30;
   double log_sample = 1.0;
+  ParallelFlags parallel;
   bool log_prompts = false;
   std::string otlp_endpoint, otlp_service_name = "infera";
   EngineFlags engine;
@@ -60,14 +62,18 @@ struct Loaded {
   std::unique_ptr<AsyncEngine> engine;
 };
 
-Status Load(const ServeArgs& a, EngineOptions eopts, const RuntimeOptions& rt, Loaded* out,
+Status Load(const ServeArgs& a, EngineOptions eopts, const RuntimeOptions& rt, ParallelSession& ps, Loaded* out,
             server::ApiBackend* backend) {
   ASSIGN_OR_RETURN(KernelTable k, SelectKernels(rt));
   out->kernels = std::make_unique<KernelTable>(k);
-  ASSIGN_OR_RETURN(out->lm, LoadModelAndTokenizer(a.model, a.tokenizer, true));
+  auto lm = LoadModelAndTokenizer(a.model, a.tokenizer, true, ps.load_options());
+  RETURN_IF_ERROR(ps.Ready(ModelPathOrDefault(a.model), lm.status(), k, rt.threads));
+  out->lm = std::move(lm).value();
   ASSIGN_OR_RETURN(ChatFormat fmt, ResolveChatFormat(*out->lm.tokenizer, a.chat_template));
   ASSIGN_OR_RETURN(out->draft, LoadDraftModel(a.engine.draft_model, &eopts));
-  ASSIGN_OR_RETURN(out->engine, AsyncEngine::Create(*out->lm.model, out->lm.tokenizer.get(), *out->kernels, eopts));
+  ASSIGN_OR_RETURN(out->engine, AsyncEngine::Create(*out->lm.model, out->lm.tokenizer.get(), *out->kernels, eopts,
+                                                    ps.RunnerFactory(*out->lm.model, *out->kernels,
+                                                                     eopts.max_model_len)));
   backend->engine = out->engine.get();
   backend->tokenizer = out->lm.tokenizer.get();
   backend->chat_format = fmt;
@@ -100,8 +106,26 @@ int Serve(const ServeArgs& args, const RuntimeOptions& rt_in) {
   if (!(a.drain_timeout >= 0)) return ReportError("--drain-timeout must be >= 0");
   if (a.read_timeout < 1) return ReportError("--read-timeout must be at least 1 second");
   if (a.http_threads < 1 || a.http_threads > 64) return ReportError("--http-threads must be in 1..64");
+  auto session = ParallelSession::Start(a.parallel);
+  if (!session.ok()) return ReportError(session.status());
+  ParallelSession& ps = **session;
+  const int threads = ps.Threads(a.threads);
+  if (ps.rank() != 0) {
+    // A worker rank: no HTTP; it steps until rank 0 stops it after its
+    // drain, so the signals mpirun forwards must not end it first.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    RuntimeOptions rt = rt_in;
+    rt.threads = threads;
+    auto kernels = SelectKernels(rt);
+    if (!kernels.ok()) return ReportError(kernels.status());
+    return ps.RunWorker(ModelPathOrDefault(a.model), *kernels, threads);
+  }
   EngineFlags ef = a.engine;
-  if (std::string e = ResolveEngineFlags(&ef, a.threads); !e.empty()) return ReportError(e);
+  if (std::string e = ResolveEngineFlags(&ef, threads); !e.empty()) return ReportError(e);
   if (!(a.log_sample >= 0 && a.log_sample <= 1)) return ReportError("--log-sample must be in [0, 1]");
   std::unique_ptr<server::OtlpExporter> exporter;
   if (!a.otlp_endpoint.empty()) {
@@ -165,13 +189,13 @@ int Serve(const ServeArgs& args, const RuntimeOptions& rt_in) {
                (*http)->port(), opts.served_model_name.c_str());
 
   RuntimeOptions rt = rt_in;
-  rt.threads = a.threads;
+  rt.threads = threads;
   Loaded loaded;
   Status load_status;
   std::atomic<bool> load_done{false};
   std::thread loader([&] {
     server::ApiBackend backend;
-    load_status = Load(a, ef.opts, rt, &loaded, &backend);
+    load_status = Load(a, ef.opts, rt, ps, &loaded, &backend);
     if (load_status.ok()) api.SetReady(backend);
     load_done = true;
   });
@@ -245,6 +269,7 @@ CommandFn RegisterServe(CLI::App& app, const RuntimeOptions& rt) {
                  "export trace spans as OTLP/HTTP JSON, e.g. http://127.0.0.1:4318/v1/traces");
   app.add_option("--otlp-service-name", a->otlp_service_name, "service.name of exported spans (default infera)");
   AddEngineFlags(app, &a->engine);
+  AddParallelFlags(app, &a->parallel);
   // llama-server's names (-np arrives as --parallel, see foreign_flags.h).
   app.add_option("-c,--ctx-size", a->engine.opts.max_model_len, "context per sequence, as --max-model-len");
   app.add_option("--parallel", a->engine.opts.max_num_seqs, "sequences per batch, as --max-num-seqs (llama.cpp -np)");

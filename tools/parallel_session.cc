@@ -180,6 +180,18 @@ ModelRunnerFactory ParallelSession::RunnerFactory(const Model& m, const KernelTa
   };
 }
 
+CommStats ParallelSession::Stats() const {
+  CommStats s;
+  for (const Communicator* c : {static_cast<const Communicator*>(world_), static_cast<const Communicator*>(tp_.get())}) {
+    if (c == nullptr) continue;
+    s.calls += c->stats().calls;
+    s.bytes_sent += c->stats().bytes_sent;
+    s.bytes_received += c->stats().bytes_received;
+    s.seconds += c->stats().seconds;
+  }
+  return s;
+}
+
 int ParallelSession::RunWorker(const std::string& model_path, const KernelTable& k, int threads) {
   std::unique_ptr<Model> m;
   Status st = LoadAndAgree(model_path, load_, *world_, &m);

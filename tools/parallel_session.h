@@ -55,6 +55,8 @@ class ParallelSession {
   Status Ready(const std::string& model_path, const Status& loaded, const KernelTable& k, int threads);
   // Rank 0's runners: broadcast each step, run the shard. Empty when not split.
   ModelRunnerFactory RunnerFactory(const Model& m, const KernelTable& k, int32_t n_ctx);
+  // Rank 0's communication so far (all its communicators).
+  CommStats Stats() const;
   // MPI ranks > 0: loads the shard, agrees with the others, runs steps until
   // rank 0 stops; returns the exit code.
   int RunWorker(const std::string& model_path, const KernelTable& k, int threads);

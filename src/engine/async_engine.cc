@@ -6,8 +6,9 @@
 namespace infera {
 
 StatusOr<std::unique_ptr<AsyncEngine>> AsyncEngine::Create(const Model& model, const Tokenizer* tokenizer,
-                                                           const KernelTable& kernels, const EngineOptions& opts) {
-  ASSIGN_OR_RETURN(auto engine, Engine::Create(model, tokenizer, kernels, opts));
+                                                           const KernelTable& kernels, const EngineOptions& opts,
+                                                           const ModelRunnerFactory& make_runner) {
+  ASSIGN_OR_RETURN(auto engine, Engine::Create(model, tokenizer, kernels, opts, make_runner));
   return std::unique_ptr<AsyncEngine>(new AsyncEngine(std::move(engine)));
 }
 

@@ -23,8 +23,10 @@ class AsyncEngine {
   using Callback = std::function<void(const RequestOutput&)>;
 
   // `model`, `tokenizer` and `kernels` must outlive the engine.
+  // make_runner: as Engine::Create's (empty: the model's decoder).
   static StatusOr<std::unique_ptr<AsyncEngine>> Create(const Model& model, const Tokenizer* tokenizer,
-                                                       const KernelTable& kernels, const EngineOptions& opts);
+                                                       const KernelTable& kernels, const EngineOptions& opts,
+                                                       const ModelRunnerFactory& make_runner = {});
   // Cancels whatever is left and stops the loop.
   ~AsyncEngine();
 
