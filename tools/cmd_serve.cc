@@ -106,18 +106,22 @@ int Serve(const ServeArgs& args, const RuntimeOptions& rt_in) {
   if (!(a.drain_timeout >= 0)) return ReportError("--drain-timeout must be >= 0");
   if (a.read_timeout < 1) return ReportError("--read-timeout must be at least 1 second");
   if (a.http_threads < 1 || a.http_threads > 64) return ReportError("--http-threads must be in 1..64");
+  // SIGINT/SIGTERM (and SIGUSR1, which mpirun forwards to every rank as is,
+  // while it turns a SIGTERM into killing the job a few seconds later) start
+  // a drain. Blocked in every thread from here on (MPI starts threads of its
+  // own); rank 0 takes them with sigtimedwait below, and worker ranks, which
+  // step until rank 0 stops them after its drain, never.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   auto session = ParallelSession::Start(a.parallel);
   if (!session.ok()) return ReportError(session.status());
   ParallelSession& ps = **session;
   const int threads = ps.Threads(a.threads);
   if (ps.rank() != 0) {
-    // A worker rank: no HTTP; it steps until rank 0 stops it after its
-    // drain, so the signals mpirun forwards must not end it first.
-    sigset_t signals;
-    sigemptyset(&signals);
-    sigaddset(&signals, SIGINT);
-    sigaddset(&signals, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     RuntimeOptions rt = rt_in;
     rt.threads = threads;
     auto kernels = SelectKernels(rt);
@@ -163,13 +167,6 @@ int Serve(const ServeArgs& args, const RuntimeOptions& rt_in) {
     }
     opts.served_model_name = std::filesystem::path(path).stem().string();
   }
-  // SIGINT/SIGTERM are taken by this thread only (sigtimedwait below).
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
   server::ApiServer api(opts);
   server::HttpServerOptions hopts;
   hopts.host = a.host;
@@ -217,7 +214,7 @@ int Serve(const ServeArgs& args, const RuntimeOptions& rt_in) {
     }
   }
   // Shutdown: refuse new connections and work, finish what is in flight.
-  std::fprintf(stderr, "infera serve: %s: draining (up to %.0f s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+  std::fprintf(stderr, "infera serve: %s: draining (up to %.0f s)\n", sig == SIGINT ? "SIGINT" : sig == SIGUSR1 ? "SIGUSR1" : "SIGTERM",
                a.drain_timeout);
   api.SetDraining();
   (*http)->StopAccepting();

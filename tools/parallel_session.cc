@@ -89,6 +89,7 @@ StatusOr<std::unique_ptr<ParallelSession>> ParallelSession::Start(const Parallel
   }
   s->load_.layout = s->layout_;
   s->load_.rank = s->rank();
+  s->started_ = true;
   if (n > 1) {
     LOG_INFO("parallel: tp {} x pp {} over {} ({} ranks), this is rank {}", f.tp, f.pp,
              s->mpi_ ? "MPI" : "threads", n, s->rank());
@@ -97,7 +98,7 @@ StatusOr<std::unique_ptr<ParallelSession>> ParallelSession::Start(const Parallel
 }
 
 ParallelSession::~ParallelSession() {
-  if (mpi_ != nullptr && split() && rank() == 0 && !agreed_) {
+  if (started_ && mpi_ != nullptr && split() && rank() == 0 && !agreed_) {
     // Rank 0 gave up before Ready: the MPI workers wait in their load
     // agreement; tell them to stop.
     (void)Agree(*world_, Status(StatusCode::kCancelled, "rank 0 stopped before serving"));

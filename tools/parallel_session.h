@@ -77,6 +77,7 @@ class ParallelSession {
   std::unique_ptr<Communicator> tp_;                        // this rank's stage group
   std::vector<std::thread> workers_;                        // threads backend
   KernelTable worker_kernels_;                              // the threads backend workers'
+  bool started_ = false;                                    // Start succeeded
   bool agreed_ = false;                                     // rank 0 met the others in Ready
   bool workers_running_ = false;
 };

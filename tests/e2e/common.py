@@ -12,6 +12,21 @@ def infera(*args, input=None, timeout=300):
     return subprocess.run([INFERA, *args], capture_output=True, timeout=timeout, input=input)
 
 
+def mpi_env():
+    """The environment for mpirun: Open MPI refuses to run as root (CI
+    containers) unless told that it is meant."""
+    env = dict(os.environ)
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    return env
+
+
+def mpirun(n):
+    """The mpirun prefix for n ranks on this machine (more ranks than cores
+    allowed)."""
+    return ["mpirun", "--oversubscribe", "-np", str(n)]
+
+
 def shared(*parts):
     return os.path.join(SHARED, *parts)
 
@@ -22,12 +37,14 @@ class Server:
     stderr is drained by a thread into `self.log`; `url` is the base URL once
     the model is loaded."""
 
-    def __init__(self, *args, wait_ready=True, timeout=120):
+    def __init__(self, *args, wait_ready=True, timeout=120, launcher=(), threads=2):
+        """launcher: a command the server runs under (mpirun ...)."""
         import re
         import threading
         import time
-        self.proc = subprocess.Popen([INFERA, "serve", "--port", "0", "-t", "2", *args],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen([*launcher, INFERA, "serve", "--port", "0", "-t", str(threads), *args],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                     env=mpi_env())
         self.log = []
         self.port = None
         self._ready = threading.Event()
