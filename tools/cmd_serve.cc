@@ -92,6 +92,20 @@ Status Load(const ServeArgs& a, EngineOptions eopts, const RuntimeOptions& rt, P
   return Status::Ok();
 }
 
+// A split model's group failed (or is being torn down): /health says so,
+// every request in flight ends with 503 at once (the engine's loop may be
+// stuck in a step for good), and the process exits non-zero — under MPI the
+// whole job — for its supervisor to restart the group.
+[[noreturn]] void FailGroup(server::ApiServer& api, AsyncEngine& engine, ParallelSession& ps, const std::string& why) {
+  LOG_ERROR("parallel group failed: {}; failing the requests in flight with 503 and exiting", why);
+  api.SetFailed();
+  const int n = engine.Abandon("the server's parallel group failed: " + why);
+  LOG_ERROR("parallel group failed: {} request(s) ended with 503", n);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the responses go out
+  std::fflush(nullptr);
+  ps.Abort(3);
+}
+
 int Serve(const ServeArgs& args, const RuntimeOptions& rt_in) {
   ServeArgs a = args;
   if (!a.model_positional.empty()) {
@@ -212,6 +226,15 @@ int Serve(const ServeArgs& args, const RuntimeOptions& rt_in) {
       std::fprintf(stderr, "infera serve: ready: model %s at http://%s:%d/v1\n", opts.served_model_name.c_str(),
                    a.host.c_str(), (*http)->port());
     }
+    if (reported_ready) {
+      if (std::string why = ps.Failure(); !why.empty()) FailGroup(api, *loaded.engine, ps, why);
+    }
+  }
+  if (reported_ready && ps.mpi() && ps.split() && sig != SIGUSR1) {
+    // mpirun turns a SIGTERM (or a rank's death) into killing the whole job a
+    // few seconds later: no time to drain. End what is in flight with 503.
+    FailGroup(api, *loaded.engine, ps,
+              "the MPI job is being stopped (mpirun forwards SIGUSR1 for a graceful drain instead)");
   }
   // Shutdown: refuse new connections and work, finish what is in flight.
   std::fprintf(stderr, "infera serve: %s: draining (up to %.0f s)\n", sig == SIGINT ? "SIGINT" : sig == SIGUSR1 ? "SIGUSR1" : "SIGTERM",

@@ -25,6 +25,10 @@ void AddParallelFlags(CLI::App& app, ParallelFlags* f) {
                  "mpi (one process per rank: mpirun -np TP*PP infera ...), threads (ranks as threads of one "
                  "process), or auto: mpi when started by mpirun")
       ->group("Parallelism");
+  app.add_option("--step-timeout", f->step_timeout,
+                 "seconds one step may take before the group counts as failed (a rank died or a link broke): serve "
+                 "then fails the requests in flight with 503 and exits non-zero for its supervisor to restart it")
+      ->group("Parallelism");
 }
 
 namespace {
@@ -48,6 +52,8 @@ StatusOr<std::unique_ptr<Communicator>> StageGroup(Communicator& world, int tp) 
 StatusOr<std::unique_ptr<ParallelSession>> ParallelSession::Start(const ParallelFlags& f) {
   std::unique_ptr<ParallelSession> s(new ParallelSession());
   if (f.tp < 1 || f.tp > 64 || f.pp < 1 || f.pp > 64) return InvalidArgument("--tp and --pp must be in 1..64");
+  if (!(f.step_timeout > 0)) return InvalidArgument("--step-timeout must be > 0 seconds");
+  s->step_timeout_ = f.step_timeout;
   s->layout_.tp = f.tp;
   s->layout_.pp = f.pp;
   if (!f.pp_layers.empty()) {
@@ -177,8 +183,24 @@ ModelRunnerFactory ParallelSession::RunnerFactory(const Model& m, const KernelTa
   if (!split()) return {};
   return [this, &m, &k, n_ctx](ThreadPool& pool) -> std::unique_ptr<ModelRunner> {
     return std::make_unique<BroadcastingRunner>(MakeModelRunner(m, k, pool, n_ctx, {world_, tp_.get()}), *world_,
-                                                n_ctx);
+                                                n_ctx, &monitor_);
   };
+}
+
+std::string ParallelSession::Failure() const {
+  if (!split()) return "";
+  if (monitor_.broken.load()) return "communication with the other ranks failed (a rank died or a link broke)";
+  const int64_t t0 = monitor_.step_started_ns.load();
+  if (t0 == 0) return "";
+  const double s = (std::chrono::steady_clock::now().time_since_epoch().count() - t0) * 1e-9;
+  if (s <= step_timeout_) return "";
+  return fmt::format("a step has run for {:.1f} s, past --step-timeout {:.0f} s (a rank died or hangs, or a link "
+                     "broke)", s, step_timeout_);
+}
+
+void ParallelSession::Abort(int code) {
+  if (mpi_ != nullptr) mpi_->Abort(code);
+  std::_Exit(code);
 }
 
 CommStats ParallelSession::Stats() const {

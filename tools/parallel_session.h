@@ -20,6 +20,7 @@
 #include <CLI/CLI.hpp>
 
 #include "infera/engine.h"
+#include "engine/parallel_executor.h"
 #include "infera/status.h"
 #include "kernels/kernels.h"
 #include "model/loader.h"
@@ -33,6 +34,7 @@ struct ParallelFlags {
   int pp = 1;
   std::string pp_layers;         // "10,12": layers per stage
   std::string backend = "auto";  // mpi | threads | auto (mpi when started by mpirun)
+  double step_timeout = 60;      // seconds a step may take before the group counts as failed
 };
 void AddParallelFlags(CLI::App& app, ParallelFlags* f);
 
@@ -57,6 +59,13 @@ class ParallelSession {
   ModelRunnerFactory RunnerFactory(const Model& m, const KernelTable& k, int32_t n_ctx);
   // Rank 0's communication so far (all its communicators).
   CommStats Stats() const;
+  bool mpi() const { return mpi_ != nullptr; }
+  // Rank 0: why the group cannot go on ("" while fine): a communication
+  // error, or a step running past --step-timeout (a rank died or hangs, a
+  // link broke). Any thread.
+  std::string Failure() const;
+  // Ends this process and, under MPI, the whole job (MPI_Abort), with `code`.
+  [[noreturn]] void Abort(int code);
   // MPI ranks > 0: loads the shard, agrees with the others, runs steps until
   // rank 0 stops; returns the exit code.
   int RunWorker(const std::string& model_path, const KernelTable& k, int threads);
@@ -77,6 +86,8 @@ class ParallelSession {
   std::unique_ptr<Communicator> tp_;                        // this rank's stage group
   std::vector<std::thread> workers_;                        // threads backend
   KernelTable worker_kernels_;                              // the threads backend workers'
+  double step_timeout_ = 60;
+  StepMonitor monitor_;                                     // rank 0's steps
   bool started_ = false;                                    // Start succeeded
   bool agreed_ = false;                                     // rank 0 met the others in Ready
   bool workers_running_ = false;

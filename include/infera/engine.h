@@ -122,6 +122,9 @@ struct RequestOutput {
   int32_t completion_tokens = 0;
   int32_t cached_tokens = 0;    // prompt tokens served from the prefix cache
   std::string error;            // with FinishReason::kError
+  // With kError: kUnavailable when the server cannot serve now (a split
+  // model's group failed; HTTP 503), else kInternal.
+  StatusCode error_code = StatusCode::kOk;
   // Timing (seconds): queue = Add to first scheduled; ttft = first scheduled
   // to first token (set from the first token on); e2e = Add to finish.
   double queue_seconds = 0, ttft_seconds = 0, e2e_seconds = 0;

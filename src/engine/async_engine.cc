@@ -50,6 +50,34 @@ EngineStats AsyncEngine::Stats() const {
   return stats_;
 }
 
+int AsyncEngine::Abandon(const std::string& why) {
+  std::vector<std::pair<Callback, RequestOutput>> ends;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    draining_ = true;
+    abandoned_ = true;
+    auto end = [&](uint64_t id, Callback cb) {
+      RequestOutput o;
+      o.id = id;
+      o.finished = true;
+      o.finish_reason = FinishReason::kError;
+      o.error = why;
+      o.error_code = StatusCode::kUnavailable;
+      ends.emplace_back(std::move(cb), std::move(o));
+    };
+    for (Pending& p : pending_) end(p.id, std::move(p.callback));
+    pending_.clear();
+    for (auto& [eid, live] : live_by_engine_id_) end(live.id, std::move(live.callback));
+    live_by_engine_id_.clear();
+    live_ -= static_cast<int64_t>(ends.size());
+  }
+  idle_cv_.notify_all();
+  for (auto& [cb, out] : ends) {
+    if (cb) cb(out);
+  }
+  return static_cast<int>(ends.size());
+}
+
 bool AsyncEngine::Drain(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   draining_ = true;
@@ -97,7 +125,10 @@ void AsyncEngine::Intake(std::vector<std::pair<Callback, RequestOutput>>* delive
       deliveries->emplace_back(std::move(p.callback), std::move(o));
       continue;
     }
-    live_by_engine_id_[*eid] = Live{p.id, std::move(p.callback)};
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      live_by_engine_id_[*eid] = Live{p.id, std::move(p.callback)};
+    }
     engine_ids_[p.id] = *eid;
   }
   for (uint64_t id : cancels) {
@@ -121,7 +152,9 @@ void AsyncEngine::Loop() {
     deliveries.clear();
     Intake(&deliveries);
     do {
-      for (RequestOutput& o : engine_->Step()) {
+      std::vector<RequestOutput> outs = engine_->Step();
+      std::lock_guard<std::mutex> lock(mu_);
+      for (RequestOutput& o : outs) {
         auto it = live_by_engine_id_.find(o.id);
         if (it == live_by_engine_id_.end()) continue;
         o.id = it->second.id;

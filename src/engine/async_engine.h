@@ -47,6 +47,13 @@ class AsyncEngine {
   // Stops accepting requests and waits up to `timeout` for those in flight
   // to finish; the rest are cancelled. Returns true if all finished in time.
   bool Drain(std::chrono::milliseconds timeout);
+  // The engine cannot go on (a split model's group failed; the loop may be
+  // stuck inside a step for good): refuses new requests and ends every
+  // request in flight now, from the calling thread, with an error output
+  // (error_code kUnavailable, `why`). Their callbacks are never called
+  // again. Any thread; returns how many were ended. The process should exit
+  // soon after: the loop thread cannot be joined if it is stuck.
+  int Abandon(const std::string& why);
 
  private:
   explicit AsyncEngine(std::unique_ptr<Engine> engine);
@@ -80,13 +87,16 @@ class AsyncEngine {
   bool cancel_all_ = false;  // drain timed out, or stopping
   bool delivering_ = false;  // the loop is running callbacks outside the lock
 
-  // Loop thread only.
-  std::function<void(const EngineStats&)> step_observer_;
+  // Live requests (guarded by mu_: Abandon takes their callbacks).
   struct Live {
     uint64_t id;  // ours
     Callback callback;
   };
   std::map<uint64_t, Live> live_by_engine_id_;
+  bool abandoned_ = false;
+
+  // Loop thread only.
+  std::function<void(const EngineStats&)> step_observer_;
   std::map<uint64_t, uint64_t> engine_ids_;  // our id -> engine id (for cancels)
   std::thread loop_;
 };

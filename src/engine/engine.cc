@@ -463,7 +463,11 @@ std::vector<RequestOutput> Engine::Step() {
     // One failed batch fails its requests, never the loop.
     LOG_ERROR("forward pass failed: {}", st.ToString());
     for (const ScheduledChunk& c : so.chunks) {
-      if (m.reqs.count(c.id)) outs.push_back(m.Finish(c.id, FinishReason::kError, st.message()));
+      if (m.reqs.count(c.id)) {
+        RequestOutput o;
+        o.error_code = st.code() == StatusCode::kUnavailable ? StatusCode::kUnavailable : StatusCode::kInternal;
+        outs.push_back(m.Finish(c.id, FinishReason::kError, st.message(), false, std::move(o)));
+      }
     }
     return outs;
   }

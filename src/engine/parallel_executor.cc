@@ -1,5 +1,6 @@
 #include "engine/parallel_executor.h"
 
+#include <chrono>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -116,11 +117,15 @@ Status DecodeBatch(const uint8_t* data, size_t n, DecodedBatch* out) {
   return Status::Ok();
 }
 
-BroadcastingRunner::BroadcastingRunner(std::unique_ptr<ModelRunner> local, Communicator& world, int32_t n_ctx)
-    : local_(std::move(local)), world_(world), n_ctx_(n_ctx) {}
+BroadcastingRunner::BroadcastingRunner(std::unique_ptr<ModelRunner> local, Communicator& world, int32_t n_ctx,
+                                       StepMonitor* monitor)
+    : local_(std::move(local)), world_(world), n_ctx_(n_ctx), monitor_(monitor) {}
 
 Status BroadcastingRunner::Forward(const ForwardBatch& batch, KvStorage& kv, std::vector<float>* logits) {
   if (broken_) return Unavailable("the parallel group failed earlier; restart it");
+  if (monitor_ != nullptr) {
+    monitor_->step_started_ns.store(std::chrono::steady_clock::now().time_since_epoch().count());
+  }
   body_ = EncodeBatch(batch);
   StepHeader h;
   h.kind = static_cast<uint32_t>(StepKind::kForward);
@@ -134,6 +139,10 @@ Status BroadcastingRunner::Forward(const ForwardBatch& batch, KvStorage& kv, std
   if (st.ok()) st = world_.Broadcast(body_.data(), body_.size(), 0);
   if (st.ok()) st = local_->Forward(batch, kv, logits);
   if (!st.ok() && st.code() == StatusCode::kUnavailable) broken_ = true;
+  if (monitor_ != nullptr) {
+    monitor_->step_started_ns.store(0);
+    if (broken_) monitor_->broken.store(true);
+  }
   return st;
 }
 

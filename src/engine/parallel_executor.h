@@ -11,6 +11,7 @@
 // as runs of consecutive slots (paged blocks make runs of a block or more).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -35,6 +36,13 @@ struct DecodedBatch {
 std::vector<uint8_t> EncodeBatch(const ForwardBatch& b);
 Status DecodeBatch(const uint8_t* data, size_t n, DecodedBatch* out);
 
+// What rank 0's runner tells a watchdog on another thread: when the step
+// in flight started (steady clock, ns; 0: none) and whether the group failed.
+struct StepMonitor {
+  std::atomic<int64_t> step_started_ns{0};
+  std::atomic<bool> broken{false};
+};
+
 // Rank 0's runner: broadcasts each batch (and the KV geometry, so workers
 // size their caches alike), then runs rank 0's shard through `local`.
 // After a communication error the group is unusable: every later Forward
@@ -43,7 +51,9 @@ Status DecodeBatch(const uint8_t* data, size_t n, DecodedBatch* out);
 class BroadcastingRunner : public ModelRunner {
  public:
   // n_ctx: the context `local` was made for (workers make theirs alike).
-  BroadcastingRunner(std::unique_ptr<ModelRunner> local, Communicator& world, int32_t n_ctx);
+  // monitor (may be null) must outlive the runner.
+  BroadcastingRunner(std::unique_ptr<ModelRunner> local, Communicator& world, int32_t n_ctx,
+                     StepMonitor* monitor = nullptr);
   Status Forward(const ForwardBatch& batch, KvStorage& kv, std::vector<float>* logits) override;
   bool broken() const { return broken_; }
 
@@ -51,6 +61,7 @@ class BroadcastingRunner : public ModelRunner {
   std::unique_ptr<ModelRunner> local_;
   Communicator& world_;
   int32_t n_ctx_;
+  StepMonitor* monitor_;
   std::vector<uint8_t> body_;
   bool broken_ = false;
 };

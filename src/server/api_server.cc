@@ -69,7 +69,15 @@ void ApiServer::SetReady(const ApiBackend& backend) {
   state_.store(State::kReady, std::memory_order_release);
 }
 
-void ApiServer::SetDraining() { state_.store(State::kDraining, std::memory_order_release); }
+void ApiServer::SetDraining() {
+  State s = State::kReady;
+  // (A failed server stays failed.)
+  if (!state_.compare_exchange_strong(s, State::kDraining)) {
+    s = State::kLoading;
+    state_.compare_exchange_strong(s, State::kDraining);
+  }
+}
+void ApiServer::SetFailed() { state_.store(State::kFailed, std::memory_order_release); }
 
 bool ApiServer::Authorized(const HttpRequest& req) const {
   if (opts_.api_key.empty()) return true;
@@ -202,7 +210,10 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
   }
   const State state = state_.load(std::memory_order_acquire);
   if (path == "/health") {
-    const char* status = state == State::kReady ? "ok" : state == State::kLoading ? "loading" : "draining";
+    const char* status = state == State::kReady     ? "ok"
+                         : state == State::kLoading ? "loading"
+                         : state == State::kFailed  ? "failed"
+                                                    : "draining";
     return SendJson(resp, state == State::kReady ? 200 : 503, {{"status", status}});
   }
   if (path == "/metrics") return HandleMetrics(req, resp);
@@ -216,6 +227,9 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
   if (path == "/detokenize") return HandleDetokenize(req, resp);
   if (state == State::kDraining) {
     return SendError(resp, Error(503, "the server is shutting down", "service_unavailable", "shutting_down"));
+  }
+  if (state == State::kFailed) {
+    return SendError(resp, Error(503, "the server failed and is restarting", "service_unavailable", "failed"));
   }
   HandleCompletion(req, resp, chat, trace, request_id);
 }

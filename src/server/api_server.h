@@ -58,6 +58,9 @@ class ApiServer {
   void SetReady(const ApiBackend& backend);
   // Shutting down: /health 503, new completions 503.
   void SetDraining();
+  // Cannot serve any more (a split model's group failed): /health 503
+  // "failed", new completions 503.
+  void SetFailed();
 
   void Handle(HttpRequest req, std::shared_ptr<Responder> resp);
   // A request the HTTP layer refused before it reached Handle (413, malformed
@@ -66,7 +69,7 @@ class ApiServer {
   ServerMetrics& metrics() { return metrics_; }
 
  private:
-  enum class State { kLoading, kReady, kDraining };
+  enum class State { kLoading, kReady, kDraining, kFailed };
   bool Authorized(const HttpRequest& req) const;
   void HandleCompletion(const HttpRequest& req, const std::shared_ptr<Responder>& resp, bool chat,
                         const TraceContext& trace, const std::string& request_id);

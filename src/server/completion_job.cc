@@ -288,7 +288,10 @@ void CompletionJob::OnOutput(size_t index, const RequestOutput& o) {
   if (!o.finished) return;
   c.done = true;
   c.finish_reason = FinishReasonString(o.finish_reason);
-  if (o.finish_reason == FinishReason::kError) error_ = o.error;
+  if (o.finish_reason == FinishReason::kError) {
+    error_ = o.error;
+    unavailable_ = o.error_code == StatusCode::kUnavailable;
+  }
   if (spec_.stream && o.finish_reason != FinishReason::kError) SendChunk(index, "", nullptr, c.finish_reason);
   if (--remaining_ == 0) Finish();
 }
@@ -363,18 +366,19 @@ void CompletionJob::Report(int status) {
 }
 
 void CompletionJob::Finish() {
-  Report(error_.empty() ? 200 : 500);
+  const int error_status = unavailable_ ? 503 : 500;
+  Report(error_.empty() ? 200 : error_status);
   if (!error_.empty()) {
     ApiError err;
-    err.status = 500;
-    err.type = "server_error";
+    err.status = error_status;
+    err.type = unavailable_ ? "service_unavailable" : "server_error";
     err.message = error_;
     if (spec_.stream) {
       resp_->Send("data: " + err.ToJson() + "\n\n");
       resp_->Send("data: [DONE]\n\n");
       resp_->End();
     } else {
-      resp_->Respond(500, "application/json", err.ToJson());
+      resp_->Respond(error_status, "application/json", err.ToJson());
     }
     return;
   }

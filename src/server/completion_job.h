@@ -115,6 +115,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   bool failed_ = false;   // answered with an error; later outputs are ignored
   bool cancelled_ = false;  // the client left
   std::string error_;     // a choice failed in the engine
+  bool unavailable_ = false;  // ... because the server cannot serve now (503)
 };
 
 }  // namespace infera::server

@@ -18,6 +18,9 @@ def mpi_env():
     env = dict(os.environ)
     env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
     env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    # The sanitizer build: Open MPI's own allocations outlive MPI_Finalize.
+    supp = os.path.join(HERE, "lsan_mpi.supp")
+    env["LSAN_OPTIONS"] = (env.get("LSAN_OPTIONS", "") + ":suppressions=" + supp).lstrip(":")
     return env
 
 

@@ -5,7 +5,9 @@ greedy outputs for 32 varied prompts batched through the engine, on the
 bundled model and the tinystories-3m fixture; the server's split run serves
 the OpenAI API (streaming too) and shuts down cleanly on SIGUSR1 (what
 mpirun forwards as is); layouts the
-model cannot take are refused with one line on stderr and exit code 2."""
+model cannot take are refused with one line on stderr and exit code 2; a
+worker rank killed or hung mid-request ends it with 503 within seconds and the
+job exits non-zero (then a restarted group serves again)."""
 import json
 import os
 import shutil
@@ -13,6 +15,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -148,6 +151,74 @@ class ServeSplit(unittest.TestCase):
 
     def test_tp2_pp2(self):
         self.check(["--tp", "2", "--pp", "2"], 4)
+
+
+def worker_pid(mpirun_pid, rank=1):
+    """The pid of MPI rank `rank` under an mpirun process (from its environment)."""
+    for child in subprocess.run(["pgrep", "-P", str(mpirun_pid)], capture_output=True, text=True).stdout.split():
+        try:
+            with open(f"/proc/{child}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if f"OMPI_COMM_WORLD_RANK={rank}".encode() in env:
+            return int(child)
+    return None
+
+
+class Faults(unittest.TestCase):
+    """A worker rank that dies or hangs mid-request: the request ends with 503
+    within seconds (never waits forever), /health fails, the job exits
+    non-zero for its supervisor, and a restarted group serves again."""
+
+    def check(self, sig, expect_log):
+        if not HAVE_MPI:
+            self.skipTest("no mpirun")
+        server = Server("--tp", "2", "--step-timeout", "3", launcher=mpirun(2), threads=1)
+        try:
+            pid = worker_pid(server.proc.pid)
+            self.assertIsNotNone(pid)
+            result = {}
+
+            def long_request():
+                result["status"], result["body"] = server.json(
+                    "POST", "/v1/completions", {"prompt": "In the", "max_tokens": 900, "ignore_eos": True},
+                    timeout=60)
+            t = threading.Thread(target=long_request)
+            t.start()
+            time.sleep(0.3)
+            os.kill(pid, sig)
+            t0 = time.time()
+            t.join(60)
+            self.assertFalse(t.is_alive(), "the request waited forever")
+            self.assertLess(time.time() - t0, 20)
+            self.assertEqual(result["status"], 503, result)
+            self.assertEqual(result["body"]["error"]["type"], "service_unavailable")
+            server.proc.wait(30)
+            self.assertNotEqual(server.proc.returncode, 0)
+            self.assertIn(expect_log, "".join(server.log))
+        finally:
+            if pid:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            server.stop()
+        # A restarted group serves again.
+        with Server("--tp", "2", launcher=mpirun(2), threads=1) as again:
+            status, body = again.json("POST", "/v1/completions", {"prompt": "In the", "max_tokens": 4})
+            self.assertEqual(status, 200, body)
+            again.proc.send_signal(signal.SIGUSR1)
+            again.proc.wait(60)
+
+    def test_killed_rank(self):
+        # mpirun sees the death and tears the job down; rank 0 ends what is in
+        # flight with 503 before it goes.
+        self.check(signal.SIGKILL, "parallel group failed")
+
+    def test_hung_rank(self):
+        # A stopped process is alive to mpirun: the step deadline catches it.
+        self.check(signal.SIGSTOP, "past --step-timeout")
 
 
 class Refusals(unittest.TestCase):
