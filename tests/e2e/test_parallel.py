@@ -221,6 +221,49 @@ class Faults(unittest.TestCase):
         self.check(signal.SIGSTOP, "past --step-timeout")
 
 
+CLUSTER = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "scripts",
+                       "netns_cluster.sh")
+
+
+class MultiHost(unittest.TestCase):
+    """Ranks on different "hosts": network namespaces joined by veth pairs and
+    a bridge (scripts/netns_cluster.sh), mpirun over TCP with a hostfile of
+    their addresses. Needs root (as CI runs)."""
+
+    @classmethod
+    def setUpClass(cls):
+        if not HAVE_MPI or os.geteuid() != 0 or shutil.which("ip") is None:
+            raise unittest.SkipTest("needs mpirun, root and iproute2")
+        cls.dir = tempfile.mkdtemp()
+        subprocess.run(["bash", CLUSTER, "down", "3"], capture_output=True)
+        r = subprocess.run(["bash", CLUSTER, "up", "3", cls.dir], capture_output=True, text=True)
+        if r.returncode != 0:
+            subprocess.run(["bash", CLUSTER, "down", "3"], capture_output=True)
+            raise unittest.SkipTest("cannot create network namespaces here: " + r.stderr.strip())
+
+    @classmethod
+    def tearDownClass(cls):
+        subprocess.run(["bash", CLUSTER, "down", "3"], capture_output=True)
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def launcher(self, n):
+        return ["ip", "netns", "exec", "infera_h0", "mpirun", "--hostfile", os.path.join(self.dir, "hostfile"),
+                "-np", str(n), "--mca", "plm_rsh_agent", os.path.join(self.dir, "rsh"), "--mca", "btl", "tcp,self",
+                "--mca", "btl_tcp_if_include", "10.77.0.0/24", "--mca", "oob_tcp_if_include", "10.77.0.0/24"]
+
+    def test_generate_across_hosts(self):
+        g = GenerateSplit()
+        one = g.generate(None, ["-t", "1"])
+        self.assertEqual(g.generate(None, ["--tp", "2", "-t", "1"], launcher=self.launcher(2)), one)
+        self.assertEqual(g.generate(None, ["--pp", "3", "-t", "1"], launcher=self.launcher(3)), one)
+
+    def test_ranks_run_on_their_hosts(self):
+        r = run([*self.launcher(3), "sh", "-c", "ip -4 -o addr show | grep -o '10\\.77\\.0\\.[0-9]*'"],
+                timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(sorted(r.stdout.split()), ["10.77.0.1", "10.77.0.2", "10.77.0.3"])
+
+
 class Refusals(unittest.TestCase):
     def test_heads_do_not_divide(self):
         r = run([INFERA, "generate", "--input", "-", "--output", "/dev/null", "--tp", "3",
