@@ -18,6 +18,7 @@
 #include "base/paths.h"
 #include "build_paths.h"
 #include "engine/async_engine.h"
+#include "metrics/registry.h"
 #include "server/api_server.h"
 #include "server/http_server.h"
 #include "server/tracing.h"
@@ -61,6 +62,37 @@ struct Loaded {
   std::unique_ptr<KernelTable> kernels;
   std::unique_ptr<AsyncEngine> engine;
 };
+
+// A split model's per-rank totals on /metrics, labelled by rank (mirrored
+// from rank 0's copy, which every step refreshes).
+void AddRankMetrics(ParallelSession& ps, metrics::Registry& reg) {
+  auto& steps = reg.AddCounter("infera_parallel_steps", "Forward steps run by each rank of a split model", {"rank"});
+  auto& step_s = reg.AddCounter("infera_parallel_step_seconds",
+                                "Seconds each rank spent in forward steps (compute and communication)", {"rank"});
+  auto& comm_s = reg.AddCounter("infera_parallel_communication_seconds",
+                                "Seconds each rank spent in communication (waiting for the others included)", {"rank"});
+  auto& sent = reg.AddCounter("infera_parallel_sent_bytes", "Payload bytes each rank sent to the others", {"rank"});
+  auto& recv = reg.AddCounter("infera_parallel_received_bytes", "Payload bytes each rank received", {"rank"});
+  auto last = std::make_shared<std::vector<RankStats>>();
+  reg.AddCollector([&ps, &steps, &step_s, &comm_s, &sent, &recv, last] {
+    const std::vector<RankStats> now = ps.RankStatsSnapshot();
+    last->resize(now.size());
+    for (size_t r = 0; r < now.size(); ++r) {
+      const std::vector<std::string> label = {std::to_string(r)};
+      RankStats& was = (*last)[r];
+      auto inc = [&](metrics::Family<metrics::Counter>& f, double v, double& prev) {
+        if (v > prev) f.With(label).Inc(v - prev);
+        else f.With(label);  // (present from the first scrape)
+        prev = std::max(prev, v);
+      };
+      inc(steps, now[r].steps, was.steps);
+      inc(step_s, now[r].step_seconds, was.step_seconds);
+      inc(comm_s, now[r].comm_seconds, was.comm_seconds);
+      inc(sent, now[r].bytes_sent, was.bytes_sent);
+      inc(recv, now[r].bytes_received, was.bytes_received);
+    }
+  });
+}
 
 Status Load(const ServeArgs& a, EngineOptions eopts, const RuntimeOptions& rt, ParallelSession& ps, Loaded* out,
             server::ApiBackend* backend) {
@@ -182,6 +214,7 @@ int Serve(const ServeArgs& args, const RuntimeOptions& rt_in) {
     opts.served_model_name = std::filesystem::path(path).stem().string();
   }
   server::ApiServer api(opts);
+  if (ps.split()) AddRankMetrics(ps, api.metrics().registry());
   server::HttpServerOptions hopts;
   hopts.host = a.host;
   hopts.port = a.port;

@@ -148,7 +148,7 @@ Status ParallelSession::ServeSteps(const Model& m, const KernelTable& k, int thr
   ThreadPool pool(threads);
   ParallelComms comms{&world, &tp};
   RunnerForContext make = [&](int32_t n_ctx) { return MakeModelRunner(m, k, pool, n_ctx, comms); };
-  return RunWorkerLoop(make, world, m.config.KvHeadsPerLayer(), m.config.head_dim);
+  return RunWorkerLoop(make, world, &tp, m.config.KvHeadsPerLayer(), m.config.head_dim);
 }
 
 Status ParallelSession::Ready(const std::string& model_path, const Status& loaded, const KernelTable& k,
@@ -183,7 +183,7 @@ ModelRunnerFactory ParallelSession::RunnerFactory(const Model& m, const KernelTa
   if (!split()) return {};
   return [this, &m, &k, n_ctx](ThreadPool& pool) -> std::unique_ptr<ModelRunner> {
     return std::make_unique<BroadcastingRunner>(MakeModelRunner(m, k, pool, n_ctx, {world_, tp_.get()}), *world_,
-                                                n_ctx, &monitor_);
+                                                n_ctx, &monitor_, tp_.get());
   };
 }
 
@@ -196,6 +196,11 @@ std::string ParallelSession::Failure() const {
   if (s <= step_timeout_) return "";
   return fmt::format("a step has run for {:.1f} s, past --step-timeout {:.0f} s (a rank died or hangs, or a link "
                      "broke)", s, step_timeout_);
+}
+
+std::vector<RankStats> ParallelSession::RankStatsSnapshot() const {
+  std::lock_guard<std::mutex> lock(monitor_.mu);
+  return monitor_.ranks;
 }
 
 void ParallelSession::Abort(int code) {

@@ -64,6 +64,8 @@ class ParallelSession {
   // error, or a step running past --step-timeout (a rank died or hangs, a
   // link broke). Any thread.
   std::string Failure() const;
+  // Rank 0: every rank's totals as of the last step (empty before one).
+  std::vector<RankStats> RankStatsSnapshot() const;
   // Ends this process and, under MPI, the whole job (MPI_Abort), with `code`.
   [[noreturn]] void Abort(int code);
   // MPI ranks > 0: loads the shard, agrees with the others, runs steps until

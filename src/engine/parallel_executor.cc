@@ -65,6 +65,37 @@ class Reader {
 
 constexpr int32_t kMaxLen = 1 << 28;
 
+// After every step each rank's totals go to rank 0 (one small gather).
+constexpr size_t kStatFields = 5;
+Status ShareStats(Communicator& world, const Communicator* tp, double step_seconds, RankStats* mine,
+                  std::vector<RankStats>* all) {
+  mine->steps += 1;
+  mine->step_seconds += step_seconds;
+  mine->comm_seconds = mine->bytes_sent = mine->bytes_received = 0;
+  for (const Communicator* c : {static_cast<const Communicator*>(&world), tp}) {
+    if (c == nullptr) continue;
+    mine->comm_seconds += c->stats().seconds;
+    mine->bytes_sent += static_cast<double>(c->stats().bytes_sent);
+    mine->bytes_received += static_cast<double>(c->stats().bytes_received);
+  }
+  const float v[kStatFields] = {float(mine->steps), float(mine->step_seconds), float(mine->comm_seconds),
+                                float(mine->bytes_sent), float(mine->bytes_received)};
+  std::vector<float> out(world.rank() == 0 ? kStatFields * world.size() : 0);
+  RETURN_IF_ERROR(world.Gather(v, std::vector<size_t>(world.size(), kStatFields), out.data(), 0));
+  if (all != nullptr && world.rank() == 0) {
+    all->resize(world.size());
+    for (int r = 0; r < world.size(); ++r) {
+      const float* f = &out[r * kStatFields];
+      (*all)[r] = RankStats{f[0], f[1], f[2], f[3], f[4]};
+    }
+  }
+  return Status::Ok();
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 }  // namespace
 
 std::vector<uint8_t> EncodeBatch(const ForwardBatch& b) {
@@ -118,8 +149,8 @@ Status DecodeBatch(const uint8_t* data, size_t n, DecodedBatch* out) {
 }
 
 BroadcastingRunner::BroadcastingRunner(std::unique_ptr<ModelRunner> local, Communicator& world, int32_t n_ctx,
-                                       StepMonitor* monitor)
-    : local_(std::move(local)), world_(world), n_ctx_(n_ctx), monitor_(monitor) {}
+                                       StepMonitor* monitor, const Communicator* tp)
+    : local_(std::move(local)), world_(world), n_ctx_(n_ctx), monitor_(monitor), tp_(tp) {}
 
 Status BroadcastingRunner::Forward(const ForwardBatch& batch, KvStorage& kv, std::vector<float>* logits) {
   if (broken_) return Unavailable("the parallel group failed earlier; restart it");
@@ -137,7 +168,18 @@ Status BroadcastingRunner::Forward(const ForwardBatch& batch, KvStorage& kv, std
   // collectives match only non-blocking ones.)
   Status st = world_.Broadcast(&h, sizeof h, 0, /*idle_wait=*/true);
   if (st.ok()) st = world_.Broadcast(body_.data(), body_.size(), 0);
+  const auto t0 = std::chrono::steady_clock::now();
   if (st.ok()) st = local_->Forward(batch, kv, logits);
+  if (st.code() != StatusCode::kUnavailable) {  // (a bad batch failed alike on every rank)
+    std::vector<RankStats> all;
+    Status shared = ShareStats(world_, tp_, SecondsSince(t0), &mine_, &all);
+    if (!shared.ok()) {
+      st = shared;
+    } else if (monitor_ != nullptr) {
+      std::lock_guard<std::mutex> lock(monitor_->mu);
+      monitor_->ranks = std::move(all);
+    }
+  }
   if (!st.ok() && st.code() == StatusCode::kUnavailable) broken_ = true;
   if (monitor_ != nullptr) {
     monitor_->step_started_ns.store(0);
@@ -152,8 +194,9 @@ Status StopWorkers(Communicator& world) {
   return world.Broadcast(&h, sizeof h, 0, /*idle_wait=*/true);
 }
 
-Status RunWorkerLoop(const RunnerForContext& make_runner, Communicator& world, const std::vector<int>& kv_heads,
-                     int head_dim) {
+Status RunWorkerLoop(const RunnerForContext& make_runner, Communicator& world, const Communicator* tp,
+                     const std::vector<int>& kv_heads, int head_dim) {
+  RankStats mine;
   std::unique_ptr<ModelRunner> runner;
   int32_t runner_ctx = -1;
   std::unique_ptr<KvStorage> kv;
@@ -182,8 +225,10 @@ Status RunWorkerLoop(const RunnerForContext& make_runner, Communicator& world, c
       runner = make_runner(h.n_ctx);
       runner_ctx = h.n_ctx;
     }
+    const auto t0 = std::chrono::steady_clock::now();
     Status st = runner->Forward(step.batch, *kv, &logits);
     if (st.code() == StatusCode::kUnavailable) return st;
+    RETURN_IF_ERROR(ShareStats(world, tp, SecondsSince(t0), &mine, nullptr));
     if (!st.ok()) LOG_ERROR("rank {}: forward pass failed: {}", world.rank(), st.ToString());
   }
 }

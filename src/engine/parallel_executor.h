@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <memory>
 #include <vector>
 
@@ -36,11 +37,20 @@ struct DecodedBatch {
 std::vector<uint8_t> EncodeBatch(const ForwardBatch& b);
 Status DecodeBatch(const uint8_t* data, size_t n, DecodedBatch* out);
 
-// What rank 0's runner tells a watchdog on another thread: when the step
-// in flight started (steady clock, ns; 0: none) and whether the group failed.
+// One rank's totals since it started: steps, seconds in Forward (compute
+// and communication), seconds and bytes in communication.
+struct RankStats {
+  double steps = 0, step_seconds = 0, comm_seconds = 0, bytes_sent = 0, bytes_received = 0;
+};
+
+// What rank 0's runner tells other threads (a watchdog, metrics): when the
+// step in flight started (steady clock, ns; 0: none), whether the group
+// failed, and every rank's totals as of the last step.
 struct StepMonitor {
   std::atomic<int64_t> step_started_ns{0};
   std::atomic<bool> broken{false};
+  mutable std::mutex mu;
+  std::vector<RankStats> ranks;  // [world size], guarded by mu
 };
 
 // Rank 0's runner: broadcasts each batch (and the KV geometry, so workers
@@ -51,9 +61,10 @@ struct StepMonitor {
 class BroadcastingRunner : public ModelRunner {
  public:
   // n_ctx: the context `local` was made for (workers make theirs alike).
-  // monitor (may be null) must outlive the runner.
+  // monitor (may be null) and tp (this rank's tensor-parallel group, for
+  // its statistics; may be null) must outlive the runner.
   BroadcastingRunner(std::unique_ptr<ModelRunner> local, Communicator& world, int32_t n_ctx,
-                     StepMonitor* monitor = nullptr);
+                     StepMonitor* monitor = nullptr, const Communicator* tp = nullptr);
   Status Forward(const ForwardBatch& batch, KvStorage& kv, std::vector<float>* logits) override;
   bool broken() const { return broken_; }
 
@@ -62,6 +73,8 @@ class BroadcastingRunner : public ModelRunner {
   Communicator& world_;
   int32_t n_ctx_;
   StepMonitor* monitor_;
+  const Communicator* tp_;
+  RankStats mine_;
   std::vector<uint8_t> body_;
   bool broken_ = false;
 };
@@ -77,7 +90,8 @@ Status StopWorkers(Communicator& world);
 // communication error (a bad batch) is logged and the loop goes on, as rank
 // 0's engine does.
 using RunnerForContext = std::function<std::unique_ptr<ModelRunner>(int32_t n_ctx)>;
-Status RunWorkerLoop(const RunnerForContext& make_runner, Communicator& world, const std::vector<int>& kv_heads,
-                     int head_dim);
+// tp: this rank's tensor-parallel group (for its statistics; may be null).
+Status RunWorkerLoop(const RunnerForContext& make_runner, Communicator& world, const Communicator* tp,
+                     const std::vector<int>& kv_heads, int head_dim);
 
 }  // namespace infera

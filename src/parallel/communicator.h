@@ -29,7 +29,7 @@ struct CommStats {
   uint64_t calls = 0;
   uint64_t bytes_sent = 0;      // payload bytes this rank contributed or sent
   uint64_t bytes_received = 0;  // payload bytes this rank received
-  double seconds = 0;           // wall time inside communication calls
+  double seconds = 0;           // wall time inside communication calls (not idle waits)
 };
 
 class Communicator {

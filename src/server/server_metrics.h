@@ -43,6 +43,8 @@ class ServerMetrics {
   // The exposition (text 0.0.4, or OpenMetrics).
   std::string Render(bool openmetrics) { return registry_.Render(openmetrics); }
   static const char* ContentType(bool openmetrics) { return metrics::Registry::ContentType(openmetrics); }
+  // For metrics the server does not know itself (a split model's ranks).
+  metrics::Registry& registry() { return registry_; }
 
  private:
   void Collect();
