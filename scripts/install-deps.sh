@@ -15,6 +15,9 @@ PKGS=(
   python3 python3-numpy
   # Prometheus server + promtool: metrics and alert-rule tests
   prometheus
+  # Open MPI: tensor / pipeline parallelism across processes and hosts;
+  # iproute2: the multi-host test's network namespaces
+  libopenmpi-dev openmpi-bin iproute2
 )
 
 # Node.js + npm run the official OpenAI client in the server's end-to-end

@@ -129,6 +129,12 @@ class ServeSplit(unittest.TestCase):
             self.assertEqual(text, self.expected[3])
             status, _, _ = server.request("GET", "/health")
             self.assertEqual(status, 200)
+            # Every rank's totals, labelled by rank, on rank 0's /metrics.
+            status, _, data = server.request("GET", "/metrics")
+            text = data.decode()
+            for r in range(n):
+                self.assertRegex(text, r'infera_parallel_steps_total\{rank="%d"\} [1-9]' % r)
+                self.assertIn('infera_parallel_sent_bytes_total{rank="%d"}' % r, text)
         finally:
             # mpirun forwards SIGUSR1 to every rank as is (a SIGTERM it turns
             # into killing the job a few seconds later): rank 0 drains, stops

@@ -10,6 +10,7 @@
 
 #include "attention/kv_storage.h"
 #include "base/paths.h"
+#include "engine/parallel_executor.h"
 #include "kernels/kernels.h"
 #include "model/arch/registry.h"
 #include "model/loader.h"
@@ -93,6 +94,37 @@ TEST(LocalCommunicator, AMissingRankTimesOutInsteadOfHanging) {
   EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
   float got;
   EXPECT_EQ(comms[1]->Recv(&got, sizeof got, 0).code(), StatusCode::kUnavailable);
+}
+
+TEST(StepMessage, BatchRoundTripsAndBadMessagesAreErrors) {
+  std::vector<int32_t> a = {5, 6, 7, 8, 40, 41, 3}, b;
+  for (int i = 0; i < 100; ++i) b.push_back(1000 + i);
+  ForwardBatch fb;
+  fb.seq_slots = {&a, &b};
+  fb.Add(11, 6, 0, true);
+  fb.Add(12, 99, 1, false);
+  fb.Add(13, 98, 1, true);
+  const std::vector<uint8_t> msg = EncodeBatch(fb);
+  // Slots travel as runs: far smaller than the 107 slots themselves.
+  EXPECT_LT(msg.size(), 107 * sizeof(int32_t));
+  DecodedBatch d;
+  ASSERT_TRUE(DecodeBatch(msg.data(), msg.size(), &d).ok());
+  EXPECT_EQ(d.batch.tokens, fb.tokens);
+  EXPECT_EQ(d.batch.positions, fb.positions);
+  EXPECT_EQ(d.batch.seq, fb.seq);
+  EXPECT_EQ(d.batch.logit_rows, fb.logit_rows);
+  ASSERT_EQ(d.batch.seq_slots.size(), 2u);
+  EXPECT_EQ(*d.batch.seq_slots[0], a);
+  EXPECT_EQ(*d.batch.seq_slots[1], b);
+  // Every truncation and a trailing byte are errors, never crashes.
+  for (size_t n = 0; n < msg.size(); ++n) EXPECT_FALSE(DecodeBatch(msg.data(), n, &d).ok()) << n;
+  std::vector<uint8_t> longer = msg;
+  longer.push_back(0);
+  EXPECT_FALSE(DecodeBatch(longer.data(), longer.size(), &d).ok());
+  std::vector<uint8_t> bad = msg;
+  bad[0] = 0xff;  // a negative length
+  bad[3] = 0xff;
+  EXPECT_FALSE(DecodeBatch(bad.data(), bad.size(), &d).ok());
 }
 
 // Two sequences: a prefill (7 and 5 tokens) and then a decode step of each.
