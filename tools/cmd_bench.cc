@@ -147,18 +147,10 @@ int Bench(const BenchArgs& args, const RuntimeOptions& rt_in) {
   BenchArgs a = args;
   if (a.threads < 0) return ReportError("--threads must be >= 0");
   a.threads = ps.Threads(a.threads);
-  if (ps.rank() != 0) {
-    RuntimeOptions rt = rt_in;
-    rt.threads = a.threads;
-    auto kernels = SelectKernels(rt);
-    if (!kernels.ok()) return ReportError(kernels.status());
-    return ps.RunWorker(ModelPathOrDefault(a.model), *kernels, a.threads);
-  }
-  if (!a.parallel.empty()) {
-    RuntimeOptions rt = rt_in;
-    rt.threads = a.threads;
-    return BenchParallel(a, rt, ps);
-  }
+  RuntimeOptions rt_split = rt_in;
+  rt_split.threads = a.threads;
+  if (ps.rank() != 0) return ps.RunWorker(ModelPathOrDefault(a.model), rt_split);
+  if (!a.parallel.empty()) return BenchParallel(a, rt_split, ps);
   if (a.n_prompt < 0 || a.n_gen < 0) return ReportError("-p and -n must be >= 0");
   if (a.reps <= 0) return ReportError("-r must be > 0");
   if (a.threads < 0) return ReportError("--threads must be >= 0");

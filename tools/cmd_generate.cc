@@ -154,9 +154,9 @@ int Generate(const GenerateArgs& a, const RuntimeOptions& rt_in) {
   const int threads = ps.Threads(a.threads);
   RuntimeOptions rt = rt_in;
   rt.threads = threads;
+  if (ps.rank() != 0) return ps.RunWorker(ModelPathOrDefault(a.model), rt);
   auto kernels = SelectKernels(rt);
   if (!kernels.ok()) return ReportError(kernels.status());
-  if (ps.rank() != 0) return ps.RunWorker(ModelPathOrDefault(a.model), *kernels, threads);
   EngineFlags ef = a.engine;
   if (std::string e = ResolveEngineFlags(&ef, threads); !e.empty()) return ReportError(e);
   auto input = ReadTextArg(a.input);

@@ -77,11 +77,7 @@ int Perplexity(const PplArgs& args, const RuntimeOptions& rt_in) {
   a.threads = ps.Threads(a.threads);
   RuntimeOptions rt = rt_in;
   rt.threads = a.threads;
-  if (ps.rank() != 0) {
-    auto kernels = SelectKernels(rt);
-    if (!kernels.ok()) return ReportError(kernels.status());
-    return ps.RunWorker(ModelPathOrDefault(a.model), *kernels, a.threads);
-  }
+  if (ps.rank() != 0) return ps.RunWorker(ModelPathOrDefault(a.model), rt);
   if (a.file.empty()) return ReportError("--file is required");
   if (a.ctx != 0 && a.ctx < 4) return ReportError("--ctx must be >= 4");
   if (a.chunks == 0 || a.chunks < -1) return ReportError("--chunks must be > 0");

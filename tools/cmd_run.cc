@@ -76,9 +76,9 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
   const int threads = ps.Threads(a.threads);
   RuntimeOptions rt = rt_in;
   rt.threads = threads;
+  if (ps.rank() != 0) return ps.RunWorker(ModelPathOrDefault(a.model), rt);
   auto kernels = SelectKernels(rt);
   if (!kernels.ok()) return ReportError(kernels.status());
-  if (ps.rank() != 0) return ps.RunWorker(ModelPathOrDefault(a.model), *kernels, threads);
   auto lm = LoadModelAndTokenizer(a.model, a.tokenizer, true, ps.load_options());
   if (Status st = ps.Ready(ModelPathOrDefault(a.model), lm.status(), *kernels, threads); !st.ok()) {
     return ReportError(st);

@@ -170,9 +170,7 @@ int Serve(const ServeArgs& args, const RuntimeOptions& rt_in) {
   if (ps.rank() != 0) {
     RuntimeOptions rt = rt_in;
     rt.threads = threads;
-    auto kernels = SelectKernels(rt);
-    if (!kernels.ok()) return ReportError(kernels.status());
-    return ps.RunWorker(ModelPathOrDefault(a.model), *kernels, threads);
+    return ps.RunWorker(ModelPathOrDefault(a.model), rt);
   }
   EngineFlags ef = a.engine;
   if (std::string e = ResolveEngineFlags(&ef, threads); !e.empty()) return ReportError(e);

@@ -220,10 +220,15 @@ CommStats ParallelSession::Stats() const {
   return s;
 }
 
-int ParallelSession::RunWorker(const std::string& model_path, const KernelTable& k, int threads) {
+int ParallelSession::RunWorker(const std::string& model_path, const RuntimeOptions& rt) {
+  auto k = SelectKernels(rt);
+  if (!k.ok()) {
+    (void)Agree(*world_, k.status());  // the others learn that this rank cannot go on
+    return ReportError(k.status());
+  }
   std::unique_ptr<Model> m;
   Status st = LoadAndAgree(model_path, load_, *world_, &m);
-  if (st.ok()) st = ServeSteps(*m, k, Threads(threads), *world_, *tp_);
+  if (st.ok()) st = ServeSteps(*m, *k, Threads(rt.threads), *world_, *tp_);
   if (!st.ok()) {
     LOG_ERROR("parallel: rank {} stopped: {}", rank(), st.ToString());
     return st.code() == StatusCode::kInvalidArgument ? 2 : 1;

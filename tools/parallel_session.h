@@ -22,6 +22,7 @@
 #include "infera/engine.h"
 #include "engine/parallel_executor.h"
 #include "infera/status.h"
+#include "tools/cli_common.h"
 #include "kernels/kernels.h"
 #include "model/loader.h"
 #include "parallel/communicator.h"
@@ -68,9 +69,10 @@ class ParallelSession {
   std::vector<RankStats> RankStatsSnapshot() const;
   // Ends this process and, under MPI, the whole job (MPI_Abort), with `code`.
   [[noreturn]] void Abort(int code);
-  // MPI ranks > 0: loads the shard, agrees with the others, runs steps until
-  // rank 0 stops; returns the exit code.
-  int RunWorker(const std::string& model_path, const KernelTable& k, int threads);
+  // MPI ranks > 0: selects kernels for rt (rt.threads: this rank's), loads
+  // the shard, agrees with the others, runs steps until rank 0 stops;
+  // returns the exit code.
+  int RunWorker(const std::string& model_path, const RuntimeOptions& rt);
 
  private:
   ParallelSession() = default;
