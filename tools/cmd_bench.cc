@@ -240,9 +240,13 @@ int Bench(const BenchArgs& args, const RuntimeOptions& rt_in) {
   auto run_test = [&](const std::string& name, int32_t n, bool prompt) -> Status {
     std::vector<double> tps;
     CommStats comm0;
+    std::vector<RankStats> ranks0;
     double timed = 0;
     for (int r = -1; r < a.reps; ++r) {  // r = -1: warm-up
-      if (r == 0) comm0 = ps.Stats();
+      if (r == 0) {
+        comm0 = ps.Stats();
+        ranks0 = ps.RankStatsSnapshot();
+      }
       StatusOr<double> s = time_once(n, prompt);
       RETURN_IF_ERROR(s.status());
       if (r >= 0) {
@@ -266,10 +270,24 @@ int Bench(const BenchArgs& args, const RuntimeOptions& rt_in) {
       out.back()["comm_ms_per_token"] = 1e3 * comm_s / tokens;
       out.back()["comm_share"] = timed > 0 ? comm_s / timed : 0.0;
       out.back()["comm_bytes_per_token"] = bytes / tokens;
+      // Each rank's share of its step time spent waiting on / talking to the
+      // others: for pipeline stages, the bubble.
+      const std::vector<RankStats> ranks1 = ps.RankStatsSnapshot();
+      std::string shares;
+      nlohmann::json per_rank = nlohmann::json::array();
+      for (size_t i = 0; i < ranks1.size() && i < ranks0.size(); ++i) {
+        const double step = ranks1[i].step_seconds - ranks0[i].step_seconds;
+        const double idle = step > 0 ? (ranks1[i].comm_seconds - ranks0[i].comm_seconds) / step : 0.0;
+        per_rank.push_back(idle);
+        shares += fmt::format("{}r{} {:.0f} %", i ? ", " : "", i, 100 * idle);
+      }
+      out.back()["rank_comm_share"] = per_rank;
       if (!a.json) {
         std::fprintf(stderr, "bench: %s tp %d pp %d: rank 0 in communication %.3f ms per token (%.1f %% of the time), "
-                     "%.1f KiB sent + received per token\n", name.c_str(), a.split.tp, a.split.pp,
-                     1e3 * comm_s / tokens, timed > 0 ? 100.0 * comm_s / timed : 0.0, bytes / tokens / 1024.0);
+                     "%.1f KiB sent + received per token; share of each rank's step time in communication "
+                     "(the bubble, for stages): %s\n", name.c_str(), a.split.tp, a.split.pp,
+                     1e3 * comm_s / tokens, timed > 0 ? 100.0 * comm_s / timed : 0.0, bytes / tokens / 1024.0,
+                     shares.c_str());
       }
     }
     if (!a.json) {
