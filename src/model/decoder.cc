@@ -176,12 +176,16 @@ Status DecoderRunner::AttentionBlock(int l, const ForwardBatch& b, KvStorage& kv
   }
   const MatmulTarget qkv[] = {{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
   MatmulMany(kernels_, pool_, qkv, 3, in, T);
+  // olmo2's norm over the whole Q (and K) projection spans every rank's
+  // heads: the ranks add up their sums of squares first.
+  const bool split_full_norm = c_.qk_norm == QkNorm::kFull && shard_.tp_size > 1;
+  if (split_full_norm) RETURN_IF_ERROR(SumQkSquaresOverTpRanks(l, T));
   ForTokens(T, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       float* q = &q_[size_t(t) * qd];
       float* k = &k_[size_t(t) * kvd];
       float* v = &v_[size_t(t) * kvd];
-      if (c_.qkv_bias) {
+      if (c_.qkv_bias && !split_full_norm) {
         for (int i = 0; i < qd; ++i) q[i] += L.bq[i];
         for (int i = 0; i < kvd; ++i) {
           k[i] += L.bk[i];
@@ -191,6 +195,12 @@ Status DecoderRunner::AttentionBlock(int l, const ForwardBatch& b, KvStorage& kv
       if (c_.qk_norm == QkNorm::kPerHead) {
         for (int h = 0; h < s.n_head; ++h) RmsNorm(q + h * hd, L.q_norm.data(), q + h * hd, hd, c_.rms_eps);
         for (int h = 0; h < s.n_head_kv; ++h) RmsNorm(k + h * hd, L.k_norm.data(), k + h * hd, hd, c_.rms_eps);
+      } else if (split_full_norm) {  // RmsNorm with the whole width's mean square
+        const float n = static_cast<float>(shard_.tp_size);
+        const float sq = 1.0f / std::sqrt(qk_ss_[2 * t] / (n * qd) + c_.rms_eps);
+        const float sk = 1.0f / std::sqrt(qk_ss_[2 * t + 1] / (n * kvd) + c_.rms_eps);
+        for (int i = 0; i < qd; ++i) q[i] = L.q_norm[i] * (q[i] * sq);
+        for (int i = 0; i < kvd; ++i) k[i] = L.k_norm[i] * (k[i] * sk);
       } else if (c_.qk_norm == QkNorm::kFull) {
         RmsNorm(q, L.q_norm.data(), q, qd, c_.rms_eps);
         RmsNorm(k, L.k_norm.data(), k, kvd, c_.rms_eps);
@@ -224,6 +234,32 @@ Status DecoderRunner::AttentionBlock(int l, const ForwardBatch& b, KvStorage& kv
   }
   ForTokens(T, [&](int64_t t0, int64_t t1) { AddToResidual(L.post_attn_norm, t0, t1); });
   return Status::Ok();
+}
+
+Status DecoderRunner::SumQkSquaresOverTpRanks(int l, int32_t T) {
+  const LayerWeights& L = model_.weights->layers[l];
+  const int qd = attn_shape_[l].q_dim(), kvd = attn_shape_[l].kv_dim();
+  if (qk_ss_.size() < size_t(2) * T) qk_ss_.resize(size_t(2) * T);
+  ForTokens(T, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* q = &q_[size_t(t) * qd];
+      float* k = &k_[size_t(t) * kvd];
+      float* v = &v_[size_t(t) * kvd];
+      if (c_.qkv_bias) {
+        for (int i = 0; i < qd; ++i) q[i] += L.bq[i];
+        for (int i = 0; i < kvd; ++i) {
+          k[i] += L.bk[i];
+          v[i] += L.bv[i];
+        }
+      }
+      double sq = 0, sk = 0;
+      for (int i = 0; i < qd; ++i) sq += double(q[i]) * q[i];
+      for (int i = 0; i < kvd; ++i) sk += double(k[i]) * k[i];
+      qk_ss_[2 * t] = static_cast<float>(sq);
+      qk_ss_[2 * t + 1] = static_cast<float>(sk);
+    }
+  });
+  return comms_.tp->AllReduceSum(qk_ss_.data(), size_t(2) * T);
 }
 
 Status DecoderRunner::SumOverTpRanks(int32_t T) {

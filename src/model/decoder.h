@@ -51,6 +51,9 @@ class DecoderRunner : public ModelRunner {
   // A split model: the sum of the tensor-parallel ranks' partial block
   // outputs block_out_ [T, n_embd]; the pipeline stages' hand-offs.
   Status SumOverTpRanks(int32_t T);
+  // Split olmo2-style Q/K norms: adds the biases and sums each token's
+  // squares of Q and K over the ranks into qk_ss_ [T, 2].
+  Status SumQkSquaresOverTpRanks(int layer, int32_t T);
   Status ReceiveFromPreviousStage(int32_t T);
   Status FinishStage(const ForwardBatch& batch, std::vector<float>* logits);
   // x_ += residual_scale * post_norm?(block_out_) for rows [t0, t1).
@@ -88,6 +91,7 @@ class DecoderRunner : public ModelRunner {
   // logits [R, vocab part] and every rank's [R * vocab].
   std::vector<float> attn_parts_, attn_whole_;
   std::vector<float> logits_part_, logits_parts_;
+  std::vector<float> qk_ss_;
 };
 
 }  // namespace infera

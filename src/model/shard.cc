@@ -71,10 +71,6 @@ StatusOr<ShardSpec> PlanShard(const ModelConfig& c, const TensorLookup& lookup, 
   if (P > c.n_layer) {
     return InvalidArgument(fmt::format("--pp {} exceeds the model's {} layers", P, c.n_layer));
   }
-  if (T > 1 && c.qk_norm == QkNorm::kFull) {
-    return Unimplemented(fmt::format("tensor parallelism does not support {} yet (its Q/K norm spans every head)",
-                                     ArchName(c.arch)));
-  }
   ShardSpec s;
   s.tp_size = T;
   s.pp_size = P;
