@@ -39,7 +39,8 @@ def prompts(n=32):
 
 
 def run(cmd, timeout=300):
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=mpi_env())
+    under_mpirun = cmd[0] in ("mpirun", "ip")
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=mpi_env(under_mpirun))
 
 
 class GenerateSplit(unittest.TestCase):
