@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "model/weights.h"
+
 #include <fmt/format.h>
 
 namespace infera {
@@ -47,6 +49,42 @@ StatusOr<IndexRange> BlockPart(int64_t n, int64_t block, int parts, int r, const
   return IndexRange{u.begin * block, u.end * block};
 }
 
+// Layers per stage so that the stages hold about equal weight bytes, the
+// output matrix counted on the last stage (where the logits are computed).
+std::vector<int> BalancedStages(const ModelConfig& c, const TensorLookup& lookup, int P) {
+  std::vector<double> bytes(c.n_layer, 0.0);
+  double tail = 0;
+  ForEachTensor(c, [&](const TensorRole& r, int layer) {
+    const TensorView* t = lookup(GgufTensorName(r, layer));
+    if (t == nullptr) return;
+    if (layer >= 0) {
+      bytes[layer] += static_cast<double>(t->nbytes);
+    } else if (r.model_matrix == &ModelWeights::output ||
+               (c.tied_embeddings && r.model_matrix == &ModelWeights::tok_embd)) {
+      tail += static_cast<double>(t->nbytes);
+    }
+  });
+  double left = tail;
+  for (double b : bytes) left += b;
+  std::vector<int> out;
+  int l = 0;
+  for (int p = 0; p < P - 1; ++p) {
+    const double target = left / (P - p);
+    double acc = 0;
+    int n = 0;
+    // At least one layer, and one left for every later stage; stop where
+    // one more layer would overshoot the target by more than it undershoots.
+    while (l + n < c.n_layer - (P - 1 - p) && (n == 0 || acc + bytes[l + n] / 2 <= target)) {
+      acc += bytes[l + n++];
+    }
+    out.push_back(n);
+    l += n;
+    left -= acc;
+  }
+  out.push_back(c.n_layer - l);
+  return out;
+}
+
 }  // namespace
 
 IndexRange ShardSpec::DimRange(const ModelConfig& c, Dim d, int layer) const {
@@ -78,9 +116,7 @@ StatusOr<ShardSpec> PlanShard(const ModelConfig& c, const TensorLookup& lookup, 
   s.pp_rank = rank / T;
   // Stage boundaries.
   std::vector<int> per_stage = layout.pp_layers;
-  if (per_stage.empty()) {
-    for (int p = 0; p < P; ++p) per_stage.push_back(c.n_layer / P + (p < c.n_layer % P ? 1 : 0));
-  }
+  if (per_stage.empty()) per_stage = BalancedStages(c, lookup, P);
   if (static_cast<int>(per_stage.size()) != P) {
     return InvalidArgument(fmt::format("--pp-layers names {} stages but --pp is {}", per_stage.size(), P));
   }

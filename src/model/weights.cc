@@ -107,6 +107,9 @@ class Builder {
       const size_t kept = *RowBytes(t->type, cols.size());
       auto& buf = w_->owned.emplace_back(all_rows * kept);
       for (size_t r = 0; r < all_rows; ++r) std::memcpy(&buf[r * kept], t->data + r * m->row_bytes + skip, kept);
+      // The copy touched every page of the tensor; this rank never reads it
+      // again (a file mapping drops the pages).
+      if (opts_.release_source) opts_.release_source(t->data, t->nbytes);
       m->data = buf.data();
       m->row_bytes = kept;
       bytes = buf.size();
