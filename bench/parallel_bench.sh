@@ -30,9 +30,10 @@ run_one() {  # model layout round
   local m="$1" l="$2" r="$3" tag
   tag="$(basename "$m" .gguf)-$l-$r"
   case "$l" in
-    one) /usr/bin/time -f "rss_kb %M" "$INFERA" --log-level info bench -m "$m" -p "$PP" -n "$TG" -r "$REPS" -t 2 --json \
+    one) /usr/bin/time -f "rss_kb %M" -o "$out/$tag.rank0" "$INFERA" --log-level info bench -m "$m" -p "$PP" -n "$TG" -r "$REPS" -t 2 --json \
            >"$out/$tag.json" 2>"$out/$tag.log" ;;
-    tp2|pp2) mpirun --oversubscribe -np 2 --tag-output /usr/bin/time -f "rss_kb %M" "$INFERA" --log-level info bench \
+    tp2|pp2) mpirun --oversubscribe -np 2 --tag-output sh -c '/usr/bin/time -f "rss_kb %M" -o "$0.rank$OMPI_COMM_WORLD_RANK" "$@"' \
+           "$out/$tag" "$INFERA" --log-level info bench \
            -m "$m" -p "$PP" -n "$TG" -r "$REPS" -t 1 --json "--${l%2}" 2 >"$out/$tag.json" 2>"$out/$tag.log" ;;
   esac
 }
@@ -52,8 +53,13 @@ def load(tag):
     txt = re.sub(r"^\[1,\d+\]<stdout>:", "", txt, flags=re.M)   # --tag-output
     start = txt.index("[")
     return json.loads(txt[start:txt.rindex("]") + 1])
-def rss(tag):
-    return [int(x) / 1024 for x in re.findall(r"rss_kb (?:\[1,\d+\]<stderr>:)?(\d+)", open(os.path.join(out, tag + ".log")).read())]
+def rss(tag):  # peak RSS of each rank, rank order
+    out_ = []
+    for r in range(8):
+        f = os.path.join(out, f"{tag}.rank{r}")
+        if os.path.exists(f):
+            out_ += [int(x) / 1024 for x in re.findall(r"rss_kb (\d+)", open(f).read())]
+    return out_
 def resident(tag):
     log = open(os.path.join(out, tag + ".log")).read()
     return [float(x) for x in re.findall(r"weights resident ([0-9.]+) MiB", log)]
