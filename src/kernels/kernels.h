@@ -153,6 +153,8 @@ KernelTable MakeBestKernelTable();
 
 // A weight matrix W [n_out, n_in] of any supported type (rows contiguous).
 struct WeightMatrix {
+  // (data is null when only the packed copy exists: a split model's
+  // column-sliced quantized matrices.)
   DType type = DType::kF32;
   int64_t n_in = 0;
   int64_t n_out = 0;

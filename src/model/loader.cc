@@ -37,7 +37,7 @@ std::string SummarizeTypes(const ModelConfig& c, const ModelWeights& w) {
     const auto ms = r.per_layer ? RoleLayerMatrices(r, w.layers[layer]) : std::vector<const WeightMatrix*>{};
     if (r.per_layer && ms.empty()) return;  // another stage's experts
     const WeightMatrix* m = r.per_layer ? ms[0] : RoleMatrix(r, layer, w);
-    if (m->data == nullptr) return;  // another stage's layer
+    if (m->data == nullptr && m->packed == nullptr) return;  // another stage's layer
     counts[DTypeName(m->type)]++;
   });
   std::string best;

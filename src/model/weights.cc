@@ -1,6 +1,7 @@
 #include "model/weights.h"
 
 #include <atomic>
+#include <map>
 #include <thread>
 
 #include <cstring>
@@ -111,6 +112,7 @@ class Builder {
       // again (a file mapping drops the pages).
       if (opts_.release_source) opts_.release_source(t->data, t->nbytes);
       m->data = buf.data();
+      column_copies_.push_back(&buf);
       m->row_bytes = kept;
       bytes = buf.size();
     }
@@ -262,6 +264,12 @@ class Builder {
     });
     if (todo.empty()) return;
     w_->packed.resize(todo.size());
+    // A shard's column copy is not read again once packed: each is freed as
+    // soon as its packed copy exists (the matrix then has only that; data
+    // becomes null).
+    std::map<const uint8_t*, std::vector<uint8_t>*> copy_of;
+    for (std::vector<uint8_t>* c : column_copies_) copy_of[c->data()] = c;
+    std::vector<char> freed(todo.size(), 0);
     std::atomic<size_t> next{0};
     auto work = [&] {
       for (size_t i; (i = next.fetch_add(1)) < todo.size();) {
@@ -270,6 +278,10 @@ class Builder {
             PackedMatrix::Pack(m.type, m.data, m.row_bytes, m.n_in, m.n_out));
         // At once, so the peak holds little more than the packed copy.
         if (opts_.release_source) opts_.release_source(m.data, m.row_bytes * m.n_out);
+        if (auto it = copy_of.find(m.data); it != copy_of.end()) {
+          std::vector<uint8_t>().swap(*it->second);
+          freed[i] = 1;
+        }
       }
     };
     const int n_threads = std::max(1, std::min<int>(ThreadPool::DefaultThreadCount(), static_cast<int>(todo.size())));
@@ -279,6 +291,7 @@ class Builder {
     for (auto& th : threads) th.join();
     for (size_t i = 0; i < todo.size(); ++i) {
       todo[i]->packed = w_->packed[i].get();
+      if (freed[i]) todo[i]->data = nullptr;
       w_->packed_bytes += w_->packed[i]->bytes();
       w_->packed_source_bytes += todo[i]->row_bytes * todo[i]->n_out;
     }
@@ -290,6 +303,7 @@ class Builder {
   const WeightLoadOptions& opts_;
   const std::string& source_;
   ModelWeights* w_;
+  std::vector<std::vector<uint8_t>*> column_copies_;  // in w_->owned
 };
 
 }  // namespace
