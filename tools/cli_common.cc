@@ -56,6 +56,10 @@ StatusOr<LoadedModel> LoadModelAndTokenizer(const std::string& model_path, const
   LOG_INFO("model: {} ({}, {}), {} layers, {} embd, {} heads ({} kv), vocab {}; weights resident {:.1f} MiB "
            "({:.3f}x the file's tensors)", path, ArchName(c.arch), lm.model->weight_type_summary, c.n_layer, c.n_embd,
            c.n_head, c.n_head_kv, c.n_vocab, w.resident_bytes() / 1048576.0, w.resident_ratio());
+  if (lm.model->shard.split()) {
+    LOG_INFO("parallel: {}; weights resident {:.1f} MiB", DescribeShard(c, lm.model->shard),
+             w.resident_bytes() / 1048576.0);
+  }
   if (!tokenizer_path.empty()) {
     auto t = TokenizerFromFile(tokenizer_path, c.n_vocab);
     if (!t.ok()) return t.status();

@@ -117,7 +117,7 @@ ParallelSession::~ParallelSession() {
 }
 
 int ParallelSession::Threads(int requested) const {
-  if (requested > 0) return requested;
+  if (requested > 0) return ResolveThreads(requested);  // (more than the cores: a warning, capped)
   const int ranks_here = mpi_ ? LocalRanks(layout_.world_size()) : layout_.world_size();
   return std::max(1, ThreadPool::DefaultThreadCount() / std::max(1, ranks_here));
 }
