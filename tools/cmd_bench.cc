@@ -146,14 +146,12 @@ int Bench(const BenchArgs& args, const RuntimeOptions& rt_in) {
   ParallelSession& ps = **session;
   BenchArgs a = args;
   if (a.threads < 0) return ReportError("--threads must be >= 0");
-  a.threads = ps.Threads(a.threads);
-  RuntimeOptions rt_split = rt_in;
-  rt_split.threads = a.threads;
+  const RuntimeOptions rt_split = ps.RankRuntime(rt_in, a.threads);
+  a.threads = rt_split.threads;
   if (ps.rank() != 0) return ps.RunWorker(ModelPathOrDefault(a.model), rt_split);
   if (!a.parallel.empty()) return BenchParallel(a, rt_split, ps);
   if (a.n_prompt < 0 || a.n_gen < 0) return ReportError("-p and -n must be >= 0");
   if (a.reps <= 0) return ReportError("-r must be > 0");
-  if (a.threads < 0) return ReportError("--threads must be >= 0");
   if (a.batch <= 0) return ReportError("--batch-size must be > 0");
   if (a.depth < 0) return ReportError("--n-depth must be >= 0");
   RuntimeOptions rt = rt_in;

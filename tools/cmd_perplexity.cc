@@ -74,9 +74,8 @@ int Perplexity(const PplArgs& args, const RuntimeOptions& rt_in) {
   ParallelSession& ps = **session;
   PplArgs a = args;
   if (a.threads < 0) return ReportError("--threads must be >= 0");
-  a.threads = ps.Threads(a.threads);
-  RuntimeOptions rt = rt_in;
-  rt.threads = a.threads;
+  const RuntimeOptions rt = ps.RankRuntime(rt_in, a.threads);
+  a.threads = rt.threads;
   if (ps.rank() != 0) return ps.RunWorker(ModelPathOrDefault(a.model), rt);
   if (a.file.empty()) return ReportError("--file is required");
   if (a.ctx != 0 && a.ctx < 4) return ReportError("--ctx must be >= 4");

@@ -73,9 +73,8 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
   auto session = ParallelSession::Start(a.parallel);
   if (!session.ok()) return ReportError(session.status());
   ParallelSession& ps = **session;
-  const int threads = ps.Threads(a.threads);
-  RuntimeOptions rt = rt_in;
-  rt.threads = threads;
+  const RuntimeOptions rt = ps.RankRuntime(rt_in, a.threads);
+  const int threads = rt.threads;
   if (ps.rank() != 0) return ps.RunWorker(ModelPathOrDefault(a.model), rt);
   auto kernels = SelectKernels(rt);
   if (!kernels.ok()) return ReportError(kernels.status());

@@ -166,12 +166,9 @@ int Serve(const ServeArgs& args, const RuntimeOptions& rt_in) {
   auto session = ParallelSession::Start(a.parallel);
   if (!session.ok()) return ReportError(session.status());
   ParallelSession& ps = **session;
-  const int threads = ps.Threads(a.threads);
-  if (ps.rank() != 0) {
-    RuntimeOptions rt = rt_in;
-    rt.threads = threads;
-    return ps.RunWorker(ModelPathOrDefault(a.model), rt);
-  }
+  const RuntimeOptions rank_rt = ps.RankRuntime(rt_in, a.threads);
+  const int threads = rank_rt.threads;
+  if (ps.rank() != 0) return ps.RunWorker(ModelPathOrDefault(a.model), rank_rt);
   EngineFlags ef = a.engine;
   if (std::string e = ResolveEngineFlags(&ef, threads); !e.empty()) return ReportError(e);
   if (!(a.log_sample >= 0 && a.log_sample <= 1)) return ReportError("--log-sample must be in [0, 1]");

@@ -53,6 +53,12 @@ class ParallelSession {
   // Compute threads per rank for a -t value: 0 shares this host's cores
   // among the ranks on it.
   int Threads(int requested) const;
+  // rt with this rank's threads for a -t value (Threads).
+  RuntimeOptions RankRuntime(const RuntimeOptions& rt, int requested_threads) const {
+    RuntimeOptions out = rt;
+    out.threads = Threads(requested_threads);
+    return out;
+  }
   // Rank 0, after loading its shard (or failing to: `loaded`): starts the
   // threads backend's workers, then checks with every rank that all loaded.
   Status Ready(const std::string& model_path, const Status& loaded, const KernelTable& k, int threads);

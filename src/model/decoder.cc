@@ -185,13 +185,7 @@ Status DecoderRunner::AttentionBlock(int l, const ForwardBatch& b, KvStorage& kv
       float* q = &q_[size_t(t) * qd];
       float* k = &k_[size_t(t) * kvd];
       float* v = &v_[size_t(t) * kvd];
-      if (c_.qkv_bias && !split_full_norm) {
-        for (int i = 0; i < qd; ++i) q[i] += L.bq[i];
-        for (int i = 0; i < kvd; ++i) {
-          k[i] += L.bk[i];
-          v[i] += L.bv[i];
-        }
-      }
+      if (!split_full_norm) AddQkvBias(L, q, k, v, qd, kvd);
       if (c_.qk_norm == QkNorm::kPerHead) {
         for (int h = 0; h < s.n_head; ++h) RmsNorm(q + h * hd, L.q_norm.data(), q + h * hd, hd, c_.rms_eps);
         for (int h = 0; h < s.n_head_kv; ++h) RmsNorm(k + h * hd, L.k_norm.data(), k + h * hd, hd, c_.rms_eps);
@@ -236,6 +230,15 @@ Status DecoderRunner::AttentionBlock(int l, const ForwardBatch& b, KvStorage& kv
   return Status::Ok();
 }
 
+void DecoderRunner::AddQkvBias(const LayerWeights& L, float* q, float* k, float* v, int qd, int kvd) const {
+  if (!c_.qkv_bias) return;
+  for (int i = 0; i < qd; ++i) q[i] += L.bq[i];
+  for (int i = 0; i < kvd; ++i) {
+    k[i] += L.bk[i];
+    v[i] += L.bv[i];
+  }
+}
+
 Status DecoderRunner::SumQkSquaresOverTpRanks(int l, int32_t T) {
   const LayerWeights& L = model_.weights->layers[l];
   const int qd = attn_shape_[l].q_dim(), kvd = attn_shape_[l].kv_dim();
@@ -245,13 +248,7 @@ Status DecoderRunner::SumQkSquaresOverTpRanks(int l, int32_t T) {
       float* q = &q_[size_t(t) * qd];
       float* k = &k_[size_t(t) * kvd];
       float* v = &v_[size_t(t) * kvd];
-      if (c_.qkv_bias) {
-        for (int i = 0; i < qd; ++i) q[i] += L.bq[i];
-        for (int i = 0; i < kvd; ++i) {
-          k[i] += L.bk[i];
-          v[i] += L.bv[i];
-        }
-      }
+      AddQkvBias(L, q, k, v, qd, kvd);
       double sq = 0, sk = 0;
       for (int i = 0; i < qd; ++i) sq += double(q[i]) * q[i];
       for (int i = 0; i < kvd; ++i) sk += double(k[i]) * k[i];

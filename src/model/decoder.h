@@ -51,6 +51,8 @@ class DecoderRunner : public ModelRunner {
   // A split model: the sum of the tensor-parallel ranks' partial block
   // outputs block_out_ [T, n_embd]; the pipeline stages' hand-offs.
   Status SumOverTpRanks(int32_t T);
+  // q [qd], k and v [kvd] of one token += their biases (if the model has them).
+  void AddQkvBias(const LayerWeights& L, float* q, float* k, float* v, int qd, int kvd) const;
   // Split olmo2-style Q/K norms: adds the biases and sums each token's
   // squares of Q and K over the ranks into qk_ss_ [T, 2].
   Status SumQkSquaresOverTpRanks(int layer, int32_t T);
