@@ -39,6 +39,7 @@ struct ServeArgs {
   int http_threads = 2;
   int max_n = 16;
   int max_queue = 256;
+  int ready_max_waiting = -1;  // -1: as max_queue
   int64_t max_body_bytes = 8 << 20;
   double drain_timeout = 30;
   int read_timeout = 30;
@@ -148,6 +149,7 @@ int Serve(const ServeArgs& args, const RuntimeOptions& rt_in) {
   }
   if (a.max_n < 1) return ReportError("--max-n must be at least 1");
   if (a.max_queue < 1) return ReportError("--max-queue must be at least 1");
+  if (a.ready_max_waiting < -1) return ReportError("--ready-max-waiting must be at least 0");
   if (a.max_body_bytes < 1024) return ReportError("--max-body-bytes must be at least 1024");
   if (!(a.drain_timeout >= 0)) return ReportError("--drain-timeout must be >= 0");
   if (a.read_timeout < 1) return ReportError("--read-timeout must be at least 1 second");
@@ -184,6 +186,7 @@ int Serve(const ServeArgs& args, const RuntimeOptions& rt_in) {
   opts.log_prompts = a.log_prompts;
   opts.max_n = a.max_n;
   opts.max_queue = a.max_queue;
+  opts.ready_max_waiting = a.ready_max_waiting >= 0 ? a.ready_max_waiting : a.max_queue;
   opts.context_shift = ef.opts.context_shift;
   if (a.api_key_given && a.api_key.empty()) {
     return ReportError("--api-key is empty: that would leave the API open; give a key, or omit the flag");
@@ -307,6 +310,8 @@ CommandFn RegisterServe(CLI::App& app, const RuntimeOptions& rt) {
   app.add_option("--http-threads", a->http_threads, "I/O threads for HTTP (default 2)");
   app.add_option("--max-n", a->max_n, "largest n (choices per request) accepted (default 16)");
   app.add_option("--max-queue", a->max_queue, "waiting requests beyond this get 429 (default 256)");
+  app.add_option("--ready-max-waiting", a->ready_max_waiting,
+                 "/ready answers 503 'overloaded' while more requests than this wait (default: --max-queue)");
   app.add_option("--max-body-bytes", a->max_body_bytes, "largest request body; larger: 413 (default 8 MiB)");
   app.add_option("--drain-timeout", a->drain_timeout, "seconds in-flight requests get to finish on SIGTERM (default 30)");
   app.add_option("--read-timeout", a->read_timeout, "seconds a client gets to send a request, or to read (default 30)");

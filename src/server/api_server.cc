@@ -39,8 +39,8 @@ ApiError BadValue(std::string param, std::string message) {
   return Error(400, std::move(message), "invalid_request_error", "invalid_value", std::move(param));
 }
 
-void SendJson(const std::shared_ptr<Responder>& resp, int status, const json& body) {
-  resp->Respond(status, "application/json", DumpJson(body));
+void SendJson(const std::shared_ptr<Responder>& resp, int status, const json& body, Headers extra = {}) {
+  resp->Respond(status, "application/json", DumpJson(body), std::move(extra));
 }
 
 // Equal strings, in time that depends only on their lengths.
@@ -148,6 +148,7 @@ struct Route {
 };
 constexpr Route kRoutes[] = {
     {"/health", false, kGet, false, "/health"},
+    {"/ready", false, kGet, false, "/ready"},
     {"/metrics", false, kGet, false, "/metrics"},
     {"/v1/completions", false, kPost, true, "/v1/completions"},
     {"/v1/chat/completions", false, kPost, true, "/v1/chat/completions"},
@@ -209,13 +210,8 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
                                  "invalid_request_error", "invalid_api_key"));
   }
   const State state = state_.load(std::memory_order_acquire);
-  if (path == "/health") {
-    const char* status = state == State::kReady     ? "ok"
-                         : state == State::kLoading ? "loading"
-                         : state == State::kFailed  ? "failed"
-                                                    : "draining";
-    return SendJson(resp, state == State::kReady ? 200 : 503, {{"status", status}});
-  }
+  if (path == "/health") return HandleHealth(resp, state);
+  if (path == "/ready") return HandleReady(resp, state);
   if (path == "/metrics") return HandleMetrics(req, resp);
   if (path == "/admin/log-level") return HandleLogLevel(req, resp);
   if (state == State::kLoading) {
@@ -226,12 +222,45 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
   if (path == "/tokenize") return HandleTokenize(req, resp);
   if (path == "/detokenize") return HandleDetokenize(req, resp);
   if (state == State::kDraining) {
-    return SendError(resp, Error(503, "the server is shutting down", "service_unavailable", "shutting_down"));
+    // A balancer retries this on another replica (nothing was processed).
+    return SendError(resp, Error(503, "the server is shutting down", "service_unavailable", "shutting_down"),
+                     {{"Retry-After", "1"}});
   }
   if (state == State::kFailed) {
     return SendError(resp, Error(503, "the server failed and is restarting", "service_unavailable", "failed"));
   }
   HandleCompletion(req, resp, chat, trace, request_id);
+}
+
+// Liveness: 200 while the process serves (ready, or draining what is in
+// flight); 503 while loading (a startup probe waits) and once failed (restart).
+void ApiServer::HandleHealth(const std::shared_ptr<Responder>& resp, State state) const {
+  const char* status = state == State::kReady     ? "ok"
+                       : state == State::kLoading ? "loading"
+                       : state == State::kFailed  ? "failed"
+                                                  : "draining";
+  const bool alive = state == State::kReady || state == State::kDraining;
+  SendJson(resp, alive ? 200 : 503, {{"status", status}});
+}
+
+// Readiness: 200 only when new work is welcome here: loaded, not draining or
+// failed, and no more than ready_max_waiting requests waiting.
+void ApiServer::HandleReady(const std::shared_ptr<Responder>& resp, State state) const {
+  if (state != State::kReady) {
+    const char* status = state == State::kLoading ? "loading" : state == State::kFailed ? "failed" : "draining";
+    return SendJson(resp, 503, {{"status", status}}, {{"Retry-After", state == State::kLoading ? "5" : "1"}});
+  }
+  const EngineStats stats = backend_.engine->Stats();
+  const json body = {{"status", "ready"},
+                     {"waiting", stats.num_waiting},
+                     {"running", stats.num_running},
+                     {"max_waiting", opts_.ready_max_waiting}};
+  if (stats.num_waiting > opts_.ready_max_waiting) {
+    json over = body;
+    over["status"] = "overloaded";
+    return SendJson(resp, 503, over, {{"Retry-After", "1"}});
+  }
+  SendJson(resp, 200, body);
 }
 
 bool ApiServer::Sampled(const std::string& request_id) const {

@@ -3,9 +3,11 @@
 // engine (through AsyncEngine's C++ API only).
 //
 // Lifecycle: constructed before the model is loaded (every model route then
-// answers 503 and /health says "loading"); SetReady attaches the engine;
-// SetDraining turns /health to 503 and refuses new work while in-flight
-// requests finish.
+// answers 503, /health and /ready say "loading"); SetReady attaches the
+// engine; SetDraining turns /ready to 503 and refuses new work while
+// in-flight requests finish (/health stays 200: the process is alive).
+// /health is liveness (503 only while loading or failed), /ready readiness
+// (503 also while draining or with more than ready_max_waiting waiting).
 //
 // Thread-safety: Handle may run on several I/O threads at once.
 #pragma once
@@ -31,6 +33,7 @@ struct ApiServerOptions {
   std::string api_key;          // "": no authentication
   int32_t max_n = 16;           // largest n (choices per prompt)
   int32_t max_queue = 256;      // waiting requests beyond this: 429
+  int32_t ready_max_waiting = 256;  // waiting requests beyond this: /ready 503 "overloaded"
   bool context_shift = false;   // as the engine was created with
   double log_sample = 1.0;      // fraction of successful requests given an info log line
   bool log_prompts = false;     // put prompts and outputs in those lines
@@ -73,6 +76,8 @@ class ApiServer {
   bool Authorized(const HttpRequest& req) const;
   void HandleCompletion(const HttpRequest& req, const std::shared_ptr<Responder>& resp, bool chat,
                         const TraceContext& trace, const std::string& request_id);
+  void HandleHealth(const std::shared_ptr<Responder>& resp, State state) const;
+  void HandleReady(const std::shared_ptr<Responder>& resp, State state) const;
   void HandleLogLevel(const HttpRequest& req, const std::shared_ptr<Responder>& resp);
   bool Sampled(const std::string& request_id) const;
   // Limits and tokenizer for parsing requests (after SetReady).

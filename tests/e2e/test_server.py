@@ -114,6 +114,8 @@ class ServerTest(unittest.TestCase):
     def test_shapes(self):
         st, b = self.srv.json("GET", "/health")
         self.assertEqual((st, b["status"]), (200, "ok"))
+        st, b = self.srv.json("GET", "/ready")
+        self.assertEqual((st, b["status"], b["waiting"], b["max_waiting"]), (200, "ready", 0, 256))
         st, b = self.srv.json("GET", "/v1/models")
         self.assertEqual(st, 200)
         self.assertEqual(b["object"], "list")
@@ -489,9 +491,16 @@ class AuthAndShutdownTest(unittest.TestCase):
             time.sleep(0.3)
             with self.assertRaises(ConnectionRefusedError):
                 socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+            # Liveness stays 200 (the process serves what is in flight);
+            # readiness turns 503 so that no balancer sends more.
             keep_alive.request("GET", "/health")
             r = keep_alive.getresponse()
+            self.assertEqual(r.status, 200)
+            self.assertEqual(json.loads(r.read())["status"], "draining")
+            keep_alive.request("GET", "/ready")
+            r = keep_alive.getresponse()
             self.assertEqual(r.status, 503)
+            self.assertEqual(r.getheader("Retry-After"), "1")
             self.assertEqual(json.loads(r.read())["status"], "draining")
             keep_alive.close()
             for t in threads:
