@@ -18,6 +18,9 @@ PKGS=(
   # Open MPI: tensor / pipeline parallelism across processes and hosts;
   # iproute2: the multi-host test's network namespaces
   libopenmpi-dev openmpi-bin iproute2
+  # nginx: the load balancer in front of replicas (deploy tests);
+  # kubectl's kustomize renders the Kubernetes manifests (tests/deploy)
+  nginx
 )
 
 # Node.js + npm run the official OpenAI client in the server's end-to-end

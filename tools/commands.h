@@ -26,5 +26,6 @@ CommandFn RegisterGenerate(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterServe(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterBenchServe(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterTop(CLI::App& app, const RuntimeOptions& rt);
+CommandFn RegisterDeploy(CLI::App& app, const RuntimeOptions& rt);
 
 }  // namespace infera::cli

@@ -40,6 +40,8 @@ int main(int argc, char** argv) {
   add("serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, streaming)", cli::RegisterServe);
   add("bench-serve", "load generator for a running server: throughput, TTFT, TPOT, ITL, latency", cli::RegisterBenchServe);
   add("top", "live view of a running server's /metrics: requests/s, tokens/s, TTFT, KV usage, queue", cli::RegisterTop);
+  add("deploy", "configuration for production: infera deploy nginx --replicas host:port,... > infera.conf",
+      cli::RegisterDeploy);
   add("info", "print a model's architecture, tensors and memory needs", cli::RegisterInfo);
   add("bench", "measure prompt-processing and generation speed", cli::RegisterBench);
   add("convert", "write a GGUF from a GGUF, Hugging Face folder or llama2.c checkpoint", cli::RegisterConvert);

@@ -43,12 +43,12 @@ class Server:
     stderr is drained by a thread into `self.log`; `url` is the base URL once
     the model is loaded."""
 
-    def __init__(self, *args, wait_ready=True, timeout=120, launcher=(), threads=2):
-        """launcher: a command the server runs under (mpirun ...)."""
+    def __init__(self, *args, wait_ready=True, timeout=120, launcher=(), threads=2, port=0):
+        """launcher: a command the server runs under (mpirun ...); port: 0 for any free one."""
         import re
         import threading
         import time
-        self.proc = subprocess.Popen([*launcher, INFERA, "serve", "--port", "0", "-t", str(threads), *args],
+        self.proc = subprocess.Popen([*launcher, INFERA, "serve", "--port", str(port), "-t", str(threads), *args],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                      env=mpi_env(under_mpirun=bool(launcher)))
         self.log = []
