@@ -18,14 +18,16 @@ PKGS=(
   # Open MPI: tensor / pipeline parallelism across processes and hosts;
   # iproute2: the multi-host test's network namespaces
   libopenmpi-dev openmpi-bin iproute2
-  # nginx: the load balancer in front of replicas (deploy tests);
-  # kubectl's kustomize renders the Kubernetes manifests (tests/deploy)
+  # nginx: the load balancer in front of replicas (tests/e2e/test_deploy.py)
   nginx
 )
 
 # Node.js + npm run the official OpenAI client in the server's end-to-end
 # tests; any recent Node.js will do (Debian's if none is installed).
 if ! command -v npm >/dev/null 2>&1; then PKGS+=(nodejs npm); fi
+# kubectl renders the Kubernetes manifests (`kubectl kustomize`, in
+# tests/deploy); any kubectl will do (Debian's, with kustomize 2.0, if none).
+if ! command -v kubectl >/dev/null 2>&1; then PKGS+=(kubernetes-client); fi
 
 missing=()
 for p in "${PKGS[@]}"; do

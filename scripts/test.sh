@@ -13,6 +13,9 @@ rm -f build/ctest.log build-asan/ctest.log
 bash scripts/install-deps.sh
 # The official OpenAI client for the server's end-to-end tests (npm registry).
 npm ci --prefix tests/e2e/js --no-audit --no-fund --loglevel=error
+# Kubernetes / Prometheus Operator models and TypeScript for the manifest
+# validation (tests/deploy).
+npm ci --prefix tests/deploy/js --no-audit --no-fund --loglevel=error
 
 run_ctest() {  # $1 = build dir, then extra ctest arguments
   local dir="$1"

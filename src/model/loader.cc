@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <map>
 
@@ -228,11 +229,34 @@ StatusOr<std::unique_ptr<Model>> LoadLlama2c(const std::string& path, const Mode
   return m;
 }
 
+// The one *.gguf file of a folder without config.json; "" when the folder
+// has a config.json or no GGUF (then it is read as a Hugging Face folder).
+StatusOr<std::string> SingleGgufInFolder(const std::string& dir) {
+  std::error_code ec;
+  if (std::filesystem::exists(std::filesystem::path(dir) / "config.json", ec)) return std::string();
+  std::vector<std::string> found;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.path().extension() == ".gguf" && e.is_regular_file(ec)) found.push_back(e.path().string());
+  }
+  if (found.size() > 1) {
+    std::sort(found.begin(), found.end());
+    return InvalidArgument(fmt::format("{}: folder holds {} GGUF files ({}, ...): name one", dir, found.size(),
+                                       found[0]));
+  }
+  return found.empty() ? std::string() : found[0];
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& path, const ModelLoadOptions& lo) {
   if (path.empty()) return InvalidArgument("empty model path");
-  if (IsDirectory(path)) return LoadHfFolder(path, lo);
+  if (IsDirectory(path)) {
+    // A folder with one GGUF and no config.json (a mounted volume, KServe's
+    // /mnt/models) stands for that file.
+    ASSIGN_OR_RETURN(std::string gguf, SingleGgufInFolder(path));
+    if (gguf.empty()) return LoadHfFolder(path, lo);
+    return LoadModel(gguf, lo);
+  }
   if (!FileExists(path)) return NotFound(path + ": no such file or directory");
   char magic[4] = {};
   {

@@ -264,6 +264,19 @@ class DeployConfigTest(unittest.TestCase):
                                capture_output=True, text=True)
             self.assertTrue(t.returncode == 0 or "open() \"/var/log/nginx/infera.access.log\"" in t.stderr, t.stderr)
 
+    def test_model_folder_with_one_gguf(self):
+        # A mounted volume or KServe's /mnt/models: a folder with one .gguf.
+        model = os.path.join(REPO, "models", "default.gguf")
+        with tempfile.TemporaryDirectory() as d:
+            os.symlink(os.path.realpath(model), os.path.join(d, "m.gguf"))
+            r = cli("run", "-m", d, "-p", "In the beginning", "-n", "3", "--temp", "0")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertGreater(len(r.stdout), len("In the beginning"))
+            os.symlink(os.path.realpath(model), os.path.join(d, "n.gguf"))
+            r = cli("run", "-m", d, "-p", "x", "-n", "1")
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("folder holds 2 GGUF files", r.stderr)
+
     def test_bad_arguments(self):
         for args in (["--replicas", "nohost"], ["--replicas", "a:0"], ["--replicas", "a:1,"], ["--replicas", "a b:1"],
                      ["--replicas", "a:1", "--listen", "x:y"], ["--replicas", "a:1", "--tries", "0"], []):
