@@ -420,6 +420,15 @@ class ReplicaSetTest(unittest.TestCase):
         self.assertGreater(scattered, 0)
         self.assertGreater(with_affinity, without)
 
+    def run_clients(self, client, n):
+        """Runs `client` on n threads at once; fails if one hangs."""
+        threads = [threading.Thread(target=client) for _ in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(150)
+            self.assertFalse(t.is_alive(), "a request hung")
+
     def test_overload(self):
         # Replica 0 is small (one sequence at a time, one waiting); the others
         # are roomy: a request 0 refuses with 429 is retried on another.
@@ -442,12 +451,7 @@ class ReplicaSetTest(unittest.TestCase):
 
         def client():
             outcomes.append(self.nginx.post("/v1/completions", body, timeout=120)[0])
-        threads = [threading.Thread(target=client) for _ in range(12)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(150)
-            self.assertFalse(t.is_alive(), "a request hung")
+        self.run_clients(client, 12)
         stop.set()
         watcher.join()
         self.assertEqual(outcomes, [200] * 12)
@@ -468,12 +472,7 @@ class ReplicaSetTest(unittest.TestCase):
                 outcomes.append((st, hdrs.get("retry-after"), json.loads(data), time.time() - t0))
             except (OSError, http.client.HTTPException) as e:
                 outcomes.append((None, None, str(e), time.time() - t0))
-        threads = [threading.Thread(target=client) for _ in range(24)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(150)
-            self.assertFalse(t.is_alive(), "a request hung")
+        self.run_clients(client, 24)
         refused = [o for o in outcomes if o[0] != 200]
         self.assertGreater(len(refused), 0, "nothing was refused: not overloaded")
         self.assertGreater(len(outcomes) - len(refused), 0)
