@@ -18,8 +18,9 @@ PKGS=(
   # Open MPI: tensor / pipeline parallelism across processes and hosts;
   # iproute2: the multi-host test's network namespaces
   libopenmpi-dev openmpi-bin iproute2
-  # nginx: the load balancer in front of replicas (tests/e2e/test_deploy.py)
-  nginx
+  # nginx: the load balancer in front of replicas (tests/e2e/test_deploy.py);
+  # curl: deploy/systemd/rolling-restart.sh polls /ready with it
+  nginx curl
 )
 
 # Node.js + npm run the official OpenAI client in the server's end-to-end

@@ -37,7 +37,8 @@ if [ "${INFERA_SKIP_ASAN:-0}" != 1 ]; then
   # The llama.cpp perplexity sweep (14 files x 40 chunks through the scalar
   # dequantize path) takes ~10 min under ASan; its code is covered there by
   # the bit-exact dequantization test, so the sanitizer stage skips it.
-  ASAN_OPTIONS=detect_leaks=1 run_ctest build-asan -E '^py_test_perplexity$'
+  # The manifest checks run no infera code: once (release stage) is enough.
+  ASAN_OPTIONS=detect_leaks=1 run_ctest build-asan -E '^(py_test_perplexity|py_test_manifests)$'
 fi
 
 if [ "${INFERA_SKIP_FUZZ:-0}" != 1 ]; then

@@ -44,6 +44,8 @@ CommandFn RegisterDeploy(CLI::App& app, const RuntimeOptions& /*rt*/) {
   nginx->add_option("--stream-timeout", a->opts.stream_timeout_s,
                     "longest wait in seconds for the next bytes of a response (streams included)");
   nginx->add_option("--keepalive", a->opts.keepalive, "idle keep-alive connections to the replicas, per worker");
+  nginx->add_flag("--upstream-header", a->opts.upstream_header,
+                  "add a response header X-Infera-Upstream naming the replica(s) tried (debugging; shows internal addresses)");
   nginx->add_option("--max-body-bytes", a->opts.max_body_bytes, "largest request body, as infera serve's");
   nginx->add_flag("--standalone", a->opts.standalone,
                   "a whole nginx.conf for `nginx -p DIR -c FILE` instead of a file to include in http {}");

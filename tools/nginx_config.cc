@@ -2,6 +2,8 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <iterator>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -116,10 +118,10 @@ std::string HttpBody(const NginxConfigOptions& o) {
       "        # (429). nginx never retries once a response byte was passed on; a\n"
       "        # stream cut by a dying replica ends without its last chunk.\n"
       "        proxy_next_upstream error timeout http_502 http_503 http_429 non_idempotent;\n"
-      "        proxy_next_upstream_tries {2};\n"
-      "        add_header X-Infera-Upstream $upstream_addr always;\n"
-      "    }}\n",
+      "        proxy_next_upstream_tries {2};\n",
       o.connect_timeout_s, o.stream_timeout_s, o.tries);
+  if (o.upstream_header) out += "        add_header X-Infera-Upstream $upstream_addr always;  # the replica(s) tried\n";
+  out += "    }\n";
   if (o.affinity) {
     out +=
         "\n"
@@ -160,6 +162,30 @@ std::string Indent(const std::string& text) {
     start = end + 1;
   }
   return out;
+}
+
+// The command that writes this configuration: every option that differs
+// from its default, so that the file's header reproduces it.
+std::string CommandLine(const NginxConfigOptions& o) {
+  const NginxConfigOptions d;
+  std::string replicas;
+  for (const Upstream& u : o.replicas) replicas += fmt::format("{}{}:{}", replicas.empty() ? "" : ",", u.host, u.port);
+  std::string cmd = "infera deploy nginx --replicas " + replicas;
+  if (o.listen != d.listen) cmd += " --listen " + o.listen;
+  if (!o.affinity) cmd += " --no-affinity";
+  const std::pair<const char*, int64_t> numbers[] = {
+      {"--max-fails", o.max_fails},           {"--fail-timeout", o.fail_timeout_s},
+      {"--tries", o.tries},                   {"--connect-timeout", o.connect_timeout_s},
+      {"--stream-timeout", o.stream_timeout_s}, {"--keepalive", o.keepalive},
+      {"--max-body-bytes", o.max_body_bytes}, {"--worker-processes", o.worker_processes}};
+  const int64_t defaults[] = {d.max_fails,        d.fail_timeout_s, d.tries,          d.connect_timeout_s,
+                              d.stream_timeout_s, d.keepalive,      d.max_body_bytes, d.worker_processes};
+  for (size_t i = 0; i < std::size(numbers); ++i) {
+    if (numbers[i].second != defaults[i]) cmd += fmt::format(" {} {}", numbers[i].first, numbers[i].second);
+  }
+  if (o.upstream_header) cmd += " --upstream-header";
+  if (o.standalone) cmd += " --standalone";
+  return cmd;
 }
 
 }  // namespace
@@ -217,14 +243,11 @@ std::string CheckNginxConfigOptions(const NginxConfigOptions& o) {
 }
 
 std::string NginxConfig(const NginxConfigOptions& o) {
-  std::string replicas;
-  for (const Upstream& u : o.replicas) replicas += fmt::format("{}{}:{}", replicas.empty() ? "" : ",", u.host, u.port);
   std::string head = fmt::format(
       "# nginx in front of {} infera replica{}: written by\n"
-      "#   infera deploy nginx --replicas {}{}{}\n"
+      "#   {}\n"
       "# See docs/operations.md, \"Deployment\". Check with `nginx -t`.\n",
-      o.replicas.size(), o.replicas.size() == 1 ? "" : "s", replicas, o.affinity ? "" : " --no-affinity",
-      o.standalone ? " --standalone" : "");
+      o.replicas.size(), o.replicas.size() == 1 ? "" : "s", CommandLine(o));
   if (!o.standalone) {
     return head + "# Include it inside http {} (Debian: /etc/nginx/conf.d/infera.conf).\n\n" + HttpBody(o);
   }

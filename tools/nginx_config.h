@@ -28,6 +28,9 @@ struct NginxConfigOptions {
   int stream_timeout_s = 600;      // longest gap between two bytes of a response
   int keepalive = 32;              // idle connections kept to the replicas, per worker
   int64_t max_body_bytes = 8 << 20;  // as infera serve's --max-body-bytes
+  // X-Infera-Upstream response header naming the replica(s) tried: for
+  // debugging and tests; off by default (it shows clients internal addresses).
+  bool upstream_header = false;
   // A whole nginx.conf (events, http, pid and temporary files relative to
   // nginx's -p prefix, logs to stderr) instead of a file to include in http {}.
   bool standalone = false;

@@ -94,7 +94,7 @@ class Nginx:
     def __init__(self, replicas, *flags):
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix="infera-nginx-")
-        conf = cli("deploy", "nginx", "--standalone", "--worker-processes", "1", "--listen",
+        conf = cli("deploy", "nginx", "--standalone", "--upstream-header", "--worker-processes", "1", "--listen",
                       f"127.0.0.1:{self.port}", "--replicas", ",".join(r.addr() for r in replicas), *flags)
         assert conf.returncode == 0, conf.stderr
         self.conf = os.path.join(self.dir, "nginx.conf")
@@ -242,6 +242,22 @@ class DeployConfigTest(unittest.TestCase):
         with open(path) as f:
             self.assertEqual(f.read(), r.stdout, "deploy/nginx/infera.conf differs from what the generator writes")
 
+    def test_header_reproduces_the_command(self):
+        first = cli("deploy", "nginx", "--replicas", "10.0.0.1:80,10.0.0.2:80", "--listen", "127.0.0.1:9000",
+                    "--no-affinity", "--tries", "2", "--fail-timeout", "5", "--max-body-bytes", "1048576",
+                    "--upstream-header", "--standalone", "--worker-processes", "2")
+        self.assertEqual(first.returncode, 0, first.stderr)
+        cmd = first.stdout.splitlines()[1].lstrip("# ").split()
+        again = cli(*cmd[1:])
+        self.assertEqual(again.stdout, first.stdout)
+        self.assertIn("client_max_body_size 1048576;", first.stdout)
+        self.assertIn("proxy_next_upstream_tries 2;", first.stdout)
+        self.assertIn("add_header X-Infera-Upstream", first.stdout)
+        self.assertNotIn("hash $infera_affinity_key", first.stdout)
+        plain = cli("deploy", "nginx", "--replicas", "10.0.0.1:80")
+        self.assertNotIn("X-Infera-Upstream", plain.stdout)
+        self.assertIn("hash $infera_affinity_key consistent;", plain.stdout)
+
     def test_configs_pass_nginx_t(self):
         with tempfile.TemporaryDirectory() as d:
             for flags in ([], ["--no-affinity"]):
@@ -344,19 +360,60 @@ class ReplicaSetTest(unittest.TestCase):
               f"0 other failures; rejoined {rejoin_s:.1f} s after restart", file=sys.stderr)
 
     def test_rolling_restart(self):
+        """deploy/systemd/rolling-restart.sh itself, with `systemctl restart
+        infera@PORT` answered by this test: SIGTERM (drain), wait for the
+        exit, start again on the same port."""
         self.start()
+        exits = {}
+        sock_dir = tempfile.mkdtemp(prefix="infera-systemctl-")
+        sock_path = os.path.join(sock_dir, "supervisor.sock")
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(sock_path)
+        listener.listen(1)
+
+        def supervise():
+            while True:
+                try:
+                    conn, _ = listener.accept()
+                except OSError:
+                    return
+                with conn:
+                    words = conn.recv(256).decode().split()
+                    if words[:1] != ["restart"] or not words[1].startswith("infera@"):
+                        conn.sendall(b"unknown unit\n")
+                        continue
+                    port = int(words[1].split("@", 1)[1].removesuffix(".service"))
+                    r = next(r for r in self.replicas if r.port == port)
+                    r.server.proc.send_signal(signal.SIGTERM)
+                    exits[port] = r.server.proc.wait(60)
+                    r.restart()
+                    conn.sendall(b"ok\n")
+        supervisor = threading.Thread(target=supervise, daemon=True)
+        supervisor.start()
+        with open(os.path.join(sock_dir, "systemctl"), "w") as f:
+            f.write(f"""#!/usr/bin/python3
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect({sock_path!r})
+s.sendall(" ".join(sys.argv[1:]).encode())
+sys.exit(0 if s.recv(64) == b"ok\\n" else 1)
+""")
+        os.chmod(os.path.join(sock_dir, "systemctl"), 0o755)
         load = self.load = Load(self.nginx, clients=4, max_tokens=48)
         time.sleep(1.5)
-        for r in self.replicas:
-            r.server.proc.send_signal(signal.SIGTERM)
-            self.assertEqual(r.server.proc.wait(60), 0)
-            r.restart()
-            self.assertTrue(wait_until(r.ready, 60))
-            # nginx counted the drain's 503s (or refused connections) as
-            # failures and sends it nothing for fail_timeout: the next replica
-            # may go only after that (as deploy/systemd/rolling-restart.sh).
-            time.sleep(self.FAIL_TIMEOUT + 1)
+        try:
+            script = subprocess.run(
+                ["bash", os.path.join(REPO, "deploy", "systemd", "rolling-restart.sh"), "--fail-timeout",
+                 str(self.FAIL_TIMEOUT + 1), *[str(r.port) for r in self.replicas]],
+                env={**os.environ, "PATH": sock_dir + os.pathsep + os.environ["PATH"]},
+                capture_output=True, text=True, timeout=300)
+        finally:
+            listener.close()
+            shutil.rmtree(sock_dir, ignore_errors=True)
         results = load.finish()
+        self.assertEqual(script.returncode, 0, script.stderr)
+        # Each replica drained and exited cleanly, in turn.
+        self.assertEqual(exits, {r.port: 0 for r in self.replicas})
         bad = [(kind, o) for _, kind, o in results if failed(o)]
         self.assertEqual(bad[:3], [], f"{len(bad)} failed of {len(results)}; nginx: {self.nginx.log_tail()}")
         self.assertGreater(len(results), 20)
