@@ -8,7 +8,9 @@ set -euo pipefail
 rank="${POD_NAME##*-}"
 set_name="${POD_NAME%-*}"
 ssh_port=2222
-keys=/etc/infera-ssh
+# The Secret's files are group-readable (fsGroup); ssh and sshd want the
+# keys readable by their owner only: private copies under /tmp.
+keys=/tmp/infera-ssh
 
 port_open() {  # host port
   (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null
@@ -32,6 +34,8 @@ case "${1:-run}" in
     sleep 70
     ;;
   run)
+    install -d -m 0700 "$keys"
+    install -m 0600 /etc/infera-ssh/* "$keys/"
     if [ "$rank" != 0 ]; then
       exec /usr/sbin/sshd -D -e -f /etc/infera-mpi/sshd_config
     fi
