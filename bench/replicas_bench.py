@@ -16,7 +16,6 @@ the cost of splitting the cores and of the extra hop, not scaling.
 import argparse
 import json
 import os
-import re
 import shutil
 import signal
 import socket

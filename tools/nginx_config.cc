@@ -1,9 +1,7 @@
 #include "tools/nginx_config.h"
 
 #include <cctype>
-#include <cstdlib>
-#include <iterator>
-#include <utility>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -23,6 +21,16 @@ bool ValidHost(const std::string& h) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') return false;
   }
   return true;
+}
+
+// "1".."65535" -> the port; 0 when it is not one.
+int ParsePort(const std::string& text) {
+  if (text.empty() || text.size() > 5) return 0;
+  for (char c : text) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) return 0;
+  }
+  const int p = std::stoi(text);
+  return p <= 65535 ? p : 0;
 }
 
 // Text written into the configuration comes only from checked fields, so
@@ -46,8 +54,6 @@ std::string UpstreamBlock(const NginxConfigOptions& o, const char* name, const c
       "}}\n",
       name, policy, ServerLines(o), o.keepalive);
 }
-
-std::string ListenDirective(const std::string& listen) { return fmt::format("    listen {};\n", listen); }
 
 std::string HttpBody(const NginxConfigOptions& o) {
   std::string out;
@@ -82,7 +88,7 @@ std::string HttpBody(const NginxConfigOptions& o) {
     out += UpstreamBlock(o, "infera_affinity", "hash $infera_affinity_key consistent");
   }
   out += "\nserver {\n";
-  out += ListenDirective(o.listen);
+  out += fmt::format("    listen {};\n", o.listen);
   out += "    access_log " + std::string(o.standalone ? "/dev/stdout" : "/var/log/nginx/infera.access.log") +
          " infera;\n";
   out += fmt::format(
@@ -173,15 +179,20 @@ std::string CommandLine(const NginxConfigOptions& o) {
   std::string cmd = "infera deploy nginx --replicas " + replicas;
   if (o.listen != d.listen) cmd += " --listen " + o.listen;
   if (!o.affinity) cmd += " --no-affinity";
-  const std::pair<const char*, int64_t> numbers[] = {
-      {"--max-fails", o.max_fails},           {"--fail-timeout", o.fail_timeout_s},
-      {"--tries", o.tries},                   {"--connect-timeout", o.connect_timeout_s},
-      {"--stream-timeout", o.stream_timeout_s}, {"--keepalive", o.keepalive},
-      {"--max-body-bytes", o.max_body_bytes}, {"--worker-processes", o.worker_processes}};
-  const int64_t defaults[] = {d.max_fails,        d.fail_timeout_s, d.tries,          d.connect_timeout_s,
-                              d.stream_timeout_s, d.keepalive,      d.max_body_bytes, d.worker_processes};
-  for (size_t i = 0; i < std::size(numbers); ++i) {
-    if (numbers[i].second != defaults[i]) cmd += fmt::format(" {} {}", numbers[i].first, numbers[i].second);
+  struct Numeric {
+    const char* flag;
+    int64_t value, default_value;
+  };
+  const Numeric numbers[] = {{"--max-fails", o.max_fails, d.max_fails},
+                             {"--fail-timeout", o.fail_timeout_s, d.fail_timeout_s},
+                             {"--tries", o.tries, d.tries},
+                             {"--connect-timeout", o.connect_timeout_s, d.connect_timeout_s},
+                             {"--stream-timeout", o.stream_timeout_s, d.stream_timeout_s},
+                             {"--keepalive", o.keepalive, d.keepalive},
+                             {"--max-body-bytes", o.max_body_bytes, d.max_body_bytes},
+                             {"--worker-processes", o.worker_processes, d.worker_processes}};
+  for (const Numeric& n : numbers) {
+    if (n.value != n.default_value) cmd += fmt::format(" {} {}", n.flag, n.value);
   }
   if (o.upstream_header) cmd += " --upstream-header";
   if (o.standalone) cmd += " --standalone";
@@ -204,14 +215,11 @@ std::vector<Upstream> ParseReplicaList(const std::string& list, std::string* err
     }
     Upstream u;
     u.host = item.substr(0, colon);
-    const std::string port = item.substr(colon + 1);
-    char* rest = nullptr;
-    const long p = std::strtol(port.c_str(), &rest, 10);
-    if (!ValidHost(u.host) || *rest != '\0' || p < 1 || p > 65535 || !std::isdigit(static_cast<unsigned char>(port[0]))) {
+    u.port = ParsePort(item.substr(colon + 1));
+    if (!ValidHost(u.host) || u.port < 1) {
       *error = fmt::format("replica '{}' is not host:port (port 1-65535)", item);
       return {};
     }
-    u.port = static_cast<int>(p);
     out.push_back(u);
     start = end + 1;
   }
@@ -224,11 +232,9 @@ std::string CheckNginxConfigOptions(const NginxConfigOptions& o) {
     if (!ValidHost(u.host) || u.port < 1 || u.port > 65535) return fmt::format("bad replica {}:{}", u.host, u.port);
   }
   const size_t colon = o.listen.rfind(':');
-  const std::string port = colon == std::string::npos ? o.listen : o.listen.substr(colon + 1);
-  const std::string host = colon == std::string::npos ? std::string() : o.listen.substr(0, colon);
-  char* rest = nullptr;
-  const long p = std::strtol(port.c_str(), &rest, 10);
-  if (port.empty() || *rest != '\0' || p < 1 || p > 65535 || (colon != std::string::npos && !ValidHost(host))) {
+  const bool has_host = colon != std::string::npos;
+  if (ParsePort(has_host ? o.listen.substr(colon + 1) : o.listen) < 1 ||
+      (has_host && !ValidHost(o.listen.substr(0, colon)))) {
     return fmt::format("--listen '{}' is not PORT or HOST:PORT", o.listen);
   }
   if (o.max_fails < 0) return "--max-fails must be at least 0 (0: never mark a replica down)";

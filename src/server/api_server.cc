@@ -232,23 +232,29 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
   HandleCompletion(req, resp, chat, trace, request_id);
 }
 
+const char* ApiServer::StateName(State state) {
+  switch (state) {
+    case State::kLoading: return "loading";
+    case State::kReady: return "ready";
+    case State::kDraining: return "draining";
+    case State::kFailed: return "failed";
+  }
+  return "unknown";
+}
+
 // Liveness: 200 while the process serves (ready, or draining what is in
 // flight); 503 while loading (a startup probe waits) and once failed (restart).
 void ApiServer::HandleHealth(const std::shared_ptr<Responder>& resp, State state) const {
-  const char* status = state == State::kReady     ? "ok"
-                       : state == State::kLoading ? "loading"
-                       : state == State::kFailed  ? "failed"
-                                                  : "draining";
   const bool alive = state == State::kReady || state == State::kDraining;
-  SendJson(resp, alive ? 200 : 503, {{"status", status}});
+  SendJson(resp, alive ? 200 : 503, {{"status", state == State::kReady ? "ok" : StateName(state)}});
 }
 
 // Readiness: 200 only when new work is welcome here: loaded, not draining or
 // failed, and no more than ready_max_waiting requests waiting.
 void ApiServer::HandleReady(const std::shared_ptr<Responder>& resp, State state) const {
   if (state != State::kReady) {
-    const char* status = state == State::kLoading ? "loading" : state == State::kFailed ? "failed" : "draining";
-    return SendJson(resp, 503, {{"status", status}}, {{"Retry-After", state == State::kLoading ? "5" : "1"}});
+    return SendJson(resp, 503, {{"status", StateName(state)}},
+                    {{"Retry-After", state == State::kLoading ? "5" : "1"}});
   }
   const EngineStats stats = backend_.engine->Stats();
   const json body = {{"status", "ready"},

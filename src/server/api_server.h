@@ -76,6 +76,7 @@ class ApiServer {
   bool Authorized(const HttpRequest& req) const;
   void HandleCompletion(const HttpRequest& req, const std::shared_ptr<Responder>& resp, bool chat,
                         const TraceContext& trace, const std::string& request_id);
+  static const char* StateName(State state);  // "loading", "ready", "draining", "failed"
   void HandleHealth(const std::shared_ptr<Responder>& resp, State state) const;
   void HandleReady(const std::shared_ptr<Responder>& resp, State state) const;
   void HandleLogLevel(const HttpRequest& req, const std::shared_ptr<Responder>& resp);

@@ -33,6 +33,25 @@ def mpirun(n):
     return ["mpirun", "--oversubscribe", "-np", str(n)]
 
 
+def free_port():
+    """A loopback port free at the time of the call."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(pred, timeout=10.0, interval=0.02):
+    """Polls pred until it is true or timeout seconds passed; its last value."""
+    import time
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return True
+        time.sleep(interval)
+    return pred()
+
+
 def shared(*parts):
     return os.path.join(SHARED, *parts)
 

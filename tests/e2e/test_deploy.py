@@ -25,7 +25,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import INFERA, REPO, Server  # noqa: E402
+from common import INFERA, REPO, Server, free_port, wait_for  # noqa: E402
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 
@@ -33,21 +33,6 @@ NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 def cli(*args):
     """infera's exit code and text output."""
     return subprocess.run([INFERA, *args], capture_output=True, text=True, timeout=60)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(pred, timeout, step=0.05):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return True
-        time.sleep(step)
-    return False
 
 
 class Replica:
@@ -104,7 +89,7 @@ class Nginx:
         with open(self.log_path, "w") as log:
             self.proc = subprocess.Popen([NGINX, "-p", self.dir + "/", "-c", self.conf, "-g", "daemon off;"],
                                          stdout=subprocess.DEVNULL, stderr=log)
-        ok = wait_until(self._accepts, 10)
+        ok = wait_for(self._accepts, 10)
         if not ok:
             self.proc.kill()
             self.proc.wait()
@@ -333,7 +318,7 @@ class ReplicaSetTest(unittest.TestCase):
         t_back = time.time()
         # It rejoins: nginx tries it again after fail_timeout and it answers.
         served_before = victim.counter("infera_http_requests_total", endpoint="/v1/completions")
-        self.assertTrue(wait_until(lambda: victim.counter("infera_http_requests_total",
+        self.assertTrue(wait_for(lambda: victim.counter("infera_http_requests_total",
                                                            endpoint="/v1/completions") > served_before,
                                    self.FAIL_TIMEOUT + 20), "the restarted replica got no requests")
         rejoin_s = time.time() - t_back

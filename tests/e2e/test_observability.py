@@ -14,7 +14,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Server  # noqa: E402
+from common import Server, wait_for  # noqa: E402
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 PARENT = "b7ad6b7169203331"
@@ -27,15 +27,6 @@ def json_lines(srv):
         if line.startswith("{"):
             out.append(json.loads(line))  # every JSON-looking line must parse
     return out
-
-
-def wait_for(pred, timeout=10.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return pred()
 
 
 class OtlpReceiver:

@@ -13,7 +13,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Server  # noqa: E402
+from common import Server, wait_for  # noqa: E402
 
 
 def sse_request(port, path, body, read_events=None, timeout=120):
@@ -82,15 +82,6 @@ def stream_text(events):
         for c in e.get("choices", []):
             text[c["index"]] = text.get(c["index"], "") + c.get("text", c.get("delta", {}).get("content", "") or "")
     return text
-
-
-def wait_for(pred, timeout=10.0, interval=0.02):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return True
-        time.sleep(interval)
-    return pred()
 
 
 def assert_error_object(test, body, status=None):
