@@ -1,0 +1,38 @@
+#include "prune/input_stats.h"
+
+namespace infera::prune {
+
+InputStats::InputStats(int64_t width, bool with_hessian)
+    : width_(width), sq_norm_(width, 0.0), upper_(with_hessian ? width * width : 0, 0.0) {}
+
+void InputStats::Add(const float* x, int64_t rows) {
+  const int64_t n = width_;
+  std::vector<double> row(n);
+  for (int64_t t = 0; t < rows; ++t) {
+    const float* xt = x + t * n;
+    for (int64_t j = 0; j < n; ++j) {
+      row[j] = xt[j];
+      sq_norm_[j] += row[j] * row[j];
+    }
+    if (upper_.empty()) continue;
+    for (int64_t i = 0; i < n; ++i) {
+      const double xi = row[i];
+      if (xi == 0.0) continue;
+      double* hi = &upper_[i * n];
+      for (int64_t j = i; j < n; ++j) hi[j] += xi * row[j];
+    }
+  }
+  tokens_ += rows;
+}
+
+std::vector<double> InputStats::hessian() const {
+  if (upper_.empty()) return {};
+  const int64_t n = width_;
+  std::vector<double> h = upper_;
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < i; ++j) h[i * n + j] = h[j * n + i];
+  }
+  return h;
+}
+
+}  // namespace infera::prune
