@@ -50,6 +50,8 @@ int main(int argc, char** argv) {
   add("perplexity", "perplexity of a text (llama-perplexity's method), KL divergence against a base", cli::RegisterPerplexity);
   add("tokenize", "print the token ids of a text", cli::RegisterTokenize);
   add("detokenize", "print the text of token ids", cli::RegisterDetokenize);
+  add("prune", "write a pruned GGUF: magnitude, Wanda, SparseGPT (unstructured, 2:4, 4:8) or structured heads / FFN",
+      cli::RegisterPrune);
   add("dump-tensor", "write one GGUF tensor dequantized to raw f32 (testing aid)", cli::RegisterDumpTensor);
   add("eval-logits", "print the logits of a token sequence (testing aid)", cli::RegisterEvalLogits);
   std::string help_topic;

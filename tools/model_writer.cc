@@ -67,6 +67,7 @@ StatusOr<ModelWriteSummary> WriteModelGguf(const LoadedModel& lm, const TypeChoo
       LOG_WARN("no tokenizer: the output has no tokenizer metadata (pass --tokenizer)");
     }
   }
+  if (opts.extra_metadata) opts.extra_metadata(&gw);
   ModelWriteSummary sum;
   int total = 0;  // matrices, for the progress display
   ForEachTensor(c, [&](const TensorRole& r, int) { total += r.matrix ? 1 : 0; });

@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "formats/gguf_writer.h"
 #include "tools/cli_common.h"
 
 namespace infera::cli {
@@ -19,6 +20,8 @@ struct ModelWriteOptions {
   DType file_type = DType::kF32;  // the file's main type
   std::optional<uint32_t> llama_ftype;  // general.file_type (default: from file_type)
   bool show_progress = false;     // a progress bar on stderr
+  // Adds keys after the model's own (e.g. how it was pruned). May be empty.
+  std::function<void(GgufWriter*)> extra_metadata;
 };
 
 struct ModelWriteSummary {

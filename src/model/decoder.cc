@@ -174,6 +174,7 @@ Status DecoderRunner::AttentionBlock(int l, const ForwardBatch& b, KvStorage& kv
     });
     in = normed_.data();
   }
+  Observe(l, LinearInput::kAttnIn, -1, in, T, d);
   const MatmulTarget qkv[] = {{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
   MatmulMany(kernels_, pool_, qkv, 3, in, T);
   // olmo2's norm over the whole Q (and K) projection spans every rank's
@@ -223,6 +224,7 @@ Status DecoderRunner::AttentionBlock(int l, const ForwardBatch& b, KvStorage& kv
     }
     Matmul(kernels_, pool_, L.wo, attn_whole_.data(), T, block_out_.data());
   } else {
+    Observe(l, LinearInput::kAttnOut, -1, attn_out_.data(), T, qd);
     Matmul(kernels_, pool_, L.wo, attn_out_.data(), T, block_out_.data());
     RETURN_IF_ERROR(SumOverTpRanks(T));
   }
@@ -276,12 +278,14 @@ Status DecoderRunner::FfnBlock(int l, int32_t T) {
     });
     in = normed_.data();
   }
+  Observe(l, LinearInput::kFfnIn, -1, in, T, d);
   if (c_.moe()) {
     MoeFfn(l, in, T);
   } else {
     const MatmulTarget gate_up[] = {{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}};
     MatmulMany(kernels_, pool_, gate_up, 2, in, T);
     GatedActivation(gate_.data(), up_.data(), T, ff);
+    Observe(l, LinearInput::kFfnMid, -1, gate_.data(), T, ff);
     Matmul(kernels_, pool_, L.w_down, gate_.data(), T, block_out_.data());
   }
   RETURN_IF_ERROR(SumOverTpRanks(T));
@@ -321,9 +325,11 @@ void DecoderRunner::MoeFfn(int l, const float* in, int32_t T) {
     for (int32_t i = 0; i < n; ++i) {
       std::memcpy(&expert_in_[size_t(i) * d], in + size_t(rows[i] / K) * d, sizeof(float) * d);
     }
+    Observe(l, LinearInput::kExpertIn, e, expert_in_.data(), n, d);
     Matmul(kernels_, pool_, L.exp_gate[e], expert_in_.data(), n, gate_.data());
     Matmul(kernels_, pool_, L.exp_up[e], expert_in_.data(), n, up_.data());
     GatedActivation(gate_.data(), up_.data(), n, ff);
+    Observe(l, LinearInput::kExpertMid, e, gate_.data(), n, ff);
     Matmul(kernels_, pool_, L.exp_down[e], gate_.data(), n, expert_out_.data());
     for (int32_t i = 0; i < n; ++i) {
       std::memcpy(&slot_out_[size_t(rows[i]) * d], &expert_out_[size_t(i) * d], sizeof(float) * d);
@@ -348,6 +354,7 @@ void DecoderRunner::MoeFfn(int l, const float* in, int32_t T) {
     Matmul(kernels_, pool_, L.sh_gate, in, T, gate_.data());
     Matmul(kernels_, pool_, L.sh_up, in, T, up_.data());
     GatedActivation(gate_.data(), up_.data(), T, sff);
+    Observe(l, LinearInput::kSharedMid, -1, gate_.data(), T, sff);
     Matmul(kernels_, pool_, L.sh_down, gate_.data(), T, expert_out_.data());
     ForTokens(T, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {

@@ -23,6 +23,7 @@
 
 #include "attention/attention.h"
 #include "attention/rope.h"
+#include "model/activation_observer.h"
 #include "model/model_runner.h"
 
 namespace infera {
@@ -35,6 +36,8 @@ class DecoderRunner : public ModelRunner {
                 ParallelComms comms = {});
 
   Status Forward(const ForwardBatch& batch, KvStorage& kv, std::vector<float>* logits) override;
+  // Shows every linear layer's input to `observer` (not owned; null: none).
+  void set_observer(ActivationObserver* observer) { observer_ = observer; }
 
  private:
   Status Validate(const ForwardBatch& batch, const KvStorage& kv) const;
@@ -63,6 +66,12 @@ class DecoderRunner : public ModelRunner {
   // Runs fn(t0, t1) over the batch's tokens on the pool (inline for one).
   void ForTokens(int32_t T, FunctionRef<void(int64_t, int64_t)> fn);
 
+  // Shows x [rows, width] to the observer if it wants layer l.
+  void Observe(int l, LinearInput which, int expert, const float* x, int64_t rows, int64_t width) {
+    if (observer_ != nullptr && observer_->Wants(l)) observer_->Observe(l, which, expert, x, rows, width);
+  }
+
+  ActivationObserver* observer_ = nullptr;
   const Model& model_;
   const ModelConfig& c_;
   const KernelTable& kernels_;

@@ -1,0 +1,404 @@
+// infera prune IN OUT: writes a pruned GGUF.
+//
+//   unstructured / N:M   --method magnitude|wanda|sparsegpt --sparsity S
+//                        [--pattern unstructured|2:4|4:8] [--steps K
+//                        --max-ppl-increase P]
+//   structured           --structured heads|ffn|both --ratio R
+//
+// Calibration text (--calib) runs through infera's own forward pass with
+// activation hooks; Wanda and SparseGPT go layer by layer, so each layer is
+// calibrated on the outputs of the already pruned layers before it. The
+// output is written to a temporary file and renamed at the end: a failed
+// run leaves nothing behind.
+#include <fnmatch.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "base/file_util.h"
+#include "base/logging.h"
+#include "base/output_file.h"
+#include "model/tensor_schema.h"
+#include "prune/model_pruning.h"
+#include "prune/sparsity.h"
+#include "quant/policy.h"
+#include "tools/commands.h"
+#include "tools/model_writer.h"
+#include "tools/prune_calibration.h"
+
+namespace infera::cli {
+namespace {
+
+struct PruneArgs {
+  std::vector<std::string> paths;
+  std::string method = "wanda";
+  double sparsity = -1;  // -1: 0.5, or what the N:M pattern implies
+  std::string pattern = "unstructured";
+  std::string calib;
+  int32_t calib_tokens = 4096;
+  int32_t calib_ctx = 0;  // 0: 256, or the trained context if shorter
+  std::vector<std::string> skip;
+  std::string outtype;
+  std::string structured;
+  double ratio = 0.25;
+  double head_ratio = -1, ffn_ratio = -1;
+  int steps = 1;
+  double max_ppl_increase = -1;  // percent; < 0: no limit
+  double damp = 0.01;
+  int block_size = 128;
+  int threads = 0;
+  std::string report;
+};
+
+using prune::LayerMatrix;
+
+// Token chunks of at most n_ctx tokens, BOS first, from `tokens` [from, to).
+std::vector<std::vector<int32_t>> Chunks(const std::vector<int32_t>& tokens, size_t from, size_t to, int32_t n_ctx,
+                                         int32_t bos) {
+  std::vector<std::vector<int32_t>> out;
+  const size_t body = static_cast<size_t>(n_ctx) - (bos >= 0 ? 1 : 0);
+  for (size_t at = from; at + 1 < to; at += body) {
+    std::vector<int32_t> c;
+    if (bos >= 0) c.push_back(bos);
+    c.insert(c.end(), tokens.begin() + at, tokens.begin() + std::min(to, at + body));
+    if (c.size() >= 2) out.push_back(std::move(c));
+  }
+  return out;
+}
+
+bool Skipped(const std::vector<std::string>& skip, const std::string& name) {
+  const std::string base = name.substr(0, name.find('['));
+  for (const auto& p : skip) {
+    if (fnmatch(p.c_str(), base.c_str(), 0) == 0) return true;
+  }
+  return false;
+}
+
+// Prunes one matrix with `stats` of its input (null: magnitude).
+Status PruneMatrix(const LayerMatrix& lm, const std::string& method, const prune::InputStats* stats, double sparsity,
+                   const prune::Pattern& pattern, const PruneArgs& a, int threads) {
+  WeightMatrix& m = *lm.m;
+  float* w = const_cast<float*>(reinterpret_cast<const float*>(m.data));
+  if (method == "sparsegpt" && stats != nullptr) {
+    prune::SparseGptOptions o;
+    o.sparsity = sparsity;
+    o.pattern = pattern;
+    o.block_size = a.block_size;
+    o.damp = a.damp;
+    Status st = prune::SparseGpt(w, m.n_out, m.n_in, stats->hessian(), o, threads);
+    if (!st.ok()) return Status(st.code(), lm.name + ": " + st.message());
+    return Status::Ok();
+  }
+  const auto score = prune::WeightScores(w, m.n_out, m.n_in, method == "magnitude" || stats == nullptr
+                                                                   ? nullptr : stats->sq_norm().data());
+  prune::PruneByScore(w, score.data(), m.n_out, m.n_in, sparsity, pattern);
+  return Status::Ok();
+}
+
+struct PruneContext {
+  const PruneArgs& a;
+  Model& model;
+  std::vector<LayerMatrix> mats;  // the ones to prune
+  prune::Pattern pattern;
+  std::unique_ptr<Calibrator> calibrator;
+  std::vector<std::vector<int32_t>> calib, holdout;
+  int threads = 1;
+};
+
+// One pass of unstructured / N:M pruning to `sparsity`, layer by layer.
+Status PrunePass(PruneContext& ctx, double sparsity) {
+  const PruneArgs& a = ctx.a;
+  const int n_layer = ctx.model.config.n_layer;
+  const bool calibrated = a.method != "magnitude";
+  const auto t0 = std::chrono::steady_clock::now();
+  int warned_experts = 0;
+  for (int l = 0; l < n_layer; ++l) {
+    std::unique_ptr<StatsCollector> stats;
+    if (calibrated) {
+      stats = std::make_unique<StatsCollector>(std::vector<int>{l}, std::vector<LinearInput>{},
+                                               a.method == "sparsegpt");
+      RETURN_IF_ERROR(ctx.calibrator->Run(ctx.calib, stats.get()));
+    }
+    for (const LayerMatrix& lm : ctx.mats) {
+      if (lm.layer != l) continue;
+      const prune::InputStats* s = stats ? stats->Find(l, lm.input, lm.expert) : nullptr;
+      if (calibrated && s == nullptr && warned_experts++ == 0) {
+        LOG_WARN("{}: no calibration token reached it; pruned by magnitude (further such tensors not reported)",
+                 lm.name);
+      }
+      RETURN_IF_ERROR(PruneMatrix(lm, a.method, s, sparsity, ctx.pattern, a, ctx.threads));
+    }
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "\rprune: %s %s %.0f %%: layer %d/%d, %.1f s", a.method.c_str(), ctx.pattern.Name().c_str(),
+                 100 * sparsity, l + 1, n_layer, secs);
+    std::fflush(stderr);
+  }
+  std::fputc('\n', stderr);
+  return Status::Ok();
+}
+
+// Saved values of the matrices to prune (to undo a step).
+std::vector<std::vector<float>> Snapshot(const std::vector<LayerMatrix>& mats) {
+  std::vector<std::vector<float>> out;
+  for (const auto& lm : mats) {
+    const float* w = reinterpret_cast<const float*>(lm.m->data);
+    out.emplace_back(w, w + lm.m->n_in * lm.m->n_out);
+  }
+  return out;
+}
+
+void Restore(const std::vector<LayerMatrix>& mats, const std::vector<std::vector<float>>& saved) {
+  for (size_t i = 0; i < mats.size(); ++i) {
+    std::copy(saved[i].begin(), saved[i].end(), const_cast<float*>(reinterpret_cast<const float*>(mats[i].m->data)));
+  }
+}
+
+int Prune(const PruneArgs& a, const RuntimeOptions& rt_in) {
+  if (a.paths.size() != 2) return ReportError("usage: infera prune IN OUT.gguf --method M --sparsity S");
+  const bool structured = !a.structured.empty();
+  const bool heads = a.structured == "heads" || a.structured == "both";
+  const bool ffn = a.structured == "ffn" || a.structured == "both";
+  if (structured && !heads && !ffn) return ReportError("--structured must be heads, ffn or both");
+  if (a.method != "magnitude" && a.method != "wanda" && a.method != "sparsegpt") {
+    return ReportError("--method must be magnitude, wanda or sparsegpt");
+  }
+  auto pattern = prune::ParsePattern(a.pattern);
+  if (!pattern.ok()) return ReportError(pattern.status());
+  double sparsity = a.sparsity;
+  if (pattern->nm()) {
+    const double implied = 1.0 - static_cast<double>(pattern->n) / pattern->m;
+    if (sparsity >= 0 && std::fabs(sparsity - implied) > 1e-9) {
+      return ReportError(fmt::format("--pattern {} means sparsity {}; drop --sparsity or give {}", pattern->Name(),
+                                     implied, implied));
+    }
+    sparsity = implied;
+  } else if (sparsity < 0) {
+    sparsity = 0.5;
+  }
+  if (!structured) {
+    if (Status st = prune::CheckShape(pattern->nm() ? pattern->m : 1, sparsity, *pattern); !st.ok()) return ReportError(st);
+  }
+  const double head_ratio = heads ? (a.head_ratio >= 0 ? a.head_ratio : a.ratio) : 0.0;
+  const double ffn_ratio = ffn ? (a.ffn_ratio >= 0 ? a.ffn_ratio : a.ratio) : 0.0;
+  for (double r : {head_ratio, ffn_ratio}) {
+    if (structured && (r < 0 || r >= 1)) return ReportError(fmt::format("--ratio must be in (0, 1), not {}", r));
+  }
+  if (a.steps < 1 || a.steps > 100) return ReportError("--steps must be in 1..100");
+  if (a.steps > 1 && (structured || pattern->nm())) {
+    return ReportError("--steps applies to unstructured pruning (an N:M pattern or a structure is one step)");
+  }
+  if (a.max_ppl_increase >= 0 && a.steps == 1) return ReportError("--max-ppl-increase needs --steps K > 1");
+  if (!(a.damp > 0 && a.damp < 10) || a.block_size <= 0 || a.block_size % 64 != 0) {
+    return ReportError("--damp must be in (0, 10) and --block-size a positive multiple of 64");
+  }
+  const bool needs_calib = structured || a.method != "magnitude" || a.steps > 1;
+  if (needs_calib && a.calib.empty()) {
+    return ReportError(structured ? "structured pruning needs --calib FILE (calibration text)"
+                                  : a.method + " needs --calib FILE (calibration text)");
+  }
+  if (a.calib_tokens < 16) return ReportError("--calib-tokens must be >= 16");
+  if (a.calib_ctx != 0 && a.calib_ctx < 8) return ReportError("--calib-ctx must be >= 8");
+  if (Status st = CheckOutputNotInput(a.paths[1], {a.paths[0], a.calib}); !st.ok()) return ReportError(st);
+  std::optional<QuantTarget> target;
+  if (!a.outtype.empty()) {
+    target = ParseQuantTarget(a.outtype);
+    if (!target) return ReportError("--outtype must be a type `infera quantize --type` accepts (f32, f16, q8_0, q4_k_m, ...)");
+  }
+
+  std::optional<KernelTable> kernels;  // outlives the calibrator's engine
+  auto lm = LoadModelAndTokenizer(a.paths[0], "", needs_calib);
+  if (!lm.ok()) return ReportError(lm.status());
+  Model& model = *lm->model;
+  if (structured) {
+    if (Status st = prune::CheckStructuredSupported(model.config, heads, ffn); !st.ok()) return ReportError(st);
+  }
+  // The stored type of every tensor (the output keeps it unless --outtype).
+  std::map<std::string, DType> stored;
+  for (const auto& m : prune::LayerMatrices(&model)) stored[m.name] = m.m->type;
+  if (Status st = prune::MakeLayerMatricesF32(&model); !st.ok()) return ReportError(st);
+  PruneContext ctx{a, model, {}, *pattern, nullptr, {}, {}, ResolveThreads(a.threads)};
+  for (const auto& m : prune::LayerMatrices(&model)) {
+    if (Skipped(a.skip, m.name)) continue;
+    if (!structured) {
+      if (Status st = prune::CheckShape(m.m->n_in, sparsity, *pattern); !st.ok()) {
+        return ReportError(m.name + ": " + st.message());
+      }
+    }
+    ctx.mats.push_back(m);
+  }
+  if (ctx.mats.empty() && !structured) return ReportError("--skip leaves no tensor to prune");
+
+  if (needs_calib) {
+    auto text = ReadTextArg(a.calib);
+    if (!text.ok()) return ReportError(text.status());
+    const std::vector<int32_t> tokens = lm->tokenizer->Encode(*text, /*add_special=*/false, /*parse_special=*/false);
+    const int32_t n_train = model.config.n_ctx_train;
+    const int32_t n_ctx = a.calib_ctx > 0 ? a.calib_ctx : (n_train > 0 ? std::min(256, n_train) : 256);
+    if (n_train > 0 && n_ctx > n_train) return ReportError(fmt::format("--calib-ctx {} is beyond the trained context {}", n_ctx, n_train));
+    // A hold-out after the calibration tokens: a quarter as many (at least
+    // two chunks) when --steps measures perplexity.
+    const size_t holdout = a.steps > 1 ? std::max<size_t>(a.calib_tokens / 4, 2 * static_cast<size_t>(n_ctx)) : 0;
+    if (tokens.size() < static_cast<size_t>(a.calib_tokens) + holdout) {
+      return ReportError(fmt::format("{} has {} tokens; --calib-tokens {}{} needs at least {}", a.calib, tokens.size(),
+                                     a.calib_tokens, holdout ? fmt::format(" plus a hold-out of {}", holdout) : "",
+                                     a.calib_tokens + holdout));
+    }
+    const int32_t bos = lm->tokenizer->vocab().bos;
+    ctx.calib = Chunks(tokens, 0, a.calib_tokens, n_ctx, bos);
+    ctx.holdout = Chunks(tokens, a.calib_tokens, a.calib_tokens + holdout, n_ctx, bos);
+    auto k = SelectKernels(rt_in);
+    if (!k.ok()) return ReportError(k.status());
+    kernels = *k;
+    auto cal = Calibrator::Create(model, *lm->tokenizer, *kernels, ctx.threads, n_ctx);
+    if (!cal.ok()) return ReportError(cal.status());
+    ctx.calibrator = std::move(cal).value();
+  }
+
+  nlohmann::json report = {{"input", a.paths[0]}, {"output", a.paths[1]}};
+  if (structured) {
+    // One calibration pass: the inputs of wo and w_down in every layer.
+    StatsCollector stats({}, {LinearInput::kAttnOut, LinearInput::kFfnMid}, false);
+    if (Status st = ctx.calibrator->Run(ctx.calib, &stats); !st.ok()) return ReportError(st);
+    const int n_layer = model.config.n_layer;
+    std::vector<std::vector<double>> ss_attn(heads ? n_layer : 0), ss_ffn(ffn ? n_layer : 0);
+    for (int l = 0; l < n_layer; ++l) {
+      for (auto [v, which] : {std::pair{&ss_attn, LinearInput::kAttnOut}, std::pair{&ss_ffn, LinearInput::kFfnMid}}) {
+        if (v->empty()) continue;
+        const prune::InputStats* s = stats.Find(l, which, -1);
+        if (s == nullptr) return ReportError(fmt::format("layer {}: no calibration activations", l));
+        (*v)[l] = s->sq_norm();
+      }
+    }
+    auto plan = prune::PlanStructured(model, ss_attn, ss_ffn, head_ratio, ffn_ratio);
+    if (!plan.ok()) return ReportError(plan.status());
+    const ModelConfig before = model.config;
+    if (Status st = prune::ApplyStructured(&model, *plan); !st.ok()) return ReportError(st);
+    nlohmann::json layers = nlohmann::json::array();
+    for (int l = 0; l < n_layer; ++l) {
+      layers.push_back({{"n_head", model.config.n_head_at(l)}, {"n_head_kv", model.config.n_head_kv_at(l)},
+                        {"n_ff", model.config.n_ff_at(l)}, {"kept_kv_heads", plan->kv_heads[l]},
+                        {"kept_ff", plan->ff[l]}});
+    }
+    report["structured"] = {{"heads_ratio", head_ratio}, {"ffn_ratio", ffn_ratio}, {"layers", layers}};
+    std::fprintf(stderr, "prune: structured: heads %d -> %d, KV heads %d -> %d, FFN %d -> %d (layer 0)\n",
+                 before.n_head_at(0), model.config.n_head_at(0), before.n_head_kv_at(0), model.config.n_head_kv_at(0),
+                 before.n_ff_at(0), model.config.n_ff_at(0));
+  } else {
+    std::optional<double> dense_ppl;
+    nlohmann::json steps = nlohmann::json::array();
+    if (a.steps > 1) {
+      auto p = ctx.calibrator->Perplexity(ctx.holdout);
+      if (!p.ok()) return ReportError(p.status());
+      dense_ppl = *p;
+      std::fprintf(stderr, "prune: hold-out perplexity dense %.4f\n", *dense_ppl);
+    }
+    double reached = 0;
+    for (int k = 1; k <= a.steps; ++k) {
+      const double target = sparsity * k / a.steps;
+      std::vector<std::vector<float>> saved;
+      if (a.max_ppl_increase >= 0) saved = Snapshot(ctx.mats);
+      if (Status st = PrunePass(ctx, target); !st.ok()) return ReportError(st);
+      if (!dense_ppl) {
+        reached = target;
+        continue;
+      }
+      auto p = ctx.calibrator->Perplexity(ctx.holdout);
+      if (!p.ok()) return ReportError(p.status());
+      const double inc = 100.0 * (*p / *dense_ppl - 1.0);
+      steps.push_back({{"sparsity", target}, {"ppl", *p}, {"increase_percent", inc}});
+      std::fprintf(stderr, "prune: step %d/%d sparsity %.3f: hold-out perplexity %.4f (%+.2f %%)\n", k, a.steps, target,
+                   *p, inc);
+      if (a.max_ppl_increase >= 0 && inc > a.max_ppl_increase) {
+        Restore(ctx.mats, saved);
+        if (k == 1) {
+          return ReportError(fmt::format("the first step (sparsity {:.3f}) already raises the hold-out perplexity by "
+                                         "{:.2f} % > --max-ppl-increase {}; nothing written", target, inc,
+                                         a.max_ppl_increase));
+        }
+        std::fprintf(stderr, "prune: stopped: step %d exceeds --max-ppl-increase %.2f %%; keeping sparsity %.3f\n", k,
+                     a.max_ppl_increase, reached);
+        break;
+      }
+      reached = target;
+    }
+    report["method"] = a.method;
+    report["pattern"] = ctx.pattern.Name();
+    report["sparsity"] = reached;
+    if (dense_ppl) {
+      report["dense_ppl"] = *dense_ppl;
+      report["steps"] = steps;
+    }
+  }
+
+  // Per-tensor sparsity, and the output.
+  uint64_t zeros = 0, total = 0;
+  nlohmann::json tensors = nlohmann::json::object();
+  for (const auto& m : prune::LayerMatrices(&model)) {
+    const int64_t n = m.m->n_in * m.m->n_out;
+    const double z = prune::ZeroFraction(reinterpret_cast<const float*>(m.m->data), n);
+    tensors[m.name] = z;
+    zeros += static_cast<uint64_t>(std::llround(z * static_cast<double>(n)));
+    total += n;
+  }
+  report["tensor_sparsity"] = tensors;
+  const std::string output_name =
+      GlobalTensorName(model.config.tied_embeddings ? &ModelWeights::tok_embd : &ModelWeights::output);
+  auto choose = [&](const std::string& name, const WeightMatrix& m) -> DType {
+    if (target) return ChooseTensorType(*target, name, m.n_in, model.config.n_layer, output_name, false);
+    auto it = stored.find(name);
+    return it != stored.end() ? FallbackForShape(it->second, m.n_in) : m.type;
+  };
+  ModelWriteOptions wo;
+  wo.embed_tokenizer = !model.gguf;
+  wo.file_type = target ? target->base : model.weights->tok_embd.type;
+  if (target) wo.llama_ftype = target->ftype;
+  wo.show_progress = true;
+  wo.extra_metadata = [&](GgufWriter* gw) {
+    gw->SetString("infera.pruning.method", structured ? "structured-" + a.structured : a.method);
+    if (!structured) {
+      gw->SetString("infera.pruning.pattern", ctx.pattern.Name());
+      gw->SetF32("infera.pruning.sparsity", static_cast<float>(report["sparsity"].get<double>()));
+    }
+  };
+  auto sum = WriteModelGguf(*lm, choose, wo, a.paths[1]);
+  if (!sum.ok()) return ReportError(sum.status());
+  if (!a.report.empty()) {
+    if (Status st = WriteFileAtomically(a.report, report.dump(1) + "\n"); !st.ok()) return ReportError(st);
+  }
+  auto size = FileSize(a.paths[1]);
+  std::fprintf(stderr, "wrote %s: %.2f MiB; layer weights %.1f %% zeros\n", a.paths[1].c_str(),
+               size.ok() ? *size / 1048576.0 : 0.0, total ? 100.0 * zeros / total : 0.0);
+  return kExitOk;
+}
+
+}  // namespace
+
+CommandFn RegisterPrune(CLI::App& app, const RuntimeOptions& rt) {
+  auto a = std::make_shared<PruneArgs>();
+  app.add_option("paths", a->paths, "IN (GGUF, HF folder or llama2.c checkpoint) OUT.gguf")->required();
+  app.add_option("--method", a->method, "magnitude, wanda (default) or sparsegpt");
+  app.add_option("--sparsity", a->sparsity, "fraction of each layer matrix to zero, in (0, 1) (default 0.5)");
+  app.add_option("--pattern", a->pattern, "unstructured (default), or N:M: keep N of every M weights (2:4, 4:8)");
+  app.add_option("--calib", a->calib, "calibration text (wanda, sparsegpt, --structured, --steps; - reads stdin)");
+  app.add_option("--calib-tokens", a->calib_tokens, "calibration tokens to use (default 4096)");
+  app.add_option("--calib-ctx", a->calib_ctx, "tokens per calibration chunk (0: 256, or the trained context if shorter)");
+  app.add_option("--skip", a->skip, "leave tensors matching this glob dense, e.g. '*attn_v*' (repeatable)");
+  app.add_option("--outtype", a->outtype, "store the weights in this type (as quantize --type; default: as stored)");
+  app.add_option("--structured", a->structured, "heads, ffn or both: remove whole KV groups / FFN channels");
+  app.add_option("--ratio", a->ratio, "fraction of heads / channels to remove per layer (default 0.25)");
+  app.add_option("--head-ratio", a->head_ratio, "heads only: fraction of KV groups to remove (default --ratio)");
+  app.add_option("--ffn-ratio", a->ffn_ratio, "FFN only: fraction of channels to remove (default --ratio)");
+  app.add_option("--steps", a->steps, "reach --sparsity in K equal increments, measuring hold-out perplexity");
+  app.add_option("--max-ppl-increase", a->max_ppl_increase,
+                 "with --steps: stop before the hold-out perplexity rises more than P percent");
+  app.add_option("--damp", a->damp, "SparseGPT damping, a fraction of the mean Hessian diagonal (default 0.01)");
+  app.add_option("--block-size", a->block_size, "SparseGPT columns per block (default 128)");
+  app.add_option("-t,--threads", a->threads, "threads (0: the cores this process may use)");
+  app.add_option("--report", a->report, "write a JSON report: per-tensor sparsity, steps, kept heads and channels");
+  return [a, &rt]() { return Prune(*a, rt); };
+}
+
+}  // namespace infera::cli

@@ -1,0 +1,115 @@
+#include "tools/prune_calibration.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/decoder.h"
+
+namespace infera::cli {
+namespace {
+
+// A decoder runner that shows its activations to *observer (read at every
+// call, so the calibrator can switch observers between runs; null: none).
+class ObservedRunner : public ModelRunner, private ActivationObserver {
+ public:
+  ObservedRunner(const Model& model, const KernelTable& kernels, ThreadPool& pool, int n_ctx,
+                 ActivationObserver* const* observer)
+      : runner_(model, kernels, pool, n_ctx), observer_(observer) {
+    runner_.set_observer(this);
+  }
+  Status Forward(const ForwardBatch& b, KvStorage& kv, std::vector<float>* logits) override {
+    return runner_.Forward(b, kv, logits);
+  }
+
+ private:
+  bool Wants(int l) const override { return *observer_ != nullptr && (*observer_)->Wants(l); }
+  void Observe(int l, LinearInput w, int e, const float* x, int64_t rows, int64_t width) override {
+    (*observer_)->Observe(l, w, e, x, rows, width);
+  }
+
+  DecoderRunner runner_;
+  ActivationObserver* const* observer_;
+};
+
+}  // namespace
+
+StatsCollector::StatsCollector(std::vector<int> layers, std::vector<LinearInput> inputs, bool with_hessian)
+    : layers_(std::move(layers)), inputs_(std::move(inputs)), with_hessian_(with_hessian) {}
+
+bool StatsCollector::Wants(int layer) const {
+  return layers_.empty() || std::find(layers_.begin(), layers_.end(), layer) != layers_.end();
+}
+
+void StatsCollector::Observe(int layer, LinearInput which, int expert, const float* x, int64_t rows, int64_t width) {
+  if (!inputs_.empty() && std::find(inputs_.begin(), inputs_.end(), which) == inputs_.end()) return;
+  auto& s = stats_[Key{layer, which, expert}];
+  if (!s) s = std::make_unique<prune::InputStats>(width, with_hessian_);
+  s->Add(x, rows);
+}
+
+const prune::InputStats* StatsCollector::Find(int layer, LinearInput which, int expert) const {
+  auto it = stats_.find(Key{layer, which, expert});
+  return it == stats_.end() || it->second->tokens() == 0 ? nullptr : it->second.get();
+}
+
+StatusOr<std::unique_ptr<Calibrator>> Calibrator::Create(const Model& model, const Tokenizer& tok,
+                                                         const KernelTable& kernels, int threads, int32_t n_ctx) {
+  std::unique_ptr<Calibrator> c(new Calibrator());
+  EngineOptions eo;
+  eo.threads = threads;
+  eo.max_num_seqs = 1;
+  eo.max_batched_tokens = n_ctx;
+  eo.max_model_len = n_ctx;
+  eo.prefix_caching = false;  // the weights change between runs
+  Calibrator* self = c.get();
+  ModelRunnerFactory factory = [self, &model, &kernels, n_ctx](ThreadPool& pool) -> std::unique_ptr<ModelRunner> {
+    return std::make_unique<ObservedRunner>(model, kernels, pool, n_ctx, &self->observer_);
+  };
+  auto engine = Engine::Create(model, &tok, kernels, eo, factory);
+  if (!engine.ok()) return engine.status();
+  c->engine_ = std::move(engine).value();
+  c->n_vocab_ = model.config.n_vocab;
+  return c;
+}
+
+Status Calibrator::Run(const std::vector<std::vector<int32_t>>& chunks, ActivationObserver* observer) {
+  observer_ = observer;
+  RequestParams rp;
+  rp.max_tokens = 0;
+  Status st;
+  for (const auto& chunk : chunks) {
+    rp.prompt_logits_from = static_cast<int32_t>(chunk.size()) - 1;
+    auto res = RunRequest(*engine_, chunk, rp);
+    if (!res.ok()) {
+      st = res.status();
+      break;
+    }
+  }
+  observer_ = nullptr;
+  return st;
+}
+
+StatusOr<double> Calibrator::Perplexity(const std::vector<std::vector<int32_t>>& chunks) {
+  RequestParams rp;
+  rp.max_tokens = 0;
+  double nll = 0;
+  int64_t count = 0;
+  for (const auto& chunk : chunks) {
+    const int32_t n = static_cast<int32_t>(chunk.size()), first = n / 2;
+    rp.prompt_logits_from = first;
+    auto res = RunRequest(*engine_, chunk, rp);
+    if (!res.ok()) return res.status();
+    for (int32_t j = 0; first + j + 1 < n; ++j) {
+      const float* row = res->prompt_logits.data() + static_cast<size_t>(j) * n_vocab_;
+      const float mx = *std::max_element(row, row + n_vocab_);
+      double sum = 0;
+      for (int32_t i = 0; i < n_vocab_; ++i) sum += std::exp(static_cast<double>(row[i]) - mx);
+      nll += mx + std::log(sum) - row[chunk[first + j + 1]];
+      ++count;
+    }
+  }
+  if (count == 0) return InvalidArgument("the hold-out is too short to score");
+  return std::exp(nll / static_cast<double>(count));
+}
+
+}  // namespace infera::cli

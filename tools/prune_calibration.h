@@ -1,0 +1,55 @@
+// Calibration for `infera prune`: runs chunks of calibration text through
+// the serving engine with an ActivationObserver on the decoder, and measures
+// perplexity on a hold-out. The model's weights may be edited between runs
+// (pruning layer by layer): every run reads them afresh.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+#include "infera/engine.h"
+#include "model/activation_observer.h"
+#include "prune/input_stats.h"
+#include "tools/cli_common.h"
+
+namespace infera::cli {
+
+// InputStats per (layer, input, expert) for the layers an observer wants.
+class StatsCollector : public ActivationObserver {
+ public:
+  using Key = std::tuple<int, LinearInput, int>;
+  // layers: the layers to collect (empty: all); inputs: which (empty: all).
+  StatsCollector(std::vector<int> layers, std::vector<LinearInput> inputs, bool with_hessian);
+  bool Wants(int layer) const override;
+  void Observe(int layer, LinearInput which, int expert, const float* x, int64_t rows, int64_t width) override;
+  // Null when nothing was seen for the key.
+  const prune::InputStats* Find(int layer, LinearInput which, int expert) const;
+
+ private:
+  std::vector<int> layers_;
+  std::vector<LinearInput> inputs_;
+  bool with_hessian_;
+  std::map<Key, std::unique_ptr<prune::InputStats>> stats_;
+};
+
+class Calibrator {
+ public:
+  // `model`, `tok` and `kernels` must outlive it. Chunks: token sequences
+  // (BOS first) of at most n_ctx tokens.
+  static StatusOr<std::unique_ptr<Calibrator>> Create(const Model& model, const Tokenizer& tok,
+                                                      const KernelTable& kernels, int threads, int32_t n_ctx);
+  // Runs every chunk with `observer` shown the activations.
+  Status Run(const std::vector<std::vector<int32_t>>& chunks, ActivationObserver* observer);
+  // llama-perplexity's measure over the chunks: the second half of each scored.
+  StatusOr<double> Perplexity(const std::vector<std::vector<int32_t>>& chunks);
+
+ private:
+  Calibrator() = default;
+  ActivationObserver* observer_ = nullptr;  // shown by the runner while Run runs
+  std::unique_ptr<Engine> engine_;
+  int32_t n_vocab_ = 0;
+};
+
+}  // namespace infera::cli
