@@ -7,6 +7,8 @@
 #include "attention/kv_storage.h"
 #include "base/file_util.h"
 #include "model/loader.h"
+#include "prune/model_pruning.h"
+#include "tensor/quant_blocks.h"
 #include "tools/commands.h"
 
 namespace infera::cli {
@@ -15,7 +17,31 @@ namespace {
 struct InfoArgs {
   std::string model;
   int32_t ctx = 0;
+  bool sparsity = false;
 };
+
+// Each layer matrix: type, shape and fraction of exact zeros (dequantized).
+void PrintSparsity(Model* m) {
+  std::printf("%-34s %-7s %-13s %s\n", "tensor", "type", "shape", "zeros");
+  std::vector<float> row;
+  uint64_t zeros = 0, total = 0;
+  for (const prune::LayerMatrix& lm : prune::LayerMatrices(m)) {
+    const WeightMatrix& w = *lm.m;
+    if (w.data == nullptr) continue;
+    row.resize(w.n_in);
+    uint64_t z = 0;
+    for (int64_t r = 0; r < w.n_out; ++r) {
+      DequantizeRow(w.type, w.data + r * w.row_bytes, row.data(), w.n_in);
+      for (float x : row) z += x == 0.0f;
+    }
+    const uint64_t n = static_cast<uint64_t>(w.n_in) * w.n_out;
+    zeros += z;
+    total += n;
+    std::printf("%-34s %-7s %-13s %.1f %%\n", lm.name.c_str(), DTypeName(w.type),
+                fmt::format("{}x{}", w.n_out, w.n_in).c_str(), 100.0 * z / n);
+  }
+  std::printf("%-34s %-7s %-13s %.1f %%\n", "all layer matrices", "", "", total ? 100.0 * zeros / total : 0.0);
+}
 
 std::string Human(double bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -125,8 +151,17 @@ int Info(const InfoArgs& a) {
     for (int32_t id : m.extra_eog_ids) ids += (ids.empty() ? "" : " ") + std::to_string(id);
     std::printf("eos ids (config):  %s\n", ids.c_str());
   }
+  if (m.gguf) {
+    if (auto method = m.gguf->GetString("infera.pruning.method")) {
+      std::string how = *method;
+      if (auto p = m.gguf->GetString("infera.pruning.pattern")) how += ", " + *p;
+      if (auto sp = m.gguf->GetFloat("infera.pruning.sparsity")) how += fmt::format(", sparsity {:.3f}", *sp);
+      std::printf("pruning:           %s\n", how.c_str());
+    }
+  }
   if (lm->tokenizer) std::printf("tokenizer:         %d tokens, bos %d, eos %d\n", lm->tokenizer->n_vocab(),
                                  lm->tokenizer->vocab().bos, lm->tokenizer->vocab().eos);
+  if (a.sparsity) PrintSparsity(lm->model.get());
   return kExitOk;
 }
 
@@ -136,6 +171,7 @@ CommandFn RegisterInfo(CLI::App& app, const RuntimeOptions&) {
   auto a = std::make_shared<InfoArgs>();
   app.add_option("model", a->model, "GGUF file, Hugging Face folder or llama2.c .bin (default: the bundled model)");
   app.add_option("-c,--ctx-size", a->ctx, "context size for the memory estimate (0: default)");
+  app.add_flag("--sparsity", a->sparsity, "list every layer matrix with its type, shape and fraction of zeros");
   return [a]() { return Info(*a); };
 }
 

@@ -202,6 +202,9 @@ int Prune(const PruneArgs& a, const RuntimeOptions& rt_in) {
   if (a.calib_tokens < 16) return ReportError("--calib-tokens must be >= 16");
   if (a.calib_ctx != 0 && a.calib_ctx < 8) return ReportError("--calib-ctx must be >= 8");
   if (Status st = CheckOutputNotInput(a.paths[1], {a.paths[0], a.calib}); !st.ok()) return ReportError(st);
+  if (!a.report.empty()) {
+    if (Status st = CheckOutputNotInput(a.report, {a.paths[0], a.calib, a.paths[1]}); !st.ok()) return ReportError(st);
+  }
   std::optional<QuantTarget> target;
   if (!a.outtype.empty()) {
     target = ParseQuantTarget(a.outtype);
