@@ -13,6 +13,9 @@ PKGS=(
   clang libclang-rt-14-dev
   # tooling and independent references in tests (Debian's interpreter)
   python3 python3-numpy
+  # PyTorch: tools/train/distill.py (pruning recovery) and its test;
+  # OpenBLAS so Debian's torch does not fall back to the reference BLAS
+  python3-torch libopenblas0-pthread
   # Prometheus server + promtool: metrics and alert-rule tests
   prometheus
   # Open MPI: tensor / pipeline parallelism across processes and hosts;
