@@ -93,6 +93,7 @@ void QuantGroups(const KernelTable& k, const MatmulPart& p, int64_t m, int64_t g
   const int64_t n_out = p.w->n_out;
   const int64_t tb = TokenBlock(p.w->n_in + 64);
   alignas(64) float out[4 * kR];
+  const QGemmFn qgemm = p.pm->format().sparse24 ? k.qgemm_sparse24 : k.qgemm;
   for (int64_t t0 = 0; t0 < m; t0 += tb) {
     const int64_t t1 = std::min(m, t0 + tb);
     for (int64_t g = g0; g < g1; ++g) {
@@ -100,7 +101,7 @@ void QuantGroups(const KernelTable& k, const MatmulPart& p, int64_t m, int64_t g
       const int nr = static_cast<int>(std::min<int64_t>(kR, n_out - r0));
       for (int64_t t = t0; t < t1; t += 4) {
         const int nt = static_cast<int>(std::min<int64_t>(4, t1 - t));
-        k.qgemm(*p.pm, g, p.acts, t, nt, out);
+        qgemm(*p.pm, g, p.acts, t, nt, out);
         for (int i = 0; i < nt; ++i) std::copy(out + i * kR, out + i * kR + nr, p.y + (t + i) * n_out + r0);
       }
     }

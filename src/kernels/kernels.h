@@ -125,6 +125,10 @@ struct KernelTable {
   FloatTileFn tile_f16 = nullptr;
   FloatTileFn tile_bf16 = nullptr;
   QGemmFn qgemm = nullptr;
+  // The same for the 2:4 sparse layout (PackFormat::sparse24): identical
+  // results to qgemm on the dense Q8_0 packing of the same weights.
+  QGemmFn qgemm_sparse24 = nullptr;
+  const char* qgemm_sparse24_variant = "scalar";
   // Activation quantization for qgemm, one token (packed.h).
   QuantizeTokenFn quantize_token = nullptr;
   // Plain f32 dot product (attention scores).

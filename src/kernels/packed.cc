@@ -9,6 +9,7 @@
 #include "base/check.h"
 #include "kernels/reference/unpack.h"
 #include "tensor/fp16.h"
+#include "tensor/quant_blocks.h"
 
 namespace infera {
 
@@ -20,6 +21,7 @@ PackFormat GetPackFormat(DType t) {
     case DType::kQ2_K: return {true, 4, 16, true, -1};
     case DType::kQ3_K: return {true, 4, 16, false, 2};
     case DType::kQ8_0: return {true, 8, 32, false, 7, true};
+    case DType::kQ8_0S24: return {true, 5, 32, false, 7, true, false, false, true};
     case DType::kIQ4_NL: return {true, 4, 32, false, 7, true, false, true};
     case DType::kQ5_0: return {true, 5, 32, false, 4, true};
     case DType::kQ5_1: return {true, 5, 32, true, -1, true};
@@ -71,10 +73,23 @@ float PackedMatrix::Min(int64_t group, int64_t b, int r) const {
   return fmt_.f16_scales ? F16At(p, r) : F32At(p, r);
 }
 
-PackedMatrix PackedMatrix::Pack(DType t, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_out) {
+bool PackedMatrix::IsSparse24(DType t, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_out) {
+  if (t == DType::kQ8_0S24) return true;
+  if (t != DType::kQ8_0) return false;
+  for (int64_t r = 0; r < n_out; ++r) {
+    for (int64_t b = 0; b < n_in / 32; ++b) {
+      if (!Q8_0BlockIs24(w + r * row_bytes + b * 34)) return false;
+    }
+  }
+  return true;
+}
+
+PackedMatrix PackedMatrix::Pack(DType t, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_out,
+                                bool sparse24) {
   PackedMatrix pm;
   pm.type_ = t;
-  pm.fmt_ = GetPackFormat(t);
+  pm.fmt_ = GetPackFormat(sparse24 ? DType::kQ8_0S24 : t == DType::kQ8_0S24 ? DType::kQ8_0 : t);
+  CHECK(!sparse24 || t == DType::kQ8_0 || t == DType::kQ8_0S24);
   CHECK(pm.fmt_.supported);
   CHECK(n_in % 32 == 0);
   pm.n_in_ = n_in;
@@ -97,7 +112,24 @@ PackedMatrix PackedMatrix::Pack(DType t, const uint8_t* w, size_t row_bytes, int
       uint8_t* blk = const_cast<uint8_t*>(pm.Block(g, b));
       const uint8_t* ub = u.data() + b * f.block;
       uint8_t code[32];
-      if (f.bits == 8) {
+      if (f.sparse24) {  // each 4-group's nonzeros (padded with its first zeros)
+        for (int e = 0; e < f.block; e += 4) {
+          int keep[2], n = 0;
+          for (int j = 0; j < 4 && n < 2; ++j) {
+            if (ub[e + j] != 128) keep[n++] = j;
+          }
+          for (int j = 0; j < 4 && n < 2; ++j) {
+            if (ub[e + j] == 128 && (n == 0 || keep[0] != j)) keep[n++] = j;
+          }
+          if (keep[0] > keep[1]) std::swap(keep[0], keep[1]);
+          int c = 0;
+          while (kPairs24[c][0] != keep[0] || kPairs24[c][1] != keep[1]) ++c;
+          for (int j = 0; j < 4; ++j) CHECK(ub[e + j] == 128 || j == keep[0] || j == keep[1]);
+          const int v = e / 8, half = (e % 8) / 4;
+          for (int slot = 0; slot < 2; ++slot) blk[64 * v + 4 * r + 2 * half + slot] = ub[e + keep[slot]] ^ 0x80;
+          blk[256 + 16 * v + r] |= static_cast<uint8_t>(c << (3 * half));
+        }
+      } else if (f.bits == 8) {
         for (int e = 0; e < f.block; ++e) blk[(e / 4) * 64 + 4 * r + e % 4] = ub[e];
       } else {
         if (f.lut) {  // u back to its code

@@ -57,7 +57,19 @@ struct PackFormat {
   // IQ4_NL: the 4-bit values are codes, u = kIq4NlU[code] (a table lookup in
   // the kernels: vpshufb), so its weights stay 4-bit.
   bool lut = false;
+  // 2:4 sparse 8-bit (Q8_0 rows with at most two nonzeros per 4-group, or
+  // Q8_0_S24): per k-block of 32, four windows of 8 elements, each one
+  // 64-byte chunk of values (row r at bytes 4r .. 4r+3: the two kept signed
+  // quants of elements 0..3 of the window, then those of 4..7) and, after
+  // the four chunks, 16 bytes of codes per window (row r's byte: c0 | c1 << 3,
+  // the kept pair of each half as an index into kPairs24). u = q + 128 as
+  // for Q8_0 (shift 7); the elements not kept have u = 128. Sized as a 5-bit
+  // format (320 bytes of quants per block), f16 scales.
+  bool sparse24 = false;
 };
+
+// The six position pairs a 2:4 group can keep, in code order.
+inline constexpr uint8_t kPairs24[6][2] = {{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}};
 PackFormat GetPackFormat(DType t);
 
 // IQ4_NL's 16 non-linear values (tensor/quant_blocks.h kIq4nlValues) as the
@@ -109,7 +121,12 @@ class PackedMatrix {
 
   // W [n_out, n_in] of a quantized type, rows row_bytes apart -> packed.
   // Single-threaded; call from several threads on disjoint matrices.
-  static PackedMatrix Pack(DType t, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_out);
+  // sparse24: pack Q8_0 / Q8_0_S24 in the 2:4 sparse layout (Q8_0 rows must
+  // be 2:4, IsSparse24); false packs Q8_0_S24 as dense Q8_0.
+  static PackedMatrix Pack(DType t, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_out,
+                           bool sparse24 = false);
+  // Whether every block of W (Q8_0 or Q8_0_S24) is 2:4 sparse.
+  static bool IsSparse24(DType t, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_out);
 
   // Factored scales: d [16] then dmin [16] (f16) of k-block b's unit.
   const uint8_t* SuperScales(int64_t group, int64_t b) const {
@@ -121,6 +138,14 @@ class PackedMatrix {
 
   // The quant u of (row r of the group, element e of the block).
   static int Quant(const PackFormat& f, const uint8_t* block, int r, int e) {
+    if (f.sparse24) {
+      const int v = e / 8, half = (e % 8) / 4, pos = e % 4;
+      const int code = (block[256 + 16 * v + r] >> (3 * half)) & 7;
+      for (int slot = 0; slot < 2; ++slot) {
+        if (kPairs24[code][slot] == pos) return static_cast<int8_t>(block[64 * v + 4 * r + 2 * half + slot]) + 128;
+      }
+      return 128;
+    }
     if (f.bits == 8) return block[(e / 4) * 64 + 4 * r + e % 4];
     const int half = f.block / 2;
     const int e2 = e % half;

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "base/cpu_features.h"
+#include "base/logging.h"
 #include "model/shard.h"
 #include "model/tensor_schema.h"
 #include "tensor/fp16.h"
@@ -271,11 +273,17 @@ class Builder {
     for (std::vector<uint8_t>* c : column_copies_) copy_of[c->data()] = c;
     std::vector<char> freed(todo.size(), 0);
     std::atomic<size_t> next{0};
+    // 2:4 sparse Q8_0 matrices (or Q8_0_S24 ones) take the sparse layout
+    // where a kernel skips their zeros (AVX-512 VNNI); elsewhere dense Q8_0.
+    const bool sparse_kernel = DetectCpuFeatures().avx512vnni;
+    std::atomic<int> n_sparse{0};
     auto work = [&] {
       for (size_t i; (i = next.fetch_add(1)) < todo.size();) {
         const WeightMatrix& m = *todo[i];
+        const bool sparse = sparse_kernel && PackedMatrix::IsSparse24(m.type, m.data, m.row_bytes, m.n_in, m.n_out);
+        n_sparse += sparse;
         w_->packed[i] = std::make_unique<PackedMatrix>(
-            PackedMatrix::Pack(m.type, m.data, m.row_bytes, m.n_in, m.n_out));
+            PackedMatrix::Pack(m.type, m.data, m.row_bytes, m.n_in, m.n_out, sparse));
         // At once, so the peak holds little more than the packed copy.
         if (opts_.release_source) opts_.release_source(m.data, m.row_bytes * m.n_out);
         if (auto it = copy_of.find(m.data); it != copy_of.end()) {
@@ -289,6 +297,7 @@ class Builder {
     for (int t = 1; t < n_threads; ++t) threads.emplace_back(work);
     work();
     for (auto& th : threads) th.join();
+    if (n_sparse > 0) LOG_INFO("{} of {} quantized matrices are 2:4 sparse: packed to skip their zeros", n_sparse.load(), todo.size());
     for (size_t i = 0; i < todo.size(); ++i) {
       todo[i]->packed = w_->packed[i].get();
       if (freed[i]) todo[i]->data = nullptr;

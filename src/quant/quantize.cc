@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "base/check.h"
+#include "tensor/quant_blocks.h"
 #include "quant/kquants.h"
 #include "tensor/fp16.h"
 
@@ -25,6 +26,13 @@ void QuantQ8_0(const float* x, uint8_t* b) {
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   PutHalf(b, d);
   for (int j = 0; j < 32; ++j) b[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::roundf(x[j] * id)));
+}
+
+// Q8_0_S24: Q8_0's quants, the two largest of each 4-group kept.
+void QuantQ8_0S24(const float* x, uint8_t* b) {
+  uint8_t dense[34];
+  QuantQ8_0(x, dense);
+  CompressQ8_0Block24(dense, b);
 }
 
 // Q4_0: d = max / -8; q = min(15, (int8)(x / d + 8.5)).
@@ -102,6 +110,7 @@ using BlockFn = void (*)(const float*, uint8_t*);
 BlockFn BlockQuantizer(DType t) {
   switch (t) {
     case DType::kQ8_0: return QuantQ8_0;
+    case DType::kQ8_0S24: return QuantQ8_0S24;
     case DType::kQ4_0: return QuantQ4_0;
     case DType::kQ4_1: return QuantQ4_1;
     case DType::kQ5_0: return QuantQ5_0;

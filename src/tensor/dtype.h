@@ -16,6 +16,9 @@ enum class DType : uint32_t {
   kIQ2_XXS = 16, kIQ2_XS = 17, kIQ3_XXS = 18, kIQ1_S = 19, kIQ4_NL = 20, kIQ3_S = 21,
   kIQ2_S = 22, kIQ4_XS = 23, kI8 = 24, kI16 = 25, kI32 = 26, kI64 = 27, kF64 = 28,
   kIQ1_M = 29, kBF16 = 30, kTQ1_0 = 34, kTQ2_0 = 35,
+  // infera's own (docs/pruning.md; other GGUF readers do not know it): Q8_0
+  // with 2:4 structured sparsity, only the kept half of each block stored.
+  kQ8_0S24 = 200,
 };
 
 struct DTypeInfo {

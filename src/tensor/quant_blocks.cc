@@ -9,6 +9,52 @@ namespace infera {
 
 const int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
+bool Q8_0BlockIs24(const uint8_t* b) {
+  for (int g = 0; g < 8; ++g) {
+    int nz = 0;
+    for (int j = 0; j < 4; ++j) nz += b[2 + 4 * g + j] != 0;
+    if (nz > 2) return false;
+  }
+  return true;
+}
+
+void CompressQ8_0Block24(const uint8_t* b, uint8_t* s) {
+  s[0] = b[0];
+  s[1] = b[1];
+  for (int i = 0; i < 4; ++i) s[2 + i] = 0;
+  for (int g = 0; g < 8; ++g) {
+    const int8_t* q = reinterpret_cast<const int8_t*>(b + 2 + 4 * g);
+    // The two largest |q| (ties: lower position), in position order.
+    int p0 = 0, p1 = 1;
+    auto mag = [&](int j) { return q[j] < 0 ? -q[j] : q[j]; };
+    for (int j = 0; j < 4; ++j) {
+      for (int k = j + 1; k < 4; ++k) {
+        const int best = mag(p0) + mag(p1), cand = mag(j) + mag(k);
+        // Keep the pair with the larger sum whose smaller member is larger.
+        const int bmin = std::min(mag(p0), mag(p1)), cmin = std::min(mag(j), mag(k));
+        if (cmin > bmin || (cmin == bmin && cand > best)) {
+          p0 = j;
+          p1 = k;
+        }
+      }
+    }
+    s[2 + g / 2] |= static_cast<uint8_t>((p0 | p1 << 2) << (4 * (g % 2)));
+    s[6 + 2 * g] = static_cast<uint8_t>(q[p0]);
+    s[6 + 2 * g + 1] = static_cast<uint8_t>(q[p1]);
+  }
+}
+
+void ExpandQ8_0S24Block(const uint8_t* s, uint8_t* b) {
+  b[0] = s[0];
+  b[1] = s[1];
+  for (int j = 0; j < 32; ++j) b[2 + j] = 0;
+  for (int g = 0; g < 8; ++g) {
+    const int code = (s[2 + g / 2] >> (4 * (g % 2))) & 0x0F;
+    b[2 + 4 * g + (code & 3)] = s[6 + 2 * g];
+    b[2 + 4 * g + (code >> 2)] = s[6 + 2 * g + 1];
+  }
+}
+
 namespace {
 
 constexpr int kQK = 32;    // elements per block of the 32-element types
@@ -70,6 +116,12 @@ void DeqQ5_1(const uint8_t* b, float* y) {
 void DeqQ8_0(const uint8_t* b, float* y) {
   const float d = Half(b);
   for (int j = 0; j < kQK; ++j) y[j] = static_cast<float>(static_cast<int8_t>(b[2 + j])) * d;
+}
+
+void DeqQ8_0S24(const uint8_t* b, float* y) {
+  uint8_t dense[34];
+  ExpandQ8_0S24Block(b, dense);
+  DeqQ8_0(dense, y);
 }
 
 // IQ4_NL: {f16 d; u8 qs[16]}: nibbles index kIq4nlValues.
@@ -207,6 +259,7 @@ BlockFn BlockDequantizer(DType t) {
     case DType::kQ5_0: return DeqQ5_0;
     case DType::kQ5_1: return DeqQ5_1;
     case DType::kQ8_0: return DeqQ8_0;
+    case DType::kQ8_0S24: return DeqQ8_0S24;
     case DType::kIQ4_NL: return DeqIq4Nl;
     case DType::kQ2_K: return DeqQ2_K;
     case DType::kQ3_K: return DeqQ3_K;

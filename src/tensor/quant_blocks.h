@@ -19,4 +19,19 @@ void DequantizeRow(DType t, const uint8_t* src, float* dst, int64_t n);
 // The 16 signed levels of IQ4_NL (non-linear 4-bit).
 extern const int8_t kIq4nlValues[16];
 
+// Q8_0_S24 (infera's type 200): Q8_0 with 2:4 sparsity. Per 32 elements
+// {f16 d; u8 idx[4]; i8 qs[16]} (22 bytes, 5.5 bits per weight): 4-group g
+// (elements 4g .. 4g+3) keeps two positions p0 < p1, stored in the nibble
+// g % 2 of idx[g / 2] as p0 | p1 << 2; their values are d * qs[2g] and
+// d * qs[2g + 1]; the other two elements are zero. Its values are exactly
+// those of the Q8_0 block it was made from when that block was 2:4 sparse.
+inline constexpr int kQ8_0S24Bytes = 22;
+// Whether a Q8_0 block (34 bytes) has at most two nonzero quants per 4-group.
+bool Q8_0BlockIs24(const uint8_t* q8_0);
+// Q8_0 block -> Q8_0_S24 block; a group with more than two nonzero quants
+// keeps its two largest |q| (ties: the lower position).
+void CompressQ8_0Block24(const uint8_t* q8_0, uint8_t* s24);
+// Q8_0_S24 block -> the Q8_0 block (34 bytes) it stands for.
+void ExpandQ8_0S24Block(const uint8_t* s24, uint8_t* q8_0);
+
 }  // namespace infera

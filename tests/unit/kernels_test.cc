@@ -336,6 +336,69 @@ TEST_P(KernelIsaTest, MatmulIsBatchThreadAndIsaInvariant) {
   }
 }
 
+// Q8_0 rows made 2:4 sparse (two, sometimes three, zeros per 4-group): the
+// infera Q8_0_S24 blocks hold the same values, and every packing of them
+// (dense Q8_0, sparse from Q8_0, sparse and dense from Q8_0_S24) gives the
+// reference's dense Q8_0 results bit for bit, alone and in batches, on this
+// ISA's qgemm_sparse24.
+TEST_P(KernelIsaTest, Sparse24MatchesDenseQ8_0Exactly) {
+  const KernelTable k = MakeKernelTable(GetParam());
+  const KernelTable ref = MakeKernelTable(CpuIsa::kScalar);
+  std::mt19937 rng(24);
+  ThreadPool pool(2);
+  for (int64_t n_in : {32L, 96L, 288L}) {
+    const int64_t n_out = 75, blocks = n_in / 32;
+    auto w = RandomWeights(DType::kQ8_0, n_out, n_in, rng);
+    EXPECT_FALSE(PackedMatrix::IsSparse24(DType::kQ8_0, w.data(), blocks * 34, n_in, n_out));
+    for (int64_t b = 0; b < n_out * blocks; ++b) {
+      for (int g = 0; g < 8; ++g) {
+        uint8_t* q = w.data() + b * 34 + 2 + 4 * g;
+        const int drop = 2 + (rng() % 5 == 0);
+        for (int i = 0, dropped = 0; dropped < drop; ++i) {
+          const int pos = static_cast<int>(rng() % 4);
+          if (q[pos] != 0 || i > 50) {
+            q[pos] = 0;
+            ++dropped;
+          }
+        }
+      }
+    }
+    ASSERT_TRUE(PackedMatrix::IsSparse24(DType::kQ8_0, w.data(), blocks * 34, n_in, n_out));
+    std::vector<uint8_t> s24(n_out * blocks * kQ8_0S24Bytes);
+    for (int64_t b = 0; b < n_out * blocks; ++b) CompressQ8_0Block24(w.data() + b * 34, s24.data() + b * kQ8_0S24Bytes);
+    std::vector<float> a(n_in), c(n_in);
+    for (int64_t r = 0; r < n_out; ++r) {
+      DequantizeRow(DType::kQ8_0, w.data() + r * blocks * 34, a.data(), n_in);
+      DequantizeRow(DType::kQ8_0S24, s24.data() + r * blocks * kQ8_0S24Bytes, c.data(), n_in);
+      ASSERT_EQ(std::memcmp(a.data(), c.data(), n_in * 4), 0) << "row " << r;
+    }
+    const size_t rb = blocks * 34, rbs = blocks * kQ8_0S24Bytes;
+    const PackedMatrix dense = PackedMatrix::Pack(DType::kQ8_0, w.data(), rb, n_in, n_out);
+    const PackedMatrix packs[] = {PackedMatrix::Pack(DType::kQ8_0, w.data(), rb, n_in, n_out, true),
+                                  PackedMatrix::Pack(DType::kQ8_0S24, s24.data(), rbs, n_in, n_out, true),
+                                  PackedMatrix::Pack(DType::kQ8_0S24, s24.data(), rbs, n_in, n_out, false)};
+    ASSERT_TRUE(packs[0].format().sparse24 && packs[1].format().sparse24 && !packs[2].format().sparse24);
+    EXPECT_LT(packs[0].bytes() * 10, dense.bytes() * 7);  // 5.5 vs 8.5 bits per weight
+    const int64_t m = 9;
+    auto x = RandomVec(m * n_in, rng);
+    std::vector<float> want(m * n_out), got(m * n_out), one(n_out);
+    WeightMatrix wd{DType::kQ8_0, n_in, n_out, w.data(), rb, &dense};
+    Matmul(ref, pool, wd, x.data(), m, want.data());
+    for (const PackedMatrix& pm : packs) {
+      const bool from_s24 = pm.type() == DType::kQ8_0S24;
+      WeightMatrix ws{pm.type(), n_in, n_out, from_s24 ? s24.data() : w.data(), from_s24 ? rbs : rb, &pm};
+      for (const KernelTable* table : {&k, &ref}) {
+        Matmul(*table, pool, ws, x.data(), m, got.data());
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << "n_in " << n_in;
+        for (int64_t t : {0L, 4L, 8L}) {  // alone equals batched
+          Matmul(*table, pool, ws, x.data() + t * n_in, 1, one.data());
+          ASSERT_EQ(std::memcmp(one.data(), want.data() + t * n_out, n_out * 4), 0) << "token " << t;
+        }
+      }
+    }
+  }
+}
+
 // One op over several matrices with one input (Q/K/V, gate/up) gives each
 // output exactly as its own Matmul does, whatever the mix of types (shared
 // and separate activation quantizations, float and packed parts), for

@@ -88,6 +88,7 @@ void Fill(KernelTable* t) {
   t->tile_f16 = FloatTile<LoadF16>;
   t->tile_bf16 = FloatTile<LoadBf16>;
   t->qgemm = QGemm;
+  t->qgemm_sparse24 = QGemm;
   t->quantize_token = QuantizeTokenReference;
   t->dot_f32 = DotF32;
   t->axpy_f32 = AxpyF32;

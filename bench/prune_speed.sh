@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Speed of pruned models (issue 18), random weights on the standard shapes:
+#  - structured: --structured both --ratio 0.25 (25 % of FFN channels and of
+#    the heads, as GQA allows) against the dense model, in Q4_0 and Q8_0;
+#  - 2:4: magnitude 2:4 in Q8_0 (stored as q8_0_s24, packed to skip zeros)
+#    against dense Q8_0.
+# Each pair is benchmarked ROUNDS times, interleaved; prints median tokens/s
+# and the ratio per round (pp512 / tg128, THREADS threads).
+#
+#   bench/prune_speed.sh [DIR=/tmp/pb] [SHAPES="m360 m1b"] [ROUNDS=3] [THREADS=2]
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+INFERA="${INFERA:-$ROOT/build/tools/infera}"
+DIR="${1:-/tmp/pb}"
+SHAPES="${2:-m360 m1b}"
+ROUNDS="${3:-3}"
+THREADS="${4:-2}"
+VOCAB="$ROOT/../shared/data/tokenizers/llamacpp/ggml-vocab-llama-spm.gguf"
+CALIB="$ROOT/../shared/data/eval/wikitext-2/wiki.test.raw"
+mkdir -p "$DIR"
+head -c 200000 "$CALIB" > "$DIR/calib.txt"
+PAIRS=()
+for s in $SHAPES; do
+  [ -f "$DIR/$s-f16.gguf" ] || "$INFERA" --log-level warn convert --random "$s" --vocab "$VOCAB" --outtype f16 "$DIR/$s-f16.gguf"
+  for t in q4_0 q8_0; do
+    [ -f "$DIR/$s-$t.gguf" ] || "$INFERA" --log-level warn quantize "$DIR/$s-f16.gguf" "$DIR/$s-$t.gguf" --type "$t"
+    [ -f "$DIR/$s-$t-structured.gguf" ] || "$INFERA" --log-level warn prune "$DIR/$s-f16.gguf" \
+      "$DIR/$s-$t-structured.gguf" --structured both --ratio 0.25 --calib "$DIR/calib.txt" --calib-tokens 2048 \
+      --outtype "$t"
+    PAIRS+=("$s-$t:$s-$t-structured")
+  done
+  [ -f "$DIR/$s-q8_0-s24.gguf" ] || "$INFERA" --log-level warn prune "$DIR/$s-q8_0.gguf" "$DIR/$s-q8_0-s24.gguf" \
+    --method magnitude --pattern 2:4
+  PAIRS+=("$s-q8_0:$s-q8_0-s24")
+done
+OUT="$DIR/results.jsonl"
+: > "$OUT"
+for r in $(seq "$ROUNDS"); do
+  for p in "${PAIRS[@]}"; do
+    for f in ${p%%:*} ${p##*:}; do
+      "$INFERA" bench -m "$DIR/$f.gguf" -p 512 -n 128 -t "$THREADS" -r 2 --json 2>/dev/null |
+        /usr/bin/python3 -c "import json,sys; [print(json.dumps(dict(x, file='$f', round=$r))) for x in json.load(sys.stdin)]" >> "$OUT"
+    done
+  done
+done
+/usr/bin/python3 - "$OUT" "${PAIRS[@]}" <<'PY'
+import json, os, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+t = {(r["file"], r["test"], r["round"]): r["tokens_per_second"] for r in rows}
+rounds = sorted({r["round"] for r in rows})
+print("| dense | pruned | test | dense t/s | pruned t/s | ratio (median of rounds) | file MiB dense / pruned |")
+print("|---|---|---|---|---|---|---|")
+d = os.path.dirname(sys.argv[1])
+for pair in sys.argv[2:]:
+    a, b = pair.split(":")
+    for test in ("pp512", "tg128"):
+        ta = [t[(a, test, r)] for r in rounds]
+        tb = [t[(b, test, r)] for r in rounds]
+        ratio = statistics.median(y / x for x, y in zip(ta, tb))
+        sa, sb = (os.path.getsize(os.path.join(d, f + ".gguf")) / 2**20 for f in (a, b))
+        print(f"| {a} | {b} | {test} | {statistics.median(ta):.1f} | {statistics.median(tb):.1f} | {ratio:.2f}x | {sa:.0f} / {sb:.0f} |")
+PY
