@@ -39,14 +39,14 @@ for r in $(seq "$ROUNDS"); do
   for p in "${PAIRS[@]}"; do
     for f in ${p%%:*} ${p##*:}; do
       "$INFERA" bench -m "$DIR/$f.gguf" -p 512 -n 128 -t "$THREADS" -r 2 --json 2>/dev/null |
-        /usr/bin/python3 -c "import json,sys; [print(json.dumps(dict(x, file='$f', round=$r))) for x in json.load(sys.stdin)]" >> "$OUT"
+        /usr/bin/python3 -c "import json,sys; [print(json.dumps(dict(x, pair='$p', file='$f', round=$r))) for x in json.load(sys.stdin)]" >> "$OUT"
     done
   done
 done
 /usr/bin/python3 - "$OUT" "${PAIRS[@]}" <<'PY'
 import json, os, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-t = {(r["file"], r["test"], r["round"]): r["tokens_per_second"] for r in rows}
+t = {(r["pair"], r["file"], r["test"], r["round"]): r["tokens_per_second"] for r in rows}
 rounds = sorted({r["round"] for r in rows})
 print("| dense | pruned | test | dense t/s | pruned t/s | ratio (median of rounds) | file MiB dense / pruned |")
 print("|---|---|---|---|---|---|---|")
@@ -54,8 +54,8 @@ d = os.path.dirname(sys.argv[1])
 for pair in sys.argv[2:]:
     a, b = pair.split(":")
     for test in ("pp512", "tg128"):
-        ta = [t[(a, test, r)] for r in rounds]
-        tb = [t[(b, test, r)] for r in rounds]
+        ta = [t[(pair, a, test, r)] for r in rounds]
+        tb = [t[(pair, b, test, r)] for r in rounds]
         ratio = statistics.median(y / x for x, y in zip(ta, tb))
         sa, sb = (os.path.getsize(os.path.join(d, f + ".gguf")) / 2**20 for f in (a, b))
         print(f"| {a} | {b} | {test} | {statistics.median(ta):.1f} | {statistics.median(tb):.1f} | {ratio:.2f}x | {sa:.0f} / {sb:.0f} |")

@@ -21,6 +21,7 @@ CpuFeatures DetectCpuFeatures() {
   f.avx512dq = __builtin_cpu_supports("avx512dq");
   f.avx512vnni = __builtin_cpu_supports("avx512vnni");
   f.avx512vbmi = __builtin_cpu_supports("avx512vbmi");
+  f.avx512vbmi2 = __builtin_cpu_supports("avx512vbmi2");
   f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
   // AVX-VNNI: CPUID.(EAX=7, ECX=1):EAX bit 4 (read directly: not every
   // compiler's __builtin_cpu_supports knows it); its registers are AVX's,
@@ -51,6 +52,7 @@ std::string CpuFeatures::ToString() const {
   add(avx512vl, "avx512vl");
   add(avx512vnni, "avx512vnni");
   add(avx512vbmi, "avx512vbmi");
+  add(avx512vbmi2, "avx512vbmi2");
   add(avx512bf16, "avx512bf16");
   add(avx_vnni, "avx_vnni");
   return s.empty() ? "none" : s;

@@ -10,6 +10,7 @@
 #include "kernels/cpu/avxvnni/avxvnni_kernels.h"
 #include "kernels/cpu/avx512/avx512_kernels.h"
 #include "kernels/cpu/avx512vnni/vnni_kernels.h"
+#include "kernels/cpu/avx512vbmi2/sparse_mask_kernels.h"
 #include "kernels/reference/reference_kernels.h"
 
 namespace infera {
@@ -36,6 +37,7 @@ KernelTable MakeKernelTable(CpuIsa isa) {
   if (isa >= CpuIsa::kAvx512) {
     avx512::Fill(&t);
     if (f.avx512vnni) avx512vnni::Fill(&t);
+    if (f.avx512vnni && f.avx512vbmi2) avx512vbmi2::Fill(&t);
   }
   return t;
 }
@@ -93,7 +95,8 @@ void QuantGroups(const KernelTable& k, const MatmulPart& p, int64_t m, int64_t g
   const int64_t n_out = p.w->n_out;
   const int64_t tb = TokenBlock(p.w->n_in + 64);
   alignas(64) float out[4 * kR];
-  const QGemmFn qgemm = p.pm->format().sparse24 ? k.qgemm_sparse24 : k.qgemm;
+  const PackFormat& f = p.pm->format();
+  const QGemmFn qgemm = f.sparse24 ? k.qgemm_sparse24 : f.sparse_mask ? k.qgemm_sparse_mask : k.qgemm;
   for (int64_t t0 = 0; t0 < m; t0 += tb) {
     const int64_t t1 = std::min(m, t0 + tb);
     for (int64_t g = g0; g < g1; ++g) {

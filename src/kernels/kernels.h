@@ -129,6 +129,9 @@ struct KernelTable {
   // results to qgemm on the dense Q8_0 packing of the same weights.
   QGemmFn qgemm_sparse24 = nullptr;
   const char* qgemm_sparse24_variant = "scalar";
+  // And for the sparse-mask layout (PackFormat::sparse_mask).
+  QGemmFn qgemm_sparse_mask = nullptr;
+  const char* qgemm_sparse_mask_variant = "scalar";
   // Activation quantization for qgemm, one token (packed.h).
   QuantizeTokenFn quantize_token = nullptr;
   // Plain f32 dot product (attention scores).

@@ -84,10 +84,95 @@ bool PackedMatrix::IsSparse24(DType t, const uint8_t* w, size_t row_bytes, int64
   return true;
 }
 
+double PackedMatrix::ZeroFraction(DType t, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_out) {
+  if (t != DType::kQ8_0 || n_in <= 0 || n_out <= 0) return 0.0;
+  int64_t zeros = 0;
+  for (int64_t r = 0; r < n_out; ++r) {
+    for (int64_t b = 0; b < n_in / 32; ++b) {
+      const uint8_t* q = w + r * row_bytes + b * 34 + 2;
+      for (int j = 0; j < 32; ++j) zeros += q[j] == 0;
+    }
+  }
+  return static_cast<double>(zeros) / static_cast<double>(n_in * n_out);
+}
+
+const uint8_t* PackedMatrix::ExpandMaskBlock(const uint8_t* p, uint8_t (*u)[32], float* s) {
+  const uint8_t* vals = p + 96;
+  for (int c = 0; c < 8; ++c) {
+    uint64_t mask;
+    std::memcpy(&mask, p + 8 * c, 8);
+    for (int i = 0; i < 64; ++i) {
+      u[i / 4][4 * c + i % 4] = (mask >> i) & 1 ? static_cast<uint8_t>(*vals++ ^ 0x80) : 128;
+    }
+  }
+  for (int r = 0; r < kRows; ++r) s[r] = F16At(p + 64, r);
+  return vals;
+}
+
+namespace {
+
+// The sparse-mask layout of a Q8_0 matrix (see PackFormat::sparse_mask).
+PackedMatrix PackMask(PackedMatrix pm, const uint8_t* w, size_t row_bytes) {
+  constexpr int kR = PackedMatrix::kRows;
+  const int64_t n_in = pm.n_in(), n_out = pm.n_out(), nb = n_in / 32;
+  std::vector<std::vector<uint8_t>> groups(pm.n_groups());
+  for (int64_t g = 0; g < pm.n_groups(); ++g) {
+    std::vector<uint8_t>& out = groups[g];
+    for (int64_t b = 0; b < nb; ++b) {
+      const size_t at = out.size();
+      out.resize(at + 96);
+      for (int r = 0; r < kR; ++r) {
+        const int64_t row = g * kR + r;
+        const uint8_t* blk = row < n_out ? w + row * row_bytes + b * 34 : nullptr;
+        if (blk != nullptr) std::memcpy(&out[at + 64 + 2 * r], blk, 2);  // f16 d
+      }
+      for (int c = 0; c < 8; ++c) {
+        uint64_t mask = 0;
+        for (int i = 0; i < 64; ++i) {
+          const int64_t row = g * kR + i / 4;
+          const uint8_t q = row < n_out ? w[row * row_bytes + b * 34 + 2 + 4 * c + i % 4] : 0;
+          if (q != 0) {
+            mask |= uint64_t{1} << i;
+            out.push_back(q);
+          }
+        }
+        std::memcpy(&out[at + 8 * c], &mask, 8);
+      }
+    }
+  }
+  return pm.AdoptGroups(groups);
+}
+
+}  // namespace
+
+PackedMatrix PackedMatrix::AdoptGroups(const std::vector<std::vector<uint8_t>>& groups) {
+  group_offset_.assign(1, 0);
+  for (const auto& g : groups) group_offset_.push_back(group_offset_.back() + g.size());
+  mask_bytes_ = group_offset_.back();
+  // 64 bytes of slack: kernels load whole vectors from the last values.
+  const size_t bytes = (group_offset_.back() + 64 + 63) / 64 * 64;
+  data_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
+  CHECK(data_ != nullptr);
+  std::memset(data_.get(), 0, bytes);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (!groups[g].empty()) std::memcpy(data_.get() + group_offset_[g], groups[g].data(), groups[g].size());
+  }
+  return std::move(*this);
+}
+
 PackedMatrix PackedMatrix::Pack(DType t, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_out,
-                                bool sparse24) {
+                                SparseLayout layout) {
   PackedMatrix pm;
   pm.type_ = t;
+  if (layout == SparseLayout::kMask) {
+    CHECK(t == DType::kQ8_0 && n_in % 32 == 0);
+    pm.fmt_ = GetPackFormat(DType::kQ8_0);
+    pm.fmt_.sparse_mask = true;
+    pm.n_in_ = n_in;
+    pm.n_out_ = n_out;
+    return PackMask(std::move(pm), w, row_bytes);
+  }
+  const bool sparse24 = layout == SparseLayout::k24;
   pm.fmt_ = GetPackFormat(sparse24 ? DType::kQ8_0S24 : t == DType::kQ8_0S24 ? DType::kQ8_0 : t);
   CHECK(!sparse24 || t == DType::kQ8_0 || t == DType::kQ8_0S24);
   CHECK(pm.fmt_.supported);

@@ -66,7 +66,17 @@ struct PackFormat {
   // for Q8_0 (shift 7); the elements not kept have u = 128. Sized as a 5-bit
   // format (320 bytes of quants per block), f16 scales.
   bool sparse24 = false;
+  // Unstructured sparse 8-bit (Q8_0 with many zeros): blocks of variable
+  // size, walked in order (PackedMatrix::Group): per k-block of 32, 8 u64
+  // masks (bit i of mask c: byte i of Q8_0's dense vector c — row i / 4,
+  // element 4c + i % 4 — is nonzero), the 16 f16 scales, then the nonzero
+  // signed quants of vectors 0..7 in bit order. u = q + 128 (shift 7).
+  bool sparse_mask = false;
 };
+
+// How Pack lays out a Q8_0 matrix: dense, 2:4 (every 4-group has at most
+// two nonzeros) or by masks (any zeros).
+enum class SparseLayout { kDense, k24, kMask };
 
 // The six position pairs a 2:4 group can keep, in code order.
 inline constexpr uint8_t kPairs24[6][2] = {{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}};
@@ -108,7 +118,9 @@ class PackedMatrix {
   }
   int64_t n_units() const { return (n_blocks() + (1 << unit_shift()) - 1) >> unit_shift(); }
   size_t group_bytes() const { return static_cast<size_t>(n_units()) * unit_bytes(); }
-  size_t bytes() const { return static_cast<size_t>(n_groups()) * group_bytes(); }
+  size_t bytes() const {
+    return fmt_.sparse_mask ? mask_bytes_ : static_cast<size_t>(n_groups()) * group_bytes();
+  }
   // The quants of k-block b of a group (64-byte aligned).
   const uint8_t* Block(int64_t group, int64_t b) const {
     return Unit(group, b) + static_cast<size_t>(b & ((1 << unit_shift()) - 1)) * quant_bytes();
@@ -124,9 +136,18 @@ class PackedMatrix {
   // sparse24: pack Q8_0 / Q8_0_S24 in the 2:4 sparse layout (Q8_0 rows must
   // be 2:4, IsSparse24); false packs Q8_0_S24 as dense Q8_0.
   static PackedMatrix Pack(DType t, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_out,
-                           bool sparse24 = false);
+                           SparseLayout layout = SparseLayout::kDense);
   // Whether every block of W (Q8_0 or Q8_0_S24) is 2:4 sparse.
   static bool IsSparse24(DType t, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_out);
+  // The fraction of zero quants of a Q8_0 matrix (0 for other types).
+  static double ZeroFraction(DType t, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_out);
+  // Sparse-mask layout: the start of a group's blocks.
+  const uint8_t* Group(int64_t group) const { return data_.get() + group_offset_[group]; }
+  // Sparse-mask layout: the dense u [16][32] and scales [16] of the k-block
+  // at p; returns the next block.
+  static const uint8_t* ExpandMaskBlock(const uint8_t* p, uint8_t (*u)[32], float* s);
+  // Sparse-mask layout: takes the groups' bytes (in order) as the data.
+  PackedMatrix AdoptGroups(const std::vector<std::vector<uint8_t>>& groups);
 
   // Factored scales: d [16] then dmin [16] (f16) of k-block b's unit.
   const uint8_t* SuperScales(int64_t group, int64_t b) const {
@@ -169,6 +190,8 @@ class PackedMatrix {
   PackFormat fmt_;
   int64_t n_in_ = 0, n_out_ = 0;
   std::unique_ptr<uint8_t[], AlignedFree> data_;
+  std::vector<size_t> group_offset_;  // sparse-mask layout: [n_groups + 1]
+  size_t mask_bytes_ = 0;             // sparse-mask layout: of all groups
 };
 
 // The packed layout's sizes for a format known at compile time (the kernels'

@@ -48,6 +48,11 @@ void PermuteRowsHfToGguf(const uint8_t* src, uint8_t* dst, int n_heads, int head
 
 namespace {
 
+// Q8_0 matrices with at least this fraction of zeros are packed by masks
+// (bench/prune_speed.sh; docs/pruning.md): below it the dense layout decodes
+// as fast.
+constexpr double kMaskMinZeros = 0.5;
+
 // Rows [first, first + n) of `m` as a matrix of their own (no copy).
 WeightMatrix RowView(const WeightMatrix& m, int64_t first, int64_t n) {
   WeightMatrix v = m;
@@ -273,15 +278,28 @@ class Builder {
     for (std::vector<uint8_t>* c : column_copies_) copy_of[c->data()] = c;
     std::vector<char> freed(todo.size(), 0);
     std::atomic<size_t> next{0};
-    // 2:4 sparse Q8_0 matrices (or Q8_0_S24 ones) take the sparse layout
-    // where a kernel skips their zeros (AVX-512 VNNI); elsewhere dense Q8_0.
-    const bool sparse_kernel = DetectCpuFeatures().avx512vnni;
-    std::atomic<int> n_sparse{0};
+    // 2:4 sparse Q8_0 matrices (or Q8_0_S24 ones) take the 2:4 layout where
+    // a kernel skips their zeros (AVX-512 VNNI); Q8_0 matrices with at least
+    // kMaskMinZeros zeros the sparse-mask layout (AVX-512 VBMI2 + VNNI);
+    // everything else, and everything elsewhere, is dense.
+    const CpuFeatures cpu = DetectCpuFeatures();
+    std::atomic<int> n_sparse{0}, n_mask{0};
+    auto layout_of = [&](const WeightMatrix& m) {
+      if (cpu.avx512vnni && PackedMatrix::IsSparse24(m.type, m.data, m.row_bytes, m.n_in, m.n_out)) {
+        return SparseLayout::k24;
+      }
+      if (cpu.avx512vnni && cpu.avx512vbmi2 &&
+          PackedMatrix::ZeroFraction(m.type, m.data, m.row_bytes, m.n_in, m.n_out) >= kMaskMinZeros) {
+        return SparseLayout::kMask;
+      }
+      return SparseLayout::kDense;
+    };
     auto work = [&] {
       for (size_t i; (i = next.fetch_add(1)) < todo.size();) {
         const WeightMatrix& m = *todo[i];
-        const bool sparse = sparse_kernel && PackedMatrix::IsSparse24(m.type, m.data, m.row_bytes, m.n_in, m.n_out);
-        n_sparse += sparse;
+        const SparseLayout sparse = layout_of(m);
+        n_sparse += sparse == SparseLayout::k24;
+        n_mask += sparse == SparseLayout::kMask;
         w_->packed[i] = std::make_unique<PackedMatrix>(
             PackedMatrix::Pack(m.type, m.data, m.row_bytes, m.n_in, m.n_out, sparse));
         // At once, so the peak holds little more than the packed copy.
@@ -298,6 +316,10 @@ class Builder {
     work();
     for (auto& th : threads) th.join();
     if (n_sparse > 0) LOG_INFO("{} of {} quantized matrices are 2:4 sparse: packed to skip their zeros", n_sparse.load(), todo.size());
+    if (n_mask > 0) {
+      LOG_INFO("{} of {} quantized matrices are at least {:.0f} % zeros: packed by masks to skip them", n_mask.load(),
+               todo.size(), 100 * kMaskMinZeros);
+    }
     for (size_t i = 0; i < todo.size(); ++i) {
       todo[i]->packed = w_->packed[i].get();
       if (freed[i]) todo[i]->data = nullptr;

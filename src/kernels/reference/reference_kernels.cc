@@ -48,10 +48,34 @@ void FloatTile(const uint8_t* w, size_t row_bytes, int nr, const float* x, int64
   }
 }
 
+// The sparse-mask layout: each block expanded to Q8_0's dense quants, then
+// QGemm's arithmetic.
+void QGemmMask(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
+  constexpr int kR = PackedMatrix::kRows;
+  float acc[4][kR] = {}, s[kR];
+  uint8_t u[kR][32];
+  const uint8_t* p = w.Group(group);
+  for (int64_t b = 0; b < w.n_blocks(); ++b) {
+    p = PackedMatrix::ExpandMaskBlock(p, u, s);
+    for (int i = 0; i < nt; ++i) {
+      const int8_t* q = a.Q(t0 + i) + b * 32;
+      for (int r = 0; r < kR; ++r) {
+        int32_t isum = a.Bias(t0 + i)[b];
+        for (int e = 0; e < 32; ++e) isum += u[r][e] * q[e];
+        acc[i][r] = std::fma(static_cast<float>(isum), s[r] * a.Da(t0 + i)[b], acc[i][r]);
+      }
+    }
+  }
+  for (int i = 0; i < nt; ++i) {
+    for (int r = 0; r < kR; ++r) y[i * kR + r] = acc[i][r] + 0.0f;
+  }
+}
+
 // The defining quantized matmul on packed weights (see QGemmFn).
 void QGemm(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
   const PackFormat& f = w.format();
   constexpr int kR = PackedMatrix::kRows;
+  if (f.sparse_mask) return QGemmMask(w, group, a, t0, nt, y);
   for (int i = 0; i < nt; ++i) {
     const int8_t* q = a.Q(t0 + i);
     const int32_t* bias = a.Bias(t0 + i);
@@ -89,6 +113,7 @@ void Fill(KernelTable* t) {
   t->tile_bf16 = FloatTile<LoadBf16>;
   t->qgemm = QGemm;
   t->qgemm_sparse24 = QGemm;
+  t->qgemm_sparse_mask = QGemm;
   t->quantize_token = QuantizeTokenReference;
   t->dot_f32 = DotF32;
   t->axpy_f32 = AxpyF32;
