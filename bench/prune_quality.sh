@@ -44,7 +44,9 @@ PY
   measure dense "$dense"
   for method in magnitude wanda sparsegpt; do
     for pat in "unstructured --sparsity 0.5" "unstructured --sparsity 0.7" "2:4" "4:8"; do
-      local tag="$method-$(echo "$pat" | tr ' :' '__' | sed 's/--sparsity_//;s/unstructured_/u/')"
+      local tag
+      tag="$method-$(echo "$pat" | tr ' :' '__' | sed 's/--sparsity_//;s/unstructured_/u/')"
+      # shellcheck disable=SC2086  # the pattern's options split into words on purpose
       "$INFERA" --log-level warn prune "$dense" "$d/$tag.gguf" --method "$method" --pattern $pat --calib "$calib" \
         --calib-tokens 8192 2>/dev/null
       measure "$tag" "$d/$tag.gguf"

@@ -3,7 +3,10 @@
 #  - structured: --structured both --ratio 0.25 (25 % of FFN channels and of
 #    the heads, as GQA allows) against the dense model, in Q4_0 and Q8_0;
 #  - 2:4: magnitude 2:4 in Q8_0 (stored as q8_0_s24, packed to skip zeros)
+#    against dense Q8_0;
+#  - unstructured 50 % / 70 % and 4:8 in Q8_0 (packed by masks at load)
 #    against dense Q8_0.
+# ONLY (a regex) limits the pairs measured, e.g. ONLY='s24|u70'.
 # Each pair is benchmarked ROUNDS times, interleaved; prints median tokens/s
 # and the ratio per round (pp512 / tg128, THREADS threads).
 #
@@ -32,7 +35,18 @@ for s in $SHAPES; do
   [ -f "$DIR/$s-q8_0-s24.gguf" ] || "$INFERA" --log-level warn prune "$DIR/$s-q8_0.gguf" "$DIR/$s-q8_0-s24.gguf" \
     --method magnitude --pattern 2:4
   PAIRS+=("$s-q8_0:$s-q8_0-s24")
+  for v in "u50:--sparsity 0.5" "u70:--sparsity 0.7" "48:--pattern 4:8"; do
+    # shellcheck disable=SC2086  # the options split into words on purpose
+    [ -f "$DIR/$s-q8_0-${v%%:*}.gguf" ] || "$INFERA" --log-level warn prune "$DIR/$s-q8_0.gguf" \
+      "$DIR/$s-q8_0-${v%%:*}.gguf" --method magnitude ${v#*:}
+    PAIRS+=("$s-q8_0:$s-q8_0-${v%%:*}")
+  done
 done
+if [ -n "${ONLY:-}" ]; then
+  KEEP=()
+  for p in "${PAIRS[@]}"; do [[ "$p" =~ $ONLY ]] && KEEP+=("$p"); done
+  PAIRS=("${KEEP[@]}")
+fi
 OUT="$DIR/results.jsonl"
 : > "$OUT"
 for r in $(seq "$ROUNDS"); do
@@ -48,7 +62,9 @@ import json, os, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 t = {(r["pair"], r["file"], r["test"], r["round"]): r["tokens_per_second"] for r in rows}
 rounds = sorted({r["round"] for r in rows})
-print("| dense | pruned | test | dense t/s | pruned t/s | ratio (median of rounds) | file MiB dense / pruned |")
+# The machine is shared: besides medians, the best run of each (the least
+# disturbed) and their ratio.
+print("| dense | pruned | test | dense t/s median / best | pruned t/s median / best | ratio: median of rounds / best to best | file MiB dense / pruned |")
 print("|---|---|---|---|---|---|---|")
 d = os.path.dirname(sys.argv[1])
 for pair in sys.argv[2:]:
@@ -58,5 +74,6 @@ for pair in sys.argv[2:]:
         tb = [t[(pair, b, test, r)] for r in rounds]
         ratio = statistics.median(y / x for x, y in zip(ta, tb))
         sa, sb = (os.path.getsize(os.path.join(d, f + ".gguf")) / 2**20 for f in (a, b))
-        print(f"| {a} | {b} | {test} | {statistics.median(ta):.1f} | {statistics.median(tb):.1f} | {ratio:.2f}x | {sa:.0f} / {sb:.0f} |")
+        print(f"| {a} | {b} | {test} | {statistics.median(ta):.1f} / {max(ta):.1f} | {statistics.median(tb):.1f} / {max(tb):.1f} | "
+              f"{ratio:.2f}x / {max(tb) / max(ta):.2f}x | {sa:.0f} / {sb:.0f} |")
 PY
