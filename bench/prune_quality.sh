@@ -68,7 +68,7 @@ PY
   measure structured-25-distilled "$d/structured-distilled.gguf" "{\"distill_steps\": $STEPS}"
 }
 
-tr 'A-Z' 'a-z' < "$SHARED/data/eval/tinystories/tinystories_197k.txt" > "$DIR/ts-calib.txt"
+tr '[:upper:]' '[:lower:]' < "$SHARED/data/eval/tinystories/tinystories_197k.txt" > "$DIR/ts-calib.txt"
 run_model tinystories-3m "$SHARED/models/tinystories-3m/tinystories-3m-f32.gguf" "$DIR/ts-calib.txt" \
   "$SHARED/models/tinystories-3m/heldout.txt"
 KJV="$ROOT/models/kjv-7m"

@@ -97,14 +97,28 @@ void QuantGroups(const KernelTable& k, const MatmulPart& p, int64_t m, int64_t g
   alignas(64) float out[4 * kR];
   const PackFormat& f = p.pm->format();
   const QGemmFn qgemm = f.sparse24 ? k.qgemm_sparse24 : f.sparse_mask ? k.qgemm_sparse_mask : k.qgemm;
+  const ExpandSparseFn expand = f.sparse24 ? k.expand_sparse24 : f.sparse_mask ? k.expand_sparse_mask : nullptr;
+  // Sparse groups serving more than one token tile are expanded once into
+  // dense Q8_0 (this thread's scratch) for the dense kernel: the same
+  // results, without spreading the values again for every tile.
+  thread_local std::unique_ptr<PackedMatrix> dense;
   for (int64_t t0 = 0; t0 < m; t0 += tb) {
     const int64_t t1 = std::min(m, t0 + tb);
+    const bool expand_here = expand != nullptr && t1 - t0 > 4;
+    if (expand_here && (dense == nullptr || dense->n_in() != p.w->n_in)) {
+      dense = std::make_unique<PackedMatrix>(PackedMatrix::DenseQ8_0Group(p.w->n_in));
+    }
     for (int64_t g = g0; g < g1; ++g) {
       const int64_t r0 = g * kR;
       const int nr = static_cast<int>(std::min<int64_t>(kR, n_out - r0));
+      if (expand_here) expand(*p.pm, g, dense.get());
       for (int64_t t = t0; t < t1; t += 4) {
         const int nt = static_cast<int>(std::min<int64_t>(4, t1 - t));
-        qgemm(*p.pm, g, p.acts, t, nt, out);
+        if (expand_here) {
+          k.qgemm(*dense, 0, p.acts, t, nt, out);
+        } else {
+          qgemm(*p.pm, g, p.acts, t, nt, out);
+        }
         for (int i = 0; i < nt; ++i) std::copy(out + i * kR, out + i * kR + nr, p.y + (t + i) * n_out + r0);
       }
     }

@@ -48,6 +48,12 @@ using UnpackRowFn = void (*)(const uint8_t* row, int64_t n, uint8_t* u, float* s
 // the result is acc + macc.
 using QGemmFn = void (*)(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y);
 
+// A group of a sparse layout (sparse24 or sparse_mask) -> the same group in
+// dense Q8_0 layout (`dense`: PackedMatrix::DenseQ8_0Group of the same
+// n_in): exactly the bytes Pack gives the dense matrix. Prefill expands each
+// group once per block of tokens and runs the dense kernel on it.
+using ExpandSparseFn = void (*)(const PackedMatrix& w, int64_t group, PackedMatrix* dense);
+
 // Positions per attention tile; tiles start at multiples of it.
 inline constexpr int kFlashTile = 16;
 
@@ -132,6 +138,8 @@ struct KernelTable {
   // And for the sparse-mask layout (PackFormat::sparse_mask).
   QGemmFn qgemm_sparse_mask = nullptr;
   const char* qgemm_sparse_mask_variant = "scalar";
+  ExpandSparseFn expand_sparse24 = nullptr;
+  ExpandSparseFn expand_sparse_mask = nullptr;
   // Activation quantization for qgemm, one token (packed.h).
   QuantizeTokenFn quantize_token = nullptr;
   // Plain f32 dot product (attention scores).

@@ -145,6 +145,18 @@ PackedMatrix PackMask(PackedMatrix pm, const uint8_t* w, size_t row_bytes) {
 
 }  // namespace
 
+PackedMatrix PackedMatrix::DenseQ8_0Group(int64_t n_in) {
+  PackedMatrix pm;
+  pm.type_ = DType::kQ8_0;
+  pm.fmt_ = GetPackFormat(DType::kQ8_0);
+  pm.n_in_ = n_in;
+  pm.n_out_ = kRows;
+  const size_t bytes = (pm.bytes() + 63) / 64 * 64;
+  pm.data_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, std::max<size_t>(bytes, 64))));
+  CHECK(pm.data_ != nullptr);
+  return pm;
+}
+
 PackedMatrix PackedMatrix::AdoptGroups(const std::vector<std::vector<uint8_t>>& groups) {
   group_offset_.assign(1, 0);
   for (const auto& g : groups) group_offset_.push_back(group_offset_.back() + g.size());

@@ -146,6 +146,11 @@ class PackedMatrix {
   // Sparse-mask layout: the dense u [16][32] and scales [16] of the k-block
   // at p; returns the next block.
   static const uint8_t* ExpandMaskBlock(const uint8_t* p, uint8_t (*u)[32], float* s);
+  // One 16-row group of dense Q8_0 layout for rows of n_in elements: scratch
+  // that a sparse group is expanded into (ExpandSparseFn).
+  static PackedMatrix DenseQ8_0Group(int64_t n_in);
+  uint8_t* MutableBlock(int64_t b) { return const_cast<uint8_t*>(Block(0, b)); }
+  uint8_t* MutableScales(int64_t b) { return const_cast<uint8_t*>(Scales(0, b)); }
   // Sparse-mask layout: takes the groups' bytes (in order) as the data.
   PackedMatrix AdoptGroups(const std::vector<std::vector<uint8_t>>& groups);
 

@@ -386,6 +386,27 @@ TEST_P(KernelIsaTest, Sparse24MatchesDenseQ8_0Exactly) {
     std::vector<float> want(m * n_out), got(m * n_out), one(n_out);
     WeightMatrix wd{DType::kQ8_0, n_in, n_out, w.data(), rb, &dense};
     Matmul(ref, pool, wd, x.data(), m, want.data());
+    // Prefill's expansion of a sparse group gives the dense packing's quants
+    // and scales (padding rows aside: zero scales either way).
+    PackedMatrix scratch = PackedMatrix::DenseQ8_0Group(n_in);
+    for (const PackedMatrix* pm : {&packs[0], &packs[1], &packs[3]}) {
+      for (const KernelTable* table : {&k, &ref}) {
+        for (int64_t g = 0; g < dense.n_groups(); ++g) {
+          (pm->format().sparse24 ? table->expand_sparse24 : table->expand_sparse_mask)(*pm, g, &scratch);
+          const int rows = static_cast<int>(std::min<int64_t>(16, n_out - 16 * g));
+          for (int64_t b = 0; b < blocks; ++b) {
+            for (int r = 0; r < rows; ++r) {
+              ASSERT_EQ(scratch.Scale(0, b, r), dense.Scale(g, b, r));
+              for (int e = 0; e < 32; ++e) {
+                ASSERT_EQ(PackedMatrix::Quant(scratch.format(), scratch.Block(0, b), r, e),
+                          PackedMatrix::Quant(dense.format(), dense.Block(g, b), r, e))
+                    << "group " << g << " block " << b << " row " << r << " e " << e;
+              }
+            }
+          }
+        }
+      }
+    }
     for (const PackedMatrix& pm : packs) {
       const bool from_s24 = pm.type() == DType::kQ8_0S24;
       WeightMatrix ws{pm.type(), n_in, n_out, from_s24 ? s24.data() : w.data(), from_s24 ? rbs : rb, &pm};

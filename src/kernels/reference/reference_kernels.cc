@@ -71,6 +71,30 @@ void QGemmMask(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t
   }
 }
 
+// A sparse group as dense Q8_0 (see ExpandSparseFn).
+void ExpandSparse(const PackedMatrix& w, int64_t group, PackedMatrix* dense) {
+  constexpr int kR = PackedMatrix::kRows;
+  const PackFormat& f = w.format();
+  uint8_t u[kR][32];
+  float s[kR];
+  const uint8_t* p = f.sparse_mask ? w.Group(group) : nullptr;
+  for (int64_t b = 0; b < w.n_blocks(); ++b) {
+    if (f.sparse_mask) {
+      std::memcpy(dense->MutableScales(b), p + 64, 2 * kR);  // the f16 scales as stored
+      p = PackedMatrix::ExpandMaskBlock(p, u, s);
+    } else {
+      for (int r = 0; r < kR; ++r) {
+        for (int e = 0; e < 32; ++e) u[r][e] = static_cast<uint8_t>(PackedMatrix::Quant(f, w.Block(group, b), r, e));
+      }
+      std::memcpy(dense->MutableScales(b), w.Scales(group, b), 2 * kR);
+    }
+    uint8_t* blk = dense->MutableBlock(b);
+    for (int r = 0; r < kR; ++r) {
+      for (int e = 0; e < 32; ++e) blk[(e / 4) * 64 + 4 * r + e % 4] = u[r][e];
+    }
+  }
+}
+
 // The defining quantized matmul on packed weights (see QGemmFn).
 void QGemm(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
   const PackFormat& f = w.format();
@@ -114,6 +138,8 @@ void Fill(KernelTable* t) {
   t->qgemm = QGemm;
   t->qgemm_sparse24 = QGemm;
   t->qgemm_sparse_mask = QGemm;
+  t->expand_sparse24 = ExpandSparse;
+  t->expand_sparse_mask = ExpandSparse;
   t->quantize_token = QuantizeTokenReference;
   t->dot_f32 = DotF32;
   t->axpy_f32 = AxpyF32;

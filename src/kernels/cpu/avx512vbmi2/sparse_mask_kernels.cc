@@ -53,6 +53,23 @@ void QGemmMaskT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_
   for (int t = 0; t < kT; ++t) _mm512_storeu_ps(y + 16 * t, _mm512_add_ps(acc[t], _mm512_setzero_ps()));
 }
 
+void ExpandMask(const PackedMatrix& w, int64_t group, PackedMatrix* dense) {
+  const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
+  const uint8_t* p = w.Group(group);
+  for (int64_t b = 0; b < w.n_blocks(); ++b) {
+    const uint8_t* vals = p + 96;
+    uint8_t* out = dense->MutableBlock(b);
+    for (int c = 0; c < 8; ++c) {
+      uint64_t mask;
+      std::memcpy(&mask, p + 8 * c, 8);
+      _mm512_store_si512(out + 64 * c, _mm512_xor_si512(_mm512_maskz_expand_epi8(mask, _mm512_loadu_si512(vals)), sign));
+      vals += __builtin_popcountll(mask);
+    }
+    std::memcpy(dense->MutableScales(b), p + 64, 32);
+    p = vals;
+  }
+}
+
 void QGemmMask(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
   switch (nt) {
     case 4: return QGemmMaskT<4>(w, group, a, t0, y);
@@ -67,6 +84,7 @@ void QGemmMask(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t
 void Fill(KernelTable* t) {
   t->qgemm_sparse_mask = QGemmMask;
   t->qgemm_sparse_mask_variant = "avx512vbmi2";
+  t->expand_sparse_mask = ExpandMask;
 }
 
 }  // namespace infera::avx512vbmi2

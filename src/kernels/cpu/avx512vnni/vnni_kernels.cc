@@ -137,21 +137,52 @@ constexpr uint32_t PairControl(int code, int half) {
 // dense kernel's exact arithmetic: the same vpdpbusd sums, so the results
 // equal the dense Q8_0 kernel's bit for bit, from about two thirds of the
 // bytes (5.5 bits per weight instead of 8.5).
+// The 8 dense Q8_0 vectors of one 2:4 k-block (see QGemmSparse24T).
+struct Spread24 {
+  __m512i table0, table1, offs, sign, seven;
+  Spread24()
+      : table0(_mm512_setr_epi32(PairControl(0, 0), PairControl(1, 0), PairControl(2, 0), PairControl(3, 0),
+                                 PairControl(4, 0), PairControl(5, 0), 0x80808080, 0x80808080, 0, 0, 0, 0, 0, 0, 0,
+                                 0)),
+        table1(_mm512_setr_epi32(PairControl(0, 1), PairControl(1, 1), PairControl(2, 1), PairControl(3, 1),
+                                 PairControl(4, 1), PairControl(5, 1), 0x80808080, 0x80808080, 0, 0, 0, 0, 0, 0, 0,
+                                 0)),
+        // Row r's bytes sit at 4 (r % 4) of its 128-bit lane (vpshufb's reach).
+        offs(_mm512_set_epi32(0x0C0C0C0C, 0x08080808, 0x04040404, 0, 0x0C0C0C0C, 0x08080808, 0x04040404, 0,
+                              0x0C0C0C0C, 0x08080808, 0x04040404, 0, 0x0C0C0C0C, 0x08080808, 0x04040404, 0)),
+        sign(_mm512_set1_epi8(static_cast<char>(0x80))),
+        seven(_mm512_set1_epi32(7)) {}
+  inline __attribute__((always_inline)) void Block(const uint8_t* blk, __m512i* wv) const {
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+      const __m512i vals = _mm512_load_si512(blk + 64 * v);
+      const __m512i codes = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(blk + 256 + 16 * v)));
+      const __m512i c0 = _mm512_add_epi8(_mm512_permutexvar_epi32(_mm512_and_si512(codes, seven), table0), offs);
+      const __m512i c1 = _mm512_add_epi8(_mm512_permutexvar_epi32(_mm512_srli_epi32(codes, 3), table1), offs);
+      wv[2 * v] = _mm512_xor_si512(_mm512_shuffle_epi8(vals, c0), sign);
+      wv[2 * v + 1] = _mm512_xor_si512(_mm512_shuffle_epi8(vals, c1), sign);
+    }
+  }
+};
+
+void ExpandSparse24(const PackedMatrix& w, int64_t group, PackedMatrix* dense) {
+  using Geometry = PackedGeometry<5, 32, false, true, false>;
+  const Spread24 spread;
+  Geometry::ForEachBlock(w.Block(group, 0), w.n_blocks(), [&](const uint8_t* blk, const uint8_t* sp, const uint8_t*,
+                                                             int64_t b) __attribute__((always_inline)) {
+    __m512i wv[8];
+    spread.Block(blk, wv);
+    uint8_t* out = dense->MutableBlock(b);
+    for (int c = 0; c < 8; ++c) _mm512_store_si512(out + 64 * c, wv[c]);
+    std::memcpy(dense->MutableScales(b), sp, 32);
+  });
+}
+
 template <int kT>
 void QGemmSparse24T(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, float* y) {
   using Geometry = PackedGeometry<5, 32, false, true, false>;
   const int64_t nb = w.n_blocks();
-  const __m512i table0 = _mm512_setr_epi32(PairControl(0, 0), PairControl(1, 0), PairControl(2, 0), PairControl(3, 0),
-                                           PairControl(4, 0), PairControl(5, 0), 0x80808080, 0x80808080, 0, 0, 0, 0,
-                                           0, 0, 0, 0);
-  const __m512i table1 = _mm512_setr_epi32(PairControl(0, 1), PairControl(1, 1), PairControl(2, 1), PairControl(3, 1),
-                                           PairControl(4, 1), PairControl(5, 1), 0x80808080, 0x80808080, 0, 0, 0, 0,
-                                           0, 0, 0, 0);
-  // Row r's bytes sit at 4 (r % 4) of its 128-bit lane (vpshufb's reach).
-  const __m512i offs = _mm512_set_epi32(0x0C0C0C0C, 0x08080808, 0x04040404, 0, 0x0C0C0C0C, 0x08080808, 0x04040404, 0,
-                                        0x0C0C0C0C, 0x08080808, 0x04040404, 0, 0x0C0C0C0C, 0x08080808, 0x04040404, 0);
-  const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
-  const __m512i seven = _mm512_set1_epi32(7);
+  const Spread24 spread;
   __m512 acc[kT];
   const int8_t* q[kT];
   const int32_t* bias[kT];
@@ -165,15 +196,7 @@ void QGemmSparse24T(const PackedMatrix& w, int64_t group, const QuantActs& a, in
   auto block = [&](const uint8_t* blk, const uint8_t* sp, const uint8_t*, int64_t b) __attribute__((always_inline)) {
     if constexpr (kT == 1) Geometry::PrefetchAhead(blk);
     __m512i wv[8];
-#pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) {
-      const __m512i vals = _mm512_load_si512(blk + 64 * v);
-      const __m512i codes = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(blk + 256 + 16 * v)));
-      const __m512i c0 = _mm512_add_epi8(_mm512_permutexvar_epi32(_mm512_and_si512(codes, seven), table0), offs);
-      const __m512i c1 = _mm512_add_epi8(_mm512_permutexvar_epi32(_mm512_srli_epi32(codes, 3), table1), offs);
-      wv[2 * v] = _mm512_xor_si512(_mm512_shuffle_epi8(vals, c0), sign);
-      wv[2 * v + 1] = _mm512_xor_si512(_mm512_shuffle_epi8(vals, c1), sign);
-    }
+    spread.Block(blk, wv);
     const __m512 s = LoadScales<true>(sp);
 #pragma GCC unroll 4
     for (int t = 0; t < kT; ++t) {
@@ -216,6 +239,7 @@ void Fill(KernelTable* t) {
   t->qgemm_variant = "avx512vnni";
   t->qgemm_sparse24 = QGemmSparse24;
   t->qgemm_sparse24_variant = "avx512vnni";
+  t->expand_sparse24 = ExpandSparse24;
 }
 
 }  // namespace infera::avx512vnni
