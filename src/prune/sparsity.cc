@@ -21,6 +21,24 @@ void PruneLowest(float* w, const double* score, int64_t* idx, int64_t len, int64
   for (int64_t i = 0; i < std::min(k, len); ++i) w[idx[i]] = 0.0f;
 }
 
+// a [n, n] symmetric -> its lower Cholesky factor L (a = L L^T) in the lower
+// triangle, in place; false if a is not positive definite.
+bool CholeskyLower(double* a, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) {
+    double d = a[j * n + j];
+    for (int64_t k = 0; k < j; ++k) d -= a[j * n + k] * a[j * n + k];
+    if (!(d > 0.0)) return false;
+    d = std::sqrt(d);
+    a[j * n + j] = d;
+    for (int64_t i = j + 1; i < n; ++i) {
+      double s = a[i * n + j];
+      for (int64_t k = 0; k < j; ++k) s -= a[i * n + k] * a[j * n + k];
+      a[i * n + j] = s / d;
+    }
+  }
+  return true;
+}
+
 // Runs fn(r0, r1) over [0, rows) on `threads` threads.
 template <typename Fn>
 void ForRows(int64_t rows, int threads, Fn&& fn) {
@@ -92,19 +110,7 @@ void PruneByScore(float* w, const double* score, int64_t rows, int64_t cols, dou
 
 bool UpperCholeskyOfInverse(std::vector<double>* hp, int64_t n) {
   std::vector<double>& h = *hp;
-  // H = L L^T (L lower, in place).
-  for (int64_t j = 0; j < n; ++j) {
-    double d = h[j * n + j];
-    for (int64_t k = 0; k < j; ++k) d -= h[j * n + k] * h[j * n + k];
-    if (!(d > 0.0)) return false;
-    d = std::sqrt(d);
-    h[j * n + j] = d;
-    for (int64_t i = j + 1; i < n; ++i) {
-      double s = h[i * n + j];
-      for (int64_t k = 0; k < j; ++k) s -= h[i * n + k] * h[j * n + k];
-      h[i * n + j] = s / d;
-    }
-  }
+  if (!CholeskyLower(h.data(), n)) return false;  // H = L L^T
   // M = L^-1 (lower), by forward substitution column by column.
   std::vector<double> m(static_cast<size_t>(n * n), 0.0);
   for (int64_t j = 0; j < n; ++j) {
@@ -124,19 +130,7 @@ bool UpperCholeskyOfInverse(std::vector<double>* hp, int64_t n) {
       inv[i * n + j] = inv[j * n + i] = s;
     }
   }
-  // H^-1 = C C^T (C lower); U = C^T.
-  for (int64_t j = 0; j < n; ++j) {
-    double d = inv[j * n + j];
-    for (int64_t k = 0; k < j; ++k) d -= inv[j * n + k] * inv[j * n + k];
-    if (!(d > 0.0)) return false;
-    d = std::sqrt(d);
-    inv[j * n + j] = d;
-    for (int64_t i = j + 1; i < n; ++i) {
-      double s = inv[i * n + j];
-      for (int64_t k = 0; k < j; ++k) s -= inv[i * n + k] * inv[j * n + k];
-      inv[i * n + j] = s / d;
-    }
-  }
+  if (!CholeskyLower(inv.data(), n)) return false;  // H^-1 = C C^T; U = C^T
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t j = 0; j < n; ++j) h[i * n + j] = j >= i ? inv[j * n + i] : 0.0;
   }
