@@ -7,6 +7,8 @@ PKGS=(
   build-essential cmake ninja-build pkg-config git
   # C++ libraries
   nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libpcre2-dev
+  # KV offload tiers: Redis client, XXH3 checksums; redis-server for the tests
+  libhiredis-dev libxxhash-dev redis-server
   libboost-dev  # Beast/Asio (header-only): the HTTP server and bench-serve
   libgtest-dev libgmock-dev libbenchmark-dev
   # fuzzing (libFuzzer + sanitizers come with clang's runtime)

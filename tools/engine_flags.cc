@@ -20,6 +20,17 @@ void AddEngineFlags(CLI::App& app, EngineFlags* f) {
   app.add_option("--admission", f->admission,
                  "preempt (admit when the next chunk fits; preempt and recompute when memory runs out) or "
                  "guaranteed (admit only when prompt + max_tokens fit; never preempt)");
+  KvOffloadOptions& k = f->opts.kv_offload;
+  app.add_option("--kv-offload-dir", k.dir,
+                 "keep computed KV blocks in this directory too (a second prefix-cache tier; survives restarts)");
+  app.add_option("--kv-offload-dir-gb", k.dir_gb, "disk tier budget in GiB (default 10; least recently used go)");
+  app.add_option("--kv-offload-redis", k.redis_url,
+                 "keep computed KV blocks in Redis too: redis://[:password@]host[:port][/db] (shared by replicas)");
+  app.add_option("--kv-offload-ttl", k.ttl_seconds, "expiry of a block in Redis, seconds (default 86400; 0: none)");
+  app.add_option("--kv-offload-type", k.type,
+                 "stored K/V: auto (as the KV cache, default), f32, or q8 (int8 rows: a quarter of f32, approximate)");
+  app.add_option("--kv-offload-timeout-ms", k.timeout_ms,
+                 "Redis connect/read/write timeout (default 500); a slower tier is skipped and the prefix recomputed");
   AddSpecFlags(app, &f->opts, &f->draft_model);
 }
 
@@ -66,6 +77,12 @@ std::string ResolveEngineFlags(EngineFlags* f, int threads) {
   if (f->opts.max_model_len < 0) return "--max-model-len must be >= 0";
   if (f->opts.context_keep < 0) return "--context-keep must be >= 0";
   if (f->opts.kv_cache_type != "f32" && f->opts.kv_cache_type != "q8") return "--kv-cache-type must be f32 or q8";
+  const KvOffloadOptions& k = f->opts.kv_offload;
+  if (!(k.dir_gb > 0)) return "--kv-offload-dir-gb must be > 0";
+  if (k.ttl_seconds < 0) return "--kv-offload-ttl must be >= 0";
+  if (k.timeout_ms < 1) return "--kv-offload-timeout-ms must be >= 1";
+  if (k.type != "auto" && k.type != "f32" && k.type != "q8") return "--kv-offload-type must be auto, f32 or q8";
+  if (k.enabled() && f->no_prefix_cache) return "--kv-offload-dir / --kv-offload-redis need prefix caching";
   return {};
 }
 

@@ -29,6 +29,34 @@ class ThreadPool;
 // Makes the runner an engine steps with, on the engine's thread pool.
 using ModelRunnerFactory = std::function<std::unique_ptr<ModelRunner>(ThreadPool& pool)>;
 
+// Lower tiers of the prefix cache (docs/operations.md, "KV offload tiers"):
+// full KV blocks are written through to a local directory and/or Redis, and
+// a prompt whose prefix is no longer in RAM (evicted, another process, a
+// restart) loads it from there instead of recomputing it.
+struct KvOffloadOptions {
+  std::string dir;              // "" : no disk tier
+  double dir_gb = 10;           // disk tier budget; least recently used blocks go beyond it
+  std::string redis_url;        // redis://[:password@]host[:port][/db]; "" : no Redis tier
+  int64_t ttl_seconds = 86400;  // Redis expiry of a block (0: none)
+  std::string type = "auto";    // stored payload: auto (as the KV cache), f32, or q8 (int8 rows, ~1/4)
+  int timeout_ms = 500;         // Redis connect / read / write timeout
+  int64_t max_queue_mb = 256;   // write-through queue; blocks beyond it are dropped (counted)
+  bool enabled() const { return !dir.empty() || !redis_url.empty(); }
+};
+
+// Cumulative counters of one offload tier.
+struct KvTierStats {
+  std::string tier;  // "disk" or "redis"
+  uint64_t hits = 0, misses = 0;  // blocks looked up
+  uint64_t errors = 0;            // failed calls (timeouts, lost connections, full)
+  uint64_t corrupt = 0;           // blocks that failed verification (recomputed)
+  uint64_t read_bytes = 0, written_bytes = 0, writes = 0;
+  uint64_t skipped = 0;           // calls skipped while the tier backs off after a failure
+  uint64_t gets = 0;              // lookups
+  double get_seconds = 0;         // their total time
+  bool healthy = true;            // not backing off now
+};
+
 struct EngineOptions {
   int threads = 0;                  // 0: all cores
   int64_t kv_cache_mb = 0;          // 0: a quarter of free RAM, at most what the limits below can use
@@ -66,6 +94,7 @@ struct EngineOptions {
   // memory-bound decode step into a compute-bound one, which costs throughput
   // once the batch itself fills the step.
   int32_t spec_max_seqs = 2;
+  KvOffloadOptions kv_offload;
 };
 
 struct RequestParams {
@@ -148,6 +177,10 @@ struct EngineStats {
   uint64_t spec_draft_tokens = 0, spec_accepted_tokens = 0;
   // The measured cost of one more token in a decode step, relative to the step.
   double spec_token_cost_ratio = 0;
+  // KV offload tiers (empty without them).
+  std::vector<KvTierStats> kv_offload_tiers;
+  uint64_t kv_offload_dropped_writes = 0;  // write-through queue full
+  uint64_t kv_offload_loaded_blocks = 0;   // blocks loaded from the tiers into RAM
 };
 
 class Engine {

@@ -13,6 +13,7 @@
 #include "base/file_util.h"
 #include "base/logging.h"
 #include "engine/draft_model.h"
+#include "engine/kv_offloader.h"
 #include "engine/ngram_draft.h"
 #include "engine/spec_policy.h"
 #include "engine/stop_checker.h"
@@ -73,6 +74,13 @@ struct EngineRequest {
   using Clock = std::chrono::steady_clock;
   Clock::time_point t_add = Clock::now(), t_sched, t_first;
   bool scheduled = false, has_first = false;
+  // KV offload: while the prompt's prefix is looked up in the tiers the
+  // request waits outside the scheduler (its prompt held here); then the
+  // pool blocks it found are pinned until it is admitted.
+  bool fetching = false;
+  std::vector<int32_t> held_prompt;
+  int32_t max_cached = INT32_MAX;
+  std::vector<int32_t> pinned;
   void Timing(RequestOutput* o) const {
     const auto now = Clock::now();
     auto secs = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
@@ -126,6 +134,7 @@ struct Engine::Impl {
   uint64_t spec_drafted = 0, spec_accepted = 0;
   StepCostModel step_cost;  // single-sequence decode steps' wall times
   std::unique_ptr<DraftModelProposer> drafter;  // with spec == "draft"
+  std::unique_ptr<KvOffloader> offload;         // with kv_offload enabled
 
   Impl(const Model& m, const Tokenizer* t, const KernelTable& k, const EngineOptions& o, int32_t n_blocks, KvType kt,
        const ModelRunnerFactory& make_runner)
@@ -175,9 +184,37 @@ struct Engine::Impl {
     }
     Describe(id, r, &o);
     sched.Finish(id);  // blocks back to the pool now
+    Unpin(r);
+    if (offload && r.fetching) offload->Forget(id);
     if (drafter) drafter->Forget(id);
     reqs.erase(id);
     return o;
+  }
+
+  void Unpin(EngineRequest& r) {
+    for (int32_t b : r.pinned) blocks.Unpin(b);
+    r.pinned.clear();
+  }
+
+  // KV offload: requests whose prefix lookup finished join the scheduler,
+  // with the blocks found loaded and pinned. Waits a little for a lookup
+  // when there is nothing else to do.
+  void TakeFetched(std::vector<RequestOutput>* outs) {
+    if (!offload || !offload->fetching()) return;
+    const auto wait = std::chrono::milliseconds(sched.HasWork() ? 0 : 5);
+    const int32_t reserve = sched.num_running() + 1;
+    for (KvOffloader::Ready& ready : offload->Install(blocks, kv, wait, reserve)) {
+      auto it = reqs.find(ready.id);
+      if (it == reqs.end()) {
+        for (int32_t b : ready.pinned) blocks.Unpin(b);
+        continue;
+      }
+      EngineRequest& r = *it->second;
+      r.fetching = false;
+      r.pinned = std::move(ready.pinned);
+      Status st = sched.Add(ready.id, std::move(r.held_prompt), r.max_tokens, r.params.priority, r.max_cached);
+      if (!st.ok()) outs->push_back(Finish(ready.id, FinishReason::kError, st.message()));
+    }
   }
 
   // Speculative decoding: drafts for every sequence about to decode, while
@@ -310,7 +347,14 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Token
   const int64_t n_blocks = static_cast<int64_t>(bytes / (per_token * o.kv_block_size));
   if (n_blocks < 1) return InvalidArgument("--kv-cache-mb is too small for one KV block");
   if (n_blocks * o.kv_block_size > (1ll << 31) - 1) return InvalidArgument("--kv-cache-mb is too large");
+  if (o.kv_offload.enabled() && !o.prefix_caching) {
+    return InvalidArgument("--kv-offload-dir / --kv-offload-redis need prefix caching (drop --no-prefix-cache)");
+  }
   auto impl = std::make_unique<Impl>(model, tokenizer, kernels, o, static_cast<int32_t>(n_blocks), kt, make_runner);
+  if (o.kv_offload.enabled()) {
+    ASSIGN_OR_RETURN(impl->offload, KvOffloader::Create(model, kt, o.kv_block_size, o.max_model_len, o.kv_offload));
+    impl->blocks.set_record_commits(true);
+  }
   LOG_INFO("engine: KV cache {:.1f} MiB ({}) = {} blocks of {} tokens ({} tokens), context {}, max {} seqs, {} tokens/step",
            per_token * n_blocks * o.kv_block_size / 1048576.0,
            o.kv_cache_type, n_blocks, o.kv_block_size, n_blocks * o.kv_block_size, o.max_model_len, o.max_num_seqs,
@@ -365,10 +409,16 @@ StatusOr<uint64_t> Engine::Add(std::vector<int32_t> prompt, const RequestParams&
   const uint64_t id = m.next_id++;
   const int32_t first_row = FirstPromptRow(params);  // rows wanted from there: never from the prefix cache
   const int32_t max_cached = first_row >= 0 ? first_row : INT32_MAX;
-  RETURN_IF_ERROR(m.sched.Add(id, std::move(prompt), max_tokens, params.priority, max_cached));
   auto r = std::make_unique<EngineRequest>(params, m.tok);
   r->prompt_len = len;
   r->max_tokens = max_tokens;
+  r->max_cached = max_cached;
+  if (m.offload && m.offload->StartFetch(id, prompt, std::min(len - 1, max_cached), m.blocks)) {
+    r->fetching = true;  // joins the scheduler when the lookup is done
+    r->held_prompt = std::move(prompt);
+  } else {
+    RETURN_IF_ERROR(m.sched.Add(id, std::move(prompt), max_tokens, params.priority, max_cached));
+  }
   m.reqs.emplace(id, std::move(r));
   return id;
 }
@@ -403,6 +453,15 @@ EngineStats Engine::Stats() const {
   s.spec_draft_tokens = m.spec_drafted;
   s.spec_accepted_tokens = m.spec_accepted;
   s.spec_token_cost_ratio = m.step_cost.marginal_ratio();
+  if (m.offload) {
+    const kv_offload::OffloadCounters c = m.offload->Counters();
+    for (const kv_offload::TierCounters& t : c.tiers) {
+      s.kv_offload_tiers.push_back({t.tier, t.hits, t.misses, t.errors, t.corrupt, t.read_bytes, t.written_bytes,
+                                    t.writes, t.skipped, t.gets, t.get_seconds, t.healthy});
+    }
+    s.kv_offload_dropped_writes = c.dropped_writes;
+    s.kv_offload_loaded_blocks = m.offload->loaded_blocks();
+  }
   return s;
 }
 
@@ -416,9 +475,14 @@ std::vector<RequestOutput> Engine::Step() {
     ++it;
     if (cancel) outs.push_back(m.Finish(id, FinishReason::kCancelled));
   }
+  m.TakeFetched(&outs);
+  // Blocks registered by the last step are written through before any block
+  // can be reused.
+  if (m.offload) m.offload->WriteThrough(m.blocks, m.kv);
   m.Draft();
   SchedulerOutput so = m.sched.Schedule();
   m.last_step_tokens = 0;
+  for (const ScheduledChunk& c : so.chunks) m.Unpin(*m.reqs.at(c.id));  // admitted: the sequence holds its blocks
   if (so.empty()) return outs;
   ++m.steps;
   m.last_step_tokens = so.num_tokens;
@@ -548,6 +612,7 @@ std::vector<RequestOutput> Engine::Step() {
       outs.push_back(std::move(o));
     }
   }
+  if (m.offload) m.offload->WriteThrough(m.blocks, m.kv);
   return outs;
 }
 

@@ -55,6 +55,7 @@ void BlockManager::Commit(uint64_t id, const std::vector<int32_t>& tokens, int32
   for (int32_t blk = s.n_committed; blk < full; ++blk) {
     const int32_t* t = tokens.data() + blk * bs;
     const uint64_t key = BlockPool::ChainKey(s.last_key, t, bs);
+    if (record_commits_ && !pool_.Contains(key, t)) committed_.push_back({key, s.blocks[blk]});
     pool_.Register(s.blocks[blk], key, t);
     s.last_key = key;
     s.n_committed = blk + 1;
@@ -67,6 +68,40 @@ void BlockManager::Free(uint64_t id) {
   // Last blocks first, so that a prefix's head stays cached longest.
   for (auto b = it->second.blocks.rbegin(); b != it->second.blocks.rend(); ++b) pool_.DecRef(*b);
   seqs_.erase(it);
+}
+
+std::vector<uint64_t> BlockManager::ChainKeys(const std::vector<int32_t>& tokens, int32_t n_blocks,
+                                              int32_t block_size) {
+  CHECK(static_cast<int64_t>(n_blocks) * block_size <= static_cast<int64_t>(tokens.size()));
+  std::vector<uint64_t> keys;
+  keys.reserve(n_blocks);
+  uint64_t last = 0;
+  for (int32_t blk = 0; blk < n_blocks; ++blk) {
+    last = BlockPool::ChainKey(last, tokens.data() + static_cast<size_t>(blk) * block_size, block_size);
+    keys.push_back(last);
+  }
+  return keys;
+}
+
+int32_t BlockManager::CachedBlocks(const std::vector<uint64_t>& keys, const std::vector<int32_t>& tokens) const {
+  int32_t n = 0;
+  while (n < static_cast<int32_t>(keys.size()) &&
+         pool_.Contains(keys[n], tokens.data() + static_cast<size_t>(n) * block_size())) {
+    ++n;
+  }
+  return n;
+}
+
+std::optional<int32_t> BlockManager::PinCached(uint64_t key, const int32_t* tokens) {
+  return pool_.Lookup(key, tokens);
+}
+
+std::optional<int32_t> BlockManager::AdoptBlock(uint64_t key, const int32_t* tokens) {
+  if (pool_.Contains(key, tokens)) return std::nullopt;
+  auto b = pool_.Allocate();
+  if (!b) return std::nullopt;
+  pool_.Register(*b, key, tokens);
+  return b;
 }
 
 const std::vector<int32_t>& BlockManager::Slots(uint64_t id) const { return seqs_.at(id).slots; }

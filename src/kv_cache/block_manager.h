@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -48,6 +49,27 @@ class BlockManager {
   // The KV slot of every position of `id` that has a block.
   const std::vector<int32_t>& Slots(uint64_t id) const;
 
+  // Lower cache tiers (engine/kv_offloader.h). The chain keys of the first
+  // n_blocks full blocks of `tokens`.
+  static std::vector<uint64_t> ChainKeys(const std::vector<int32_t>& tokens, int32_t n_blocks, int32_t block_size);
+  // How many leading blocks of the chain `keys` (of `tokens`) are cached.
+  int32_t CachedBlocks(const std::vector<uint64_t>& keys, const std::vector<int32_t>& tokens) const;
+  // The cached block of `key` holding `tokens` [block_size], with a
+  // reference taken (released by Unpin); nullopt on a miss.
+  std::optional<int32_t> PinCached(uint64_t key, const int32_t* tokens);
+  // A new block registered under `key` as holding `tokens` (its K/V to be
+  // written by the caller now), with one reference (released by Unpin);
+  // nullopt when no block can be had.
+  std::optional<int32_t> AdoptBlock(uint64_t key, const int32_t* tokens);
+  void Unpin(int32_t b) { pool_.DecRef(b); }
+  // Full blocks registered by Commit since the last call (when recording).
+  struct Committed {
+    uint64_t key;
+    int32_t block;
+  };
+  void set_record_commits(bool on) { record_commits_ = on; }
+  std::vector<Committed> TakeCommitted() { return std::move(committed_); }
+
   // Prefix cache counters, in tokens.
   uint64_t prefix_queries() const { return prefix_queries_; }
   uint64_t prefix_hits() const { return prefix_hits_; }
@@ -65,6 +87,8 @@ class BlockManager {
   bool prefix_caching_;
   std::unordered_map<uint64_t, Seq> seqs_;
   uint64_t prefix_queries_ = 0, prefix_hits_ = 0;
+  bool record_commits_ = false;
+  std::vector<Committed> committed_;
 };
 
 }  // namespace infera

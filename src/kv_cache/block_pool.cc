@@ -61,6 +61,11 @@ std::optional<int32_t> BlockPool::Lookup(uint64_t key, const int32_t* tokens) {
   return b;
 }
 
+bool BlockPool::Contains(uint64_t key, const int32_t* tokens) const {
+  auto it = by_key_.find(key);
+  return it != by_key_.end() && std::equal(tokens, tokens + block_size_, blocks_[it->second].tokens.begin());
+}
+
 void BlockPool::Register(int32_t b, uint64_t key, const int32_t* tokens) {
   Block& blk = blocks_[b];
   CHECK(blk.ref > 0);

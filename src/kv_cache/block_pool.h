@@ -43,6 +43,10 @@ class BlockPool {
   // Registers full block b (referenced) under key; a no-op if the key is
   // already cached (the other block stays the canonical one).
   void Register(int32_t b, uint64_t key, const int32_t* tokens);
+  // Whether `key` is cached with exactly `tokens` (no reference taken).
+  bool Contains(uint64_t key, const int32_t* tokens) const;
+  // The tokens of registered block b.
+  const std::vector<int32_t>& TokensOf(int32_t b) const { return blocks_[b].tokens; }
 
   // The key of a full block whose predecessor has key `parent` (0 for the
   // first block).

@@ -86,6 +86,26 @@ ServerMetrics::ServerMetrics()
       ready_(registry_.AddGauge("infera_ready", "1 when the model is loaded and requests are accepted").Get()),
       build_info_(registry_.AddGauge("infera_build_info", "Build: version, commit, CPU kernel variant in use",
                                      {"version", "commit", "kernel"})) {
+  auto tier_counter = [this](const char* name, const char* help) { return &registry_.AddCounter(name, help, {"tier"}); };
+  offload_.hits = tier_counter("infera_kv_offload_hits", "KV offload: blocks found in the tier");
+  offload_.misses = tier_counter("infera_kv_offload_misses", "KV offload: blocks looked up and not found in the tier");
+  offload_.errors = tier_counter("infera_kv_offload_errors",
+                                 "KV offload: failed tier calls (timeouts, lost connections, full); recomputed");
+  offload_.corrupt = tier_counter("infera_kv_offload_corrupt_blocks",
+                                  "KV offload: blocks that failed verification (checksum, model, tokens); recomputed");
+  offload_.read_bytes = tier_counter("infera_kv_offload_read_bytes", "KV offload: bytes read from the tier");
+  offload_.written_bytes = tier_counter("infera_kv_offload_written_bytes", "KV offload: bytes written to the tier");
+  offload_.writes = tier_counter("infera_kv_offload_written_blocks", "KV offload: blocks written to the tier");
+  offload_.skipped = tier_counter("infera_kv_offload_skipped_calls",
+                                  "KV offload: calls skipped while the tier backs off after a failure");
+  offload_.lookups = tier_counter("infera_kv_offload_lookups", "KV offload: lookups (one per request prefix)");
+  offload_.lookup_seconds = tier_counter("infera_kv_offload_lookup_seconds", "KV offload: total time of lookups");
+  offload_.healthy = &registry_.AddGauge("infera_kv_offload_healthy", "KV offload: 1 unless the tier is backing off",
+                                         {"tier"});
+  offload_.dropped = &registry_.AddCounter("infera_kv_offload_dropped_writes",
+                                           "KV offload: blocks not written because the write queue was full").Get();
+  offload_.loaded = &registry_.AddCounter("infera_kv_offload_loaded_blocks",
+                                          "KV offload: blocks loaded from a tier into the RAM cache").Get();
   // Families with labels show up from the first scrape with their common children.
   for (const char* reason : {"stop", "length", "abort", "error"}) request_success_.With({reason});
   start_time_.Set(std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
@@ -138,6 +158,36 @@ void ServerMetrics::Collect() {
   mirror(steps_, s.steps, &seen_steps_);
   mirror(spec_drafted_, s.spec_draft_tokens, &seen_spec_drafted_);
   mirror(spec_accepted_, s.spec_accepted_tokens, &seen_spec_accepted_);
+  CollectOffload(s);
+}
+
+void ServerMetrics::CollectOffload(const EngineStats& s) {
+  for (const KvTierStats& t : s.kv_offload_tiers) {
+    KvTierStats& was = seen_tiers_[t.tier];
+    const std::vector<std::string> label = {t.tier};
+    auto inc = [&](metrics::Family<metrics::Counter>* f, double now, double before) {
+      metrics::Counter& c = f->With(label);
+      if (now > before) c.Inc(now - before);
+    };
+    inc(offload_.hits, t.hits, was.hits);
+    inc(offload_.misses, t.misses, was.misses);
+    inc(offload_.errors, t.errors, was.errors);
+    inc(offload_.corrupt, t.corrupt, was.corrupt);
+    inc(offload_.read_bytes, t.read_bytes, was.read_bytes);
+    inc(offload_.written_bytes, t.written_bytes, was.written_bytes);
+    inc(offload_.writes, t.writes, was.writes);
+    inc(offload_.skipped, t.skipped, was.skipped);
+    inc(offload_.lookups, t.gets, was.gets);
+    inc(offload_.lookup_seconds, t.get_seconds, was.get_seconds);
+    offload_.healthy->With(label).Set(t.healthy ? 1 : 0);
+    was = t;
+  }
+  if (!s.kv_offload_tiers.empty()) {
+    if (s.kv_offload_dropped_writes > seen_dropped_) offload_.dropped->Inc(s.kv_offload_dropped_writes - seen_dropped_);
+    if (s.kv_offload_loaded_blocks > seen_loaded_) offload_.loaded->Inc(s.kv_offload_loaded_blocks - seen_loaded_);
+    seen_dropped_ = s.kv_offload_dropped_writes;
+    seen_loaded_ = s.kv_offload_loaded_blocks;
+  }
 }
 
 }  // namespace infera::server

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "engine/async_engine.h"
@@ -81,6 +82,17 @@ class ServerMetrics {
   metrics::Gauge& start_time_;
   metrics::Gauge& ready_;
   metrics::Family<metrics::Gauge>& build_info_;
+
+  // KV offload tiers, labelled by tier (children appear when tiers exist).
+  struct OffloadFamilies {
+    metrics::Family<metrics::Counter>*hits, *misses, *errors, *corrupt, *read_bytes, *written_bytes, *writes, *skipped,
+        *lookups, *lookup_seconds;
+    metrics::Family<metrics::Gauge>* healthy;
+    metrics::Counter *dropped, *loaded;
+  } offload_;
+  void CollectOffload(const EngineStats& s);
+  std::map<std::string, KvTierStats> seen_tiers_;
+  uint64_t seen_dropped_ = 0, seen_loaded_ = 0;
 
   std::atomic<const AsyncEngine*> engine_{nullptr};
   // Engine counters already mirrored (Collect runs under the registry's render lock).

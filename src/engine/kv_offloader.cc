@@ -1,0 +1,303 @@
+#include "engine/kv_offloader.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "base/check.h"
+#include "base/logging.h"
+#include "kernels/flash_generic.h"
+#include "kernels/kernels.h"
+#include "kv_offload/block_blob.h"
+
+namespace infera {
+namespace {
+
+// Bytes of one (layer, KV head)'s part of a payload.
+size_t HeadBytes(int head_dim, int32_t bs, uint32_t kind) {
+  return kind == kKvPayloadF32 ? 2 * sizeof(float) * head_dim * size_t(bs)
+                               : 2 * (size_t(head_dim) * bs + sizeof(float) * bs);
+}
+
+int HeadDim(const KvStorage& kv) { return kv.n_layer() > 0 && kv.n_heads(0) > 0 ? kv.kv_dim(0) / kv.n_heads(0) : 0; }
+
+}  // namespace
+
+size_t KvPayloadBytes(const KvStorage& kv, int32_t block_size, uint32_t kind) {
+  const int hd = HeadDim(kv);
+  size_t n = 0;
+  for (int l = 0; l < kv.n_layer(); ++l) n += kv.n_heads(l) * HeadBytes(hd, block_size, kind);
+  return n;
+}
+
+std::string EncodeKvBlock(KvStorage& kv, int32_t first_slot, int32_t bs, uint32_t kind) {
+  const int hd = HeadDim(kv);
+  std::string out(KvPayloadBytes(kv, bs, kind), '\0');
+  char* p = out.data();
+  std::vector<float> row(hd);
+  for (int l = 0; l < kv.n_layer(); ++l) {
+    for (int h = 0; h < kv.n_heads(l); ++h) {
+      if (kind == kKvPayloadF32) {  // f32 storage (the fingerprint ties kinds to storage types)
+        float* k = reinterpret_cast<float*>(p);
+        float* v = k + size_t(bs) * hd;
+        const float* kt = kv.k(l, h);
+        for (int32_t i = 0; i < bs; ++i) {
+          for (int d = 0; d < hd; ++d) k[size_t(i) * hd + d] = kt[FlashKIndex(first_slot + i, d, hd)];
+        }
+        std::memcpy(v, kv.v(l, h) + size_t(first_slot) * hd, sizeof(float) * hd * bs);
+      } else {
+        int8_t* k = reinterpret_cast<int8_t*>(p);
+        float* ks = reinterpret_cast<float*>(k + size_t(bs) * hd);
+        int8_t* v = reinterpret_cast<int8_t*>(ks + bs);
+        float* vs = reinterpret_cast<float*>(v + size_t(bs) * hd);
+        for (int32_t i = 0; i < bs; ++i) {
+          const int32_t s = first_slot + i;
+          if (kv.type() == KvType::kQ8) {
+            const int8_t* kt = kv.k8(l, h);
+            for (int d = 0; d < hd; ++d) k[size_t(i) * hd + d] = kt[FlashKIndex(s, d, hd)];
+            std::memcpy(v + size_t(i) * hd, kv.v8(l, h) + size_t(s) * hd, hd);
+            ks[i] = kv.k_scale(l, h)[s];
+            vs[i] = kv.v_scale(l, h)[s];
+          } else {
+            const float* kt = kv.k(l, h);
+            for (int d = 0; d < hd; ++d) row[d] = kt[FlashKIndex(s, d, hd)];
+            ks[i] = QuantizeKvRow(row.data(), hd, k + size_t(i) * hd);
+            vs[i] = QuantizeKvRow(kv.v(l, h) + size_t(s) * hd, hd, v + size_t(i) * hd);
+          }
+        }
+      }
+      p += HeadBytes(hd, bs, kind);
+    }
+  }
+  return out;
+}
+
+Status DecodeKvBlock(std::string_view payload, uint32_t kind, KvStorage& kv, int32_t first_slot, int32_t bs) {
+  if (kind != kKvPayloadF32 && kind != kKvPayloadQ8) return DataLoss(fmt::format("unknown KV payload kind {}", kind));
+  if (kind == kKvPayloadF32 && kv.type() != KvType::kF32) return DataLoss("f32 KV payload for a q8 cache");
+  if (payload.size() != KvPayloadBytes(kv, bs, kind)) return DataLoss("KV payload size mismatch");
+  const int hd = HeadDim(kv);
+  const char* p = payload.data();
+  for (int l = 0; l < kv.n_layer(); ++l) {
+    for (int h = 0; h < kv.n_heads(l); ++h) {
+      if (kind == kKvPayloadF32) {
+        const float* k = reinterpret_cast<const float*>(p);
+        const float* v = k + size_t(bs) * hd;
+        float* kt = kv.k(l, h);
+        for (int32_t i = 0; i < bs; ++i) {
+          for (int d = 0; d < hd; ++d) kt[FlashKIndex(first_slot + i, d, hd)] = k[size_t(i) * hd + d];
+        }
+        std::memcpy(kv.v(l, h) + size_t(first_slot) * hd, v, sizeof(float) * hd * bs);
+      } else {
+        const int8_t* k = reinterpret_cast<const int8_t*>(p);
+        const float* ks = reinterpret_cast<const float*>(k + size_t(bs) * hd);
+        const int8_t* v = reinterpret_cast<const int8_t*>(ks + bs);
+        const float* vs = reinterpret_cast<const float*>(v + size_t(bs) * hd);
+        for (int32_t i = 0; i < bs; ++i) {
+          const int32_t s = first_slot + i;
+          if (kv.type() == KvType::kQ8) {
+            int8_t* kt = kv.k8(l, h);
+            for (int d = 0; d < hd; ++d) kt[FlashKIndex(s, d, hd)] = k[size_t(i) * hd + d];
+            std::memcpy(kv.v8(l, h) + size_t(s) * hd, v + size_t(i) * hd, hd);
+            kv.k_scale(l, h)[s] = ks[i];
+            kv.v_scale(l, h)[s] = vs[i];
+          } else {
+            float* kt = kv.k(l, h);
+            float* vt = kv.v(l, h) + size_t(s) * hd;
+            for (int d = 0; d < hd; ++d) {
+              kt[FlashKIndex(s, d, hd)] = ks[i] * k[size_t(i) * hd + d];
+              vt[d] = vs[i] * v[size_t(i) * hd + d];
+            }
+          }
+        }
+      }
+      p += HeadBytes(hd, bs, kind);
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<uint64_t> HashModelFiles(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<std::string> files;
+  if (fs::is_regular_file(path, ec)) {
+    files.push_back(path);
+  } else if (fs::is_directory(path, ec)) {
+    for (const auto& e : fs::recursive_directory_iterator(path, ec)) {
+      if (e.is_regular_file(ec)) files.push_back(e.path().string());
+    }
+    std::sort(files.begin(), files.end());
+  } else {
+    return uint64_t{0};
+  }
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_64bits_reset(st);
+  std::vector<char> buf(1 << 20);
+  for (const std::string& f : files) {
+    const std::string rel = f.substr(std::min(f.size(), path.size()));
+    XXH3_64bits_update(st, rel.data(), rel.size());
+    std::ifstream in(f, std::ios::binary);
+    if (!in) {
+      XXH3_freeState(st);
+      return Unavailable(fmt::format("{}: cannot read to fingerprint the model", f));
+    }
+    while (in) {
+      in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+      XXH3_64bits_update(st, buf.data(), static_cast<size_t>(in.gcount()));
+    }
+  }
+  const uint64_t h = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
+  return h;
+}
+
+StatusOr<std::unique_ptr<KvOffloader>> KvOffloader::Create(const Model& model, KvType kv_type, int32_t block_size,
+                                                           int32_t max_model_len, const KvOffloadOptions& o) {
+  if (model.shard.split()) return InvalidArgument("--kv-offload-* works with a whole model only (not with --tp/--pp)");
+  uint32_t kind;
+  if (o.type == "auto") kind = kv_type == KvType::kF32 ? kKvPayloadF32 : kKvPayloadQ8;
+  else if (o.type == "f32") kind = kKvPayloadF32;
+  else if (o.type == "q8") kind = kKvPayloadQ8;
+  else return InvalidArgument("--kv-offload-type must be auto, f32 or q8");
+  if (kind == kKvPayloadF32 && kv_type == KvType::kQ8) {
+    return InvalidArgument("--kv-offload-type f32 with --kv-cache-type q8: the cache holds int8 already");
+  }
+  if (o.timeout_ms < 1) return InvalidArgument("--kv-offload-timeout-ms must be at least 1");
+  if (o.ttl_seconds < 0) return InvalidArgument("--kv-offload-ttl must be >= 0");
+  if (!(o.dir_gb > 0)) return InvalidArgument("--kv-offload-dir-gb must be > 0");
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSIGN_OR_RETURN(uint64_t weights, HashModelFiles(model.path));
+  const ModelConfig& c = model.config;
+  std::string desc = fmt::format("weights={:016x} arch={} name={} vocab={} embd={} layers={} head_dim={} kv_heads=[{}] "
+                                 "rope_theta={} rope_dim={} rope_style={} scaling={} factor={} orig={} ctx_long={} "
+                                 "kv={} payload={} block={}",
+                                 weights, static_cast<int>(c.arch), c.name, c.n_vocab, c.n_embd, c.n_layer, c.head_dim,
+                                 fmt::join(c.KvHeadsPerLayer(), ","), c.rope_theta, c.rope_dim,
+                                 static_cast<int>(c.rope_style), static_cast<int>(c.rope_scaling.type),
+                                 c.rope_scaling.factor, c.rope_scaling.original_max_position,
+                                 max_model_len > c.rope_scaling.original_max_position ? 1 : 0,
+                                 kv_type == KvType::kF32 ? "f32" : "q8", kind, block_size);
+  for (int l = 0; l < c.n_layer; ++l) {
+    const LayerConfig lc = c.Layer(l);
+    desc += fmt::format(" L{}:{}/{}/{}", l, lc.rope_theta, lc.rope_linear_factor, lc.sliding_window);
+  }
+  const uint64_t fp = kv_offload::Hash64(desc);
+  kv_offload::OffloadConfig cfg;
+  cfg.dir = o.dir;
+  cfg.dir_max_bytes = static_cast<uint64_t>(o.dir_gb * (1ull << 30));
+  cfg.redis_url = o.redis_url;
+  cfg.ttl_seconds = o.ttl_seconds;
+  cfg.timeout_ms = o.timeout_ms;
+  cfg.max_queue_bytes = static_cast<uint64_t>(std::max<int64_t>(1, o.max_queue_mb)) << 20;
+  ASSIGN_OR_RETURN(std::unique_ptr<kv_offload::OffloadStore> store, kv_offload::OffloadStore::Create(cfg));
+  LOG_INFO("kv offload: model fingerprint {:016x} (weights hashed in {:.2f} s), {} payload", fp,
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+           kind == kKvPayloadF32 ? "f32" : "q8");
+  return std::unique_ptr<KvOffloader>(new KvOffloader(std::move(store), fp, kind, block_size));
+}
+
+std::vector<std::string> KvOffloader::KeysOf(const std::vector<uint64_t>& chain) const {
+  std::vector<std::string> keys;
+  keys.reserve(chain.size());
+  for (uint64_t k : chain) keys.push_back(kv_offload::BlockKey(fingerprint_, k));
+  return keys;
+}
+
+void KvOffloader::WriteThrough(BlockManager& blocks, KvStorage& kv) {
+  for (const BlockManager::Committed& c : blocks.TakeCommitted()) {
+    std::string key = kv_offload::BlockKey(fingerprint_, c.key);
+    if (store_->Known(key)) continue;
+    const std::vector<int32_t>& toks = blocks.pool().TokensOf(c.block);
+    const std::string payload = EncodeKvBlock(kv, c.block * block_size_, block_size_, kind_);
+    kv_offload::BlockBlobHeader h{fingerprint_, c.key, kind_};
+    std::string blob = kv_offload::EncodeBlockBlob(h, toks.data(), block_size_, payload);
+    store_->MarkKnown(key);
+    store_->Enqueue(std::move(key), std::move(blob));
+  }
+}
+
+bool KvOffloader::StartFetch(uint64_t id, const std::vector<int32_t>& tokens, int32_t max_cached,
+                             const BlockManager& blocks) {
+  const int32_t n_full = std::max(0, std::min<int32_t>(max_cached, static_cast<int32_t>(tokens.size()))) / block_size_;
+  if (n_full == 0) return false;
+  Pending p;
+  p.tokens.assign(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(n_full) * block_size_);
+  p.chain = BlockManager::ChainKeys(p.tokens, n_full, block_size_);
+  p.first = blocks.CachedBlocks(p.chain, p.tokens);
+  if (p.first == n_full) return false;
+  std::vector<uint64_t> rest(p.chain.begin() + p.first, p.chain.end());
+  store_->Fetch(id, KeysOf(rest));
+  pending_[id] = std::move(p);
+  return true;
+}
+
+std::vector<KvOffloader::Ready> KvOffloader::Install(BlockManager& blocks, KvStorage& kv,
+                                                     std::chrono::milliseconds wait, int32_t reserve) {
+  std::vector<Ready> out;
+  if (pending_.empty()) return out;
+  for (kv_offload::FetchResult& r : store_->TakeFetched(wait)) {
+    auto it = pending_.find(r.ticket);
+    if (it == pending_.end()) continue;  // cancelled meanwhile
+    Pending& p = it->second;
+    Ready ready;
+    ready.id = r.ticket;
+    // Pin the RAM part of the chain first: loading may evict cached blocks.
+    int32_t blk = 0;
+    for (; blk < p.first; ++blk) {
+      auto b = blocks.PinCached(p.chain[blk], p.tokens.data() + static_cast<size_t>(blk) * block_size_);
+      if (!b) break;  // evicted meanwhile: the chain ends here
+      ready.pinned.push_back(*b);
+    }
+    const bool ram_intact = blk == p.first;
+    for (size_t i = 0; ram_intact && i < r.values.size(); ++i) {
+      blk = p.first + static_cast<int32_t>(i);
+      const int32_t* toks = p.tokens.data() + static_cast<size_t>(blk) * block_size_;
+      uint32_t kind = 0;
+      auto payload = kv_offload::DecodeBlockBlob(r.values[i], fingerprint_, p.chain[blk], toks, block_size_, &kind);
+      if (payload.ok() && payload->size() != KvPayloadBytes(kv, block_size_, kind)) {
+        payload = DataLoss("KV payload size mismatch");
+      }
+      const std::string key = kv_offload::BlockKey(fingerprint_, p.chain[blk]);
+      if (!payload.ok()) {
+        ++load_rejected_;
+        store_->ReportCorrupt(r.tier_of[i], key);
+        break;
+      }
+      if (auto b = blocks.PinCached(p.chain[blk], toks)) {  // computed meanwhile
+        ready.pinned.push_back(*b);
+        continue;
+      }
+      if (blocks.num_free_blocks() <= reserve) break;
+      auto b = blocks.AdoptBlock(p.chain[blk], toks);
+      if (!b) break;
+      Status st = DecodeKvBlock(*payload, kind, kv, *b * block_size_, block_size_);
+      CHECK(st.ok());  // sizes and kinds were checked above
+      ready.pinned.push_back(*b);
+      store_->MarkKnown(key);
+      ++loaded_blocks_;
+    }
+    pending_.erase(it);
+    out.push_back(std::move(ready));
+  }
+  return out;
+}
+
+Status KvOffloader::TouchPrefix(const std::vector<int32_t>& tokens, int64_t ttl_seconds) {
+  const int32_t n = static_cast<int32_t>(tokens.size()) / block_size_;
+  return store_->Touch(KeysOf(BlockManager::ChainKeys(tokens, n, block_size_)), ttl_seconds);
+}
+
+Status KvOffloader::DeletePrefix(const std::vector<int32_t>& tokens) {
+  const int32_t n = static_cast<int32_t>(tokens.size()) / block_size_;
+  return store_->Delete(KeysOf(BlockManager::ChainKeys(tokens, n, block_size_)));
+}
+
+kv_offload::OffloadCounters KvOffloader::Counters() const { return store_->Counters(); }
+
+}  // namespace infera

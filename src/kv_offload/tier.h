@@ -1,0 +1,35 @@
+// A lower tier of the prefix cache: a key -> bytes store outside the
+// process's RAM (disk_tier.h, redis_tier.h). Values are block blobs
+// (block_blob.h); a tier need not know what they hold.
+//
+// Thread-safety: every implementation is safe to call from several threads
+// (the offload store's writer and fetcher).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "infera/status.h"
+
+namespace infera::kv_offload {
+
+class KvTier {
+ public:
+  virtual ~KvTier() = default;
+  // "disk" or "redis" (the metrics label).
+  virtual const char* name() const = 0;
+  // Stores every (key, value); ttl_seconds > 0 asks them to expire after
+  // that long (a tier that cannot expire keys ignores it). An error means
+  // the tier failed (some items may be stored).
+  virtual Status Put(const std::vector<std::pair<std::string, std::string>>& items, int64_t ttl_seconds) = 0;
+  // The values of `keys`, "" for each missing one; an error means the tier
+  // failed (no answer in time, connection lost, garbage reply).
+  virtual StatusOr<std::vector<std::string>> Get(const std::vector<std::string>& keys) = 0;
+  // Extends the life of `keys` (Redis: EXPIRE; disk: most recently used).
+  virtual Status Touch(const std::vector<std::string>& keys, int64_t ttl_seconds) = 0;
+  virtual Status Delete(const std::vector<std::string>& keys) = 0;
+};
+
+}  // namespace infera::kv_offload
