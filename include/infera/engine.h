@@ -211,6 +211,9 @@ class Engine {
   std::vector<RequestOutput> Step();
   bool HasWork() const;
   EngineStats Stats() const;
+  // Only the KV offload counters of Stats(), current; any thread may call it
+  // while another steps.
+  void OffloadStats(EngineStats* s) const;
   int32_t max_model_len() const;
   int32_t n_vocab() const;
 

@@ -46,8 +46,13 @@ void AsyncEngine::Cancel(uint64_t id) {
 }
 
 EngineStats AsyncEngine::Stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return stats_;
+  EngineStats s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s = stats_;
+  }
+  engine_->OffloadStats(&s);  // live, even while no step runs
+  return s;
 }
 
 int AsyncEngine::Abandon(const std::string& why) {

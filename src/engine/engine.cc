@@ -453,16 +453,21 @@ EngineStats Engine::Stats() const {
   s.spec_draft_tokens = m.spec_drafted;
   s.spec_accepted_tokens = m.spec_accepted;
   s.spec_token_cost_ratio = m.step_cost.marginal_ratio();
-  if (m.offload) {
-    const kv_offload::OffloadCounters c = m.offload->Counters();
-    for (const kv_offload::TierCounters& t : c.tiers) {
-      s.kv_offload_tiers.push_back({t.tier, t.hits, t.misses, t.errors, t.corrupt, t.read_bytes, t.written_bytes,
-                                    t.writes, t.skipped, t.gets, t.get_seconds, t.healthy});
-    }
-    s.kv_offload_dropped_writes = c.dropped_writes;
-    s.kv_offload_loaded_blocks = m.offload->loaded_blocks();
-  }
+  OffloadStats(&s);
   return s;
+}
+
+void Engine::OffloadStats(EngineStats* s) const {
+  const Impl& m = *impl_;
+  if (!m.offload) return;
+  const kv_offload::OffloadCounters c = m.offload->Counters();
+  s->kv_offload_tiers.clear();
+  for (const kv_offload::TierCounters& t : c.tiers) {
+    s->kv_offload_tiers.push_back({t.tier, t.hits, t.misses, t.errors, t.corrupt, t.read_bytes, t.written_bytes,
+                                   t.writes, t.skipped, t.gets, t.get_seconds, t.healthy});
+  }
+  s->kv_offload_dropped_writes = c.dropped_writes;
+  s->kv_offload_loaded_blocks = m.offload->loaded_blocks();
 }
 
 std::vector<RequestOutput> Engine::Step() {

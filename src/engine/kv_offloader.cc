@@ -217,7 +217,6 @@ void KvOffloader::WriteThrough(BlockManager& blocks, KvStorage& kv) {
     const std::string payload = EncodeKvBlock(kv, c.block * block_size_, block_size_, kind_);
     kv_offload::BlockBlobHeader h{fingerprint_, c.key, kind_};
     std::string blob = kv_offload::EncodeBlockBlob(h, toks.data(), block_size_, payload);
-    store_->MarkKnown(key);
     store_->Enqueue(std::move(key), std::move(blob));
   }
 }

@@ -11,9 +11,11 @@
 // architecture and every shape and RoPE setting K/V depends on, the KV and
 // payload types and the block size — plus the block's chain key.
 //
-// Thread-safety: used by the engine loop only (the store has its own threads).
+// Thread-safety: used by the engine loop only (the store has its own
+// threads), except Counters and loaded_blocks: any thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -81,7 +83,8 @@ class KvOffloader {
   bool Flush(std::chrono::milliseconds wait) { return store_->Flush(wait); }
 
   uint64_t fingerprint() const { return fingerprint_; }
-  uint64_t loaded_blocks() const { return loaded_blocks_; }
+  // Any thread.
+  uint64_t loaded_blocks() const { return loaded_blocks_.load(std::memory_order_relaxed); }
   kv_offload::OffloadCounters Counters() const;
 
  private:
@@ -99,7 +102,8 @@ class KvOffloader {
   uint32_t kind_;
   int32_t block_size_;
   std::map<uint64_t, Pending> pending_;
-  uint64_t loaded_blocks_ = 0, load_rejected_ = 0;
+  std::atomic<uint64_t> loaded_blocks_{0};
+  uint64_t load_rejected_ = 0;
 };
 
 }  // namespace infera

@@ -10,7 +10,7 @@ namespace infera::kv_offload {
 namespace {
 
 constexpr std::chrono::milliseconds kFirstBackoff{1000};
-constexpr std::chrono::milliseconds kMaxBackoff{30000};
+constexpr std::chrono::milliseconds kMaxBackoff{10000};
 constexpr std::chrono::milliseconds kDiskFullBackoff{60000};
 constexpr std::chrono::seconds kWarnEvery{10};
 constexpr size_t kWriteBatch = 32;
@@ -70,6 +70,12 @@ bool OffloadStore::Usable(Tier& t) {
 
 void OffloadStore::Failed(Tier& t, const Status& st, const char* what) {
   t.errors.fetch_add(1, std::memory_order_relaxed);
+  {
+    // The tier may have lost what it held (a restarted Redis): write blocks
+    // again when they are next computed.
+    std::lock_guard<std::mutex> lock(mu_);
+    known_.clear();
+  }
   std::lock_guard<std::mutex> lock(t.mu);
   const auto now = Clock::now();
   t.backoff = st.code() == StatusCode::kResourceExhausted && std::string(t.impl->name()) == "disk"
@@ -117,14 +123,19 @@ void OffloadStore::WriterLoop() {
     }
     uint64_t bytes = 0;
     for (const auto& kv : batch) bytes += kv.second.size();
+    bool everywhere = true;  // stored in every tier
     for (auto& t : tiers_) {
-      if (!Usable(*t)) continue;
+      if (!Usable(*t)) {
+        everywhere = false;
+        continue;
+      }
       Status st = t->impl->Put(batch, cfg_.ttl_seconds);
       if (st.ok()) {
         Succeeded(*t);
         t->writes.fetch_add(batch.size(), std::memory_order_relaxed);
         t->written_bytes.fetch_add(bytes, std::memory_order_relaxed);
       } else {
+        everywhere = false;
         Failed(*t, st, "write");
       }
     }
@@ -134,7 +145,10 @@ void OffloadStore::WriterLoop() {
       writing_ = false;
       const auto now = Clock::now();
       if (known_.size() > kMaxKnown) known_.clear();
-      for (const auto& kv : batch) known_[kv.first] = now;
+      for (const auto& kv : batch) {
+        if (everywhere) known_[kv.first] = now;
+        else known_.erase(kv.first);  // written again when next computed
+      }
     }
     flushed_cv_.notify_all();
   }

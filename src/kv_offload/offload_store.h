@@ -3,7 +3,7 @@
 // queue drops the block and counts it), lookups of a chain of block keys on
 // a fetcher thread (disk first, then Redis for what disk lacks), and the
 // fault policy: a tier that fails (error, timeout, full) is skipped for a
-// back-off period (1 s doubling to 30 s; a full disk: 60 s), with one
+// back-off period (1 s doubling to 10 s; a full disk: 60 s), with one
 // warning per tier per 10 s — requests then recompute, never fail.
 //
 // Thread-safety: every public method may be called from any thread; the

@@ -87,8 +87,17 @@ RedisTier::~RedisTier() {
   for (redisContext* c : idle_) redisFree(c);
 }
 
-StatusOr<redisContext*> RedisTier::Acquire() {
+void RedisTier::DropIdle() {
+  std::vector<redisContext*> idle;
   {
+    std::lock_guard<std::mutex> lock(mu_);
+    idle.swap(idle_);
+  }
+  for (redisContext* c : idle) redisFree(c);
+}
+
+StatusOr<redisContext*> RedisTier::Acquire(bool fresh) {
+  if (!fresh) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!idle_.empty()) {
       redisContext* c = idle_.back();
@@ -132,7 +141,14 @@ void RedisTier::Release(redisContext* c, bool healthy) {
 
 Status RedisTier::Pipeline(const std::vector<std::vector<std::string>>& cmds, bool want_ok) {
   if (cmds.empty()) return Status::Ok();
-  ASSIGN_OR_RETURN(redisContext* c, Acquire());
+  Status st = PipelineOnce(cmds, want_ok, false);
+  if (st.code() != StatusCode::kUnavailable) return st;
+  DropIdle();
+  return PipelineOnce(cmds, want_ok, true);
+}
+
+Status RedisTier::PipelineOnce(const std::vector<std::vector<std::string>>& cmds, bool want_ok, bool fresh) {
+  ASSIGN_OR_RETURN(redisContext* c, Acquire(fresh));
   Status st;
   for (const auto& cmd : cmds) {
     st = AppendArgv(c, cmd);
@@ -168,9 +184,16 @@ Status RedisTier::Put(const std::vector<std::pair<std::string, std::string>>& it
 }
 
 StatusOr<std::vector<std::string>> RedisTier::Get(const std::vector<std::string>& keys) {
+  if (keys.empty()) return std::vector<std::string>();
+  auto r = GetOnce(keys, false);
+  if (r.ok() || r.status().code() != StatusCode::kUnavailable) return r;
+  DropIdle();
+  return GetOnce(keys, true);
+}
+
+StatusOr<std::vector<std::string>> RedisTier::GetOnce(const std::vector<std::string>& keys, bool fresh) {
   std::vector<std::string> out(keys.size());
-  if (keys.empty()) return out;
-  ASSIGN_OR_RETURN(redisContext* c, Acquire());
+  ASSIGN_OR_RETURN(redisContext* c, Acquire(fresh));
   std::vector<std::string> cmd = {"MGET"};
   cmd.insert(cmd.end(), keys.begin(), keys.end());
   Status st = AppendArgv(c, cmd);

@@ -1,8 +1,9 @@
 // The Redis tier: block blobs as Redis strings, written with pipelined
 // `SET key value EX ttl`, read with one `MGET`, through a small pool of
 // hiredis connections. Every connect and command has the timeout given; a
-// failed connection is dropped (the next call opens a new one), so a Redis
-// that restarts is used again as soon as it answers.
+// failed connection is dropped with every idle one, and the call is tried
+// once more on a new connection, so a Redis that restarted is used again at
+// once.
 //
 // Thread-safety: all methods (connections are taken from the pool under a
 // mutex and used by one thread at a time).
@@ -43,8 +44,13 @@ class RedisTier : public KvTier {
   Status Delete(const std::vector<std::string>& keys) override;
 
  private:
-  // A connected context (pooled or new), or Unavailable.
-  StatusOr<redisContext*> Acquire();
+  // A connected context (pooled, unless fresh), or Unavailable.
+  StatusOr<redisContext*> Acquire(bool fresh = false);
+  // Frees every idle connection (after one failed: the server restarted or
+  // went away, so the others are stale too).
+  void DropIdle();
+  StatusOr<std::vector<std::string>> GetOnce(const std::vector<std::string>& keys, bool fresh);
+  Status PipelineOnce(const std::vector<std::vector<std::string>>& cmds, bool want_ok, bool fresh);
   // Back to the pool (healthy) or freed.
   void Release(redisContext* c, bool healthy);
   // Sends the commands pipelined and reads every reply; `check` sees each.
