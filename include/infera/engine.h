@@ -124,6 +124,11 @@ struct RequestParams {
   // (OpenAI's echo with logprobs; lm-eval's log-likelihoods), in
   // RequestOutput::prompt_logprobs. Also never served by the prefix cache.
   int32_t prompt_logprobs = -1;
+  // A conversation's id (OpenAI-style clients send it as `session_id` or the
+  // X-Session-Id header): with KV offload tiers, the blocks of every turn are
+  // pinned there for the tiers' TTL, and the session can be saved or deleted
+  // by id (Engine::SaveSession). Empty: none.
+  std::string session_id;
 };
 
 struct TokenLogprob {
@@ -183,6 +188,14 @@ struct EngineStats {
   uint64_t kv_offload_loaded_blocks = 0;   // blocks loaded from the tiers into RAM
 };
 
+// A session's state in the KV offload tiers.
+struct SessionInfo {
+  std::string id;
+  int64_t tokens = 0;          // of its latest turn (prompt + output)
+  int64_t blocks = 0;          // full KV blocks of those tokens
+  int64_t written_blocks = 0;  // written to the tiers by this call (save)
+};
+
 class Engine {
  public:
   // `model`, `tokenizer` (may be null: token ids only) and `kernels` must
@@ -211,6 +224,13 @@ class Engine {
   std::vector<RequestOutput> Step();
   bool HasWork() const;
   EngineStats Stats() const;
+  // Sessions (with KV offload tiers; InvalidArgument without). Save: writes
+  // every block of the session's latest turn still in RAM to the tiers,
+  // pins them for the TTL and waits for the writes (a few seconds at most).
+  // Delete: removes the session's blocks and record from the tiers.
+  // NotFound for a session neither this engine nor the tiers know.
+  StatusOr<SessionInfo> SaveSession(const std::string& id);
+  StatusOr<SessionInfo> DeleteSession(const std::string& id);
   // Only the KV offload counters of Stats(), current; any thread may call it
   // while another steps.
   void OffloadStats(EngineStats* s) const;

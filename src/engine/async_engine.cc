@@ -45,6 +45,14 @@ void AsyncEngine::Cancel(uint64_t id) {
   work_cv_.notify_one();
 }
 
+void AsyncEngine::Post(std::function<void(Engine&)> task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks_.push_back(std::move(task));
+  }
+  work_cv_.notify_one();
+}
+
 EngineStats AsyncEngine::Stats() const {
   EngineStats s;
   {
@@ -98,10 +106,12 @@ bool AsyncEngine::Drain(std::chrono::milliseconds timeout) {
 void AsyncEngine::Intake(std::vector<std::pair<Callback, RequestOutput>>* deliveries) {
   std::vector<Pending> pending;
   std::vector<uint64_t> cancels;
+  std::vector<std::function<void(Engine&)>> tasks;
   {
     std::lock_guard<std::mutex> lock(mu_);
     pending.swap(pending_);
     cancels.swap(cancels_);
+    tasks.swap(tasks_);
     if (cancel_all_) {
       cancel_all_ = false;
       for (const Pending& p : pending) cancels.push_back(p.id);
@@ -140,6 +150,7 @@ void AsyncEngine::Intake(std::vector<std::pair<Callback, RequestOutput>>* delive
     auto it = engine_ids_.find(id);
     if (it != engine_ids_.end()) engine_->Cancel(it->second);
   }
+  for (auto& task : tasks) task(*engine_);
 }
 
 void AsyncEngine::Loop() {
@@ -149,7 +160,8 @@ void AsyncEngine::Loop() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       work_cv_.wait(lock, [&] {
-        return stop_ || cancel_all_ || !pending_.empty() || !cancels_.empty() || engine_->HasWork();
+        return stop_ || cancel_all_ || !pending_.empty() || !cancels_.empty() || !tasks_.empty() ||
+               engine_->HasWork();
       });
       stop = stop_;
       if (stop) cancel_all_ = true;  // so callers see a final output

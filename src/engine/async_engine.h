@@ -37,6 +37,9 @@ class AsyncEngine {
   StatusOr<uint64_t> Submit(std::vector<int32_t> prompt, const RequestParams& params, Callback on_output);
   // Ends a request within one step (its KV blocks are freed then).
   void Cancel(uint64_t id);
+  // Runs `task` on the loop thread before its next step (operator actions
+  // on the engine: sessions). Tasks posted after the loop stopped never run.
+  void Post(std::function<void(Engine&)> task);
   // The stats as of the last step (plus submissions since).
   EngineStats Stats() const;
   int32_t max_model_len() const { return max_model_len_; }
@@ -61,7 +64,7 @@ class AsyncEngine {
   // Takes in queued submissions and cancellations (loop thread).
   void Intake(std::vector<std::pair<Callback, RequestOutput>>* deliveries);
   // Nothing queued, nothing running, every output delivered. Requires mu_.
-  bool IdleLocked() const { return pending_.empty() && live_ == 0 && !delivering_; }
+  bool IdleLocked() const { return pending_.empty() && tasks_.empty() && live_ == 0 && !delivering_; }
 
   struct Pending {
     uint64_t id;
@@ -79,6 +82,7 @@ class AsyncEngine {
   std::condition_variable idle_cv_;   // drain: no more work
   std::vector<Pending> pending_;
   std::vector<uint64_t> cancels_;
+  std::vector<std::function<void(Engine&)>> tasks_;
   uint64_t next_id_ = 1;
   int64_t live_ = 0;                  // submitted and not yet finished
   EngineStats stats_;                 // as of the last step

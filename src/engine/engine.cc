@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -135,6 +136,10 @@ struct Engine::Impl {
   StepCostModel step_cost;  // single-sequence decode steps' wall times
   std::unique_ptr<DraftModelProposer> drafter;  // with spec == "draft"
   std::unique_ptr<KvOffloader> offload;         // with kv_offload enabled
+  // Sessions seen by this engine: id -> tokens of the latest turn (bounded;
+  // the tiers keep a record of each too).
+  std::unordered_map<std::string, std::vector<int32_t>> sessions;
+  static constexpr size_t kMaxSessions = 4096;
 
   Impl(const Model& m, const Tokenizer* t, const KernelTable& k, const EngineOptions& o, int32_t n_blocks, KvType kt,
        const ModelRunnerFactory& make_runner)
@@ -183,6 +188,12 @@ struct Engine::Impl {
       if (!stopped) o.text += r.stops.Flush();
     }
     Describe(id, r, &o);
+    if (offload && !r.params.session_id.empty() && why != FinishReason::kError && sched.Has(id)) {
+      if (sessions.size() >= kMaxSessions && !sessions.count(r.params.session_id)) sessions.erase(sessions.begin());
+      std::vector<int32_t>& t = sessions[r.params.session_id];
+      t = sched.Tokens(id);
+      offload->PinSession(r.params.session_id, t, opts.kv_offload.ttl_seconds);
+    }
     sched.Finish(id);  // blocks back to the pool now
     Unpin(r);
     if (offload && r.fetching) offload->Forget(id);
@@ -455,6 +466,35 @@ EngineStats Engine::Stats() const {
   s.spec_token_cost_ratio = m.step_cost.marginal_ratio();
   OffloadStats(&s);
   return s;
+}
+
+StatusOr<SessionInfo> Engine::SaveSession(const std::string& id) {
+  Impl& m = *impl_;
+  if (!m.offload) return InvalidArgument("sessions need a KV offload tier (--kv-offload-dir or --kv-offload-redis)");
+  std::vector<int32_t> tokens;
+  if (auto it = m.sessions.find(id); it != m.sessions.end()) {
+    tokens = it->second;
+  } else {
+    ASSIGN_OR_RETURN(tokens, m.offload->SessionTokens(id));
+  }
+  auto [blocks, written] = m.offload->SaveSession(id, tokens, m.opts.kv_offload.ttl_seconds, m.blocks, m.kv,
+                                                  std::chrono::seconds(5));
+  return SessionInfo{id, static_cast<int64_t>(tokens.size()), blocks, written};
+}
+
+StatusOr<SessionInfo> Engine::DeleteSession(const std::string& id) {
+  Impl& m = *impl_;
+  if (!m.offload) return InvalidArgument("sessions need a KV offload tier (--kv-offload-dir or --kv-offload-redis)");
+  std::vector<int32_t> tokens;
+  if (auto it = m.sessions.find(id); it != m.sessions.end()) {
+    tokens = std::move(it->second);
+    m.sessions.erase(it);
+  } else {
+    ASSIGN_OR_RETURN(tokens, m.offload->SessionTokens(id));
+  }
+  RETURN_IF_ERROR(m.offload->DeleteSession(id, tokens));
+  return SessionInfo{id, static_cast<int64_t>(tokens.size()),
+                     static_cast<int64_t>(tokens.size()) / m.blocks.block_size(), 0};
 }
 
 void Engine::OffloadStats(EngineStats* s) const {

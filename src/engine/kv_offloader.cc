@@ -287,14 +287,76 @@ std::vector<KvOffloader::Ready> KvOffloader::Install(BlockManager& blocks, KvSto
   return out;
 }
 
-Status KvOffloader::TouchPrefix(const std::vector<int32_t>& tokens, int64_t ttl_seconds) {
-  const int32_t n = static_cast<int32_t>(tokens.size()) / block_size_;
-  return store_->Touch(KeysOf(BlockManager::ChainKeys(tokens, n, block_size_)), ttl_seconds);
+namespace {
+constexpr uint32_t kSessionRecordKind = 3;
+}  // namespace
+
+std::string KvOffloader::SessionKey(const std::string& id) const {
+  return fmt::format("infera:session:{:016x}:{:016x}", fingerprint_, kv_offload::Hash64(id));
 }
 
-Status KvOffloader::DeletePrefix(const std::vector<int32_t>& tokens) {
+// A session record: the id, a NUL, then the tokens (int32), as a blob of
+// block size 0 under the id's hash.
+std::string KvOffloader::SessionRecord(const std::string& id, const std::vector<int32_t>& tokens) const {
+  std::string payload = id;
+  payload.push_back('\0');
+  payload.append(reinterpret_cast<const char*>(tokens.data()), tokens.size() * sizeof(int32_t));
+  const int32_t none = 0;
+  return kv_offload::EncodeBlockBlob({fingerprint_, kv_offload::Hash64(id), kSessionRecordKind}, &none, 0, payload);
+}
+
+std::vector<std::string> KvOffloader::BlockKeysOf(const std::vector<int32_t>& tokens) const {
   const int32_t n = static_cast<int32_t>(tokens.size()) / block_size_;
-  return store_->Delete(KeysOf(BlockManager::ChainKeys(tokens, n, block_size_)));
+  return KeysOf(BlockManager::ChainKeys(tokens, n, block_size_));
+}
+
+void KvOffloader::PinSession(const std::string& id, const std::vector<int32_t>& tokens, int64_t ttl_seconds) {
+  store_->Enqueue(SessionKey(id), SessionRecord(id, tokens));
+  store_->EnqueueTouch(BlockKeysOf(tokens), ttl_seconds);
+}
+
+StatusOr<std::vector<int32_t>> KvOffloader::SessionTokens(const std::string& id) {
+  ASSIGN_OR_RETURN(std::string blob, store_->GetSync(SessionKey(id)));
+  if (blob.empty()) return NotFound(fmt::format("no session '{}' in the KV offload tiers", id));
+  const int32_t none = 0;
+  uint32_t kind = 0;
+  ASSIGN_OR_RETURN(std::string_view payload,
+                   kv_offload::DecodeBlockBlob(blob, fingerprint_, kv_offload::Hash64(id), &none, 0, &kind));
+  if (kind != kSessionRecordKind || payload.size() < id.size() + 1 || payload.substr(0, id.size()) != id ||
+      payload[id.size()] != '\0' || (payload.size() - id.size() - 1) % sizeof(int32_t) != 0) {
+    return DataLoss(fmt::format("session '{}': damaged record", id));
+  }
+  std::vector<int32_t> tokens((payload.size() - id.size() - 1) / sizeof(int32_t));
+  std::memcpy(tokens.data(), payload.data() + id.size() + 1, tokens.size() * sizeof(int32_t));
+  return tokens;
+}
+
+std::pair<int64_t, int64_t> KvOffloader::SaveSession(const std::string& id, const std::vector<int32_t>& tokens,
+                                                     int64_t ttl_seconds, BlockManager& blocks, KvStorage& kv,
+                                                     std::chrono::milliseconds wait) {
+  const int32_t n = static_cast<int32_t>(tokens.size()) / block_size_;
+  const std::vector<uint64_t> chain = BlockManager::ChainKeys(tokens, n, block_size_);
+  int64_t written = 0;
+  for (int32_t blk = 0; blk < n; ++blk) {
+    const int32_t* toks = tokens.data() + static_cast<size_t>(blk) * block_size_;
+    auto b = blocks.PinCached(chain[blk], toks);
+    if (!b) continue;  // not in RAM: in the tiers already, or gone
+    const std::string payload = EncodeKvBlock(kv, *b * block_size_, block_size_, kind_);
+    blocks.Unpin(*b);
+    store_->Enqueue(kv_offload::BlockKey(fingerprint_, chain[blk]),
+                    kv_offload::EncodeBlockBlob({fingerprint_, chain[blk], kind_}, toks, block_size_, payload));
+    ++written;
+  }
+  PinSession(id, tokens, ttl_seconds);
+  store_->Flush(wait);
+  return {n, written};
+}
+
+Status KvOffloader::DeleteSession(const std::string& id, const std::vector<int32_t>& tokens) {
+  std::vector<std::string> keys = BlockKeysOf(tokens);
+  keys.push_back(SessionKey(id));
+  store_->Flush(std::chrono::seconds(2));  // nothing of it written after the delete
+  return store_->Delete(keys);
 }
 
 kv_offload::OffloadCounters KvOffloader::Counters() const { return store_->Counters(); }

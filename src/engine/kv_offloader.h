@@ -75,10 +75,22 @@ class KvOffloader {
   void Forget(uint64_t id) { pending_.erase(id); }
   bool fetching() const { return !pending_.empty(); }
 
-  // Sessions: extends the tiers' expiry of the blocks of `tokens`, or
-  // removes them.
-  Status TouchPrefix(const std::vector<int32_t>& tokens, int64_t ttl_seconds);
-  Status DeletePrefix(const std::vector<int32_t>& tokens);
+  // Sessions. A turn of session `id` ended with `tokens` (prompt + output):
+  // its blocks are pinned in the tiers for ttl_seconds (Redis expiry, disk
+  // pins) and the session's record (its tokens) is stored beside them;
+  // asynchronous.
+  void PinSession(const std::string& id, const std::vector<int32_t>& tokens, int64_t ttl_seconds);
+  // The tokens of session `id`: `known` if given, else its stored record
+  // (NotFound if none); synchronous.
+  StatusOr<std::vector<int32_t>> SessionTokens(const std::string& id);
+  // Operator save: every block of `tokens` still in RAM written to the tiers
+  // (again, even if written before), pinned, the record stored, and the
+  // queue drained (up to `wait`). Returns (full blocks, blocks written).
+  std::pair<int64_t, int64_t> SaveSession(const std::string& id, const std::vector<int32_t>& tokens, int64_t ttl_seconds,
+                                          BlockManager& blocks, KvStorage& kv, std::chrono::milliseconds wait);
+  // Removes the session's blocks and record from the tiers (blocks other
+  // sessions share go too: they are recomputed when needed).
+  Status DeleteSession(const std::string& id, const std::vector<int32_t>& tokens);
   // Waits for the write queue to drain.
   bool Flush(std::chrono::milliseconds wait) { return store_->Flush(wait); }
 
@@ -91,6 +103,9 @@ class KvOffloader {
   KvOffloader(std::unique_ptr<kv_offload::OffloadStore> store, uint64_t fingerprint, uint32_t kind, int32_t bs)
       : store_(std::move(store)), fingerprint_(fingerprint), kind_(kind), block_size_(bs) {}
   std::vector<std::string> KeysOf(const std::vector<uint64_t>& chain) const;
+  std::string SessionKey(const std::string& id) const;
+  std::string SessionRecord(const std::string& id, const std::vector<int32_t>& tokens) const;
+  std::vector<std::string> BlockKeysOf(const std::vector<int32_t>& tokens) const;
 
   struct Pending {
     std::vector<int32_t> tokens;   // the full blocks' tokens

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <vector>
 
@@ -126,6 +127,13 @@ void DiskTier::RemoveLocked(const std::string& key) {
 }
 
 void DiskTier::EvictLocked() {
+  if (total_ <= max_bytes_) return;
+  const int64_t now = static_cast<int64_t>(::time(nullptr));
+  // Unpinned (or expired) files first, least recently used first.
+  for (auto it = lru_.begin(); it != lru_.end() && total_ > max_bytes_;) {
+    const std::string key = *it++;
+    if (index_.at(key).pinned_until <= now) RemoveLocked(key);
+  }
   while (total_ > max_bytes_ && !lru_.empty()) RemoveLocked(lru_.front());
 }
 
@@ -194,11 +202,13 @@ StatusOr<std::vector<std::string>> DiskTier::Get(const std::vector<std::string>&
   return out;
 }
 
-Status DiskTier::Touch(const std::vector<std::string>& keys, int64_t /*ttl_seconds*/) {
+Status DiskTier::Touch(const std::vector<std::string>& keys, int64_t ttl_seconds) {
   std::lock_guard<std::mutex> lock(mu_);
+  const int64_t until = ttl_seconds > 0 ? static_cast<int64_t>(::time(nullptr)) + ttl_seconds : 0;
   for (const std::string& k : keys) {
     auto it = index_.find(k);
     if (it == index_.end()) continue;
+    it->second.pinned_until = std::max(it->second.pinned_until, until);
     lru_.splice(lru_.end(), lru_, it->second.lru);
     ::utimensat(AT_FDCWD, PathOf(k).c_str(), nullptr, 0);  // the order survives a restart
   }

@@ -3,8 +3,10 @@
 // into place, so a crash leaves either the old state or the whole file (and
 // the blob's checksum catches anything else). The index is rebuilt from the
 // directory at start-up (oldest modification first), so blocks survive
-// restarts. A full disk (ENOSPC) fails the Put; the store then stops writing
-// for a while.
+// restarts. Touch with a TTL pins files (sessions) until then: eviction takes
+// unpinned files first, pinned ones only when nothing else is left (the
+// budget is a hard limit; pins last for this process's life). A full disk
+// (ENOSPC) fails the Put; the store then stops writing for a while.
 //
 // Thread-safety: all methods (one mutex for the index; file I/O outside it).
 #pragma once
@@ -45,6 +47,7 @@ class DiskTier : public KvTier {
   struct Entry {
     uint64_t bytes = 0;
     std::list<std::string>::iterator lru;
+    int64_t pinned_until = 0;  // Unix seconds: kept over unpinned files until then
   };
   const std::string dir_;
   const uint64_t max_bytes_;

@@ -111,15 +111,24 @@ bool OffloadStore::Enqueue(std::string key, std::string blob) {
 void OffloadStore::WriterLoop() {
   for (;;) {
     std::vector<std::pair<std::string, std::string>> batch;
+    std::deque<std::pair<std::vector<std::string>, int64_t>> touches;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      write_cv_.wait(lock, [&] { return stop_ || !write_queue_.empty(); });
+      write_cv_.wait(lock, [&] { return stop_ || !write_queue_.empty() || !touch_queue_.empty(); });
       if (stop_) return;
       while (!write_queue_.empty() && batch.size() < kWriteBatch) {
         batch.push_back(std::move(write_queue_.front()));
         write_queue_.pop_front();
       }
+      if (batch.empty()) touches.swap(touch_queue_);
       writing_ = true;
+    }
+    for (const auto& [keys, ttl] : touches) {
+      for (auto& t : tiers_) {
+        if (!Usable(*t)) continue;
+        Status st = t->impl->Touch(keys, ttl);
+        if (!st.ok()) Failed(*t, st, "touch");
+      }
     }
     uint64_t bytes = 0;
     for (const auto& kv : batch) bytes += kv.second.size();
@@ -263,17 +272,28 @@ void OffloadStore::MarkKnown(const std::string& key) {
   known_[key] = Clock::now();
 }
 
-Status OffloadStore::Touch(const std::vector<std::string>& keys, int64_t ttl_seconds) {
-  Status first;
+void OffloadStore::EnqueueTouch(std::vector<std::string> keys, int64_t ttl_seconds) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    touch_queue_.emplace_back(std::move(keys), ttl_seconds);
+  }
+  write_cv_.notify_one();
+}
+
+StatusOr<std::string> OffloadStore::GetSync(const std::string& key) {
+  Status last;
   for (auto& t : tiers_) {
     if (!Usable(*t)) continue;
-    Status st = t->impl->Touch(keys, ttl_seconds);
-    if (!st.ok()) {
-      Failed(*t, st, "touch");
-      if (first.ok()) first = st;
+    auto got = t->impl->Get({key});
+    if (!got.ok()) {
+      Failed(*t, got.status(), "read");
+      last = got.status();
+      continue;
     }
+    if (!(*got)[0].empty()) return std::move((*got)[0]);
   }
-  return first;
+  if (!last.ok()) return last;
+  return std::string();
 }
 
 Status OffloadStore::Delete(const std::vector<std::string>& keys) {
@@ -294,7 +314,8 @@ Status OffloadStore::Delete(const std::vector<std::string>& keys) {
 
 bool OffloadStore::Flush(std::chrono::milliseconds wait) {
   std::unique_lock<std::mutex> lock(mu_);
-  return flushed_cv_.wait_for(lock, wait, [&] { return write_queue_.empty() && !writing_; });
+  return flushed_cv_.wait_for(lock, wait,
+                              [&] { return write_queue_.empty() && touch_queue_.empty() && !writing_; });
 }
 
 OffloadCounters OffloadStore::Counters() const {

@@ -86,8 +86,13 @@ class OffloadStore {
   // Whether `key` was written or read recently (no need to write it again).
   bool Known(const std::string& key) const;
   void MarkKnown(const std::string& key);
-  // Extends the expiry of `keys` in every tier (sessions); synchronous.
-  Status Touch(const std::vector<std::string>& keys, int64_t ttl_seconds);
+  // Extends the expiry of `keys` in every tier (sessions: Redis EXPIRE, the
+  // disk tier pins them); on the writer thread, after the writes queued
+  // before it.
+  void EnqueueTouch(std::vector<std::string> keys, int64_t ttl_seconds);
+  // The value of `key` from the first tier that has it ("" if none);
+  // synchronous (operator requests only).
+  StatusOr<std::string> GetSync(const std::string& key);
   // Removes `keys` from every tier; synchronous.
   Status Delete(const std::vector<std::string>& keys);
   // Waits until the write queue is empty (tests, operator save), at most `wait`.
@@ -120,6 +125,7 @@ class OffloadStore {
   mutable std::mutex mu_;  // guards everything below
   std::condition_variable write_cv_, fetch_cv_, done_cv_, flushed_cv_;
   std::deque<std::pair<std::string, std::string>> write_queue_;
+  std::deque<std::pair<std::vector<std::string>, int64_t>> touch_queue_;
   uint64_t queued_bytes_ = 0;
   bool writing_ = false;
   uint64_t dropped_ = 0;

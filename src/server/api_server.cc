@@ -138,7 +138,7 @@ class RequestResponder : public Responder {
 
 // The routes: path (or path prefix), methods, whether the API key applies,
 // and the endpoint label of their metrics.
-constexpr uint8_t kGet = 1, kPost = 2;
+constexpr uint8_t kGet = 1, kPost = 2, kDelete = 4;
 struct Route {
   const char* path;
   bool prefix;
@@ -157,6 +157,7 @@ constexpr Route kRoutes[] = {
     {"/tokenize", false, kPost, true, "/tokenize"},
     {"/detokenize", false, kPost, true, "/detokenize"},
     {"/admin/log-level", false, kGet | kPost, true, "/admin/log-level"},
+    {"/v1/sessions/", true, kPost | kDelete, true, "/v1/sessions/{id}"},
 };
 
 const Route* FindRoute(const std::string& path) {
@@ -200,7 +201,7 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
     return SendError(resp, Error(404, fmt::format("no route {} {}", req.method, path), "invalid_request_error",
                                  "not_found"));
   }
-  const uint8_t method = req.method == "GET" ? kGet : req.method == "POST" ? kPost : 0;
+  const uint8_t method = req.method == "GET" ? kGet : req.method == "POST" ? kPost : req.method == "DELETE" ? kDelete : 0;
   if ((route->methods & method) == 0) {
     return SendError(resp, Error(405, fmt::format("{} does not accept {}", path, req.method), "invalid_request_error",
                                  "method_not_allowed"));
@@ -220,6 +221,7 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
   }
   if (path.rfind("/v1/models", 0) == 0) return HandleModels(req, resp);
   if (path == "/tokenize") return HandleTokenize(req, resp);
+  if (path.rfind("/v1/sessions/", 0) == 0) return HandleSession(req, resp);
   if (path == "/detokenize") return HandleDetokenize(req, resp);
   if (state == State::kDraining) {
     // A balancer retries this on another replica (nothing was processed).
@@ -302,11 +304,53 @@ ParseContext ApiServer::MakeParseContext() const {
   return ctx;
 }
 
+// POST /v1/sessions/{id}/save, DELETE /v1/sessions/{id}: operator control of
+// a session's blocks in the KV offload tiers (run on the engine's loop).
+void ApiServer::HandleSession(const HttpRequest& req, const std::shared_ptr<Responder>& resp) {
+  std::string rest = req.path.substr(std::string("/v1/sessions/").size());
+  const bool save = req.method == "POST";
+  if (save) {
+    const std::string suffix = "/save";
+    if (rest.size() <= suffix.size() || rest.compare(rest.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      return SendError(resp, Error(404, "POST /v1/sessions/{id}/save saves a session; DELETE /v1/sessions/{id} deletes it",
+                                   "invalid_request_error", "not_found"));
+    }
+    rest.resize(rest.size() - suffix.size());
+  }
+  if (rest.empty() || !ValidSessionId(rest)) {
+    return SendError(resp, Error(400, "session ids are 1-128 characters of letters, digits, '-', '_', '.', ':' or '@'",
+                                 "invalid_request_error", "invalid_value"));
+  }
+  AsyncEngine* engine = backend_.engine;
+  engine->Post([resp, rest, save](Engine& e) {
+    StatusOr<SessionInfo> info = save ? e.SaveSession(rest) : e.DeleteSession(rest);
+    if (!info.ok()) {
+      const StatusCode c = info.status().code();
+      const int status = c == StatusCode::kNotFound ? 404 : c == StatusCode::kInvalidArgument ? 400 : 503;
+      return SendError(resp, Error(status, info.status().message(),
+                                   status == 503 ? "service_unavailable" : "invalid_request_error",
+                                   status == 404 ? "session_not_found" : status == 400 ? "sessions_unavailable"
+                                                                                       : "tier_unavailable"));
+    }
+    json body = {{"id", info->id}, {"object", "session"}, {"tokens", info->tokens}, {"blocks", info->blocks}};
+    if (save) body["written_blocks"] = info->written_blocks;
+    else body["deleted"] = true;
+    SendJson(resp, 200, body);
+  });
+}
+
 void ApiServer::HandleCompletion(const HttpRequest& req, const std::shared_ptr<Responder>& resp, bool chat,
                                  const TraceContext& trace, const std::string& id) {
   CompletionSpec spec;
   ApiError err;
   if (!ParseCompletionRequest(req.body, chat, MakeParseContext(), &spec, &err)) return SendError(resp, err);
+  if (spec.params.session_id.empty() && !req.Header("x-session-id").empty()) {
+    spec.params.session_id = std::string(req.Header("x-session-id"));
+    if (!ValidSessionId(spec.params.session_id)) {
+      return SendError(resp, Error(400, "X-Session-Id must be 1-128 characters of letters, digits, '-', '_', '.', ':' or '@'",
+                                   "invalid_request_error", "invalid_value"));
+    }
+  }
   if (!spec.model.empty() && spec.model != opts_.served_model_name) {
     return SendError(resp, Error(404,
                                  fmt::format("The model `{}` does not exist (this server serves `{}`).", spec.model,

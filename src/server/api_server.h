@@ -80,6 +80,7 @@ class ApiServer {
   void HandleHealth(const std::shared_ptr<Responder>& resp, State state) const;
   void HandleReady(const std::shared_ptr<Responder>& resp, State state) const;
   void HandleLogLevel(const HttpRequest& req, const std::shared_ptr<Responder>& resp);
+  void HandleSession(const HttpRequest& req, const std::shared_ptr<Responder>& resp);
   bool Sampled(const std::string& request_id) const;
   // Limits and tokenizer for parsing requests (after SetReady).
   ParseContext MakeParseContext() const;

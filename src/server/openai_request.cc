@@ -7,6 +7,17 @@
 
 namespace infera::server {
 
+bool ValidSessionId(const std::string& id) {
+  if (id.empty()) return true;
+  if (id.size() > 128) return false;
+  for (char c : id) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+                    c == '.' || c == ':' || c == '@';
+    if (!ok) return false;
+  }
+  return true;
+}
+
 using nlohmann::json;
 
 std::string ApiError::ToJson() const {
@@ -416,6 +427,10 @@ bool ParseCompletionRequest(const std::string& body_text, bool chat, const Parse
   r.Integer("repeat_last_n", &s.penalty_last_n, -1, kMaxInt);
   r.Integer("min_tokens", &p.min_tokens, 0, kMaxInt);
   r.Integer("priority", &p.priority, std::numeric_limits<int32_t>::min(), kMaxInt);
+  r.String("session_id", &p.session_id);
+  if (r.ok() && !ValidSessionId(p.session_id)) {
+    r.Fail("session_id", "'session_id' must be 1-128 characters of letters, digits, '-', '_', '.', ':' or '@'");
+  }
   r.Bool("ignore_eos", &p.ignore_eos);
   r.Integer("n", &out->n, 1, ctx.limits.max_n);
   // best_of > n would pick the n best of best_of samples: not implemented.

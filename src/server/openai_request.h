@@ -21,6 +21,10 @@
 
 namespace infera::server {
 
+// A session id a request may carry (empty: none): 1-128 characters of
+// letters, digits and - _ . : @.
+bool ValidSessionId(const std::string& id);
+
 // An OpenAI error object: {"error": {"message", "type", "param", "code"}}.
 struct ApiError {
   int status = 400;

@@ -197,6 +197,52 @@ class KvOffloadTest(unittest.TestCase):
         finally:
             redis.stop()
 
+    def test_sessions_pin_save_and_delete(self):
+        redis = Redis()
+        key = ["--api-key", "sekret"]
+        auth = {"Authorization": "Bearer sekret"}
+        try:
+            args = ["-m", TINY, "--kv-offload-redis", redis.url, "--kv-offload-ttl", "3600", *key]
+            turn1 = self.prompt[:1000]
+            with Server(*args) as srv:
+                st, body = srv.json("POST", "/v1/completions", {"prompt": turn1, "max_tokens": 8, "temperature": 0,
+                                                                "session_id": "chat-42"}, headers=auth)
+                self.assertEqual(st, 200, body)
+                st, body = srv.json("POST", "/v1/sessions/chat-42/save")
+                self.assertEqual(st, 401)
+                st, body = srv.json("POST", "/v1/sessions/chat-42/save", headers=auth)
+                self.assertEqual(st, 200, body)
+                self.assertEqual(body["tokens"], 1000 + 8)
+                self.assertEqual(body["blocks"], 1008 // BLOCK)
+                self.assertEqual(body["written_blocks"], 1007 // BLOCK)  # the last token has no K/V yet
+                sessions = redis.cli("--scan", "--pattern", "infera:session:*").split()
+                self.assertEqual(len(sessions), 1)
+                self.assertTrue(0 < int(redis.cli("TTL", sessions[0])) <= 3600)
+                st, body = srv.json("POST", "/v1/sessions/unknown/save", headers=auth)
+                self.assertEqual(st, 404, body)
+                self.assertEqual(body["error"]["code"], "session_not_found")
+                st, body = srv.json("POST", "/v1/sessions/chat-42/save", headers={**auth, "X-Session-Id": "x"})
+                self.assertEqual(st, 200)
+            # After a restart the session is found through its stored record.
+            with Server(*args) as srv:
+                st, body = srv.json("POST", "/v1/completions", {"prompt": turn1 + prompt_tokens(50, 5), "max_tokens": 4,
+                                                                "temperature": 0},
+                                    headers={**auth, "X-Session-Id": "chat-42"})
+                self.assertEqual(st, 200, body)
+                self.assertGreaterEqual(body["usage"]["prompt_tokens_details"]["cached_tokens"], 1000 - BLOCK)
+                st, body = srv.json("DELETE", "/v1/sessions/chat-42", headers=auth)
+                self.assertEqual(st, 200, body)
+                self.assertTrue(body["deleted"])
+            with Server(*args) as srv:
+                st, body = srv.json("POST", "/v1/completions", {"prompt": turn1, "max_tokens": 4, "temperature": 0},
+                                    headers=auth)
+                self.assertLess(body["usage"]["prompt_tokens_details"]["cached_tokens"], 1000 - BLOCK)
+                st, body = srv.json("POST", "/v1/completions", {"prompt": [1, 2], "session_id": "bad id"},
+                                    headers=auth)
+                self.assertEqual(st, 400)
+        finally:
+            redis.stop()
+
     def test_another_model_file_is_a_miss(self):
         d = self.fresh_dir("model-change")
         model = os.path.join(self.tmp, "model.gguf")
