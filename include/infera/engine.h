@@ -95,6 +95,10 @@ struct EngineOptions {
   // once the batch itself fills the step.
   int32_t spec_max_seqs = 2;
   KvOffloadOptions kv_offload;
+  // Models whose every layer uses a sliding window: release a sequence's KV
+  // blocks that fall out of the window (memory per sequence bounded by the
+  // window). False keeps them (tests compare both).
+  bool free_outside_window = true;
 };
 
 struct RequestParams {

@@ -53,6 +53,18 @@ TokenLogprob LogprobsOf(const float* logits, int32_t n, int32_t token, int32_t k
   return lp;
 }
 
+// The window every layer attends within (the largest, if they differ), or 0
+// when some layer attends globally (then no block can be released).
+int32_t UniformSlidingWindow(const ModelConfig& c) {
+  int32_t w = 0;
+  for (int l = 0; l < c.n_layer; ++l) {
+    const int32_t lw = c.Layer(l).sliding_window;
+    if (lw <= 0) return 0;
+    w = std::max(w, lw);
+  }
+  return w;
+}
+
 // The first prompt position whose logits row a request needs (prompt logits
 // or prompt log-probabilities); -1: none.
 int32_t FirstPromptRow(const RequestParams& p) { return p.prompt_logprobs >= 0 ? 0 : p.prompt_logits_from; }
@@ -148,7 +160,7 @@ struct Engine::Impl {
         kv(m.config.KvHeadsPerLayer(), n_blocks * o.kv_block_size, m.config.head_dim, kt),
         blocks(n_blocks, o.kv_block_size, o.prefix_caching),
         sched(SchedulerConfig{o.max_num_seqs, o.max_batched_tokens, o.max_model_len, o.guaranteed_admission,
-                              o.context_shift},
+                              o.context_shift, o.free_outside_window ? UniformSlidingWindow(m.config) : 0},
               &blocks) {
     for (int32_t id = 0; id < m.config.n_vocab; ++id) {
       if (IsEog(id)) eog_ids.push_back(id);
@@ -362,6 +374,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Token
     return InvalidArgument("--kv-offload-dir / --kv-offload-redis need prefix caching (drop --no-prefix-cache)");
   }
   auto impl = std::make_unique<Impl>(model, tokenizer, kernels, o, static_cast<int32_t>(n_blocks), kt, make_runner);
+  if (const int32_t w = UniformSlidingWindow(c); w > 0 && o.free_outside_window) {
+    LOG_INFO("engine: every layer attends within {} positions: KV blocks behind the window are released "
+             "(at most {} blocks per sequence)", w, (w + o.kv_block_size - 1) / o.kv_block_size + 2);
+  }
   if (o.kv_offload.enabled()) {
     ASSIGN_OR_RETURN(impl->offload, KvOffloader::Create(model, kt, o.kv_block_size, o.max_model_len, o.kv_offload));
     impl->blocks.set_record_commits(true);

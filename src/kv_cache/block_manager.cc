@@ -1,5 +1,7 @@
 #include "kv_cache/block_manager.h"
 
+#include <algorithm>
+
 #include "base/check.h"
 
 namespace infera {
@@ -66,8 +68,28 @@ void BlockManager::Free(uint64_t id) {
   auto it = seqs_.find(id);
   if (it == seqs_.end()) return;
   // Last blocks first, so that a prefix's head stays cached longest.
-  for (auto b = it->second.blocks.rbegin(); b != it->second.blocks.rend(); ++b) pool_.DecRef(*b);
+  for (auto b = it->second.blocks.rbegin(); b != it->second.blocks.rend(); ++b) {
+    if (*b >= 0) pool_.DecRef(*b);
+  }
   seqs_.erase(it);
+}
+
+void BlockManager::ReleaseBefore(uint64_t id, int32_t pos) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return;
+  Seq& s = it->second;
+  const int32_t n = std::min<int32_t>(std::max(0, pos) / block_size(), static_cast<int32_t>(s.blocks.size()));
+  for (; s.n_released < n; ++s.n_released) {
+    int32_t& b = s.blocks[s.n_released];
+    if (prefix_caching_ && s.n_released >= s.n_committed) break;  // (full blocks before pos are committed)
+    pool_.DecRef(b);
+    b = -1;
+  }
+}
+
+int32_t BlockManager::HeldBlocks(uint64_t id) const {
+  auto it = seqs_.find(id);
+  return it == seqs_.end() ? 0 : static_cast<int32_t>(it->second.blocks.size()) - it->second.n_released;
 }
 
 std::vector<uint64_t> BlockManager::ChainKeys(const std::vector<int32_t>& tokens, int32_t n_blocks,

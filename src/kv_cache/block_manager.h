@@ -44,6 +44,13 @@ class BlockManager {
   void Commit(uint64_t id, const std::vector<int32_t>& tokens, int32_t n_computed);
   // Drops every block reference of `id` (cached ones stay reusable).
   void Free(uint64_t id);
+  // Sliding-window attention: drops the references of `id`'s blocks whose
+  // positions all lie before `pos` (never read again). Their slots stay in
+  // the table (stale, never read: attention reads only positions in the
+  // window); committed ones stay in the prefix cache.
+  void ReleaseBefore(uint64_t id, int32_t pos);
+  // Blocks `id` holds now (released ones excluded).
+  int32_t HeldBlocks(uint64_t id) const;
   bool Has(uint64_t id) const { return seqs_.count(id) != 0; }
 
   // The KV slot of every position of `id` that has a block.
@@ -76,8 +83,9 @@ class BlockManager {
 
  private:
   struct Seq {
-    std::vector<int32_t> blocks;
+    std::vector<int32_t> blocks;  // -1: released (ReleaseBefore)
     std::vector<int32_t> slots;   // blocks expanded, block_size per block
+    int32_t n_released = 0;       // blocks [0, n_released) are released
     int32_t n_committed = 0;      // full blocks registered (or taken from the cache)
     uint64_t last_key = 0;        // key of block n_committed - 1
   };

@@ -158,7 +158,14 @@ void Scheduler::Computed(const SchedulerOutput& out) {
     s.computed = c.start + c.n;
     if (!(c.n == 1 && c.start >= s.prompt_len)) prefill_computed_ += c.n;
     blocks_->Commit(c.id, s.tokens, s.computed);
+    ReleaseOutsideWindow(s);
   }
+}
+
+void Scheduler::ReleaseOutsideWindow(const Seq& s) {
+  // The next token (position s.computed) sees positions from
+  // s.computed - window + 1 on; later ones see less.
+  if (cfg_.sliding_window > 0) blocks_->ReleaseBefore(s.id, s.computed - cfg_.sliding_window + 1);
 }
 
 void Scheduler::Shift(uint64_t id, int32_t keep) {
@@ -185,6 +192,7 @@ void Scheduler::Append(uint64_t id, int32_t token, bool kv_computed) {
   if (kv_computed) {
     ++s.computed;
     blocks_->Commit(id, s.tokens, s.computed);
+    ReleaseOutsideWindow(s);
   }
 }
 

@@ -31,6 +31,10 @@ struct SchedulerConfig {
   // Long generations: a sequence may outgrow the context; Shift() then drops
   // the older half of its tokens after the first `keep`.
   bool context_shift = false;
+  // > 0: every layer attends at most this many positions back (sliding
+  // window); blocks wholly before the window of a sequence's next token are
+  // released as it advances, so its KV memory stays bounded by the window.
+  int32_t sliding_window = 0;
 };
 
 // One sequence's work in a step: tokens [start, start + n) of its token list
@@ -121,6 +125,7 @@ class Scheduler {
   }
   void SortByPriority(std::vector<uint64_t>* ids) const;
   void Preempt(uint64_t id);
+  void ReleaseOutsideWindow(const Seq& s);
 
   SchedulerConfig cfg_;
   BlockManager* blocks_;
