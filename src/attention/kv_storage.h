@@ -5,8 +5,9 @@
 // [n_slots, head_dim], K the same values in the tiled kernel's layout
 // (FlashKIndex: groups of 16 slots transposed); q8: int8 values plus one
 // scale per slot [n_slots]; x ≈ scale * q.
-// Owns its memory, committed by the OS only as slots are first written (rows
-// are read only after they were written); not thread-safe for concurrent
+// Owns its memory (base/lazy_buffer.h: huge pages where allowed), committed
+// by the OS only as slots are first written (rows are read only after they
+// were written); not thread-safe for concurrent
 // writes to the same slot.
 #pragma once
 
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "base/lazy_buffer.h"
 #include "kernels/kernels.h"
 
 namespace infera {
@@ -47,13 +49,13 @@ class KvStorage {
       ns += static_cast<size_t>(padded_slots_) * h;
     }
     if (type == KvType::kF32) {
-      k_.reset(new float[n]);
-      v_.reset(new float[n]);
+      k_ = AllocateLazyBuffer(n * sizeof(float));
+      v_ = AllocateLazyBuffer(n * sizeof(float));
     } else {
-      k8_.reset(new int8_t[n]);
-      v8_.reset(new int8_t[n]);
-      ks_.reset(new float[ns]);
-      vs_.reset(new float[ns]);
+      k8_ = AllocateLazyBuffer(n);
+      v8_ = AllocateLazyBuffer(n);
+      ks_ = AllocateLazyBuffer(ns * sizeof(float));
+      vs_ = AllocateLazyBuffer(ns * sizeof(float));
     }
   }
 
@@ -64,12 +66,12 @@ class KvStorage {
   KvType type() const { return type_; }
   // KV head h of `layer`: V f32 or int8 rows [n_slots, head_dim] (slot s at
   // + s * head_dim), K the same in FlashKIndex's layout; scales [n_slots].
-  float* k(int layer, int h) { return k_.get() + off_[layer] + HeadOffset(h); }
-  float* v(int layer, int h) { return v_.get() + off_[layer] + HeadOffset(h); }
-  int8_t* k8(int layer, int h) { return k8_.get() + off_[layer] + HeadOffset(h); }
-  int8_t* v8(int layer, int h) { return v8_.get() + off_[layer] + HeadOffset(h); }
-  float* k_scale(int layer, int h) { return ks_.get() + scale_off_[layer] + size_t(h) * padded_slots_; }
-  float* v_scale(int layer, int h) { return vs_.get() + scale_off_[layer] + size_t(h) * padded_slots_; }
+  float* k(int layer, int h) { return F32(k_) + off_[layer] + HeadOffset(h); }
+  float* v(int layer, int h) { return F32(v_) + off_[layer] + HeadOffset(h); }
+  int8_t* k8(int layer, int h) { return I8(k8_) + off_[layer] + HeadOffset(h); }
+  int8_t* v8(int layer, int h) { return I8(v8_) + off_[layer] + HeadOffset(h); }
+  float* k_scale(int layer, int h) { return F32(ks_) + scale_off_[layer] + size_t(h) * padded_slots_; }
+  float* v_scale(int layer, int h) { return F32(vs_) + scale_off_[layer] + size_t(h) * padded_slots_; }
 
   // Bytes for n_slots slots of every layer.
   static uint64_t BytesFor(const std::vector<int>& kv_heads, int64_t n_slots, int head_dim,
@@ -84,6 +86,8 @@ class KvStorage {
 
  private:
   size_t HeadOffset(int h) const { return size_t(h) * padded_slots_ * head_dim_; }
+  static float* F32(const LazyBuffer& b) { return static_cast<float*>(b.get()); }
+  static int8_t* I8(const LazyBuffer& b) { return static_cast<int8_t*>(b.get()); }
 
   int32_t n_slots_;
   int64_t padded_slots_;
@@ -91,8 +95,7 @@ class KvStorage {
   KvType type_;
   std::vector<int> heads_;
   std::vector<size_t> off_, scale_off_;  // per layer, in elements
-  std::unique_ptr<float[]> k_, v_, ks_, vs_;
-  std::unique_ptr<int8_t[]> k8_, v8_;
+  LazyBuffer k_, v_, ks_, vs_, k8_, v8_;  // anonymous mmaps (transparent huge pages)
 };
 
 }  // namespace infera

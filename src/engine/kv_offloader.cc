@@ -35,8 +35,24 @@ size_t KvPayloadBytes(const KvStorage& kv, int32_t block_size, uint32_t kind) {
   return n;
 }
 
+namespace {
+
+// Where element d of the block's slot i sits in a payload's K rows: the
+// cache's own tiled layout (FlashKIndex over the block's slots) when the
+// block is a whole number of 16-slot tiles — then a block's K is one
+// contiguous run in the cache and moves with one memcpy — else row-major.
+struct KLayout {
+  bool tiled;
+  int hd;
+  int64_t operator()(int32_t i, int d) const { return tiled ? FlashKIndex(i, d, hd) : int64_t(i) * hd + d; }
+};
+
+}  // namespace
+
 std::string EncodeKvBlock(KvStorage& kv, int32_t first_slot, int32_t bs, uint32_t kind) {
   const int hd = HeadDim(kv);
+  const KLayout kp{bs % kFlashTile == 0 && first_slot % kFlashTile == 0, hd};
+  const size_t n = size_t(bs) * hd;
   std::string out(KvPayloadBytes(kv, bs, kind), '\0');
   char* p = out.data();
   std::vector<float> row(hd);
@@ -44,29 +60,38 @@ std::string EncodeKvBlock(KvStorage& kv, int32_t first_slot, int32_t bs, uint32_
     for (int h = 0; h < kv.n_heads(l); ++h) {
       if (kind == kKvPayloadF32) {  // f32 storage (the fingerprint ties kinds to storage types)
         float* k = reinterpret_cast<float*>(p);
-        float* v = k + size_t(bs) * hd;
         const float* kt = kv.k(l, h);
-        for (int32_t i = 0; i < bs; ++i) {
-          for (int d = 0; d < hd; ++d) k[size_t(i) * hd + d] = kt[FlashKIndex(first_slot + i, d, hd)];
+        if (kp.tiled) {
+          std::memcpy(k, kt + FlashKIndex(first_slot, 0, hd), sizeof(float) * n);
+        } else {
+          for (int32_t i = 0; i < bs; ++i) {
+            for (int d = 0; d < hd; ++d) k[kp(i, d)] = kt[FlashKIndex(first_slot + i, d, hd)];
+          }
         }
-        std::memcpy(v, kv.v(l, h) + size_t(first_slot) * hd, sizeof(float) * hd * bs);
+        std::memcpy(k + n, kv.v(l, h) + size_t(first_slot) * hd, sizeof(float) * n);
       } else {
         int8_t* k = reinterpret_cast<int8_t*>(p);
-        float* ks = reinterpret_cast<float*>(k + size_t(bs) * hd);
+        float* ks = reinterpret_cast<float*>(k + n);
         int8_t* v = reinterpret_cast<int8_t*>(ks + bs);
-        float* vs = reinterpret_cast<float*>(v + size_t(bs) * hd);
-        for (int32_t i = 0; i < bs; ++i) {
-          const int32_t s = first_slot + i;
-          if (kv.type() == KvType::kQ8) {
-            const int8_t* kt = kv.k8(l, h);
-            for (int d = 0; d < hd; ++d) k[size_t(i) * hd + d] = kt[FlashKIndex(s, d, hd)];
-            std::memcpy(v + size_t(i) * hd, kv.v8(l, h) + size_t(s) * hd, hd);
-            ks[i] = kv.k_scale(l, h)[s];
-            vs[i] = kv.v_scale(l, h)[s];
+        float* vs = reinterpret_cast<float*>(v + n);
+        if (kv.type() == KvType::kQ8) {
+          const int8_t* kt = kv.k8(l, h);
+          if (kp.tiled) {
+            std::memcpy(k, kt + FlashKIndex(first_slot, 0, hd), n);
           } else {
-            const float* kt = kv.k(l, h);
+            for (int32_t i = 0; i < bs; ++i) {
+              for (int d = 0; d < hd; ++d) k[kp(i, d)] = kt[FlashKIndex(first_slot + i, d, hd)];
+            }
+          }
+          std::memcpy(v, kv.v8(l, h) + size_t(first_slot) * hd, n);
+          std::memcpy(ks, kv.k_scale(l, h) + first_slot, sizeof(float) * bs);
+          std::memcpy(vs, kv.v_scale(l, h) + first_slot, sizeof(float) * bs);
+        } else {
+          const float* kt = kv.k(l, h);
+          for (int32_t i = 0; i < bs; ++i) {
+            const int32_t s = first_slot + i;
             for (int d = 0; d < hd; ++d) row[d] = kt[FlashKIndex(s, d, hd)];
-            ks[i] = QuantizeKvRow(row.data(), hd, k + size_t(i) * hd);
+            ks[i] = QuantizeKvRowTo(row.data(), hd, [&](int d, int8_t q) { k[kp(i, d)] = q; });
             vs[i] = QuantizeKvRow(kv.v(l, h) + size_t(s) * hd, hd, v + size_t(i) * hd);
           }
         }
@@ -82,35 +107,46 @@ Status DecodeKvBlock(std::string_view payload, uint32_t kind, KvStorage& kv, int
   if (kind == kKvPayloadF32 && kv.type() != KvType::kF32) return DataLoss("f32 KV payload for a q8 cache");
   if (payload.size() != KvPayloadBytes(kv, bs, kind)) return DataLoss("KV payload size mismatch");
   const int hd = HeadDim(kv);
+  const KLayout kp{bs % kFlashTile == 0 && first_slot % kFlashTile == 0, hd};
+  const size_t n = size_t(bs) * hd;
   const char* p = payload.data();
   for (int l = 0; l < kv.n_layer(); ++l) {
     for (int h = 0; h < kv.n_heads(l); ++h) {
       if (kind == kKvPayloadF32) {
         const float* k = reinterpret_cast<const float*>(p);
-        const float* v = k + size_t(bs) * hd;
         float* kt = kv.k(l, h);
-        for (int32_t i = 0; i < bs; ++i) {
-          for (int d = 0; d < hd; ++d) kt[FlashKIndex(first_slot + i, d, hd)] = k[size_t(i) * hd + d];
+        if (kp.tiled) {
+          std::memcpy(kt + FlashKIndex(first_slot, 0, hd), k, sizeof(float) * n);
+        } else {
+          for (int32_t i = 0; i < bs; ++i) {
+            for (int d = 0; d < hd; ++d) kt[FlashKIndex(first_slot + i, d, hd)] = k[kp(i, d)];
+          }
         }
-        std::memcpy(kv.v(l, h) + size_t(first_slot) * hd, v, sizeof(float) * hd * bs);
+        std::memcpy(kv.v(l, h) + size_t(first_slot) * hd, k + n, sizeof(float) * n);
       } else {
         const int8_t* k = reinterpret_cast<const int8_t*>(p);
-        const float* ks = reinterpret_cast<const float*>(k + size_t(bs) * hd);
+        const float* ks = reinterpret_cast<const float*>(k + n);
         const int8_t* v = reinterpret_cast<const int8_t*>(ks + bs);
-        const float* vs = reinterpret_cast<const float*>(v + size_t(bs) * hd);
-        for (int32_t i = 0; i < bs; ++i) {
-          const int32_t s = first_slot + i;
-          if (kv.type() == KvType::kQ8) {
-            int8_t* kt = kv.k8(l, h);
-            for (int d = 0; d < hd; ++d) kt[FlashKIndex(s, d, hd)] = k[size_t(i) * hd + d];
-            std::memcpy(kv.v8(l, h) + size_t(s) * hd, v + size_t(i) * hd, hd);
-            kv.k_scale(l, h)[s] = ks[i];
-            kv.v_scale(l, h)[s] = vs[i];
+        const float* vs = reinterpret_cast<const float*>(v + n);
+        if (kv.type() == KvType::kQ8) {
+          int8_t* kt = kv.k8(l, h);
+          if (kp.tiled) {
+            std::memcpy(kt + FlashKIndex(first_slot, 0, hd), k, n);
           } else {
-            float* kt = kv.k(l, h);
+            for (int32_t i = 0; i < bs; ++i) {
+              for (int d = 0; d < hd; ++d) kt[FlashKIndex(first_slot + i, d, hd)] = k[kp(i, d)];
+            }
+          }
+          std::memcpy(kv.v8(l, h) + size_t(first_slot) * hd, v, n);
+          std::memcpy(kv.k_scale(l, h) + first_slot, ks, sizeof(float) * bs);
+          std::memcpy(kv.v_scale(l, h) + first_slot, vs, sizeof(float) * bs);
+        } else {
+          float* kt = kv.k(l, h);
+          for (int32_t i = 0; i < bs; ++i) {
+            const int32_t s = first_slot + i;
             float* vt = kv.v(l, h) + size_t(s) * hd;
             for (int d = 0; d < hd; ++d) {
-              kt[FlashKIndex(s, d, hd)] = ks[i] * k[size_t(i) * hd + d];
+              kt[FlashKIndex(s, d, hd)] = ks[i] * k[kp(i, d)];
               vt[d] = vs[i] * v[size_t(i) * hd + d];
             }
           }
@@ -258,7 +294,7 @@ std::vector<KvOffloader::Ready> KvOffloader::Install(BlockManager& blocks, KvSto
       blk = p.first + static_cast<int32_t>(i);
       const int32_t* toks = p.tokens.data() + static_cast<size_t>(blk) * block_size_;
       uint32_t kind = 0;
-      auto payload = kv_offload::DecodeBlockBlob(r.values[i], fingerprint_, p.chain[blk], toks, block_size_, &kind);
+      auto payload = kv_offload::DecodeBlockBlob(r.values[i].bytes, fingerprint_, p.chain[blk], toks, block_size_, &kind);
       if (payload.ok() && payload->size() != KvPayloadBytes(kv, block_size_, kind)) {
         payload = DataLoss("KV payload size mismatch");
       }

@@ -38,9 +38,11 @@ enum KvPayloadKind : uint32_t { kKvPayloadF32 = 1, kKvPayloadQ8 = 2 };
 // Bytes of one block's payload of `kind` for `kv`'s layers and heads.
 size_t KvPayloadBytes(const KvStorage& kv, int32_t block_size, uint32_t kind);
 // Encodes slots [first_slot, first_slot + block_size) of every layer and KV
-// head: per layer, per KV head, K rows [block_size][head_dim] then V rows
-// (f32), or K int8 rows, K scales [block_size], V int8 rows, V scales (q8;
-// from f32 storage each row is quantized, x ≈ scale * q).
+// head: per layer, per KV head, K [block_size][head_dim] then V rows (f32),
+// or K int8, K scales [block_size], V int8 rows, V scales (q8; from f32
+// storage each row is quantized, x ≈ scale * q). K is in the cache's tiled
+// layout (FlashKIndex over the block's own slots) when the block is a whole
+// number of 16-slot tiles (one memcpy each way), else row-major.
 std::string EncodeKvBlock(KvStorage& kv, int32_t first_slot, int32_t block_size, uint32_t kind);
 // Writes a payload back into those slots (f32 storage takes f32 or q8
 // payloads, q8 storage q8 ones); DataLoss on a size or kind mismatch.

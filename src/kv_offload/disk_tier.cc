@@ -1,6 +1,7 @@
 #include "kv_offload/disk_tier.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -43,33 +44,35 @@ Status WriteAll(int fd, const std::string& data, const std::string& path) {
   return Status::Ok();
 }
 
-StatusOr<std::string> ReadAll(const std::string& path, bool* missing) {
+// The file mapped read-only (pages populated at once from the page cache);
+// `missing` when there is no such file.
+StatusOr<Blob> MapFile(const std::string& path, bool* missing) {
   *missing = false;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) {
       *missing = true;
-      return std::string();
+      return Blob{};
     }
     return Unavailable(fmt::format("{}: {}", path, std::strerror(errno)));
   }
-  std::string out;
   struct stat st;
-  if (::fstat(fd, &st) == 0 && st.st_size > 0) out.reserve(static_cast<size_t>(st.st_size));
-  char buf[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int e = errno;
-      ::close(fd);
-      return Unavailable(fmt::format("{}: {}", path, std::strerror(e)));
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    return Unavailable(fmt::format("{}: {}", path, std::strerror(e)));
   }
+  const size_t n = static_cast<size_t>(st.st_size);
+  if (n == 0) {
+    ::close(fd);
+    return Blob::Of(std::string());  // an empty file: a damaged blob, rejected by its reader
+  }
+  void* p = ::mmap(nullptr, n, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  const int e = errno;
   ::close(fd);
-  return out;
+  if (p == MAP_FAILED) return Unavailable(fmt::format("{}: mmap: {}", path, std::strerror(e)));
+  std::shared_ptr<const void> owner(p, [n](const void* q) { ::munmap(const_cast<void*>(q), n); });
+  return Blob{std::string_view(static_cast<const char*>(p), n), std::move(owner)};
 }
 
 }  // namespace
@@ -175,8 +178,8 @@ Status DiskTier::Put(const std::vector<std::pair<std::string, std::string>>& ite
   return Status::Ok();
 }
 
-StatusOr<std::vector<std::string>> DiskTier::Get(const std::vector<std::string>& keys) {
-  std::vector<std::string> out(keys.size());
+StatusOr<std::vector<Blob>> DiskTier::Get(const std::vector<std::string>& keys) {
+  std::vector<Blob> out(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -185,7 +188,7 @@ StatusOr<std::vector<std::string>> DiskTier::Get(const std::vector<std::string>&
       lru_.splice(lru_.end(), lru_, it->second.lru);
     }
     bool missing = false;
-    auto data = ReadAll(PathOf(keys[i]), &missing);
+    auto data = MapFile(PathOf(keys[i]), &missing);
     if (!data.ok()) return data.status();
     if (missing) {  // removed behind our back
       std::lock_guard<std::mutex> lock(mu_);

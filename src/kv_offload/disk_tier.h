@@ -30,7 +30,7 @@ class DiskTier : public KvTier {
 
   const char* name() const override { return "disk"; }
   Status Put(const std::vector<std::pair<std::string, std::string>>& items, int64_t ttl_seconds) override;
-  StatusOr<std::vector<std::string>> Get(const std::vector<std::string>& keys) override;
+  StatusOr<std::vector<Blob>> Get(const std::vector<std::string>& keys) override;
   Status Touch(const std::vector<std::string>& keys, int64_t ttl_seconds) override;
   Status Delete(const std::vector<std::string>& keys) override;
 

@@ -180,7 +180,7 @@ FetchResult OffloadStore::Lookup(uint64_t ticket, const std::vector<std::string>
     if (!Usable(t)) continue;
     const std::vector<std::string> rest(keys.begin() + static_cast<std::ptrdiff_t>(r.values.size()), keys.end());
     const auto t0 = Clock::now();
-    StatusOr<std::vector<std::string>> got = t.impl->Get(rest);
+    StatusOr<std::vector<Blob>> got = t.impl->Get(rest);
     t.gets.fetch_add(1, std::memory_order_relaxed);
     t.get_ns.fetch_add(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count()),
                        std::memory_order_relaxed);
@@ -194,7 +194,7 @@ FetchResult OffloadStore::Lookup(uint64_t ticket, const std::vector<std::string>
     t.hits.fetch_add(n, std::memory_order_relaxed);
     t.misses.fetch_add(rest.size() - n, std::memory_order_relaxed);
     for (size_t i = 0; i < n; ++i) {
-      t.read_bytes.fetch_add((*got)[i].size(), std::memory_order_relaxed);
+      t.read_bytes.fetch_add((*got)[i].bytes.size(), std::memory_order_relaxed);
       r.values.push_back(std::move((*got)[i]));
       r.tier_of.push_back(static_cast<int>(ti));
     }
@@ -290,7 +290,7 @@ StatusOr<std::string> OffloadStore::GetSync(const std::string& key) {
       last = got.status();
       continue;
     }
-    if (!(*got)[0].empty()) return std::move((*got)[0]);
+    if (!(*got)[0].empty()) return std::string((*got)[0].bytes);
   }
   if (!last.ok()) return last;
   return std::string();

@@ -59,7 +59,7 @@ struct OffloadCounters {
 // tier_of[i], for the leading run of keys some tier had.
 struct FetchResult {
   uint64_t ticket = 0;
-  std::vector<std::string> values;
+  std::vector<Blob> values;
   std::vector<int> tier_of;
 };
 

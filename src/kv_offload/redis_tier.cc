@@ -183,16 +183,32 @@ Status RedisTier::Put(const std::vector<std::pair<std::string, std::string>>& it
   return Pipeline(cmds, /*want_ok=*/true);
 }
 
-StatusOr<std::vector<std::string>> RedisTier::Get(const std::vector<std::string>& keys) {
-  if (keys.empty()) return std::vector<std::string>();
-  auto r = GetOnce(keys, false);
-  if (r.ok() || r.status().code() != StatusCode::kUnavailable) return r;
-  DropIdle();
-  return GetOnce(keys, true);
+StatusOr<std::vector<Blob>> RedisTier::Get(const std::vector<std::string>& keys) {
+  // MGET in slices, so replies stay a few MiB; a slice with a miss ends the
+  // lookup (callers use the leading run of hits; later keys read as misses).
+  constexpr size_t kSlice = 32;
+  std::vector<Blob> out(keys.size());
+  for (size_t i = 0; i < keys.size(); i += kSlice) {
+    const std::vector<std::string> slice(keys.begin() + static_cast<std::ptrdiff_t>(i),
+                                         keys.begin() + static_cast<std::ptrdiff_t>(std::min(keys.size(), i + kSlice)));
+    auto r = GetOnce(slice, false);
+    if (!r.ok() && r.status().code() == StatusCode::kUnavailable) {
+      DropIdle();
+      r = GetOnce(slice, true);
+    }
+    if (!r.ok()) return r.status();
+    bool miss = false;
+    for (size_t j = 0; j < slice.size(); ++j) {
+      miss = miss || (*r)[j].empty();
+      out[i + j] = std::move((*r)[j]);
+    }
+    if (miss) break;
+  }
+  return out;
 }
 
-StatusOr<std::vector<std::string>> RedisTier::GetOnce(const std::vector<std::string>& keys, bool fresh) {
-  std::vector<std::string> out(keys.size());
+StatusOr<std::vector<Blob>> RedisTier::GetOnce(const std::vector<std::string>& keys, bool fresh) {
+  std::vector<Blob> out(keys.size());
   ASSIGN_OR_RETURN(redisContext* c, Acquire(fresh));
   std::vector<std::string> cmd = {"MGET"};
   cmd.insert(cmd.end(), keys.begin(), keys.end());
@@ -203,12 +219,14 @@ StatusOr<std::vector<std::string>> RedisTier::GetOnce(const std::vector<std::str
     return r.status();
   }
   Release(c, true);
-  const redisReply* rep = r->get();
+  std::shared_ptr<const redisReply> rep(r->release(), [](const redisReply* x) {
+    freeReplyObject(const_cast<redisReply*>(x));
+  });
   if (rep->type == REDIS_REPLY_ERROR) return Unavailable(fmt::format("redis MGET: {}", rep->str));
   if (rep->type != REDIS_REPLY_ARRAY || rep->elements != keys.size()) return Unavailable("redis MGET: malformed reply");
   for (size_t i = 0; i < keys.size(); ++i) {
     const redisReply* e = rep->element[i];
-    if (e->type == REDIS_REPLY_STRING) out[i].assign(e->str, e->len);
+    if (e->type == REDIS_REPLY_STRING) out[i] = Blob{std::string_view(e->str, e->len), rep};  // the reply owns the bytes
     else if (e->type != REDIS_REPLY_NIL) return Unavailable("redis MGET: malformed element");
   }
   return out;

@@ -39,7 +39,7 @@ class RedisTier : public KvTier {
 
   const char* name() const override { return "redis"; }
   Status Put(const std::vector<std::pair<std::string, std::string>>& items, int64_t ttl_seconds) override;
-  StatusOr<std::vector<std::string>> Get(const std::vector<std::string>& keys) override;
+  StatusOr<std::vector<Blob>> Get(const std::vector<std::string>& keys) override;
   Status Touch(const std::vector<std::string>& keys, int64_t ttl_seconds) override;
   Status Delete(const std::vector<std::string>& keys) override;
 
@@ -49,7 +49,7 @@ class RedisTier : public KvTier {
   // Frees every idle connection (after one failed: the server restarted or
   // went away, so the others are stale too).
   void DropIdle();
-  StatusOr<std::vector<std::string>> GetOnce(const std::vector<std::string>& keys, bool fresh);
+  StatusOr<std::vector<Blob>> GetOnce(const std::vector<std::string>& keys, bool fresh);
   Status PipelineOnce(const std::vector<std::vector<std::string>>& cmds, bool want_ok, bool fresh);
   // Back to the pool (healthy) or freed.
   void Release(redisContext* c, bool healthy);

@@ -7,13 +7,29 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "infera/status.h"
 
 namespace infera::kv_offload {
+
+// Bytes read from a tier, kept alive by `owner` (a string, a mapping of the
+// file, a Redis reply): no copy between the tier and the KV cache. Empty
+// bytes: a miss.
+struct Blob {
+  std::string_view bytes;
+  std::shared_ptr<const void> owner;
+  bool empty() const { return bytes.empty(); }
+  // An owning copy of `s`.
+  static Blob Of(std::string s) {
+    auto own = std::make_shared<const std::string>(std::move(s));
+    return Blob{std::string_view(*own), own};
+  }
+};
 
 class KvTier {
  public:
@@ -24,9 +40,11 @@ class KvTier {
   // that long (a tier that cannot expire keys ignores it). An error means
   // the tier failed (some items may be stored).
   virtual Status Put(const std::vector<std::pair<std::string, std::string>>& items, int64_t ttl_seconds) = 0;
-  // The values of `keys`, "" for each missing one; an error means the tier
-  // failed (no answer in time, connection lost, garbage reply).
-  virtual StatusOr<std::vector<std::string>> Get(const std::vector<std::string>& keys) = 0;
+  // The values of `keys`, empty for each missing one (a tier may stop at the
+  // first miss and report the rest missing too: callers use the leading run
+  // of hits); an error means the tier failed (no answer in time, connection
+  // lost, garbage reply).
+  virtual StatusOr<std::vector<Blob>> Get(const std::vector<std::string>& keys) = 0;
   // Extends the life of `keys` (Redis: EXPIRE; disk: most recently used).
   virtual Status Touch(const std::vector<std::string>& keys, int64_t ttl_seconds) = 0;
   virtual Status Delete(const std::vector<std::string>& keys) = 0;

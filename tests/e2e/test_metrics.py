@@ -36,11 +36,14 @@ def samples(text):
 class MetricsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.srv = Server()
+        # With a disk KV tier, so its series (and the dashboard's offload row) have data.
+        cls.kv_dir = tempfile.mkdtemp(prefix="infera-metrics-kv-")
+        cls.srv = Server("--kv-offload-dir", cls.kv_dir)
 
     @classmethod
     def tearDownClass(cls):
         cls.srv.stop()
+        shutil.rmtree(cls.kv_dir, ignore_errors=True)
 
     def scrape(self, accept=None):
         headers = {"Accept": accept} if accept else {}

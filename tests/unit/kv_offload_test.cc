@@ -72,9 +72,9 @@ TEST(DiskTier, PersistsAcrossReopenEvictsLeastRecentlyUsedAndCleansTemporaries) 
     ASSERT_TRUE((*t)->Put({{"infera:kv:c", std::string(100, 'c')}}, 0).ok());  // 300 > 250: b goes
     got = (*t)->Get({"infera:kv:a", "infera:kv:b", "infera:kv:c"});
     ASSERT_TRUE(got.ok());
-    EXPECT_EQ((*got)[0], std::string(100, 'a'));
-    EXPECT_EQ((*got)[1], "");
-    EXPECT_EQ((*got)[2], std::string(100, 'c'));
+    EXPECT_EQ((*got)[0].bytes, std::string(100, 'a'));
+    EXPECT_TRUE((*got)[1].empty());
+    EXPECT_EQ((*got)[2].bytes, std::string(100, 'c'));
     EXPECT_EQ((*t)->bytes(), 200u);
     EXPECT_FALSE((*t)->Put({{"../escape", "x"}}, 0).ok());
   }
@@ -85,9 +85,9 @@ TEST(DiskTier, PersistsAcrossReopenEvictsLeastRecentlyUsedAndCleansTemporaries) 
   EXPECT_FALSE(std::filesystem::exists(dir + "/.tmp-123-0"));
   auto got = (*t)->Get({"infera:kv:c"});
   ASSERT_TRUE(got.ok());
-  EXPECT_EQ((*got)[0], std::string(100, 'c'));
+  EXPECT_EQ((*got)[0].bytes, std::string(100, 'c'));
   ASSERT_TRUE((*t)->Delete({"infera:kv:c"}).ok());
-  EXPECT_EQ((*(*t)->Get({"infera:kv:c"}))[0], "");
+  EXPECT_TRUE((*(*t)->Get({"infera:kv:c"}))[0].empty());
   EXPECT_FALSE(kv_offload::DiskTier::Open("/proc/version/x", 1).ok());
 }
 
@@ -117,7 +117,8 @@ TEST(RedisTier, UnreachableServerFailsWithinTheTimeout) {
 // caches, within half a quantization step for an f32 cache stored as q8.
 TEST(KvBlockCodec, RoundTrips) {
   const std::vector<int> heads = {2, 1};
-  const int hd = 8, bs = 16;
+  const int hd = 8;
+  for (const int bs : {16, 12})  // whole 16-slot tiles (memcpy) and not
   for (KvType type : {KvType::kF32, KvType::kQ8}) {
     KvStorage a(heads, 64, hd, type), b(heads, 64, hd, type);
     uint32_t seed = 1;
@@ -144,15 +145,15 @@ TEST(KvBlockCodec, RoundTrips) {
     const uint32_t kinds[] = {kKvPayloadF32, kKvPayloadQ8};
     for (uint32_t kind : kinds) {
       if (type == KvType::kQ8 && kind == kKvPayloadF32) continue;
-      const std::string p = EncodeKvBlock(a, 16, bs, kind);
+      const std::string p = EncodeKvBlock(a, bs, bs, kind);
       ASSERT_EQ(p.size(), KvPayloadBytes(a, bs, kind));
-      ASSERT_TRUE(DecodeKvBlock(p, kind, b, 32, bs).ok());
-      EXPECT_FALSE(DecodeKvBlock(p.substr(1), kind, b, 32, bs).ok());
+      ASSERT_TRUE(DecodeKvBlock(p, kind, b, 2 * bs, bs).ok());
+      EXPECT_FALSE(DecodeKvBlock(p.substr(1), kind, b, 2 * bs, bs).ok());
       for (int l = 0; l < 2; ++l) {
         for (int h = 0; h < heads[l]; ++h) {
           for (int i = 0; i < bs; ++i) {
             for (int d = 0; d < hd; ++d) {
-              const int sa = 16 + i, sb = 32 + i;
+              const int sa = bs + i, sb = 2 * bs + i;
               if (type == KvType::kQ8) {
                 ASSERT_EQ(a.k8(l, h)[FlashKIndex(sa, d, hd)], b.k8(l, h)[FlashKIndex(sb, d, hd)]);
                 ASSERT_EQ(a.v8(l, h)[sa * hd + d], b.v8(l, h)[sb * hd + d]);
@@ -165,8 +166,8 @@ TEST(KvBlockCodec, RoundTrips) {
               }
             }
             if (type == KvType::kQ8) {
-              ASSERT_EQ(a.k_scale(l, h)[16 + i], b.k_scale(l, h)[32 + i]);
-              ASSERT_EQ(a.v_scale(l, h)[16 + i], b.v_scale(l, h)[32 + i]);
+              ASSERT_EQ(a.k_scale(l, h)[bs + i], b.k_scale(l, h)[2 * bs + i]);
+              ASSERT_EQ(a.v_scale(l, h)[bs + i], b.v_scale(l, h)[2 * bs + i]);
             }
           }
         }
@@ -192,12 +193,12 @@ class FakeTier : public kv_offload::KvTier {
     for (const auto& [k, v] : items) data[k] = v;
     return Status::Ok();
   }
-  StatusOr<std::vector<std::string>> Get(const std::vector<std::string>& keys) override {
+  StatusOr<std::vector<kv_offload::Blob>> Get(const std::vector<std::string>& keys) override {
     ++gets;
     if (fail) return Unavailable("fake failure");
     std::lock_guard<std::mutex> l(mu);
-    std::vector<std::string> out;
-    for (const auto& k : keys) out.push_back(data.count(k) ? data[k] : "");
+    std::vector<kv_offload::Blob> out;
+    for (const auto& k : keys) out.push_back(data.count(k) ? kv_offload::Blob::Of(data[k]) : kv_offload::Blob{});
     return out;
   }
   Status Touch(const std::vector<std::string>&, int64_t) override { return Status::Ok(); }
@@ -230,7 +231,7 @@ TEST(OffloadStore, LooksUpLeadingRunAndBacksOffAFailingTier) {
   EXPECT_TRUE(store.Known("k1"));
   kv_offload::FetchResult r = FetchOne(store, {"k1", "k2", "k3"});
   ASSERT_EQ(r.values.size(), 1u);  // the chain ends at the first miss
-  EXPECT_EQ(r.values[0], "v1");
+  EXPECT_EQ(r.values[0].bytes, "v1");
   tier->fail = true;
   r = FetchOne(store, {"k1"});
   EXPECT_TRUE(r.values.empty());
