@@ -7,6 +7,8 @@ a fresh 16-token suffix, answered (max_tokens 1) by `infera serve` with
   ram    the prefix in the RAM prefix cache (same server, second request)
   disk   --kv-offload-dir only, server restarted (RAM empty): prefix from disk
   redis  --kv-offload-redis only (a local redis-server), server restarted
+  disk-q8, redis-q8 (with --q8)  the same with --kv-offload-type q8 (int8
+         rows: a quarter of the bytes; loaded K/V approximate)
 
 ROUNDS rounds, each with fresh suffixes; prints per-case median seconds and
 the cold / tier ratios, and one JSON line per measurement to OUT.
@@ -21,7 +23,6 @@ import os
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -61,6 +62,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default="kv_offload_ttft.jsonl")
+    ap.add_argument("--q8", action="store_true", help="also the disk and Redis tiers with --kv-offload-type q8")
     a = ap.parse_args()
     rows = []
     out = open(a.out, "a")
@@ -89,6 +91,16 @@ def main():
                         got["disk"] = ask(srv, prefix + suffix())
                     with Server(*base, "--kv-offload-redis", redis.url, threads=a.threads, timeout=600) as srv:
                         got["redis"] = ask(srv, prefix + suffix())
+                    if a.q8:
+                        q8 = ["--kv-offload-type", "q8"]
+                        with Server(*base, *tiers, *q8, threads=a.threads, timeout=600) as srv:
+                            ask(srv, prefix + suffix())
+                            wait_written(srv, 2 * (n // 16) - 2)
+                        with Server(*base, "--kv-offload-dir", d, *q8, threads=a.threads, timeout=600) as srv:
+                            got["disk-q8"] = ask(srv, prefix + suffix())
+                        with Server(*base, "--kv-offload-redis", redis.url, *q8, threads=a.threads,
+                                    timeout=600) as srv:
+                            got["redis-q8"] = ask(srv, prefix + suffix())
                     for k, (dt, cached) in got.items():
                         row = dict(model=os.path.basename(model), prefix=n, case=k, seconds=dt, cached=cached,
                                    round=r)
@@ -100,14 +112,16 @@ def main():
         redis.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     print()
-    print("| model | prefix | cold s | RAM hit s | disk hit s | Redis hit s | cold/disk | cold/Redis |")
-    print("|---|---|---|---|---|---|---|---|")
+    cases = [c for c in ("cold", "ram", "disk", "redis", "disk-q8", "redis-q8") if any(r["case"] == c for r in rows)]
+    print("| model | prefix | " + " | ".join(f"{c} s" for c in cases) + " | " +
+          " | ".join(f"cold/{c}" for c in cases[1:]) + " |")
+    print("|---|---|" + "---|" * (2 * len(cases) - 1))
     keys = dict.fromkeys((r["model"], r["prefix"]) for r in rows)
     for m, n in keys:
         med = {c: statistics.median(r["seconds"] for r in rows if (r["model"], r["prefix"], r["case"]) == (m, n, c))
-               for c in ("cold", "ram", "disk", "redis")}
-        print(f"| {m} | {n} | {med['cold']:.3f} | {med['ram']:.3f} | {med['disk']:.3f} | {med['redis']:.3f} | "
-              f"{med['cold'] / med['disk']:.1f}x | {med['cold'] / med['redis']:.1f}x |")
+               for c in cases}
+        print(f"| {m} | {n} | " + " | ".join(f"{med[c]:.3f}" for c in cases) + " | " +
+              " | ".join(f"{med['cold'] / med[c]:.1f}x" for c in cases[1:]) + " |")
 
 
 if __name__ == "__main__":

@@ -63,7 +63,7 @@ StatusOr<std::string_view> DecodeBlockBlob(std::string_view blob, uint64_t finge
   if (Get<uint64_t>(p + 8) != fingerprint) return DataLoss("KV block of another model or KV layout");
   if (Get<uint64_t>(p + 16) != chain_key) return DataLoss("KV block under the wrong key");
   if (Get<uint32_t>(p + 24) != static_cast<uint32_t>(block_size)) return DataLoss("KV block of another block size");
-  if (std::memcmp(p + kHeaderBytes, tokens, token_bytes) != 0) return DataLoss("KV block of other tokens");
+  if (token_bytes > 0 && std::memcmp(p + kHeaderBytes, tokens, token_bytes) != 0) return DataLoss("KV block of other tokens");
   *payload_kind = Get<uint32_t>(p + 28);
   return blob.substr(kHeaderBytes + token_bytes, payload_bytes);
 }

@@ -113,6 +113,10 @@ StatusOr<redisContext*> RedisTier::Acquire(bool fresh) {
     return st;
   }
   redisSetTimeout(c, Tv(timeout_ms_));
+  // Keep the reader's buffer between replies: by default hiredis frees it
+  // whenever it empties, so every block of a multi-MiB MGET reply regrows it
+  // from 16 KiB through fresh (page-faulting) allocations.
+  c->reader->maxbuf = 0;
   std::vector<std::vector<std::string>> hello;
   if (!url_.password.empty()) hello.push_back({"AUTH", url_.password});
   if (url_.db != 0) hello.push_back({"SELECT", std::to_string(url_.db)});
