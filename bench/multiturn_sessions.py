@@ -8,7 +8,7 @@ prefixes are recomputed; with them (--kv-offload-dir and/or a local Redis)
 they are loaded back. Prints throughput and TTFT p50/p99 per configuration.
 
   /usr/bin/python3 bench/multiturn_sessions.py [--model M] [--sessions 64] [--turns 20] [--user 24]
-      [--reply 16] [--kv-cache-mb 32] [--configs none,disk,redis]
+      [--reply 16] [--kv-cache-mb 32] [--max-num-seqs 8] [--configs none,disk,redis]
 """
 import argparse
 import json
@@ -94,6 +94,7 @@ def main():
     ap.add_argument("--kv-cache-mb", default="32")
     ap.add_argument("--configs", default="none,disk,redis")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--max-num-seqs", default="8", help="sequences the engine runs at once (the rest wait)")
     a = ap.parse_args()
     model = ["-m", a.model] if a.model else []
     tmp = tempfile.mkdtemp(prefix="infera-multiturn-")
@@ -103,7 +104,7 @@ def main():
         for cfg in a.configs.split(","):
             tiers = {"none": [], "disk": ["--kv-offload-dir", os.path.join(tmp, "disk")],
                      "redis": ["--kv-offload-redis", redis.url]}[cfg]
-            with Server(*model, "--kv-cache-mb", a.kv_cache_mb, "--max-num-seqs", "64", *tiers,
+            with Server(*model, "--kv-cache-mb", a.kv_cache_mb, "--max-num-seqs", a.max_num_seqs, *tiers,
                         threads=a.threads, timeout=600) as srv:
                 results[cfg] = run(srv, a)
                 print(cfg, json.dumps(results[cfg]), flush=True)

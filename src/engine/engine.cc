@@ -89,7 +89,7 @@ struct EngineRequest {
   bool scheduled = false, has_first = false;
   // KV offload: while the prompt's prefix is looked up in the tiers the
   // request waits outside the scheduler (its prompt held here); then the
-  // pool blocks it found are pinned until it is admitted.
+  // pool blocks it found are pinned until it is admitted (see Step).
   bool fetching = false;
   std::vector<int32_t> held_prompt;
   int32_t max_cached = INT32_MAX;
@@ -152,6 +152,7 @@ struct Engine::Impl {
   // the tiers keep a record of each too).
   std::unordered_map<std::string, std::vector<int32_t>> sessions;
   static constexpr size_t kMaxSessions = 4096;
+  std::vector<uint64_t> pinned_reqs;  // requests holding pinned blocks (loaded from a tier), not yet admitted
 
   Impl(const Model& m, const Tokenizer* t, const KernelTable& k, const EngineOptions& o, int32_t n_blocks, KvType kt,
        const ModelRunnerFactory& make_runner)
@@ -235,6 +236,7 @@ struct Engine::Impl {
       EngineRequest& r = *it->second;
       r.fetching = false;
       r.pinned = std::move(ready.pinned);
+      pinned_reqs.push_back(ready.id);
       Status st = sched.Add(ready.id, std::move(r.held_prompt), r.max_tokens, r.params.priority, r.max_cached);
       if (!st.ok()) outs->push_back(Finish(ready.id, FinishReason::kError, st.message()));
     }
@@ -543,7 +545,20 @@ std::vector<RequestOutput> Engine::Step() {
   m.Draft();
   SchedulerOutput so = m.sched.Schedule();
   m.last_step_tokens = 0;
-  for (const ScheduledChunk& c : so.chunks) m.Unpin(*m.reqs.at(c.id));  // admitted: the sequence holds its blocks
+  // Loaded blocks stay pinned until their request is admitted (it holds them
+  // then), so that other requests' allocations cannot evict them while it
+  // waits. A step that schedules nothing releases every pin: pinned blocks
+  // of waiting requests must never be what keeps all of them from running.
+  for (const ScheduledChunk& c : so.chunks) m.Unpin(*m.reqs.at(c.id));
+  if (so.empty()) {
+    for (uint64_t id : m.pinned_reqs) {
+      if (auto it = m.reqs.find(id); it != m.reqs.end()) m.Unpin(*it->second);
+    }
+  }
+  std::erase_if(m.pinned_reqs, [&](uint64_t id) {
+    auto it = m.reqs.find(id);
+    return it == m.reqs.end() || it->second->pinned.empty();
+  });
   if (so.empty()) return outs;
   ++m.steps;
   m.last_step_tokens = so.num_tokens;
