@@ -245,15 +245,18 @@ std::vector<std::string> KvOffloader::KeysOf(const std::vector<uint64_t>& chain)
   return keys;
 }
 
+void KvOffloader::EnqueueBlock(KvStorage& kv, int32_t block, uint64_t chain_key, const int32_t* tokens,
+                               std::string key) {
+  const std::string payload = EncodeKvBlock(kv, block * block_size_, block_size_, kind_);
+  store_->Enqueue(std::move(key),
+                  kv_offload::EncodeBlockBlob({fingerprint_, chain_key, kind_}, tokens, block_size_, payload));
+}
+
 void KvOffloader::WriteThrough(BlockManager& blocks, KvStorage& kv) {
   for (const BlockManager::Committed& c : blocks.TakeCommitted()) {
     std::string key = kv_offload::BlockKey(fingerprint_, c.key);
     if (store_->Known(key)) continue;
-    const std::vector<int32_t>& toks = blocks.pool().TokensOf(c.block);
-    const std::string payload = EncodeKvBlock(kv, c.block * block_size_, block_size_, kind_);
-    kv_offload::BlockBlobHeader h{fingerprint_, c.key, kind_};
-    std::string blob = kv_offload::EncodeBlockBlob(h, toks.data(), block_size_, payload);
-    store_->Enqueue(std::move(key), std::move(blob));
+    EnqueueBlock(kv, c.block, c.key, blocks.pool().TokensOf(c.block).data(), std::move(key));
   }
 }
 
@@ -377,10 +380,8 @@ std::pair<int64_t, int64_t> KvOffloader::SaveSession(const std::string& id, cons
     const int32_t* toks = tokens.data() + static_cast<size_t>(blk) * block_size_;
     auto b = blocks.PinCached(chain[blk], toks);
     if (!b) continue;  // not in RAM: in the tiers already, or gone
-    const std::string payload = EncodeKvBlock(kv, *b * block_size_, block_size_, kind_);
+    EnqueueBlock(kv, *b, chain[blk], toks, kv_offload::BlockKey(fingerprint_, chain[blk]));
     blocks.Unpin(*b);
-    store_->Enqueue(kv_offload::BlockKey(fingerprint_, chain[blk]),
-                    kv_offload::EncodeBlockBlob({fingerprint_, chain[blk], kind_}, toks, block_size_, payload));
     ++written;
   }
   PinSession(id, tokens, ttl_seconds);

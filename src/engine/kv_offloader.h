@@ -105,6 +105,9 @@ class KvOffloader {
   KvOffloader(std::unique_ptr<kv_offload::OffloadStore> store, uint64_t fingerprint, uint32_t kind, int32_t bs)
       : store_(std::move(store)), fingerprint_(fingerprint), kind_(kind), block_size_(bs) {}
   std::vector<std::string> KeysOf(const std::vector<uint64_t>& chain) const;
+  // Encodes pool block `block` (holding `tokens`, under `chain_key`) and
+  // queues it for the tiers under `key`.
+  void EnqueueBlock(KvStorage& kv, int32_t block, uint64_t chain_key, const int32_t* tokens, std::string key);
   std::string SessionKey(const std::string& id) const;
   std::string SessionRecord(const std::string& id, const std::vector<int32_t>& tokens) const;
   std::vector<std::string> BlockKeysOf(const std::vector<int32_t>& tokens) const;

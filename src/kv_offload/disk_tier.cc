@@ -120,13 +120,17 @@ std::string DiskTier::PathOf(const std::string& key) const {
   return dir_ + "/" + name + kSuffix;
 }
 
-void DiskTier::RemoveLocked(const std::string& key) {
+bool DiskTier::ForgetLocked(const std::string& key) {
   auto it = index_.find(key);
-  if (it == index_.end()) return;
-  ::unlink(PathOf(key).c_str());
+  if (it == index_.end()) return false;
   total_ -= it->second.bytes;
   lru_.erase(it->second.lru);
   index_.erase(it);
+  return true;
+}
+
+void DiskTier::RemoveLocked(const std::string& key) {
+  if (ForgetLocked(key)) ::unlink(PathOf(key).c_str());
 }
 
 void DiskTier::EvictLocked() {
@@ -165,12 +169,7 @@ Status DiskTier::Put(const std::vector<std::pair<std::string, std::string>>& ite
       return st;
     }
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = index_.find(key);
-    if (it != index_.end()) {
-      total_ -= it->second.bytes;
-      lru_.erase(it->second.lru);
-      index_.erase(it);
-    }
+    ForgetLocked(key);  // replaced by the rename
     index_[key] = Entry{value.size(), lru_.insert(lru_.end(), key)};
     total_ += value.size();
     EvictLocked();
@@ -192,12 +191,7 @@ StatusOr<std::vector<Blob>> DiskTier::Get(const std::vector<std::string>& keys) 
     if (!data.ok()) return data.status();
     if (missing) {  // removed behind our back
       std::lock_guard<std::mutex> lock(mu_);
-      auto it = index_.find(keys[i]);
-      if (it != index_.end()) {
-        total_ -= it->second.bytes;
-        lru_.erase(it->second.lru);
-        index_.erase(it);
-      }
+      ForgetLocked(keys[i]);
       continue;
     }
     out[i] = std::move(*data);

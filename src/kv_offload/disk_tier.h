@@ -42,6 +42,9 @@ class DiskTier : public KvTier {
   std::string PathOf(const std::string& key) const;
   // Drops least recently used files until the total fits. Requires mu_.
   void EvictLocked();
+  // Drops `key` from the index (false if absent); RemoveLocked also
+  // deletes its file. Require mu_.
+  bool ForgetLocked(const std::string& key);
   void RemoveLocked(const std::string& key);
 
   struct Entry {
