@@ -57,20 +57,6 @@ struct PruneArgs {
 
 using prune::LayerMatrix;
 
-// Token chunks of at most n_ctx tokens, BOS first, from `tokens` [from, to).
-std::vector<std::vector<int32_t>> Chunks(const std::vector<int32_t>& tokens, size_t from, size_t to, int32_t n_ctx,
-                                         int32_t bos) {
-  std::vector<std::vector<int32_t>> out;
-  const size_t body = static_cast<size_t>(n_ctx) - (bos >= 0 ? 1 : 0);
-  for (size_t at = from; at + 1 < to; at += body) {
-    std::vector<int32_t> c;
-    if (bos >= 0) c.push_back(bos);
-    c.insert(c.end(), tokens.begin() + at, tokens.begin() + std::min(to, at + body));
-    if (c.size() >= 2) out.push_back(std::move(c));
-  }
-  return out;
-}
-
 bool Skipped(const std::vector<std::string>& skip, const std::string& name) {
   const std::string base = name.substr(0, name.find('['));
   for (const auto& p : skip) {
@@ -252,8 +238,8 @@ int Prune(const PruneArgs& a, const RuntimeOptions& rt_in) {
                                      a.calib_tokens + holdout));
     }
     const int32_t bos = lm->tokenizer->vocab().bos;
-    ctx.calib = Chunks(tokens, 0, a.calib_tokens, n_ctx, bos);
-    ctx.holdout = Chunks(tokens, a.calib_tokens, a.calib_tokens + holdout, n_ctx, bos);
+    ctx.calib = CalibrationChunks(tokens, 0, a.calib_tokens, n_ctx, bos);
+    ctx.holdout = CalibrationChunks(tokens, a.calib_tokens, a.calib_tokens + holdout, n_ctx, bos);
     auto k = SelectKernels(rt_in);
     if (!k.ok()) return ReportError(k.status());
     kernels = *k;

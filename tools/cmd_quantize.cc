@@ -2,9 +2,13 @@
 // weight matrices are stored in T (norms stay f32), with mixed precision by
 // --keep PATTERN=TYPE, llama.cpp's presets (Q4_K_M, ...), its rule for the
 // output tensor and its fallback for rows that do not fit a K-quant block.
+// --imatrix F weights the rounding by an importance matrix (llama.cpp's
+// importance-weighted algorithms; `infera imatrix` or llama-imatrix makes F).
 #include <fnmatch.h>
 
 #include <cstdio>
+#include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -12,6 +16,7 @@
 #include "base/logging.h"
 #include "base/output_file.h"
 #include "model/tensor_schema.h"
+#include "quant/imatrix.h"
 #include "quant/policy.h"
 #include "quant/quantize.h"
 #include "tools/commands.h"
@@ -26,11 +31,40 @@ struct QuantizeArgs {
   std::vector<std::string> keep;
   bool pure = false;
   std::string tokenizer;
+  std::string imatrix;
 };
+
+// Every entry of `im` must name a weight matrix of the model with its input
+// width (times the experts for stacked ones): an imatrix made for another
+// model is refused rather than silently ignored.
+Status CheckImatrixFitsModel(const Imatrix& im, const ModelConfig& c, const std::string& path) {
+  std::map<std::string, int64_t> sizes;  // tensor -> values an entry must hold
+  ForEachTensor(c, [&](const TensorRole& r, int layer) {
+    if (!r.matrix) return;
+    sizes[GgufTensorName(r, layer)] = DimSize(c, r.n_in, layer) * (IsExpertRole(r) ? c.n_expert : 1);
+  });
+  int matched = 0;
+  for (const auto& [name, e] : im.entries) {
+    auto it = sizes.find(name);
+    if (it == sizes.end()) {
+      return InvalidArgument(fmt::format("{}: entry {} is not a tensor of this model (an imatrix for another model?)",
+                                         path, name));
+    }
+    if (static_cast<int64_t>(e.sum2.size()) != it->second) {
+      return InvalidArgument(fmt::format("{}: entry {} has {} values, the model's tensor needs {} (an imatrix for "
+                                         "another model?)", path, name, e.sum2.size(), it->second));
+    }
+    ++matched;
+  }
+  if (matched == 0) return InvalidArgument(path + ": the imatrix has no entries");
+  return Status::Ok();
+}
 
 int Quantize(const QuantizeArgs& a) {
   if (a.paths.size() != 2) return ReportError("usage: infera quantize IN OUT.gguf --type T");
-  if (Status st = CheckOutputNotInput(a.paths[1], {a.paths[0], a.tokenizer}); !st.ok()) return ReportError(st);
+  if (Status st = CheckOutputNotInput(a.paths[1], {a.paths[0], a.tokenizer, a.imatrix}); !st.ok()) {
+    return ReportError(st);
+  }
   const auto target = ParseQuantTarget(a.type);
   if (!target) {
     return ReportError("--type must be one of q8_0, q6_k, q5_k_m, q5_k_s, q5_k, q5_1, q5_0, q4_k_m, q4_k_s, q4_k, "
@@ -45,8 +79,17 @@ int Quantize(const QuantizeArgs& a) {
     if (!t || !CanQuantize(*t)) return ReportError("--keep: cannot write type '" + k.substr(eq + 1) + "'");
     rules.push_back({k.substr(0, eq), *t});
   }
+  std::optional<Imatrix> im;
+  if (!a.imatrix.empty()) {
+    auto loaded = Imatrix::Load(a.imatrix);
+    if (!loaded.ok()) return ReportError(loaded.status());
+    im = std::move(loaded).value();
+  }
   auto lm = LoadModelAndTokenizer(a.paths[0], a.tokenizer, false);
   if (!lm.ok()) return ReportError(lm.status());
+  if (im) {
+    if (Status st = CheckImatrixFitsModel(*im, lm->model->config, a.imatrix); !st.ok()) return ReportError(st);
+  }
   const bool tied = lm->model->config.tied_embeddings;
   const int n_layer = lm->model->config.n_layer;
   // The tensor that produces the logits gets llama.cpp's rule (Q6_K).
@@ -62,6 +105,16 @@ int Quantize(const QuantizeArgs& a) {
   wo.file_type = target->base;
   wo.llama_ftype = target->ftype;
   wo.show_progress = true;
+  if (im) {
+    wo.importance = [&im](const std::string& name) { return im->Importance(name); };
+    // What llama-quantize records about the imatrix it used.
+    wo.extra_metadata = [&im, &a](GgufWriter* w) {
+      w->SetString("quantize.imatrix.file", a.imatrix);
+      if (!im->datasets.empty()) w->SetString("quantize.imatrix.dataset", im->datasets.back());
+      w->SetI32("quantize.imatrix.entries_count", static_cast<int32_t>(im->entries.size()));
+      w->SetI32("quantize.imatrix.chunks_count", static_cast<int32_t>(im->chunk_count));
+    };
+  }
   auto sum = WriteModelGguf(*lm, choose, wo, a.paths[1]);
   if (!sum.ok()) return ReportError(sum.status());
   auto size = FileSize(a.paths[1]);
@@ -83,6 +136,9 @@ CommandFn RegisterQuantize(CLI::App& app, const RuntimeOptions&) {
   app.add_option("--keep", a->keep, "PATTERN=TYPE: store tensors whose name matches the glob in TYPE (repeatable)");
   app.add_flag("--pure", a->pure, "every weight matrix in --type, the output tensor too (llama-quantize --pure)");
   app.add_option("--tokenizer", a->tokenizer, "tokenizer to embed (llama2.c checkpoints)");
+  app.add_option("--imatrix", a->imatrix,
+                 "importance matrix (GGUF or legacy .dat, from `infera imatrix` or llama-imatrix): llama.cpp's "
+                 "importance-weighted rounding for the tensors it covers");
   return [a]() { return Quantize(*a); };
 }
 

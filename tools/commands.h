@@ -20,6 +20,7 @@ CommandFn RegisterTokenize(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterDetokenize(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterDumpTensor(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterQuantize(CLI::App& app, const RuntimeOptions& rt);
+CommandFn RegisterImatrix(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterPrune(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterPerplexity(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterEvalLogits(CLI::App& app, const RuntimeOptions& rt);

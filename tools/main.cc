@@ -47,6 +47,8 @@ int main(int argc, char** argv) {
   add("convert", "write a GGUF from a GGUF, Hugging Face folder or llama2.c checkpoint", cli::RegisterConvert);
   add("quantize", "write a GGUF with quantized weights (any llama.cpp block type or mixture, e.g. q4_k_m)",
       cli::RegisterQuantize);
+  add("imatrix", "importance matrix from calibration text (llama.cpp's GGUF or .dat format) for quantize --imatrix",
+      cli::RegisterImatrix);
   add("perplexity", "perplexity of a text (llama-perplexity's method), KL divergence against a base", cli::RegisterPerplexity);
   add("tokenize", "print the token ids of a text", cli::RegisterTokenize);
   add("detokenize", "print the text of token ids", cli::RegisterDetokenize);

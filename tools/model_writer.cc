@@ -19,18 +19,24 @@
 namespace infera::cli {
 namespace {
 
-// Rows of m re-encoded as `to` (through f32).
+// Rows of m re-encoded as `to` (through f32), weighted by `importance`
+// ([n_in], or [n_stack * n_in]: one slice per stacked matrix; empty: none).
 // Rows are independent: split them over all cores (the K-quant searches are
 // slow). Each output row depends only on its input row, so the bytes do not
 // depend on the thread count.
-std::vector<uint8_t> Recode(const WeightMatrix& m, DType to) {
+std::vector<uint8_t> Recode(const WeightMatrix& m, DType to, const std::vector<float>& importance, int64_t n_stack) {
   const uint64_t out_row = *RowBytes(to, m.n_in);
   std::vector<uint8_t> out(out_row * m.n_out);
   auto run = [&](int64_t r0, int64_t r1) {
     std::vector<float> row(m.n_in);
     for (int64_t r = r0; r < r1; ++r) {
       DequantizeRow(m.type, m.data + r * m.row_bytes, row.data(), m.n_in);
-      QuantizeRow(to, row.data(), out.data() + r * out_row, m.n_in);
+      const float* qw = nullptr;
+      if (!importance.empty()) {
+        const int64_t slice = n_stack > 0 ? r / (m.n_out / n_stack) : 0;
+        qw = importance.data() + slice * m.n_in;
+      }
+      QuantizeRow(to, row.data(), out.data() + r * out_row, m.n_in, qw);
     }
   };
   const int64_t n_threads = std::min<int64_t>(ThreadPool::DefaultThreadCount(), std::max<int64_t>(1, m.n_out / 64));
@@ -83,7 +89,13 @@ StatusOr<ModelWriteSummary> WriteModelGguf(const LoadedModel& lm, const TypeChoo
     if (to == x.type) {
       gw.AddTensor(name, x.type, ne, x.data, x.row_bytes * x.n_out);
     } else {
-      gw.AddTensorCopy(name, to, ne, Recode(x, to));
+      std::vector<float> importance;
+      if (opts.importance) importance = opts.importance(name);
+      if (!importance.empty() && importance.size() != static_cast<size_t>(x.n_in * std::max<int64_t>(1, n_stack))) {
+        return InvalidArgument(fmt::format("{}: importance data has {} values, the tensor needs {}", name,
+                                           importance.size(), x.n_in * std::max<int64_t>(1, n_stack)));
+      }
+      gw.AddTensorCopy(name, to, ne, Recode(x, to, importance, n_stack));
     }
     sum.bytes += *RowBytes(to, x.n_in) * x.n_out;
     sum.elements += static_cast<uint64_t>(x.n_in) * x.n_out;

@@ -20,6 +20,10 @@ struct ModelWriteOptions {
   DType file_type = DType::kF32;  // the file's main type
   std::optional<uint32_t> llama_ftype;  // general.file_type (default: from file_type)
   bool show_progress = false;     // a progress bar on stderr
+  // Importance of the input columns of tensor `name` (llama.cpp's imatrix:
+  // mean x^2, [n_in], or [n_expert * n_in] for stacked experts) for the
+  // importance-weighted quantizers; empty: round-to-nearest. May be unset.
+  std::function<std::vector<float>(const std::string& name)> importance;
   // Adds keys after the model's own (e.g. how it was pruned). May be empty.
   std::function<void(GgufWriter*)> extra_metadata;
 };

@@ -33,6 +33,19 @@ class ObservedRunner : public ModelRunner, private ActivationObserver {
 
 }  // namespace
 
+std::vector<std::vector<int32_t>> CalibrationChunks(const std::vector<int32_t>& tokens, size_t from, size_t to,
+                                                    int32_t n_ctx, int32_t bos) {
+  std::vector<std::vector<int32_t>> out;
+  const size_t body = static_cast<size_t>(n_ctx) - (bos >= 0 ? 1 : 0);
+  for (size_t at = from; at + 1 < to; at += body) {
+    std::vector<int32_t> c;
+    if (bos >= 0) c.push_back(bos);
+    c.insert(c.end(), tokens.begin() + at, tokens.begin() + std::min(to, at + body));
+    if (c.size() >= 2) out.push_back(std::move(c));
+  }
+  return out;
+}
+
 StatsCollector::StatsCollector(std::vector<int> layers, std::vector<LinearInput> inputs, bool with_hessian)
     : layers_(std::move(layers)), inputs_(std::move(inputs)), with_hessian_(with_hessian) {}
 

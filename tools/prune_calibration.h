@@ -16,6 +16,11 @@
 
 namespace infera::cli {
 
+// Token chunks of at most n_ctx tokens, BOS first (bos >= 0), from tokens
+// [from, to); a last piece shorter than two tokens is dropped.
+std::vector<std::vector<int32_t>> CalibrationChunks(const std::vector<int32_t>& tokens, size_t from, size_t to,
+                                                    int32_t n_ctx, int32_t bos);
+
 // InputStats per (layer, input, expert) for the layers an observer wants.
 class StatsCollector : public ActivationObserver {
  public:

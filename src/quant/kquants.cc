@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "tensor/fp16.h"
+#include "quant/quant_search.h"
 #include "tensor/quant_blocks.h"
 
 namespace infera::kquants {
@@ -12,210 +12,17 @@ namespace {
 
 constexpr int kQK = 256;
 
-// Round to nearest, ties to even, for |v| < 2^22 (the magic-number trick).
-inline int NearestInt(float v) {
-  float f = v + 12582912.0f;
-  int32_t i;
-  std::memcpy(&i, &f, 4);
-  return (i & 0x007fffff) - 0x00400000;
-}
-
-void PutHalf(uint8_t* p, float v) {
-  const uint16_t h = Fp32ToFp16(v);
-  std::memcpy(p, &h, 2);
-}
-float GetHalf(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return Fp16ToFp32(h);
-}
-
-// Symmetric quants in [-nmax, nmax-1] (stored +nmax) with a weighted
-// least-squares scale refined over 18 nearby trial scales. rmse_type 1:
-// weights x^2.
-float MakeQxQuants(int n, int nmax, const float* x, int8_t* L) {
-  const float max = SignedAbsMax(x, n), amax = std::fabs(max);
-  if (amax < 1e-30f) {
-    for (int i = 0; i < n; ++i) L[i] = 0;
-    return 0.0f;
+// Stores sub-block j's 6-bit scale ls and min lm in the 12-byte K4 layout
+// (the inverse of ScaleMinK4). dst must start zeroed.
+void PutScaleMinK4(int j, uint8_t ls, uint8_t lm, uint8_t* dst) {
+  if (j < 4) {
+    dst[j] = ls;
+    dst[j + 4] = lm;
+  } else {
+    dst[j + 4] = static_cast<uint8_t>((ls & 0x0F) | ((lm & 0x0F) << 4));
+    dst[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
+    dst[j] |= static_cast<uint8_t>((lm >> 4) << 6);
   }
-  float iscale = -nmax / max;
-  float sumlx = 0, suml2 = 0;
-  for (int i = 0; i < n; ++i) {
-    int l = NearestInt(iscale * x[i]);
-    l = std::max(-nmax, std::min(nmax - 1, l));
-    L[i] = static_cast<int8_t>(l + nmax);
-    const float w = x[i] * x[i];
-    sumlx += w * x[i] * l;
-    suml2 += w * l * l;
-  }
-  float scale = sumlx / suml2;
-  float best = scale * sumlx;
-  for (int is = -9; is <= 9; ++is) {
-    if (is == 0) continue;
-    iscale = -(nmax + 0.1f * is) / max;
-    sumlx = suml2 = 0;
-    for (int i = 0; i < n; ++i) {
-      int l = NearestInt(iscale * x[i]);
-      l = std::max(-nmax, std::min(nmax - 1, l));
-      const float w = x[i] * x[i];
-      sumlx += w * x[i] * l;
-      suml2 += w * l * l;
-    }
-    if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-      for (int i = 0; i < n; ++i) {
-        const int l = NearestInt(iscale * x[i]);
-        L[i] = static_cast<int8_t>(nmax + std::max(-nmax, std::min(nmax - 1, l)));
-      }
-      scale = sumlx / suml2;
-      best = scale * sumlx;
-    }
-  }
-  return scale;
-}
-
-// 3-bit symmetric quants with coordinate-descent refinement (x^2 weights).
-float MakeQ3Quants(int n, int nmax, const float* x, int8_t* L) {
-  const float max = SignedAbsMax(x, n), amax = std::fabs(max);
-  if (amax == 0.0f) {
-    for (int i = 0; i < n; ++i) L[i] = 0;
-    return 0.0f;
-  }
-  const float iscale = -nmax / max;
-  float sumlx = 0, suml2 = 0;
-  for (int i = 0; i < n; ++i) {
-    int l = NearestInt(iscale * x[i]);
-    l = std::max(-nmax, std::min(nmax - 1, l));
-    L[i] = static_cast<int8_t>(l);
-    const float w = x[i] * x[i];
-    sumlx += w * x[i] * l;
-    suml2 += w * l * l;
-  }
-  for (int itry = 0; itry < 5; ++itry) {
-    int n_changed = 0;
-    for (int i = 0; i < n; ++i) {
-      const float w = x[i] * x[i];
-      float slx = sumlx - w * x[i] * L[i];
-      if (slx > 0) {
-        float sl2 = suml2 - w * L[i] * L[i];
-        int new_l = NearestInt(x[i] * sl2 / slx);
-        new_l = std::max(-nmax, std::min(nmax - 1, new_l));
-        if (new_l != L[i]) {
-          slx += w * x[i] * new_l;
-          sl2 += w * new_l * new_l;
-          if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
-            L[i] = static_cast<int8_t>(new_l);
-            sumlx = slx;
-            suml2 = sl2;
-            ++n_changed;
-          }
-        }
-      }
-    }
-    if (!n_changed) break;
-  }
-  for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(L[i] + nmax);
-  return sumlx / suml2;
-}
-
-// Asymmetric quants in [0, nmax] with scale and min (x ≈ scale * L - the_min)
-// chosen by weighted least squares over nstep + 1 trial scales.
-float MakeQkx2Quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min,
-                     uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad) {
-  float min = x[0], max = x[0];
-  float sum_w = weights[0];
-  float sum_x = sum_w * x[0];
-  for (int i = 1; i < n; ++i) {
-    if (x[i] < min) min = x[i];
-    if (x[i] > max) max = x[i];
-    const float w = weights[i];
-    sum_w += w;
-    sum_x += w * x[i];
-  }
-  if (min > 0) min = 0;
-  if (max == min) {
-    for (int i = 0; i < n; ++i) L[i] = 0;
-    *the_min = -min;
-    return 0.0f;
-  }
-  float iscale = nmax / (max - min);
-  float scale = 1 / iscale;
-  float best_mad = 0;
-  for (int i = 0; i < n; ++i) {
-    const int l = NearestInt(iscale * (x[i] - min));
-    L[i] = static_cast<uint8_t>(std::max(0, std::min(nmax, l)));
-    float diff = scale * L[i] + min - x[i];
-    diff = use_mad ? std::fabs(diff) : diff * diff;
-    best_mad += weights[i] * diff;
-  }
-  if (nstep < 1) {
-    *the_min = -min;
-    return scale;
-  }
-  for (int is = 0; is <= nstep; ++is) {
-    iscale = (rmin + rdelta * is + nmax) / (max - min);
-    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
-    for (int i = 0; i < n; ++i) {
-      int l = NearestInt(iscale * (x[i] - min));
-      l = std::max(0, std::min(nmax, l));
-      Laux[i] = static_cast<uint8_t>(l);
-      const float w = weights[i];
-      sum_l += w * l;
-      sum_l2 += w * l * l;
-      sum_xl += w * l * x[i];
-    }
-    const float D = sum_w * sum_l2 - sum_l * sum_l;
-    if (D > 0) {
-      float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-      float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-      if (this_min > 0) {
-        this_min = 0;
-        this_scale = sum_xl / sum_l2;
-      }
-      float mad = 0;
-      for (int i = 0; i < n; ++i) {
-        float diff = this_scale * Laux[i] + this_min - x[i];
-        diff = use_mad ? std::fabs(diff) : diff * diff;
-        mad += weights[i] * diff;
-      }
-      if (mad < best_mad) {
-        std::memcpy(L, Laux, n);
-        best_mad = mad;
-        scale = this_scale;
-        min = this_min;
-      }
-    }
-  }
-  *the_min = -min;
-  return scale;
-}
-
-// The 6-bit scale/min packing of Q4_K and Q5_K (inverse of ScaleMinK4).
-void PackScalesMins(const float* scales, const float* mins, uint8_t* dst /*12*/, float* d, float* dmin) {
-  float max_scale = 0, max_min = 0;
-  for (int j = 0; j < 8; ++j) {
-    max_scale = std::max(max_scale, scales[j]);
-    max_min = std::max(max_min, mins[j]);
-  }
-  const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
-  const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
-  std::memset(dst, 0, 12);
-  for (int j = 0; j < 8; ++j) {
-    uint8_t ls = static_cast<uint8_t>(NearestInt(inv_scale * scales[j]));
-    uint8_t lm = static_cast<uint8_t>(NearestInt(inv_min * mins[j]));
-    ls = std::min<uint8_t>(63, ls);
-    lm = std::min<uint8_t>(63, lm);
-    if (j < 4) {
-      dst[j] = ls;
-      dst[j + 4] = lm;
-    } else {
-      dst[j + 4] = static_cast<uint8_t>((ls & 0x0F) | ((lm & 0x0F) << 4));
-      dst[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
-      dst[j] |= static_cast<uint8_t>((lm >> 4) << 6);
-    }
-  }
-  *d = max_scale / 63.0f;
-  *dmin = max_min / 63.0f;
 }
 
 void ScaleMinK4(int j, const uint8_t* q, uint8_t* sc, uint8_t* mn) {
@@ -228,26 +35,57 @@ void ScaleMinK4(int j, const uint8_t* q, uint8_t* sc, uint8_t* mn) {
   }
 }
 
-// Q4_K / Q5_K common part: per 32-sub-block scale and min search, packed
-// scales, then the final quants in [0, nmax] against the rounded scales.
-// block: d at 0, dmin at 2, scales at 4 .. 15.
-void QuantizeKx(const float* x, int nmax, float rmin, int nstep, uint8_t* block, uint8_t* L) {
+// Q4_K / Q5_K: the sub-block scales and mins of x [256] into block (d at 0,
+// dmin at 2, scales at 4 .. 15), then the final quants L [256] in [0, nmax]
+// against the rounded scales. qw [256] null: the reference search (llama.cpp's
+// quantize_row_q4_K_ref); else its importance-weighted one.
+void QuantizeKx(const float* x, const float* qw, int nmax, float rmin, int nstep, uint8_t* block, uint8_t* L) {
   uint8_t Laux[32];
   float weights[32], mins[8], scales[8];
-  for (int j = 0; j < 8; ++j) {
+  uint8_t* packed = block + 4;
+  std::memset(packed, 0, 12);
+  if (qw == nullptr) {
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < 8; ++j) {
+      float sum_x2 = 0;
+      for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
+      const float av_x = std::sqrt(sum_x2 / 32);
+      for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
+      scales[j] = MakeQkx2Quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep, false);
+      max_scale = std::max(max_scale, scales[j]);
+      max_min = std::max(max_min, mins[j]);
+    }
+    const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+    const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+    for (int j = 0; j < 8; ++j) {
+      const uint8_t ls = std::min<uint8_t>(63, static_cast<uint8_t>(NearestInt(inv_scale * scales[j])));
+      const uint8_t lm = std::min<uint8_t>(63, static_cast<uint8_t>(NearestInt(inv_min * mins[j])));
+      PutScaleMinK4(j, ls, lm, packed);
+    }
+    PutHalf(block, max_scale / 63.0f);
+    PutHalf(block + 2, max_min / 63.0f);
+  } else {
     float sum_x2 = 0;
-    for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
-    const float av_x = std::sqrt(sum_x2 / 32);
-    for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
-    scales[j] = MakeQkx2Quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep, false);
+    for (int l = 0; l < kQK; ++l) sum_x2 += x[l] * x[l];
+    const float sigma2 = 2 * sum_x2 / kQK;
+    float sw[8];
+    for (int j = 0; j < 8; ++j) {
+      for (int l = 0; l < 32; ++l) weights[l] = qw[32 * j + l] * std::sqrt(sigma2 + x[32 * j + l] * x[32 * j + l]);
+      float sumw = 0;
+      for (int l = 0; l < 32; ++l) sumw += weights[l];
+      sw[j] = sumw;
+      scales[j] = MakeQkx3Quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -0.9f, 0.05f, 36, false);
+    }
+    uint8_t Ls[8], Lm[8];
+    const float d_block = MakeQpQuants(8, 63, scales, Ls, sw);
+    const float m_block = MakeQpQuants(8, 63, mins, Lm, sw);
+    for (int j = 0; j < 8; ++j) PutScaleMinK4(j, std::min<uint8_t>(63, Ls[j]), std::min<uint8_t>(63, Lm[j]), packed);
+    PutHalf(block, d_block);
+    PutHalf(block + 2, m_block);
   }
-  float d, dmin;
-  PackScalesMins(scales, mins, block + 4, &d, &dmin);
-  PutHalf(block, d);
-  PutHalf(block + 2, dmin);
   for (int j = 0; j < 8; ++j) {
     uint8_t sc, m;
-    ScaleMinK4(j, block + 4, &sc, &m);
+    ScaleMinK4(j, packed, &sc, &m);
     const float dd = GetHalf(block) * sc;
     if (!dd) continue;
     const float dm = GetHalf(block + 2) * m;
@@ -268,35 +106,10 @@ void Pack2Bits(const uint8_t* L, uint8_t* qs) {
   }
 }
 
-int BestIndexInt8(int n, const int8_t* val, float x) {
-  if (x <= val[0]) return 0;
-  if (x >= val[n - 1]) return n - 1;
-  int ml = 0, mu = n - 1;
-  while (mu - ml > 1) {
-    const int mav = (ml + mu) / 2;
-    if (x < val[mav]) mu = mav;
-    else ml = mav;
-  }
-  return x - val[mu - 1] < val[mu] - x ? mu - 1 : mu;
-}
-
-}  // namespace
-
-float SignedAbsMax(const float* x, int n) {
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
-  return max;
-}
-
-// Q2_K: {scales[16]; qs[64]; d; dmin}.
-void QuantizeQ2_K(const float* x, uint8_t* block) {
-  uint8_t L[kQK], Laux[16];
+// Q2_K's sub-block scales and mins (4 bits each, scales in the low nibble)
+// for the reference path: each relative to the largest.
+void Q2KScalesReference(const float* x, uint8_t* L, uint8_t* block) {
+  uint8_t Laux[16];
   float weights[16], mins[16], scales[16];
   const float q4scale = 15.0f;
   float max_scale = 0, max_min = 0;
@@ -307,27 +120,62 @@ void QuantizeQ2_K(const float* x, uint8_t* block) {
     max_min = std::max(max_min, mins[j]);
   }
   uint8_t* sc = block;
-  uint8_t* d = block + 80;
-  uint8_t* dmin = block + 82;
   if (max_scale > 0) {
     const float iscale = q4scale / max_scale;
     for (int j = 0; j < 16; ++j) sc[j] = static_cast<uint8_t>(NearestInt(iscale * scales[j]));
-    PutHalf(d, max_scale / q4scale);
+    PutHalf(block + 80, max_scale / q4scale);
   } else {
     for (int j = 0; j < 16; ++j) sc[j] = 0;
-    PutHalf(d, 0.0f);
+    PutHalf(block + 80, 0.0f);
   }
   if (max_min > 0) {
     const float iscale = q4scale / max_min;
     for (int j = 0; j < 16; ++j) sc[j] |= static_cast<uint8_t>(NearestInt(iscale * mins[j]) << 4);
-    PutHalf(dmin, max_min / q4scale);
+    PutHalf(block + 82, max_min / q4scale);
   } else {
-    PutHalf(dmin, 0.0f);
+    PutHalf(block + 82, 0.0f);
   }
+}
+
+// The importance-weighted path (llama.cpp's quantize_row_q2_K_impl).
+void Q2KScalesWeighted(const float* x, const float* qw, uint8_t* L, uint8_t* block) {
+  uint8_t Laux[16], Ls[16], Lm[16];
+  float weight[16], mins[16], scales[16], sw[16] = {};
+  float sumx2 = 0;
+  for (int j = 0; j < kQK; ++j) sumx2 += x[j] * x[j];
+  const float sigma2 = sumx2 / kQK;
   for (int j = 0; j < 16; ++j) {
-    const float dd = GetHalf(d) * (sc[j] & 0x0F);
+    for (int l = 0; l < 16; ++l) weight[l] = qw[16 * j + l] * std::sqrt(sigma2 + x[16 * j + l] * x[16 * j + l]);
+    for (int l = 0; l < 16; ++l) sw[j] += weight[l];
+    scales[j] = MakeQkx3Quants(16, 3, x + 16 * j, weight, L + 16 * j, &mins[j], Laux, -0.9f, 0.05f, 36, false);
+  }
+  const float dm = MakeQpQuants(16, 15, scales, Ls, sw);
+  const float mm = MakeQpQuants(16, 15, mins, Lm, sw);
+  PutHalf(block + 80, dm);
+  PutHalf(block + 82, mm);
+  for (int j = 0; j < 16; ++j) block[j] = static_cast<uint8_t>(Ls[j] | (Lm[j] << 4));
+}
+
+// Q3_K's signed 6-bit scale l (stored + 32, in [0, 64)) of sub-block j into
+// the 12-byte layout (low nibbles in 0..7, high 2 bits in 8..11). sc zeroed.
+void PutQ3Scale(int j, int l, uint8_t* sc) {
+  if (j < 8) sc[j] = static_cast<uint8_t>(l & 0x0F);
+  else sc[j - 8] |= static_cast<uint8_t>((l & 0x0F) << 4);
+  sc[j % 4 + 8] |= static_cast<uint8_t>((l >> 4) << (2 * (j / 4)));
+}
+
+}  // namespace
+
+// Q2_K: {scales[16]; qs[64]; d; dmin}.
+void QuantizeQ2_K(const float* x, const float* qw, uint8_t* block) {
+  uint8_t L[kQK];
+  if (qw == nullptr) Q2KScalesReference(x, L, block);
+  else Q2KScalesWeighted(x, qw, L, block);
+  const uint8_t* sc = block;
+  for (int j = 0; j < 16; ++j) {
+    const float dd = GetHalf(block + 80) * (sc[j] & 0x0F);
     if (!dd) continue;
-    const float dm = GetHalf(dmin) * (sc[j] >> 4);
+    const float dm = GetHalf(block + 82) * (sc[j] >> 4);
     for (int ii = 0; ii < 16; ++ii) {
       const int l = NearestInt((x[16 * j + ii] + dm) / dd);
       L[16 * j + ii] = static_cast<uint8_t>(std::max(0, std::min(3, l)));
@@ -337,36 +185,50 @@ void QuantizeQ2_K(const float* x, uint8_t* block) {
 }
 
 // Q3_K: {hmask[32]; qs[64]; scales[12]; d}.
-void QuantizeQ3_K(const float* x, uint8_t* block) {
+void QuantizeQ3_K(const float* x, const float* qw, uint8_t* block) {
   int8_t L[kQK];
   float scales[16];
-  float max_scale = 0, amax = 0;
-  for (int j = 0; j < 16; ++j) {
-    scales[j] = MakeQ3Quants(16, 4, x + 16 * j, L + 16 * j);
-    const float scale = std::fabs(scales[j]);
-    if (scale > amax) {
-      amax = scale;
-      max_scale = scales[j];
-    }
-  }
   uint8_t* hmask = block;
   uint8_t* qs = block + 32;
   uint8_t* sc = block + 96;
   uint8_t* d = block + 108;
   std::memset(sc, 0, 12);
-  if (max_scale) {
-    const float iscale = -32.0f / max_scale;
+  if (qw == nullptr) {
+    float max_scale = 0, amax = 0;
     for (int j = 0; j < 16; ++j) {
-      int8_t l = static_cast<int8_t>(NearestInt(iscale * scales[j]));
-      l = static_cast<int8_t>(std::max<int>(-32, std::min<int>(31, l)) + 32);
-      if (j < 8) sc[j] = l & 0x0F;
-      else sc[j - 8] |= static_cast<uint8_t>((l & 0x0F) << 4);
-      l = static_cast<int8_t>(l >> 4);
-      sc[j % 4 + 8] |= static_cast<uint8_t>(l << (2 * (j / 4)));
+      scales[j] = MakeQ3Quants(16, 4, x + 16 * j, L + 16 * j);
+      const float scale = std::fabs(scales[j]);
+      if (scale > amax) {
+        amax = scale;
+        max_scale = scales[j];
+      }
     }
-    PutHalf(d, 1 / iscale);
+    if (max_scale) {
+      const float iscale = -32.0f / max_scale;
+      for (int j = 0; j < 16; ++j) {
+        const int l = NearestInt(iscale * scales[j]);
+        PutQ3Scale(j, std::max(-32, std::min(31, l)) + 32, sc);
+      }
+      PutHalf(d, 1 / iscale);
+    } else {
+      PutHalf(d, 0.0f);
+    }
   } else {
-    PutHalf(d, 0.0f);
+    float sumx2 = 0;
+    for (int j = 0; j < kQK; ++j) sumx2 += x[j] * x[j];
+    const float sigma2 = 2 * sumx2 / kQK;
+    float weight[16], sw[16];
+    for (int j = 0; j < 16; ++j) {
+      for (int l = 0; l < 16; ++l) weight[l] = qw[16 * j + l] * std::sqrt(sigma2 + x[16 * j + l] * x[16 * j + l]);
+      float sumw = 0;
+      for (int l = 0; l < 16; ++l) sumw += weight[l];
+      sw[j] = sumw;
+      scales[j] = MakeQxQuants(16, 4, x + 16 * j, L + 16 * j, weight);
+    }
+    int8_t Ls[16];
+    const float d_block = MakeQxQuants(16, 32, scales, Ls, sw);
+    for (int j = 0; j < 16; ++j) PutQ3Scale(j, Ls[j], sc);
+    PutHalf(d, d_block);
   }
   for (int j = 0; j < 16; ++j) {
     int8_t s = static_cast<int8_t>(j < 8 ? sc[j] & 0x0F : sc[j - 8] >> 4);
@@ -398,9 +260,9 @@ void QuantizeQ3_K(const float* x, uint8_t* block) {
 }
 
 // Q4_K: {d; dmin; scales[12]; qs[128]}.
-void QuantizeQ4_K(const float* x, uint8_t* block) {
+void QuantizeQ4_K(const float* x, const float* qw, uint8_t* block) {
   uint8_t L[kQK];
-  QuantizeKx(x, 15, -1.0f, 20, block, L);
+  QuantizeKx(x, qw, 15, -1.0f, 20, block, L);
   uint8_t* q = block + 16;
   for (int j = 0; j < kQK; j += 64, q += 32) {
     for (int l = 0; l < 32; ++l) q[l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 4));
@@ -408,9 +270,9 @@ void QuantizeQ4_K(const float* x, uint8_t* block) {
 }
 
 // Q5_K: {d; dmin; scales[12]; qh[32]; qs[128]}.
-void QuantizeQ5_K(const float* x, uint8_t* block) {
+void QuantizeQ5_K(const float* x, const float* qw, uint8_t* block) {
   uint8_t L[kQK];
-  QuantizeKx(x, 31, -0.5f, 15, block, L);
+  QuantizeKx(x, qw, 31, -0.5f, 15, block, L);
   uint8_t* qh = block + 16;
   uint8_t* ql = block + 48;
   std::memset(qh, 0, 32);
@@ -434,13 +296,14 @@ void QuantizeQ5_K(const float* x, uint8_t* block) {
   }
 }
 
-// Q6_K: {ql[128]; qh[64]; scales[16]; d}.
-void QuantizeQ6_K(const float* x, uint8_t* block) {
+// Q6_K: {ql[128]; qh[64]; scales[16]; d}. With importances the per-16 search
+// weighs by them directly (llama.cpp's quantize_row_q6_K_impl).
+void QuantizeQ6_K(const float* x, const float* qw, uint8_t* block) {
   int8_t L[kQK];
   float scales[16];
   float max_scale = 0, max_abs_scale = 0;
   for (int ib = 0; ib < 16; ++ib) {
-    const float scale = MakeQxQuants(16, 32, x + 16 * ib, L + 16 * ib);
+    const float scale = MakeQxQuants(16, 32, x + 16 * ib, L + 16 * ib, qw ? qw + 16 * ib : nullptr);
     scales[ib] = scale;
     const float abs_scale = std::fabs(scale);
     if (abs_scale > max_abs_scale) {
@@ -449,7 +312,7 @@ void QuantizeQ6_K(const float* x, uint8_t* block) {
     }
   }
   std::memset(block, 0, 210);
-  if (!max_abs_scale) return;  // all zero (d = +0 is all-zero bits)
+  if (max_abs_scale < 1e-15f) return;  // all zero (d = +0 is all-zero bits)
   const float iscale = -128.0f / max_scale;
   PutHalf(block + 208, 1 / iscale);
   auto* sc = reinterpret_cast<int8_t*>(block + 192);
@@ -477,14 +340,22 @@ void QuantizeQ6_K(const float* x, uint8_t* block) {
 }
 
 // IQ4_NL: {d; qs[16]}: the best scale for the non-linear grid over 15 trial
-// scales, weighted by x^2.
-void QuantizeIq4Nl(const float* x, uint8_t* block) {
+// scales, weighted by x^2, or with importances by qw * sqrt(sigma2 + x^2)
+// (sigma2 from this block, as llama.cpp's quantize_row_iq4_nl_impl).
+void QuantizeIq4Nl(const float* x, const float* qw, uint8_t* block) {
   const int8_t* values = kIq4nlValues;
   constexpr int ntry = 7;
   float weight[32];
   uint8_t L[32];
   std::memset(block + 2, 0, 16);
-  for (int j = 0; j < 32; ++j) weight[j] = x[j] * x[j];
+  if (qw == nullptr) {
+    for (int j = 0; j < 32; ++j) weight[j] = x[j] * x[j];
+  } else {
+    float sigma2 = 0;
+    for (int j = 0; j < 32; ++j) sigma2 += x[j] * x[j];
+    sigma2 *= 2.0f / 32;
+    for (int j = 0; j < 32; ++j) weight[j] = qw[j] * std::sqrt(sigma2 + x[j] * x[j]);
+  }
   const float max = SignedAbsMax(x, 32), amax = std::fabs(max);
   float scale = 0;
   if (amax >= 1e-15f) {

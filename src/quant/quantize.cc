@@ -6,17 +6,15 @@
 #include <cstring>
 
 #include "base/check.h"
-#include "tensor/quant_blocks.h"
 #include "quant/kquants.h"
+#include "quant/quant_search.h"
 #include "tensor/fp16.h"
+#include "tensor/quant_blocks.h"
 
 namespace infera {
 namespace {
 
-void PutHalf(uint8_t* p, float v) {
-  const uint16_t h = Fp32ToFp16(v);
-  std::memcpy(p, &h, 2);
-}
+using kquants::PutHalf;
 
 // Q8_0: d = amax / 127, q = round(x / d).
 void QuantQ8_0(const float* x, uint8_t* b) {
@@ -106,21 +104,100 @@ void QuantQ5_1(const float* x, uint8_t* b) {
   std::memcpy(b + 4, &qh, 4);
 }
 
-using BlockFn = void (*)(const float*, uint8_t*);
+// The importance-weighted legacy quantizers (llama.cpp's
+// quantize_row_q4_0_impl ...): weights qw[j] * sqrt(sigma2 + x[j]^2) with
+// sigma2 the row's mean square.
+void WeightsForBlock(const float* x, const float* qw, float sigma2, float* w) {
+  for (int j = 0; j < 32; ++j) w[j] = qw[j] * std::sqrt(sigma2 + x[j] * x[j]);
+}
+
+void PutNibbles(const uint8_t* L, uint8_t* qs) {
+  for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
+}
+
+// 5-bit quants L [32]: low nibbles to qs [16], fifth bits to qh (4 bytes).
+void PutFiveBits(const uint8_t* L, uint8_t* qh_dst, uint8_t* qs) {
+  uint32_t qh = 0;
+  for (int j = 0; j < 16; ++j) {
+    qs[j] = static_cast<uint8_t>((L[j] & 0x0F) | ((L[j + 16] & 0x0F) << 4));
+    qh |= static_cast<uint32_t>((L[j] & 0x10) >> 4) << j;
+    qh |= static_cast<uint32_t>((L[j + 16] & 0x10) >> 4) << (j + 16);
+  }
+  std::memcpy(qh_dst, &qh, 4);
+}
+
+void QuantQ4_0Weighted(const float* x, const float* qw, float sigma2, uint8_t* b) {
+  float w[32];
+  int8_t L[32];
+  WeightsForBlock(x, qw, sigma2, w);
+  PutHalf(b, kquants::MakeQxQuants(32, 8, x, L, w));
+  PutNibbles(reinterpret_cast<const uint8_t*>(L), b + 2);
+}
+
+void QuantQ5_0Weighted(const float* x, const float* qw, float sigma2, uint8_t* b) {
+  float w[32];
+  int8_t L[32];
+  WeightsForBlock(x, qw, sigma2, w);
+  PutHalf(b, kquants::MakeQxQuants(32, 16, x, L, w));
+  PutFiveBits(reinterpret_cast<const uint8_t*>(L), b + 2, b + 6);
+}
+
+// Q4_1 / Q5_1 (nmax 15 / 31): scale and min by make_qkx3_quants.
+void QuantQx1Weighted(const float* x, const float* qw, float sigma2, int nmax, uint8_t* b, uint8_t* L) {
+  float w[32], min;
+  uint8_t Laux[32];
+  WeightsForBlock(x, qw, sigma2, w);
+  const float d = kquants::MakeQkx3Quants(32, nmax, x, w, L, &min, Laux, -0.9f, 0.05f, 36, false);
+  PutHalf(b, d);
+  PutHalf(b + 2, -min);
+}
+
+void QuantQ4_1Weighted(const float* x, const float* qw, float sigma2, uint8_t* b) {
+  uint8_t L[32];
+  QuantQx1Weighted(x, qw, sigma2, 15, b, L);
+  PutNibbles(L, b + 4);
+}
+
+void QuantQ5_1Weighted(const float* x, const float* qw, float sigma2, uint8_t* b) {
+  uint8_t L[32];
+  QuantQx1Weighted(x, qw, sigma2, 31, b, L);
+  PutFiveBits(L, b + 4, b + 8);
+}
+
+// One block: x [block], qw [block] (null: the reference path), sigma2 the
+// row's mean square (used by the legacy weighted quantizers only).
+using BlockFn = void (*)(const float* x, const float* qw, float sigma2, uint8_t* block);
+
+template <void (*Ref)(const float*, uint8_t*)>
+void Unweighted(const float* x, const float*, float, uint8_t* b) {
+  Ref(x, b);
+}
+
+template <void (*Ref)(const float*, uint8_t*), void (*Weighted)(const float*, const float*, float, uint8_t*)>
+void Legacy(const float* x, const float* qw, float sigma2, uint8_t* b) {
+  if (qw == nullptr) Ref(x, b);
+  else Weighted(x, qw, sigma2, b);
+}
+
+template <void (*Fn)(const float*, const float*, uint8_t*)>
+void Super(const float* x, const float* qw, float, uint8_t* b) {
+  Fn(x, qw, b);
+}
+
 BlockFn BlockQuantizer(DType t) {
   switch (t) {
-    case DType::kQ8_0: return QuantQ8_0;
-    case DType::kQ8_0S24: return QuantQ8_0S24;
-    case DType::kQ4_0: return QuantQ4_0;
-    case DType::kQ4_1: return QuantQ4_1;
-    case DType::kQ5_0: return QuantQ5_0;
-    case DType::kQ5_1: return QuantQ5_1;
-    case DType::kQ2_K: return kquants::QuantizeQ2_K;
-    case DType::kQ3_K: return kquants::QuantizeQ3_K;
-    case DType::kQ4_K: return kquants::QuantizeQ4_K;
-    case DType::kQ5_K: return kquants::QuantizeQ5_K;
-    case DType::kQ6_K: return kquants::QuantizeQ6_K;
-    case DType::kIQ4_NL: return kquants::QuantizeIq4Nl;
+    case DType::kQ8_0: return Unweighted<QuantQ8_0>;
+    case DType::kQ8_0S24: return Unweighted<QuantQ8_0S24>;
+    case DType::kQ4_0: return Legacy<QuantQ4_0, QuantQ4_0Weighted>;
+    case DType::kQ4_1: return Legacy<QuantQ4_1, QuantQ4_1Weighted>;
+    case DType::kQ5_0: return Legacy<QuantQ5_0, QuantQ5_0Weighted>;
+    case DType::kQ5_1: return Legacy<QuantQ5_1, QuantQ5_1Weighted>;
+    case DType::kQ2_K: return Super<kquants::QuantizeQ2_K>;
+    case DType::kQ3_K: return Super<kquants::QuantizeQ3_K>;
+    case DType::kQ4_K: return Super<kquants::QuantizeQ4_K>;
+    case DType::kQ5_K: return Super<kquants::QuantizeQ5_K>;
+    case DType::kQ6_K: return Super<kquants::QuantizeQ6_K>;
+    case DType::kIQ4_NL: return Super<kquants::QuantizeIq4Nl>;
     default: return nullptr;
   }
 }
@@ -131,7 +208,7 @@ bool CanQuantize(DType t) {
   return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || BlockQuantizer(t) != nullptr;
 }
 
-void QuantizeRow(DType t, const float* x, uint8_t* dst, int64_t n) {
+void QuantizeRow(DType t, const float* x, uint8_t* dst, int64_t n, const float* importance) {
   switch (t) {
     case DType::kF32: std::memcpy(dst, x, sizeof(float) * n); return;
     case DType::kF16:
@@ -151,7 +228,16 @@ void QuantizeRow(DType t, const float* x, uint8_t* dst, int64_t n) {
   const BlockFn fn = BlockQuantizer(t);
   CHECK(fn != nullptr);
   const DTypeInfo& info = GetDTypeInfo(t);
-  for (int64_t b = 0; b < n / info.block_size; ++b) fn(x + b * info.block_size, dst + b * info.type_size);
+  float sigma2 = 0;
+  if (importance != nullptr) {
+    float sum_x2 = 0;
+    for (int64_t j = 0; j < n; ++j) sum_x2 += x[j] * x[j];
+    sigma2 = sum_x2 / static_cast<float>(n);
+  }
+  for (int64_t b = 0; b < n / info.block_size; ++b) {
+    const int64_t off = b * info.block_size;
+    fn(x + off, importance ? importance + off : nullptr, sigma2, dst + b * info.type_size);
+  }
 }
 
 uint32_t LlamaFileType(DType t) {

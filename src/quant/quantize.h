@@ -1,6 +1,7 @@
-// Reference quantizers of the GGUF block formats, producing exactly the bytes
-// of llama.cpp's reference quantizers (used by llama-quantize without an
-// importance matrix), so files made by infera and by llama.cpp agree.
+// Quantizers of the GGUF block formats, producing exactly the bytes of
+// llama.cpp's quantizers (its reference ones, used by llama-quantize without
+// an importance matrix, and its importance-weighted ones), so files made by
+// infera and by llama.cpp agree.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +12,10 @@ namespace infera {
 
 bool CanQuantize(DType t);
 // src [n] -> dst (RowBytes(t, n) bytes). n must be a multiple of the block.
-void QuantizeRow(DType t, const float* src, uint8_t* dst, int64_t n);
+// importance [n]: the imatrix entry of the row's tensor (mean x^2 per input
+// column), or null for the reference algorithms. Types without a weighted
+// algorithm in llama.cpp (Q8_0, F16, ...) ignore it.
+void QuantizeRow(DType t, const float* src, uint8_t* dst, int64_t n, const float* importance = nullptr);
 // llama.cpp's general.file_type (LLAMA_FTYPE_*) for a file mostly of type t.
 uint32_t LlamaFileType(DType t);
 

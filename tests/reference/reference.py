@@ -102,10 +102,12 @@ def softcap(x, cap):
     return cap * np.tanh(x / cap) if cap else x
 
 
-def forward(cfg, W, tokens, qk_norm=True, without=()):
+def forward(cfg, W, tokens, qk_norm=True, without=(), capture=None):
     """Logits [T, vocab] for a token list, all positions (causal).
     qk_norm=False or a name from FEATURES in `without` leaves that feature
-    out (to show each one matters)."""
+    out (to show each one matters). capture(weight_name, x) is shown the
+    input x [T, n_in] of every dense layer weight (calibration statistics)."""
+    seen = capture or (lambda name, x: None)
     if not qk_norm:
         without = tuple(without) + ("qk_norm",)
     off = set(without)
@@ -149,6 +151,8 @@ def forward(cfg, W, tokens, qk_norm=True, without=()):
             mask = causal & ((np.arange(T)[:, None] - np.arange(T)[None, :]) < cfg["sliding_window"])
         inv = inv_local if sliding else inv_global
         h = norm(x, p + "input_layernorm.weight") if pre_norm else x
+        for n in ("q", "k", "v"):
+            seen(p + f"self_attn.{n}_proj.weight", h)
         q = h @ W[p + "self_attn.q_proj.weight"].T
         k = h @ W[p + "self_attn.k_proj.weight"].T
         v = h @ W[p + "self_attn.v_proj.weight"].T
@@ -176,6 +180,7 @@ def forward(cfg, W, tokens, qk_norm=True, without=()):
         probs = np.exp(scores)
         probs /= probs.sum(axis=-1, keepdims=True)
         att = np.einsum("hts,shd->thd", probs, v).reshape(T, H * hd)
+        seen(p + "self_attn.o_proj.weight", att)
         a = att @ W[p + "self_attn.o_proj.weight"].T
         if post_norm:
             a = norm(a, p + "post_attention_layernorm.weight")
@@ -187,11 +192,14 @@ def forward(cfg, W, tokens, qk_norm=True, without=()):
         else:
             h = norm(x, p + "post_attention_layernorm.weight")
         def mlp(h, gate, up, down):
+            seen(gate, h)
+            seen(up, h)
             g, u = h @ W[gate].T, h @ W[up].T
             if gemma and "gelu" not in off:  # gelu_pytorch_tanh
                 act = 0.5 * g * (1 + np.tanh(math.sqrt(2 / math.pi) * (g + 0.044715 * g ** 3)))
             else:
                 act = g / (1 + np.exp(-g))
+            seen(down, act * u)
             return (act * u) @ W[down].T
 
         if moe_experts(cfg):
