@@ -21,6 +21,7 @@ CommandFn RegisterDetokenize(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterDumpTensor(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterQuantize(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterImatrix(CLI::App& app, const RuntimeOptions& rt);
+CommandFn RegisterEval(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterPrune(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterPerplexity(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterEvalLogits(CLI::App& app, const RuntimeOptions& rt);

@@ -50,6 +50,8 @@ int main(int argc, char** argv) {
   add("imatrix", "importance matrix from calibration text (llama.cpp's GGUF or .dat format) for quantize --imatrix",
       cli::RegisterImatrix);
   add("perplexity", "perplexity of a text (llama-perplexity's method), KL divergence against a base", cli::RegisterPerplexity);
+  add("eval", "multiple-choice accuracy (hellaswag, winogrande, JSONL) or LAMBADA-style last-word accuracy",
+      cli::RegisterEval);
   add("tokenize", "print the token ids of a text", cli::RegisterTokenize);
   add("detokenize", "print the text of token ids", cli::RegisterDetokenize);
   add("prune", "write a pruned GGUF: magnitude, Wanda, SparseGPT (unstructured, 2:4, 4:8) or structured heads / FFN",

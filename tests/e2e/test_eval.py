@@ -1,0 +1,98 @@
+"""`infera eval`: the shipped KJV tasks and tasks built from the tinystories
+fixture's held-out text by tools/py/make_eval_tasks.py, in every format
+(the same tasks as JSONL and as llama.cpp's hellaswag text score the same),
+a winogrande CSV, LAMBADA-style passages; batched scoring equals one-at-a-
+time scoring; bad task files are refused with one line and exit 2."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..", "..")
+INFERA = os.environ.get("INFERA_BIN", "build/tools/infera")
+SHARED = os.environ.get("INFERA_SHARED_DIR", os.path.join(ROOT, "..", "shared"))
+KJV_EVAL = os.path.join(ROOT, "models", "kjv-7m", "eval")
+TS3M = os.path.join(SHARED, "models", "tinystories-3m")
+
+
+def run_eval(*args):
+    r = subprocess.run([INFERA, "--log-level", "warn", "eval", "--json", *args], capture_output=True, text=True)
+    return r, (json.loads(r.stdout) if r.returncode == 0 else None)
+
+
+class EvalTest(unittest.TestCase):
+    def test_shipped_kjv_tasks(self):
+        _, j1 = run_eval("-f", os.path.join(KJV_EVAL, "kjv-continuation.jsonl"))
+        _, j2 = run_eval("-f", os.path.join(KJV_EVAL, "kjv-continuation.txt"))
+        self.assertEqual(j1["format"], "jsonl")
+        self.assertEqual(j2["format"], "hellaswag")
+        self.assertEqual(j1["tasks"], 300)
+        for k in ("acc", "acc_norm"):
+            self.assertEqual(j1[k], j2[k], k)
+        # Four endings: chance is 25 %; the model knows its Bible.
+        self.assertGreater(j1["acc_norm"], 0.45)
+        # The context is computed once per task: the other endings reuse it.
+        self.assertGreater(j1["cached_tokens"], 0.3 * j1["prompt_tokens"])
+        _, lam = run_eval("-f", os.path.join(KJV_EVAL, "kjv-lambada.txt"))
+        self.assertEqual(lam["format"], "lambada")
+        self.assertGreater(lam["acc"], 0.15)
+
+    def test_batched_equals_one_at_a_time(self):
+        f = os.path.join(KJV_EVAL, "kjv-continuation.jsonl")
+        _, batched = run_eval("-f", f, "--limit", "60")
+        _, single = run_eval("-f", f, "--limit", "60", "--parallel", "1")
+        for k in ("tasks", "acc", "acc_norm"):
+            self.assertEqual(batched[k], single[k], k)
+
+    @unittest.skipUnless(os.path.exists(TS3M), "../shared not present")
+    def test_tasks_from_the_tinystories_fixture(self):
+        with tempfile.TemporaryDirectory() as d:
+            subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tools", "py", "make_eval_tasks.py"),
+                            os.path.join(TS3M, "heldout.txt"), d, "ts", "--tasks", "120"], check=True,
+                           capture_output=True)
+            model = os.path.join(TS3M, "tinystories-3m-f32.gguf")
+            r, j = run_eval("-m", model, "-f", os.path.join(d, "ts-continuation.jsonl"))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(j["tasks"], 120)
+            self.assertGreater(j["acc_norm"], 0.33)  # chance: 0.25
+            r, lam = run_eval("-m", model, "-f", os.path.join(d, "ts-lambada.txt"))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertGreater(lam["acc"], 0.1)
+
+    def test_winogrande_csv(self):
+        rows = ["index,sentence,option1,option2,answer",
+                '1,"And Moses said unto the people, _ shall fight for you.",the LORD,the sea,1',
+                '2,"In the beginning God created the heaven and the _.",earth,people,1',
+                '3,"And God said, Let _ be light: and there was light.",water,there,2']
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "w.csv")
+            with open(p, "w") as f:
+                f.write("\n".join(rows) + "\n")
+            r, j = run_eval("-f", p)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual((j["format"], j["tasks"]), ("winogrande", 3))
+            self.assertGreaterEqual(j["acc"], 2 / 3)
+
+    def test_bad_task_files(self):
+        with tempfile.TemporaryDirectory() as d:
+            cases = {"bad.jsonl": '{"ctx": "a", "endings": ["b"], "label": 0}\n',
+                     "bad2.jsonl": "not json\n",
+                     "bad.csv": "index,sentence,option1,option2,answer\n1,no blank here,a,b,1\n"}
+            for name, body in cases.items():
+                p = os.path.join(d, name)
+                with open(p, "w") as f:
+                    f.write(body)
+                r, _ = run_eval("-f", p)
+                self.assertEqual(r.returncode, 2, name)
+                self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            r, _ = run_eval("-f", os.path.join(KJV_EVAL, "kjv-lambada.txt"), "--format", "mmlu")
+            self.assertEqual(r.returncode, 2)
+            r, _ = run_eval("-f", os.path.join(d, "missing.jsonl"))
+            self.assertEqual(r.returncode, 2)
+
+
+if __name__ == "__main__":
+    unittest.main()
