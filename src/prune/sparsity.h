@@ -54,9 +54,6 @@ struct SparseGptOptions {
 Status SparseGpt(float* w, int64_t rows, int64_t cols, std::vector<double> h, const SparseGptOptions& opt,
                  int threads = 1);
 
-// The upper Cholesky factor U of H^-1 (U^T U = H^-1), H [n, n] symmetric
-// positive definite; false if it is not.
-bool UpperCholeskyOfInverse(std::vector<double>* h, int64_t n);
 
 // Fraction of exact zeros in x [n].
 double ZeroFraction(const float* x, int64_t n);

@@ -204,6 +204,25 @@ BlockFn BlockQuantizer(DType t) {
 
 }  // namespace
 
+void PackLegacyBlock(DType t, const int8_t* codes, float d, float m, uint8_t* b) {
+  const auto* L = reinterpret_cast<const uint8_t*>(codes);
+  PutHalf(b, d);
+  switch (t) {
+    case DType::kQ4_0: PutNibbles(L, b + 2); return;
+    case DType::kQ5_0: PutFiveBits(L, b + 2, b + 6); return;
+    case DType::kQ8_0: std::memcpy(b + 2, codes, 32); return;
+    case DType::kQ4_1:
+      PutHalf(b + 2, m);
+      PutNibbles(L, b + 4);
+      return;
+    case DType::kQ5_1:
+      PutHalf(b + 2, m);
+      PutFiveBits(L, b + 4, b + 8);
+      return;
+    default: CHECK(false);
+  }
+}
+
 bool CanQuantize(DType t) {
   return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || BlockQuantizer(t) != nullptr;
 }

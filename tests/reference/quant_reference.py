@@ -178,3 +178,69 @@ def dequantize(t, raw):
                     y[:, n * 128 + l + 32 * k] = (d[:, 0] * S[:, is_ + 2 * k].astype(F32)) * q.astype(F32)
         return y.reshape(-1)
     raise ValueError(name)
+
+
+# GPTQ grids: symmetric types (nmax; Q8_0 its own), asymmetric (levels).
+GPTQ_GRID = {"q4_0": ("sym", 8), "q5_0": ("sym", 16), "q8_0": ("q8", 128), "q4_1": ("asym", 15), "q5_1": ("asym", 31)}
+
+
+def _f16_round(v):
+    return float(np.float16(np.float32(v)))
+
+
+def _gptq_params(kind, n, g):
+    if kind == "asym":
+        return _f16_round((g.max() - g.min()) / n), _f16_round(g.min())
+    if kind == "q8":
+        return _f16_round(np.abs(g).max() / 127), 0.0
+    return _f16_round(g[np.argmax(np.abs(g))] / -n), 0.0
+
+
+def _gptq_round(kind, n, d, m, v):
+    if d == 0:
+        return m if kind == "asym" else 0.0
+    if kind == "asym":
+        return np.clip(np.rint((v - m) / d), 0, n) * d + m
+    lo, hi = (-128, 127) if kind == "q8" else (-n, n - 1)
+    return np.clip(np.rint(v / d), lo, hi) * d
+
+
+def gptq(w, x, qtype, group=32, act_order=False, damp=0.01, block=128):
+    """GPTQ (Frantar et al.) as src/quant/gptq.h documents it, written from
+    the paper's algorithm: w [rows, cols], calibration inputs x [tokens,
+    cols] -> the dequantized weights [rows, cols] (float64)."""
+    kind, n = GPTQ_GRID[qtype]
+    W = w.astype(np.float64).copy()
+    rows, cols = W.shape
+    X = x.astype(np.float64)
+    H = X.T @ X
+    dead = np.diag(H) == 0
+    H[dead, dead] = 1.0
+    W[:, dead] = 0.0
+    H += damp * np.mean(np.diag(H)) * np.eye(cols)
+    perm = np.argsort(-np.diag(H), kind="stable") if act_order else np.arange(cols)
+    Hp = H[np.ix_(perm, perm)]
+    U = np.linalg.cholesky(np.linalg.inv(Hp)).T  # upper: U^T U = H^-1
+    params = {}
+    if act_order:  # static groups from the original weights
+        for r in range(rows):
+            for g in range(cols // group):
+                params[r, g] = _gptq_params(kind, n, W[r, g * group:(g + 1) * group])
+    Wp = W[:, perm].copy()
+    Q = np.zeros_like(W)
+    for i1 in range(0, cols, block):
+        i2 = min(cols, i1 + block)
+        E = np.zeros((rows, i2 - i1))
+        for k in range(i1, i2):
+            c = perm[k]
+            for r in range(rows):
+                if not act_order and c % group == 0:
+                    params[r, c // group] = _gptq_params(kind, n, Wp[r, k:k + group])
+                d, m = params[r, c // group]
+                q = _gptq_round(kind, n, d, m, Wp[r, k])
+                Q[r, c] = q
+                e = (Wp[r, k] - q) / U[k, k]
+                E[r, k - i1] = e
+                Wp[r, k + 1:i2] -= e * U[k, k + 1:i2]
+        Wp[:, i2:] -= E @ U[i1:i2, i2:]
+    return Q

@@ -1,0 +1,49 @@
+// GPTQ (Frantar et al., 2022): quantizes a weight matrix column by column,
+// feeding each column's rounding error forward into the columns not yet
+// quantized through the inverse Hessian of the layer's calibration inputs
+// (Cholesky of H^-1, lazy updates in blocks of columns). The result is
+// stored in standard GGUF blocks of 32: symmetric groups -> Q4_0 / Q5_0 /
+// Q8_0, asymmetric -> Q4_1 / Q5_1; a group of 64 or 128 columns repeats its
+// scale in each of its blocks.
+//
+// Group parameters: symmetric d = (signed max of the group) / -nmax (Q8_0:
+// max|w| / 127), asymmetric d = (max - min) / levels, m = min, both rounded
+// to f16 as the block stores them; codes round to nearest (ties to even).
+// Without act-order a group's parameters come from its current (already
+// error-corrected) weights when its first column is reached, as the paper's
+// code does; with act-order (columns in order of decreasing H diagonal) they
+// come from the original weights ("static groups"), since the blocks of a
+// GGUF tensor follow the original column order.
+//
+// Pure math; no model knowledge. The numpy reference in
+// tests/reference/quant_reference.py follows the same conventions.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "infera/status.h"
+#include "tensor/dtype.h"
+
+namespace infera {
+
+struct GptqOptions {
+  DType type = DType::kQ4_0;  // Q4_0, Q4_1, Q5_0, Q5_1 or Q8_0
+  int group = 32;             // columns sharing a scale: 32, 64 or 128
+  bool act_order = false;
+  double damp = 0.01;         // H += damp * mean(diag H) * I
+  int block_size = 128;       // columns per lazy-update block
+};
+
+// Whether GPTQ can write type t.
+bool GptqSupports(DType t);
+
+// w [rows, cols] row-major (GGUF [n_out, n_in]); h [cols, cols] = sum over
+// calibration tokens of x x^T (its scale does not matter). On success w
+// holds the dequantized weights and out [rows * RowBytes(type, cols)] the
+// blocks. Inputs never active (zero diagonal) get zero weights. Fails if the
+// damped Hessian is not positive definite or the options do not fit.
+Status Gptq(float* w, int64_t rows, int64_t cols, std::vector<double> h, const GptqOptions& opt, uint8_t* out,
+            int threads = 1);
+
+}  // namespace infera

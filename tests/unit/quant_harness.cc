@@ -1,0 +1,61 @@
+// Test harness for tests/reference/test_gptq.py: runs src/quant's GPTQ on raw
+// little-endian f32 files so the numpy reference can check the result.
+//
+//   quant_harness gptq TYPE GROUP ACT_ORDER ROWS COLS W.f32 X.f32 TOKENS OUT.f32 OUT.blocks
+//
+// X [TOKENS, COLS] are the calibration inputs; OUT.f32 [ROWS, COLS] the
+// dequantized weights, OUT.blocks the GGUF blocks of TYPE.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "prune/input_stats.h"
+#include "quant/gptq.h"
+#include "tensor/quant_blocks.h"
+
+namespace {
+
+std::vector<float> ReadF32(const char* path, size_t n) {
+  std::vector<float> v(n);
+  FILE* f = std::fopen(path, "rb");
+  if (f == nullptr || std::fread(v.data(), sizeof(float), n, f) != n) {
+    std::fprintf(stderr, "cannot read %zu floats from %s\n", n, path);
+    std::exit(2);
+  }
+  std::fclose(f);
+  return v;
+}
+
+bool Write(const char* path, const void* data, size_t n) {
+  FILE* f = std::fopen(path, "wb");
+  if (f == nullptr) return false;
+  const bool ok = std::fwrite(data, 1, n, f) == n;
+  return std::fclose(f) == 0 && ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace infera;
+  if (argc != 12 || std::string(argv[1]) != "gptq") {
+    std::fprintf(stderr, "usage: quant_harness gptq TYPE GROUP ACT_ORDER ROWS COLS W X TOKENS OUT.f32 OUT.blocks\n");
+    return 2;
+  }
+  GptqOptions o;
+  auto t = ParseDTypeName(argv[2]);
+  if (!t) return 2;
+  o.type = *t;
+  o.group = std::atoi(argv[3]);
+  o.act_order = std::atoi(argv[4]) != 0;
+  const int64_t rows = std::atoll(argv[5]), cols = std::atoll(argv[6]), tokens = std::atoll(argv[9]);
+  std::vector<float> w = ReadF32(argv[7], rows * cols), x = ReadF32(argv[8], tokens * cols);
+  prune::InputStats stats(cols, true);
+  stats.Add(x.data(), tokens);
+  std::vector<uint8_t> blocks(*RowBytes(o.type, cols) * rows);
+  if (auto st = Gptq(w.data(), rows, cols, stats.hessian(), o, blocks.data(), 2); !st.ok()) {
+    std::fprintf(stderr, "%s\n", st.message().c_str());
+    return 2;
+  }
+  return Write(argv[10], w.data(), w.size() * 4) && Write(argv[11], blocks.data(), blocks.size()) ? 0 : 1;
+}
