@@ -21,6 +21,7 @@
 #include "quant/quantize.h"
 #include "tools/commands.h"
 #include "tools/model_writer.h"
+#include "tools/quantize_gptq.h"
 
 namespace infera::cli {
 namespace {
@@ -32,6 +33,8 @@ struct QuantizeArgs {
   bool pure = false;
   std::string tokenizer;
   std::string imatrix;
+  std::string method = "rtn";
+  GptqRunOptions gptq;
 };
 
 // Every entry of `im` must name a weight matrix of the model with its input
@@ -60,7 +63,7 @@ Status CheckImatrixFitsModel(const Imatrix& im, const ModelConfig& c, const std:
   return Status::Ok();
 }
 
-int Quantize(const QuantizeArgs& a) {
+int Quantize(const QuantizeArgs& a, const RuntimeOptions& rt) {
   if (a.paths.size() != 2) return ReportError("usage: infera quantize IN OUT.gguf --type T");
   if (Status st = CheckOutputNotInput(a.paths[1], {a.paths[0], a.tokenizer, a.imatrix}); !st.ok()) {
     return ReportError(st);
@@ -69,6 +72,20 @@ int Quantize(const QuantizeArgs& a) {
   if (!target) {
     return ReportError("--type must be one of q8_0, q6_k, q5_k_m, q5_k_s, q5_k, q5_1, q5_0, q4_k_m, q4_k_s, q4_k, "
                        "q4_1, q4_0, iq4_nl, q3_k_m, q3_k, q2_k, f16, bf16, f32");
+  }
+  const bool gptq = a.method == "gptq";
+  if (a.method != "rtn" && !gptq) return ReportError("--method must be rtn or gptq");
+  if (gptq) {
+    if (!GptqSupports(target->base)) {
+      return ReportError("--method gptq writes q4_0, q4_1, q5_0, q5_1 or q8_0 blocks, not " + a.type);
+    }
+    if (a.gptq.calib.empty()) return ReportError("--method gptq needs --calib FILE (calibration text)");
+    if (!a.imatrix.empty()) return ReportError("--imatrix applies to --method rtn (GPTQ uses its own Hessians)");
+    const int g = a.gptq.gptq.group;
+    if (g != 32 && g != 64 && g != 128) return ReportError("--group must be 32, 64 or 128");
+    if (!(a.gptq.gptq.damp > 0 && a.gptq.gptq.damp < 10)) return ReportError("--damp must be in (0, 10)");
+    if (a.gptq.calib_tokens < 16) return ReportError("--calib-tokens must be >= 16");
+    if (Status st = CheckOutputNotInput(a.paths[1], {a.gptq.calib}); !st.ok()) return ReportError(st);
   }
   struct Rule { std::string pattern; DType type; };
   std::vector<Rule> rules;
@@ -85,7 +102,7 @@ int Quantize(const QuantizeArgs& a) {
     if (!loaded.ok()) return ReportError(loaded.status());
     im = std::move(loaded).value();
   }
-  auto lm = LoadModelAndTokenizer(a.paths[0], a.tokenizer, false);
+  auto lm = LoadModelAndTokenizer(a.paths[0], a.tokenizer, gptq);
   if (!lm.ok()) return ReportError(lm.status());
   if (im) {
     if (Status st = CheckImatrixFitsModel(*im, lm->model->config, a.imatrix); !st.ok()) return ReportError(st);
@@ -100,7 +117,25 @@ int Quantize(const QuantizeArgs& a) {
     }
     return ChooseTensorType(*target, name, m.n_in, n_layer, output_name, a.pure);
   };
+  EncodedTensors encoded;
+  if (gptq) {
+    auto enc = RunGptq(&*lm, choose, a.gptq, rt);
+    if (!enc.ok()) return ReportError(enc.status());
+    encoded = std::move(enc).value();
+  }
   ModelWriteOptions wo;
+  if (gptq) {
+    wo.encoded = [&encoded](const std::string& name) -> const std::vector<uint8_t>* {
+      auto it = encoded.find(name);
+      return it == encoded.end() ? nullptr : &it->second;
+    };
+    wo.extra_metadata = [&a](GgufWriter* w) {
+      w->SetString("quantize.gptq.calib", a.gptq.calib);
+      w->SetI32("quantize.gptq.group", a.gptq.gptq.group);
+      w->SetBool("quantize.gptq.act_order", a.gptq.gptq.act_order);
+      w->SetF32("quantize.gptq.damp", static_cast<float>(a.gptq.gptq.damp));
+    };
+  }
   wo.embed_tokenizer = !lm->model->gguf || !a.tokenizer.empty();
   wo.file_type = target->base;
   wo.llama_ftype = target->ftype;
@@ -127,7 +162,7 @@ int Quantize(const QuantizeArgs& a) {
 
 }  // namespace
 
-CommandFn RegisterQuantize(CLI::App& app, const RuntimeOptions&) {
+CommandFn RegisterQuantize(CLI::App& app, const RuntimeOptions& rt) {
   auto a = std::make_shared<QuantizeArgs>();
   app.add_option("paths", a->paths, "IN (GGUF, HF folder or llama2.c checkpoint) OUT.gguf")->required();
   app.add_option("--type", a->type,
@@ -139,7 +174,18 @@ CommandFn RegisterQuantize(CLI::App& app, const RuntimeOptions&) {
   app.add_option("--imatrix", a->imatrix,
                  "importance matrix (GGUF or legacy .dat, from `infera imatrix` or llama-imatrix): llama.cpp's "
                  "importance-weighted rounding for the tensors it covers");
-  return [a]() { return Quantize(*a); };
+  app.add_option("--method", a->method,
+                 "rtn (round to nearest, llama-quantize's algorithms; default) or gptq (error feedback through "
+                 "calibration Hessians, layer by layer; q4_0, q4_1, q5_0, q5_1, q8_0)");
+  app.add_option("--calib", a->gptq.calib, "gptq: calibration text (- reads stdin)");
+  app.add_option("--calib-tokens", a->gptq.calib_tokens, "gptq: calibration tokens to use (default 4096)");
+  app.add_option("--calib-ctx", a->gptq.calib_ctx, "gptq: tokens per calibration chunk (0: 256, or the trained context)");
+  app.add_option("--group", a->gptq.gptq.group, "gptq: columns sharing a scale, 32 (default), 64 or 128");
+  app.add_flag("--act-order", a->gptq.gptq.act_order,
+               "gptq: quantize columns in order of decreasing Hessian diagonal (groups' scales from the original weights)");
+  app.add_option("--damp", a->gptq.gptq.damp, "gptq: damping, a fraction of the mean Hessian diagonal (default 0.01)");
+  app.add_option("-t,--threads", a->gptq.threads, "threads (0: the cores this process may use)");
+  return [a, &rt]() { return Quantize(*a, rt); };
 }
 
 }  // namespace infera::cli

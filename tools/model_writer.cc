@@ -86,7 +86,11 @@ StatusOr<ModelWriteSummary> WriteModelGguf(const LoadedModel& lm, const TypeChoo
     if (!CanQuantize(to)) return Unimplemented(std::string("cannot write type ") + DTypeName(to));
     std::vector<int64_t> ne = {x.n_in, x.n_out};
     if (n_stack > 0) ne = {x.n_in, x.n_out / n_stack, n_stack};
-    if (to == x.type) {
+    const std::vector<uint8_t>* pre = opts.encoded ? opts.encoded(name) : nullptr;
+    if (pre != nullptr) {
+      if (pre->size() != *RowBytes(to, x.n_in) * x.n_out) return Internal(name + ": encoded blocks of the wrong size");
+      gw.AddTensor(name, to, ne, pre->data(), pre->size());
+    } else if (to == x.type) {
       gw.AddTensor(name, x.type, ne, x.data, x.row_bytes * x.n_out);
     } else {
       std::vector<float> importance;

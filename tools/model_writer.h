@@ -24,6 +24,9 @@ struct ModelWriteOptions {
   // mean x^2, [n_in], or [n_expert * n_in] for stacked experts) for the
   // importance-weighted quantizers; empty: round-to-nearest. May be unset.
   std::function<std::vector<float>(const std::string& name)> importance;
+  // Blocks already encoded in the chosen type (GPTQ): stored as they are
+  // when the callback returns them (null: the writer encodes the tensor).
+  std::function<const std::vector<uint8_t>*(const std::string& name)> encoded;
   // Adds keys after the model's own (e.g. how it was pruned). May be empty.
   std::function<void(GgufWriter*)> extra_metadata;
 };

@@ -16,6 +16,10 @@ sys.path.insert(0, HERE)
 import quant_reference as qr  # noqa: E402
 
 HARNESS = os.environ.get("QUANT_HARNESS", "build/tests/quant_harness")
+INFERA = os.environ.get("INFERA_BIN", "build/tools/infera")
+SHARED = os.environ.get("INFERA_SHARED_DIR", os.path.join(HERE, "..", "..", "..", "shared"))
+TS3M = os.path.join(SHARED, "models", "tinystories-3m")
+STORIES = os.path.join(SHARED, "data", "eval", "tinystories", "tinystories_197k.txt")
 GGML = {"q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8}
 
 
@@ -81,6 +85,55 @@ class GptqTest(unittest.TestCase):
                 e_gptq = np.linalg.norm(x @ (got - w).T)
                 e_rtn = np.linalg.norm(x @ (rtn(w, qtype) - w).T)
                 self.assertLess(e_gptq, (0.2 if act else 0.6) * e_rtn, (qtype, act))
+
+
+def infera(*args):
+    return subprocess.run([INFERA, "--log-level", "warn", *args], capture_output=True, text=True)
+
+
+@unittest.skipUnless(os.path.exists(TS3M) and os.path.exists(STORIES), "../shared not present")
+class GptqCliTest(unittest.TestCase):
+    def test_gptq_model_is_closer_to_f32_than_rtn(self):
+        import json
+        f32 = os.path.join(TS3M, "tinystories-3m-f32.gguf")
+        heldout = os.path.join(TS3M, "heldout.txt")
+        with tempfile.TemporaryDirectory() as d:
+            calib = os.path.join(d, "calib.txt")
+            with open(STORIES, encoding="utf-8") as f:
+                text = f.read(60000)
+            with open(calib, "w", encoding="utf-8") as f:
+                f.write(text)
+            base = os.path.join(d, "base.bin")
+            r = infera("perplexity", "-m", f32, "-f", heldout, "-c", "128", "--chunks", "24",
+                       "--kl-divergence-base", base)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            kld = {}
+            for name, extra in (("rtn", []), ("gptq", ["--method", "gptq", "--calib", calib, "--act-order"])):
+                out = os.path.join(d, name + ".gguf")
+                r = infera("quantize", f32, out, "--type", "q4_0", *extra)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                r = infera("perplexity", "-m", out, "-f", heldout, "-c", "128", "--chunks", "24",
+                           "--kl-divergence-base", base, "--kl-divergence", "--json")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                kld[name] = json.loads(r.stdout)["kld"]
+            self.assertLess(kld["gptq"], 0.75 * kld["rtn"], kld)
+            t = qr.read_gguf_tensors(os.path.join(d, "gptq.gguf"))
+            self.assertEqual(qr.TYPES[t["blk.0.ffn_down.weight"][0]][0], "q4_0")
+            self.assertEqual(qr.TYPES[t["output.weight"][0]][0], "q6_K")  # llama.cpp's rule, rounded
+            # Bad combinations: one line, exit 2, nothing written.
+            never = os.path.join(d, "never.gguf")
+            short = os.path.join(d, "short.txt")
+            with open(short, "w") as f:
+                f.write("Once upon a time.")
+            for args in (["--method", "gptq", "--type", "q4_k", "--calib", calib],
+                         ["--method", "gptq", "--type", "q4_0"],
+                         ["--method", "awq2", "--type", "q4_0"],
+                         ["--method", "gptq", "--type", "q4_0", "--calib", calib, "--group", "48"],
+                         ["--method", "gptq", "--type", "q4_0", "--calib", short]):
+                r = infera("quantize", f32, never, *args)
+                self.assertEqual(r.returncode, 2, (args, r.stderr))
+                self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+                self.assertFalse(os.path.exists(never))
 
 
 if __name__ == "__main__":
