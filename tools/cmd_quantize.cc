@@ -75,6 +75,11 @@ int Quantize(const QuantizeArgs& a, const RuntimeOptions& rt) {
   }
   const bool gptq = a.method == "gptq";
   if (a.method != "rtn" && !gptq) return ReportError("--method must be rtn or gptq");
+  const bool awq = a.gptq.awq;
+  if (awq && a.gptq.calib.empty()) return ReportError("--awq needs --calib FILE (calibration text)");
+  if (awq && !a.imatrix.empty()) return ReportError("--imatrix does not combine with --awq (it describes unscaled inputs)");
+  if (awq && !GetDTypeInfo(target->base).quantized) return ReportError("--awq needs a quantized --type");
+  if (awq && (a.gptq.awq_grid < 1 || a.gptq.awq_grid > 100)) return ReportError("--awq-grid must be in 1..100");
   if (gptq) {
     if (!GptqSupports(target->base)) {
       return ReportError("--method gptq writes q4_0, q4_1, q5_0, q5_1 or q8_0 blocks, not " + a.type);
@@ -84,6 +89,8 @@ int Quantize(const QuantizeArgs& a, const RuntimeOptions& rt) {
     const int g = a.gptq.gptq.group;
     if (g != 32 && g != 64 && g != 128) return ReportError("--group must be 32, 64 or 128");
     if (!(a.gptq.gptq.damp > 0 && a.gptq.gptq.damp < 10)) return ReportError("--damp must be in (0, 10)");
+  }
+  if (gptq || awq) {
     if (a.gptq.calib_tokens < 16) return ReportError("--calib-tokens must be >= 16");
     if (Status st = CheckOutputNotInput(a.paths[1], {a.gptq.calib}); !st.ok()) return ReportError(st);
   }
@@ -102,7 +109,7 @@ int Quantize(const QuantizeArgs& a, const RuntimeOptions& rt) {
     if (!loaded.ok()) return ReportError(loaded.status());
     im = std::move(loaded).value();
   }
-  auto lm = LoadModelAndTokenizer(a.paths[0], a.tokenizer, gptq);
+  auto lm = LoadModelAndTokenizer(a.paths[0], a.tokenizer, gptq || awq);
   if (!lm.ok()) return ReportError(lm.status());
   if (im) {
     if (Status st = CheckImatrixFitsModel(*im, lm->model->config, a.imatrix); !st.ok()) return ReportError(st);
@@ -118,19 +125,23 @@ int Quantize(const QuantizeArgs& a, const RuntimeOptions& rt) {
     return ChooseTensorType(*target, name, m.n_in, n_layer, output_name, a.pure);
   };
   EncodedTensors encoded;
-  if (gptq) {
-    auto enc = RunGptq(&*lm, choose, a.gptq, rt);
+  if (gptq || awq) {
+    GptqRunOptions o = a.gptq;
+    o.gptq_enabled = gptq;
+    auto enc = RunCalibrated(&*lm, choose, o, rt);
     if (!enc.ok()) return ReportError(enc.status());
     encoded = std::move(enc).value();
   }
   ModelWriteOptions wo;
-  if (gptq) {
+  if (gptq || awq) {
     wo.encoded = [&encoded](const std::string& name) -> const std::vector<uint8_t>* {
       auto it = encoded.find(name);
       return it == encoded.end() ? nullptr : &it->second;
     };
-    wo.extra_metadata = [&a](GgufWriter* w) {
-      w->SetString("quantize.gptq.calib", a.gptq.calib);
+    wo.extra_metadata = [&a, gptq, awq](GgufWriter* w) {
+      w->SetString("quantize.calibration.file", a.gptq.calib);
+      w->SetBool("quantize.awq", awq);
+      if (!gptq) return;
       w->SetI32("quantize.gptq.group", a.gptq.gptq.group);
       w->SetBool("quantize.gptq.act_order", a.gptq.gptq.act_order);
       w->SetF32("quantize.gptq.damp", static_cast<float>(a.gptq.gptq.damp));
@@ -177,9 +188,13 @@ CommandFn RegisterQuantize(CLI::App& app, const RuntimeOptions& rt) {
   app.add_option("--method", a->method,
                  "rtn (round to nearest, llama-quantize's algorithms; default) or gptq (error feedback through "
                  "calibration Hessians, layer by layer; q4_0, q4_1, q5_0, q5_1, q8_0)");
-  app.add_option("--calib", a->gptq.calib, "gptq: calibration text (- reads stdin)");
-  app.add_option("--calib-tokens", a->gptq.calib_tokens, "gptq: calibration tokens to use (default 4096)");
-  app.add_option("--calib-ctx", a->gptq.calib_ctx, "gptq: tokens per calibration chunk (0: 256, or the trained context)");
+  app.add_flag("--awq", a->gptq.awq,
+               "activation-aware scaling before rounding (with rtn or gptq): per-channel scales searched on --calib "
+               "and folded into the norms and ffn_up, so the file stays plain GGUF");
+  app.add_option("--awq-grid", a->gptq.awq_grid, "awq: scale exponents tried (default 20)");
+  app.add_option("--calib", a->gptq.calib, "gptq, awq: calibration text (- reads stdin)");
+  app.add_option("--calib-tokens", a->gptq.calib_tokens, "gptq, awq: calibration tokens to use (default 4096)");
+  app.add_option("--calib-ctx", a->gptq.calib_ctx, "gptq, awq: tokens per calibration chunk (0: 256, or the trained context)");
   app.add_option("--group", a->gptq.gptq.group, "gptq: columns sharing a scale, 32 (default), 64 or 128");
   app.add_flag("--act-order", a->gptq.gptq.act_order,
                "gptq: quantize columns in order of decreasing Hessian diagonal (groups' scales from the original weights)");

@@ -7,15 +7,76 @@
 
 #include "base/logging.h"
 #include "prune/model_pruning.h"
+#include "quant/awq.h"
 #include "quant/quantize.h"
 #include "tensor/quant_blocks.h"
 #include "tools/prune_calibration.h"
 
 namespace infera::cli {
 
-StatusOr<EncodedTensors> RunGptq(LoadedModel* lm, const TypeChooser& choose, const GptqRunOptions& o,
-                                 const RuntimeOptions& rt) {
+namespace {
+
+// Rescales a Hessian of inputs x to that of x / s: h_ij / (s_i s_j).
+void ScaleHessian(std::vector<double>* h, const std::vector<float>& s) {
+  const size_t n = s.size();
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < n; ++j) (*h)[i * n + j] /= static_cast<double>(s[i]) * s[j];
+  }
+}
+
+float* Mutable(const WeightMatrix& m) { return const_cast<float*>(reinterpret_cast<const float*>(m.data)); }
+
+// One AWQ group: matrices reading the same input; `fold` divides the scales
+// out of the input (a norm weight, or the rows of the matrix producing it).
+struct AwqGroup {
+  LinearInput input;
+  std::vector<WeightMatrix*> mats;
+  std::vector<float>* norm = nullptr;   // divide by s
+  WeightMatrix* producer = nullptr;     // or divide its rows by s
+};
+
+// Finds s for the group, scales the matrices' columns by it and divides it
+// out of the input. Returns s (empty: skipped).
+StatusOr<std::vector<float>> ApplyAwq(const AwqGroup& g, const std::vector<double>& h, const TypeChooser& choose,
+                                      const std::map<const WeightMatrix*, std::string>& names, int grid, int threads,
+                                      double* gain) {
+  std::vector<AwqMatrix> am;
+  const int64_t cols = g.mats[0]->n_in;
+  for (WeightMatrix* m : g.mats) {
+    const DType t = choose(names.at(m), *m);
+    if (!GetDTypeInfo(t).quantized || !RowBytes(t, cols)) return std::vector<float>{};  // kept in float: no need
+    am.push_back({Mutable(*m), m->n_out, t});
+  }
+  auto r = AwqSearch(am, h, cols, grid, threads);
+  if (!r.ok()) return r.status();
+  *gain = r->loss_plain > 0 ? r->loss / r->loss_plain : 1.0;
+  const std::vector<float>& s = r->scales;
+  for (WeightMatrix* m : g.mats) {
+    float* w = Mutable(*m);
+    for (int64_t row = 0; row < m->n_out; ++row) {
+      for (int64_t j = 0; j < cols; ++j) w[row * cols + j] *= s[j];
+    }
+  }
+  if (g.norm != nullptr) {
+    for (int64_t j = 0; j < cols; ++j) (*g.norm)[j] /= s[j];
+  } else {
+    float* p = Mutable(*g.producer);
+    for (int64_t row = 0; row < g.producer->n_out; ++row) {
+      for (int64_t j = 0; j < g.producer->n_in; ++j) p[row * g.producer->n_in + j] /= s[row];
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+StatusOr<EncodedTensors> RunCalibrated(LoadedModel* lm, const TypeChooser& choose, const GptqRunOptions& o,
+                                       const RuntimeOptions& rt) {
   Model& model = *lm->model;
+  const ModelConfig& c = model.config;
+  if (o.awq && (!c.pre_norm || c.fused_qkv || c.fused_gate_up || c.moe())) {
+    return InvalidArgument("--awq needs pre-norm blocks with separate Q/K/V and gate/up projections and no experts");
+  }
   auto text = ReadTextArg(o.calib);
   if (!text.ok()) return text.status();
   const std::vector<int32_t> tokens = lm->tokenizer->Encode(*text, /*add_special=*/false, /*parse_special=*/false);
@@ -37,13 +98,40 @@ StatusOr<EncodedTensors> RunGptq(LoadedModel* lm, const TypeChooser& choose, con
   auto cal = Calibrator::Create(model, *lm->tokenizer, *kernels, threads, n_ctx);
   if (!cal.ok()) return cal.status();
   const auto mats = prune::LayerMatrices(&model);
+  std::map<const WeightMatrix*, std::string> names;
+  for (const auto& lmx : mats) names[lmx.m] = lmx.name.substr(0, lmx.name.find('['));
   EncodedTensors out;
+  double awq_gain = 0;
+  int awq_groups = 0;
   const int n_layer = model.config.n_layer;
   const auto t0 = std::chrono::steady_clock::now();
   int rounded = 0;
   for (int l = 0; l < n_layer; ++l) {
     StatsCollector stats({l}, {}, /*with_hessian=*/true);
     RETURN_IF_ERROR((*cal)->Run(chunks, &stats));
+    // AWQ scales per input (the Hessians of the scaled inputs for GPTQ).
+    std::map<LinearInput, std::vector<float>> scales;
+    if (o.awq) {
+      LayerWeights& L = model.weights->layers[l];
+      const AwqGroup groups[] = {{LinearInput::kAttnIn, {&L.wq, &L.wk, &L.wv}, &L.attn_norm, nullptr},
+                                 {LinearInput::kFfnIn, {&L.w_gate, &L.w_up}, &L.ffn_norm, nullptr},
+                                 {LinearInput::kFfnMid, {&L.w_down}, nullptr, &L.w_up}};
+      for (const AwqGroup& g : groups) {
+        const prune::InputStats* s = stats.Find(l, g.input, -1);
+        if (s == nullptr) continue;
+        double gain = 1;
+        auto sc = ApplyAwq(g, s->hessian(), choose, names, o.awq_grid, threads, &gain);
+        if (!sc.ok()) return sc.status();
+        if (sc->empty()) continue;
+        scales[g.input] = std::move(sc).value();
+        awq_gain += gain;
+        ++awq_groups;
+      }
+    }
+    if (!o.gptq_enabled) {
+      std::fprintf(stderr, "awq: layer %d/%d\n", l + 1, n_layer);
+      continue;
+    }
     for (const prune::LayerMatrix& lmx : mats) {
       if (lmx.layer != l) continue;
       const std::string tensor = lmx.name.substr(0, lmx.name.find('['));
@@ -62,7 +150,9 @@ StatusOr<EncodedTensors> RunGptq(LoadedModel* lm, const TypeChooser& choose, con
       } else {
         GptqOptions g = o.gptq;
         g.type = type;
-        if (Status st = Gptq(w, m.n_out, m.n_in, s->hessian(), g, bytes.data(), threads); !st.ok()) {
+        std::vector<double> h = s->hessian();
+        if (auto it = scales.find(lmx.input); it != scales.end()) ScaleHessian(&h, it->second);
+        if (Status st = Gptq(w, m.n_out, m.n_in, std::move(h), g, bytes.data(), threads); !st.ok()) {
           return Status(st.code(), lmx.name + ": " + st.message());
         }
       }
@@ -71,6 +161,10 @@ StatusOr<EncodedTensors> RunGptq(LoadedModel* lm, const TypeChooser& choose, con
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "gptq: layer %d/%d, %.1f s\n", l + 1, n_layer, secs);
+  }
+  if (awq_groups > 0) {
+    std::fprintf(stderr, "awq: %d input groups scaled; their rounding loss on the calibration data %.2fx plain "
+                 "rounding's on average\n", awq_groups, awq_gain / awq_groups);
   }
   if (rounded > 0) LOG_WARN("gptq: {} expert matrices saw no calibration token and were rounded to nearest", rounded);
   return out;

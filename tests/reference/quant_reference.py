@@ -244,3 +244,39 @@ def gptq(w, x, qtype, group=32, act_order=False, damp=0.01, block=128):
                 Wp[r, k + 1:i2] -= e * U[k, k + 1:i2]
         Wp[:, i2:] -= E @ U[i1:i2, i2:]
     return Q
+
+
+def q4_0_roundtrip(w):
+    """llama.cpp's reference Q4_0 rounding of rows w [rows, cols] (float32
+    arithmetic as quantize_row_q4_0_ref), dequantized."""
+    b = w.astype(F32).reshape(-1, 32)
+    idx = np.argmax(np.abs(b), axis=1)
+    mx = b[np.arange(len(b)), idx]
+    d = (mx / F32(-8)).astype(F32)
+    dh = d.astype(np.float16).astype(F32)
+    idd = np.where(d != 0, F32(1) / np.where(d != 0, d, F32(1)), F32(0)).astype(F32)
+    q = np.minimum(15, (b * idd[:, None] + F32(8.5)).astype(F32).astype(np.int8).astype(np.int32))
+    return ((q - 8).astype(F32) * dh[:, None]).reshape(w.shape)
+
+
+def awq_search(w, x, grid=20):
+    """AWQ's scale search as src/quant/awq.h documents it, for one Q4_0 matrix:
+    s = a^alpha / sqrt(max * min) with a_j = sqrt(sum_t x_tj^2), alpha in
+    {0, 1/grid, ...}, minimizing sum over rows of dw H dw^T. -> (s, alpha,
+    loss, loss at alpha 0)."""
+    X = x.astype(np.float64)
+    H = X.T @ X
+    a = np.maximum(np.sqrt(np.maximum(np.diag(H), 0)), 1e-8)
+    best = None
+    for g in range(grid):
+        alpha = g / grid
+        raw = a ** alpha
+        s = (raw / np.sqrt(raw.max() * raw.min())).astype(F32)
+        back = q4_0_roundtrip(w.astype(F32) * s[None, :])
+        dw = back.astype(np.float64) / s.astype(np.float64)[None, :] - w.astype(np.float64)
+        loss = float(np.einsum("ri,ij,rj->", dw, H, dw))
+        if g == 0:
+            plain = loss
+        if best is None or loss < best[2]:
+            best = (s, alpha, loss)
+    return best[0], best[1], best[2], plain

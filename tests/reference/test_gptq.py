@@ -1,4 +1,4 @@
-"""src/quant's GPTQ against the independent numpy implementation in
+"""src/quant's GPTQ and AWQ scale search against the independent numpy implementation in
 quant_reference.py on small layers (same damping, group size, order):
 dequantized weights within 1e-5; the blocks written dequantize (by the numpy
 block reader) to exactly those weights; and GPTQ's output error on the
@@ -87,6 +87,29 @@ class GptqTest(unittest.TestCase):
                 self.assertLess(e_gptq, (0.2 if act else 0.6) * e_rtn, (qtype, act))
 
 
+class AwqTest(unittest.TestCase):
+    def test_scale_search_matches_numpy(self):
+        rng = np.random.default_rng(4)
+        w = rng.standard_normal((48, 256)).astype(np.float32)
+        x = (rng.standard_normal((300, 256)) * np.exp(1.5 * rng.standard_normal(256))).astype(np.float32)
+        x[:, :4] *= 40  # salient channels, as activation outliers make
+        with tempfile.TemporaryDirectory() as d:
+            wp, xp, op = (os.path.join(d, f) for f in ("w.f32", "x.f32", "out.f32"))
+            w.tofile(wp)
+            x.tofile(xp)
+            r = subprocess.run([HARNESS, "awq", "q4_0", "20", "48", "256", wp, xp, "300", op], capture_output=True,
+                               text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            out = np.fromfile(op, dtype="<f4")
+        s, alpha, loss, plain = qr.awq_search(w, x)
+        self.assertAlmostEqual(float(out[256]), alpha, places=6)
+        np.testing.assert_allclose(out[:256], s, rtol=1e-6)
+        self.assertLess(abs(out[257] - loss) / loss, 1e-4)
+        self.assertLess(abs(out[258] - plain) / plain, 1e-4)
+        self.assertGreater(alpha, 0)
+        self.assertLess(loss, 0.9 * plain)  # scaling pays where channels are uneven
+
+
 def infera(*args):
     return subprocess.run([INFERA, "--log-level", "warn", *args], capture_output=True, text=True)
 
@@ -108,7 +131,8 @@ class GptqCliTest(unittest.TestCase):
                        "--kl-divergence-base", base)
             self.assertEqual(r.returncode, 0, r.stderr)
             kld = {}
-            for name, extra in (("rtn", []), ("gptq", ["--method", "gptq", "--calib", calib, "--act-order"])):
+            for name, extra in (("rtn", []), ("gptq", ["--method", "gptq", "--calib", calib, "--act-order"]),
+                                ("awq-gptq", ["--method", "gptq", "--calib", calib, "--act-order", "--awq"])):
                 out = os.path.join(d, name + ".gguf")
                 r = infera("quantize", f32, out, "--type", "q4_0", *extra)
                 self.assertEqual(r.returncode, 0, r.stderr)
@@ -117,6 +141,7 @@ class GptqCliTest(unittest.TestCase):
                 self.assertEqual(r.returncode, 0, r.stderr)
                 kld[name] = json.loads(r.stdout)["kld"]
             self.assertLess(kld["gptq"], 0.75 * kld["rtn"], kld)
+            self.assertLess(kld["awq-gptq"], 0.75 * kld["rtn"], kld)
             t = qr.read_gguf_tensors(os.path.join(d, "gptq.gguf"))
             self.assertEqual(qr.TYPES[t["blk.0.ffn_down.weight"][0]][0], "q4_0")
             self.assertEqual(qr.TYPES[t["output.weight"][0]][0], "q6_K")  # llama.cpp's rule, rounded
@@ -129,7 +154,10 @@ class GptqCliTest(unittest.TestCase):
                          ["--method", "gptq", "--type", "q4_0"],
                          ["--method", "awq2", "--type", "q4_0"],
                          ["--method", "gptq", "--type", "q4_0", "--calib", calib, "--group", "48"],
-                         ["--method", "gptq", "--type", "q4_0", "--calib", short]):
+                         ["--method", "gptq", "--type", "q4_0", "--calib", short],
+                         ["--awq", "--type", "q4_0"],
+                         ["--awq", "--type", "q4_0", "--calib", calib, "--imatrix", calib],
+                         ["--awq", "--type", "f16", "--calib", calib]):
                 r = infera("quantize", f32, never, *args)
                 self.assertEqual(r.returncode, 2, (args, r.stderr))
                 self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)

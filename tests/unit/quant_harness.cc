@@ -2,15 +2,18 @@
 // little-endian f32 files so the numpy reference can check the result.
 //
 //   quant_harness gptq TYPE GROUP ACT_ORDER ROWS COLS W.f32 X.f32 TOKENS OUT.f32 OUT.blocks
+//   quant_harness awq TYPE GRID ROWS COLS W.f32 X.f32 TOKENS OUT.f32
 //
-// X [TOKENS, COLS] are the calibration inputs; OUT.f32 [ROWS, COLS] the
-// dequantized weights, OUT.blocks the GGUF blocks of TYPE.
+// X [TOKENS, COLS] are the calibration inputs. gptq: OUT.f32 [ROWS, COLS] the
+// dequantized weights, OUT.blocks the GGUF blocks of TYPE. awq: OUT.f32 the
+// scales [COLS], then alpha, the loss and the plain-rounding loss.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "prune/input_stats.h"
+#include "quant/awq.h"
 #include "quant/gptq.h"
 #include "tensor/quant_blocks.h"
 
@@ -36,8 +39,31 @@ bool Write(const char* path, const void* data, size_t n) {
 
 }  // namespace
 
+int Awq(int argc, char** argv) {
+  using namespace infera;
+  if (argc != 10) return 2;
+  auto t = ParseDTypeName(argv[2]);
+  if (!t) return 2;
+  const int grid = std::atoi(argv[3]);
+  const int64_t rows = std::atoll(argv[4]), cols = std::atoll(argv[5]), tokens = std::atoll(argv[8]);
+  std::vector<float> w = ReadF32(argv[6], rows * cols), x = ReadF32(argv[7], tokens * cols);
+  prune::InputStats stats(cols, true);
+  stats.Add(x.data(), tokens);
+  auto r = AwqSearch({{w.data(), rows, *t}}, stats.hessian(), cols, grid, 2);
+  if (!r.ok()) {
+    std::fprintf(stderr, "%s\n", r.status().message().c_str());
+    return 2;
+  }
+  std::vector<float> out = r->scales;
+  out.push_back(static_cast<float>(r->alpha));
+  out.push_back(static_cast<float>(r->loss));
+  out.push_back(static_cast<float>(r->loss_plain));
+  return Write(argv[9], out.data(), out.size() * 4) ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   using namespace infera;
+  if (argc > 1 && std::string(argv[1]) == "awq") return Awq(argc, argv);
   if (argc != 12 || std::string(argv[1]) != "gptq") {
     std::fprintf(stderr, "usage: quant_harness gptq TYPE GROUP ACT_ORDER ROWS COLS W X TOKENS OUT.f32 OUT.blocks\n");
     return 2;
