@@ -22,6 +22,7 @@
 #include "tools/commands.h"
 #include "tools/model_writer.h"
 #include "tools/quantize_gptq.h"
+#include "tools/quantize_mix.h"
 
 namespace infera::cli {
 namespace {
@@ -34,6 +35,7 @@ struct QuantizeArgs {
   std::string tokenizer;
   std::string imatrix;
   std::string method = "rtn";
+  double target_bpw = 0;
   GptqRunOptions gptq;
 };
 
@@ -90,7 +92,13 @@ int Quantize(const QuantizeArgs& a, const RuntimeOptions& rt) {
     if (g != 32 && g != 64 && g != 128) return ReportError("--group must be 32, 64 or 128");
     if (!(a.gptq.gptq.damp > 0 && a.gptq.gptq.damp < 10)) return ReportError("--damp must be in (0, 10)");
   }
-  if (gptq || awq) {
+  const bool mix = a.target_bpw > 0;
+  if (mix) {
+    if (gptq || awq) return ReportError("--target-bpw combines with rtn and --imatrix, not with gptq or awq yet");
+    if (a.gptq.calib.empty()) return ReportError("--target-bpw needs --calib FILE (text to measure KL divergence on)");
+    if (a.target_bpw < 2 || a.target_bpw > 8.5) return ReportError("--target-bpw must be in [2, 8.5]");
+  }
+  if (gptq || awq || mix) {
     if (a.gptq.calib_tokens < 16) return ReportError("--calib-tokens must be >= 16");
     if (Status st = CheckOutputNotInput(a.paths[1], {a.gptq.calib}); !st.ok()) return ReportError(st);
   }
@@ -109,7 +117,7 @@ int Quantize(const QuantizeArgs& a, const RuntimeOptions& rt) {
     if (!loaded.ok()) return ReportError(loaded.status());
     im = std::move(loaded).value();
   }
-  auto lm = LoadModelAndTokenizer(a.paths[0], a.tokenizer, gptq || awq);
+  auto lm = LoadModelAndTokenizer(a.paths[0], a.tokenizer, gptq || awq || mix);
   if (!lm.ok()) return ReportError(lm.status());
   if (im) {
     if (Status st = CheckImatrixFitsModel(*im, lm->model->config, a.imatrix); !st.ok()) return ReportError(st);
@@ -118,10 +126,23 @@ int Quantize(const QuantizeArgs& a, const RuntimeOptions& rt) {
   const int n_layer = lm->model->config.n_layer;
   // The tensor that produces the logits gets llama.cpp's rule (Q6_K).
   const std::string output_name = GlobalTensorName(tied ? &ModelWeights::tok_embd : &ModelWeights::output);
+  std::map<std::string, DType> plan;  // --target-bpw
+  if (mix) {
+    MixOptions mo;
+    mo.target_bpw = a.target_bpw;
+    mo.calib = a.gptq.calib;
+    mo.calib_tokens = a.gptq.calib_tokens == 4096 ? 2048 : a.gptq.calib_tokens;
+    mo.calib_ctx = a.gptq.calib_ctx;
+    mo.threads = a.gptq.threads;
+    auto p = PlanMixedPrecision(&*lm, mo, im ? &*im : nullptr, rt);
+    if (!p.ok()) return ReportError(p.status());
+    plan = std::move(p).value();
+  }
   auto choose = [&](const std::string& name, const WeightMatrix& m) -> DType {
     for (const auto& r : rules) {
       if (fnmatch(r.pattern.c_str(), name.c_str(), 0) == 0) return FallbackForShape(r.type, m.n_in);
     }
+    if (auto it = plan.find(name); it != plan.end()) return it->second;
     return ChooseTensorType(*target, name, m.n_in, n_layer, output_name, a.pure);
   };
   EncodedTensors encoded;
@@ -191,6 +212,9 @@ CommandFn RegisterQuantize(CLI::App& app, const RuntimeOptions& rt) {
   app.add_flag("--awq", a->gptq.awq,
                "activation-aware scaling before rounding (with rtn or gptq): per-channel scales searched on --calib "
                "and folded into the norms and ffn_up, so the file stays plain GGUF");
+  app.add_option("--target-bpw", a->target_bpw,
+                 "mixed precision: per-tensor types chosen by measured sensitivity (KLD on --calib) under this many "
+                 "bits per weight of the layer tensors; prints the plan (--type still sets the output tensor's rule)");
   app.add_option("--awq-grid", a->gptq.awq_grid, "awq: scale exponents tried (default 20)");
   app.add_option("--calib", a->gptq.calib, "gptq, awq: calibration text (- reads stdin)");
   app.add_option("--calib-tokens", a->gptq.calib_tokens, "gptq, awq: calibration tokens to use (default 4096)");

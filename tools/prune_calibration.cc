@@ -125,4 +125,25 @@ StatusOr<double> Calibrator::Perplexity(const std::vector<std::vector<int32_t>>&
   return std::exp(nll / static_cast<double>(count));
 }
 
+StatusOr<std::vector<float>> Calibrator::LogProbRows(const std::vector<std::vector<int32_t>>& chunks) {
+  RequestParams rp;
+  rp.max_tokens = 0;
+  std::vector<float> out;
+  for (const auto& chunk : chunks) {
+    const int32_t n = static_cast<int32_t>(chunk.size()), first = n / 2;
+    rp.prompt_logits_from = first;
+    auto res = RunRequest(*engine_, chunk, rp);
+    if (!res.ok()) return res.status();
+    for (int32_t j = 0; first + j + 1 < n; ++j) {
+      const float* row = res->prompt_logits.data() + static_cast<size_t>(j) * n_vocab_;
+      const float mx = *std::max_element(row, row + n_vocab_);
+      double sum = 0;
+      for (int32_t i = 0; i < n_vocab_; ++i) sum += std::exp(static_cast<double>(row[i]) - mx);
+      const float lse = mx + static_cast<float>(std::log(sum));
+      for (int32_t i = 0; i < n_vocab_; ++i) out.push_back(row[i] - lse);
+    }
+  }
+  return out;
+}
+
 }  // namespace infera::cli

@@ -49,6 +49,10 @@ class Calibrator {
   Status Run(const std::vector<std::vector<int32_t>>& chunks, ActivationObserver* observer);
   // llama-perplexity's measure over the chunks: the second half of each scored.
   StatusOr<double> Perplexity(const std::vector<std::vector<int32_t>>& chunks);
+  // The log-softmax rows [positions, n_vocab] at the positions Perplexity
+  // scores (the second half of each chunk, but the last), chunk after chunk.
+  StatusOr<std::vector<float>> LogProbRows(const std::vector<std::vector<int32_t>>& chunks);
+  int32_t n_vocab() const { return n_vocab_; }
 
  private:
   Calibrator() = default;

@@ -161,6 +161,28 @@ class QuantizeWithImatrixTest(unittest.TestCase):
             heldout = os.path.join(TS3M, "heldout.txt")
             self.assertLess(kld(a, self.base, heldout), kld(rtn, self.base, heldout), t)
 
+    def test_target_bpw_beats_a_uniform_type_of_the_same_size(self):
+        d = self.dir.name
+        mix = os.path.join(d, "mix.gguf")
+        r = run("quantize", self.f32, mix, "--type", "q4_k", "--target-bpw", "4.5", "--calib", self.calib,
+                "--calib-tokens", "1024", "--imatrix", os.path.join(d, "im.gguf"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("target-bpw plan", r.stderr)
+        uniform = os.path.join(d, "uniform.gguf")
+        r = run("quantize", self.f32, uniform, "--type", "q4_k", "--imatrix", os.path.join(d, "im.gguf"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertLessEqual(os.path.getsize(mix), os.path.getsize(uniform) * 1.01)
+        types = {qr.TYPES[t][0] for t, _, _ in qr.read_gguf_tensors(mix).values()}
+        self.assertGreater(len(types - {"f32"}), 2, types)  # a real mixture
+        heldout = os.path.join(TS3M, "heldout.txt")
+        self.assertLess(kld(mix, self.base, heldout), kld(uniform, self.base, heldout))
+        never = os.path.join(d, "never.gguf")
+        for args in (["--target-bpw", "2.2", "--calib", self.calib, "--calib-tokens", "256"],
+                     ["--target-bpw", "4.5"], ["--target-bpw", "12", "--calib", self.calib]):
+            r = run("quantize", self.f32, never, "--type", "q4_k", *args)
+            self.assertEqual(r.returncode, 2, (args, r.stderr))
+            self.assertFalse(os.path.exists(never))
+
     def test_bad_input(self):
         d = self.dir.name
         out = os.path.join(d, "never.gguf")

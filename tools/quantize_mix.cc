@@ -1,0 +1,165 @@
+#include "tools/quantize_mix.h"
+
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "prune/model_pruning.h"
+#include "quant/quantize.h"
+#include "tensor/quant_blocks.h"
+#include "tools/prune_calibration.h"
+
+namespace infera::cli {
+namespace {
+
+// Candidates, cheapest first: K-quants for rows of whole 256-blocks, else
+// the 32-block types.
+std::vector<DType> Ladder(int64_t n_in) {
+  if (n_in % 256 == 0) return {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ8_0};
+  if (n_in % 32 == 0) return {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0};
+  return {DType::kF16};
+}
+
+double BitsPerWeight(DType t) {
+  const DTypeInfo& i = GetDTypeInfo(t);
+  return 8.0 * i.type_size / i.block_size;
+}
+
+double MeanKld(const std::vector<float>& base, const std::vector<float>& q, int32_t n_vocab) {
+  const size_t rows = base.size() / n_vocab;
+  double total = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    const float* b = &base[r * n_vocab];
+    const float* c = &q[r * n_vocab];
+    double k = 0;
+    for (int32_t i = 0; i < n_vocab; ++i) k += std::exp(static_cast<double>(b[i])) * (b[i] - c[i]);
+    total += k;
+  }
+  return total / static_cast<double>(rows);
+}
+
+struct TensorParts {
+  std::vector<WeightMatrix*> parts;
+  int64_t elements = 0;
+  int64_t n_in = 0;
+};
+
+}  // namespace
+
+StatusOr<std::map<std::string, DType>> PlanMixedPrecision(LoadedModel* lm, const MixOptions& o, const Imatrix* im,
+                                                          const RuntimeOptions& rt) {
+  Model& model = *lm->model;
+  auto text = ReadTextArg(o.calib);
+  if (!text.ok()) return text.status();
+  const std::vector<int32_t> tokens = lm->tokenizer->Encode(*text, false, false);
+  const int32_t n_train = model.config.n_ctx_train;
+  const int32_t n_ctx = o.calib_ctx > 0 ? o.calib_ctx : (n_train > 0 ? std::min(256, n_train) : 256);
+  if (tokens.size() < static_cast<size_t>(o.calib_tokens)) {
+    return InvalidArgument(fmt::format("{} has {} tokens; --calib-tokens {} needs at least that many", o.calib,
+                                       tokens.size(), o.calib_tokens));
+  }
+  const auto chunks = CalibrationChunks(tokens, 0, static_cast<size_t>(o.calib_tokens), n_ctx,
+                                        lm->tokenizer->vocab().bos);
+  RETURN_IF_ERROR(prune::MakeLayerMatricesF32(&model));
+  auto kernels = SelectKernels(rt);
+  if (!kernels.ok()) return kernels.status();
+  auto cal = Calibrator::Create(model, *lm->tokenizer, *kernels, ResolveThreads(o.threads), n_ctx);
+  if (!cal.ok()) return cal.status();
+  auto base = (*cal)->LogProbRows(chunks);
+  if (!base.ok()) return base.status();
+
+  std::map<std::string, TensorParts> tensors;
+  for (const auto& lmx : prune::LayerMatrices(&model)) {
+    TensorParts& t = tensors[lmx.name.substr(0, lmx.name.find('['))];
+    t.parts.push_back(lmx.m);
+    t.elements += lmx.m->n_out * lmx.m->n_in;
+    t.n_in = lmx.m->n_in;
+  }
+  // kld[name][k]: the KLD with only this tensor in Ladder(n_in)[k].
+  std::map<std::string, std::vector<double>> kld;
+  int done = 0;
+  for (auto& [name, t] : tensors) {
+    const std::vector<DType> ladder = Ladder(t.n_in);
+    std::vector<float> importance = im ? im->Importance(name) : std::vector<float>{};
+    std::vector<std::vector<float>> saved;
+    for (WeightMatrix* m : t.parts) {
+      const float* w = reinterpret_cast<const float*>(m->data);
+      saved.emplace_back(w, w + m->n_out * m->n_in);
+    }
+    for (DType type : ladder) {
+      for (size_t p = 0; p < t.parts.size(); ++p) {
+        WeightMatrix* m = t.parts[p];
+        auto* w = const_cast<float*>(reinterpret_cast<const float*>(m->data));
+        std::vector<uint8_t> q(*RowBytes(type, m->n_in));
+        const bool per_part = importance.size() == static_cast<size_t>(m->n_in * t.parts.size());
+        const float* qw = importance.empty() ? nullptr
+                        : importance.data() + (per_part ? static_cast<int64_t>(p) * m->n_in : 0);
+        if (importance.size() != static_cast<size_t>(m->n_in) && !per_part) qw = nullptr;
+        for (int64_t r = 0; r < m->n_out; ++r) {
+          QuantizeRow(type, saved[p].data() + r * m->n_in, q.data(), m->n_in, qw);
+          DequantizeRow(type, q.data(), w + r * m->n_in, m->n_in);
+        }
+      }
+      auto rows = (*cal)->LogProbRows(chunks);
+      if (!rows.ok()) return rows.status();
+      kld[name].push_back(MeanKld(*base, *rows, (*cal)->n_vocab()));
+    }
+    for (size_t p = 0; p < t.parts.size(); ++p) {
+      std::copy(saved[p].begin(), saved[p].end(), const_cast<float*>(reinterpret_cast<const float*>(t.parts[p]->data)));
+    }
+    std::fprintf(stderr, "target-bpw: sensitivity %d/%zu tensors\n", ++done, tensors.size());
+  }
+
+  // Greedy allocation under the budget.
+  double total_elems = 0, bits = 0;
+  std::map<std::string, size_t> at;
+  for (auto& [name, t] : tensors) {
+    at[name] = 0;
+    total_elems += static_cast<double>(t.elements);
+    bits += static_cast<double>(t.elements) * BitsPerWeight(Ladder(t.n_in)[0]);
+  }
+  const double budget = o.target_bpw * total_elems;
+  if (bits > budget) {
+    return InvalidArgument(fmt::format("--target-bpw {:.3f} is below the cheapest plan ({:.3f} bits per weight)",
+                                       o.target_bpw, bits / total_elems));
+  }
+  for (;;) {
+    std::string best;
+    size_t best_k = 0;
+    double best_ratio = 0, best_cost = 0;
+    for (auto& [name, t] : tensors) {
+      const auto ladder = Ladder(t.n_in);
+      const size_t cur = at[name];
+      for (size_t k = cur + 1; k < ladder.size(); ++k) {
+        const double cost = static_cast<double>(t.elements) * (BitsPerWeight(ladder[k]) - BitsPerWeight(ladder[cur]));
+        const double gain = kld[name][cur] - kld[name][k];
+        if (cost <= 0 || gain <= 0 || bits + cost > budget) continue;
+        if (gain / cost > best_ratio) {
+          best_ratio = gain / cost;
+          best = name;
+          best_k = k;
+          best_cost = cost;
+        }
+      }
+    }
+    if (best.empty()) break;
+    at[best] = best_k;
+    bits += best_cost;
+  }
+  std::map<std::string, DType> plan;
+  double predicted = 0;
+  std::fprintf(stderr, "target-bpw plan (%.3f bits per weight of the layer tensors; KLD when quantized alone):\n",
+               bits / total_elems);
+  for (auto& [name, t] : tensors) {
+    const DType type = Ladder(t.n_in)[at[name]];
+    plan[name] = type;
+    predicted += kld[name][at[name]];
+    std::fprintf(stderr, "  %-32s %-6s %.6f\n", name.c_str(), DTypeName(type), kld[name][at[name]]);
+  }
+  std::fprintf(stderr, "  sum of the tensors' KLDs: %.6f\n", predicted);
+  return plan;
+}
+
+}  // namespace infera::cli
