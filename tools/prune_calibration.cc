@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "model/decoder.h"
+#include "prune/model_pruning.h"
 
 namespace infera::cli {
 namespace {
@@ -102,11 +105,10 @@ Status Calibrator::Run(const std::vector<std::vector<int32_t>>& chunks, Activati
   return st;
 }
 
-StatusOr<double> Calibrator::Perplexity(const std::vector<std::vector<int32_t>>& chunks) {
+template <typename Fn>
+Status Calibrator::ForEachScoredRow(const std::vector<std::vector<int32_t>>& chunks, Fn&& fn) {
   RequestParams rp;
   rp.max_tokens = 0;
-  double nll = 0;
-  int64_t count = 0;
   for (const auto& chunk : chunks) {
     const int32_t n = static_cast<int32_t>(chunk.size()), first = n / 2;
     rp.prompt_logits_from = first;
@@ -117,33 +119,58 @@ StatusOr<double> Calibrator::Perplexity(const std::vector<std::vector<int32_t>>&
       const float mx = *std::max_element(row, row + n_vocab_);
       double sum = 0;
       for (int32_t i = 0; i < n_vocab_; ++i) sum += std::exp(static_cast<double>(row[i]) - mx);
-      nll += mx + std::log(sum) - row[chunk[first + j + 1]];
-      ++count;
+      fn(row, mx + std::log(sum), chunk[first + j + 1]);
     }
   }
+  return Status::Ok();
+}
+
+StatusOr<double> Calibrator::Perplexity(const std::vector<std::vector<int32_t>>& chunks) {
+  double nll = 0;
+  int64_t count = 0;
+  RETURN_IF_ERROR(ForEachScoredRow(chunks, [&](const float* row, double lse, int32_t next) {
+    nll += lse - row[next];
+    ++count;
+  }));
   if (count == 0) return InvalidArgument("the hold-out is too short to score");
   return std::exp(nll / static_cast<double>(count));
 }
 
 StatusOr<std::vector<float>> Calibrator::LogProbRows(const std::vector<std::vector<int32_t>>& chunks) {
-  RequestParams rp;
-  rp.max_tokens = 0;
   std::vector<float> out;
-  for (const auto& chunk : chunks) {
-    const int32_t n = static_cast<int32_t>(chunk.size()), first = n / 2;
-    rp.prompt_logits_from = first;
-    auto res = RunRequest(*engine_, chunk, rp);
-    if (!res.ok()) return res.status();
-    for (int32_t j = 0; first + j + 1 < n; ++j) {
-      const float* row = res->prompt_logits.data() + static_cast<size_t>(j) * n_vocab_;
-      const float mx = *std::max_element(row, row + n_vocab_);
-      double sum = 0;
-      for (int32_t i = 0; i < n_vocab_; ++i) sum += std::exp(static_cast<double>(row[i]) - mx);
-      const float lse = mx + static_cast<float>(std::log(sum));
-      for (int32_t i = 0; i < n_vocab_; ++i) out.push_back(row[i] - lse);
-    }
-  }
+  RETURN_IF_ERROR(ForEachScoredRow(chunks, [&](const float* row, double lse, int32_t) {
+    for (int32_t i = 0; i < n_vocab_; ++i) out.push_back(static_cast<float>(row[i] - lse));
+  }));
   return out;
+}
+
+StatusOr<std::unique_ptr<CalibrationSession>> StartCalibration(LoadedModel* lm, const std::string& calib,
+                                                               int calib_tokens, int calib_ctx, int threads,
+                                                               const RuntimeOptions& rt) {
+  Model& model = *lm->model;
+  auto text = ReadTextArg(calib);
+  if (!text.ok()) return text.status();
+  const std::vector<int32_t> tokens = lm->tokenizer->Encode(*text, /*add_special=*/false, /*parse_special=*/false);
+  const int32_t n_train = model.config.n_ctx_train;
+  const int32_t n_ctx = calib_ctx > 0 ? calib_ctx : (n_train > 0 ? std::min(256, n_train) : 256);
+  if (n_train > 0 && n_ctx > n_train) {
+    return InvalidArgument(fmt::format("--calib-ctx {} is beyond the trained context {}", n_ctx, n_train));
+  }
+  if (tokens.size() < static_cast<size_t>(calib_tokens)) {
+    return InvalidArgument(fmt::format("{} has {} tokens; --calib-tokens {} needs at least that many", calib,
+                                       tokens.size(), calib_tokens));
+  }
+  auto s = std::make_unique<CalibrationSession>();
+  s->chunks = CalibrationChunks(tokens, 0, static_cast<size_t>(calib_tokens), n_ctx, lm->tokenizer->vocab().bos);
+  RETURN_IF_ERROR(prune::MakeLayerMatricesF32(&model));
+  auto kernels = SelectKernels(rt);
+  if (!kernels.ok()) return kernels.status();
+  s->kernels = *kernels;
+  s->threads = ResolveThreads(threads);
+  auto cal = Calibrator::Create(model, *lm->tokenizer, s->kernels, s->threads, n_ctx);
+  if (!cal.ok()) return cal.status();
+  s->calibrator = std::move(cal).value();
+  return s;
 }
 
 }  // namespace infera::cli

@@ -56,9 +56,28 @@ class Calibrator {
 
  private:
   Calibrator() = default;
+  // fn(logits row [n_vocab], its log-sum-exp, the next token) at every
+  // position Perplexity scores.
+  template <typename Fn>
+  Status ForEachScoredRow(const std::vector<std::vector<int32_t>>& chunks, Fn&& fn);
   ActivationObserver* observer_ = nullptr;  // shown by the runner while Run runs
   std::unique_ptr<Engine> engine_;
   int32_t n_vocab_ = 0;
 };
+
+// A calibration session for the calibrated quantizers: the first
+// `calib_tokens` tokens of a text in chunks, the model's layer matrices made
+// editable f32 copies (prune::MakeLayerMatricesF32), and a calibrator over
+// it. Owns the kernel table its engine uses; `lm` must outlive it.
+struct CalibrationSession {
+  std::vector<std::vector<int32_t>> chunks;
+  KernelTable kernels;
+  std::unique_ptr<Calibrator> calibrator;
+  int threads = 1;
+};
+// calib_ctx 0: 256, or the trained context if shorter.
+StatusOr<std::unique_ptr<CalibrationSession>> StartCalibration(LoadedModel* lm, const std::string& calib,
+                                                               int calib_tokens, int calib_ctx, int threads,
+                                                               const RuntimeOptions& rt);
 
 }  // namespace infera::cli

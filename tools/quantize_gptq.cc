@@ -77,26 +77,11 @@ StatusOr<EncodedTensors> RunCalibrated(LoadedModel* lm, const TypeChooser& choos
   if (o.awq && (!c.pre_norm || c.fused_qkv || c.fused_gate_up || c.moe())) {
     return InvalidArgument("--awq needs pre-norm blocks with separate Q/K/V and gate/up projections and no experts");
   }
-  auto text = ReadTextArg(o.calib);
-  if (!text.ok()) return text.status();
-  const std::vector<int32_t> tokens = lm->tokenizer->Encode(*text, /*add_special=*/false, /*parse_special=*/false);
-  const int32_t n_train = model.config.n_ctx_train;
-  const int32_t n_ctx = o.calib_ctx > 0 ? o.calib_ctx : (n_train > 0 ? std::min(256, n_train) : 256);
-  if (n_train > 0 && n_ctx > n_train) {
-    return InvalidArgument(fmt::format("--calib-ctx {} is beyond the trained context {}", n_ctx, n_train));
-  }
-  if (tokens.size() < static_cast<size_t>(o.calib_tokens)) {
-    return InvalidArgument(fmt::format("{} has {} tokens; --calib-tokens {} needs at least that many", o.calib,
-                                       tokens.size(), o.calib_tokens));
-  }
-  const auto chunks = CalibrationChunks(tokens, 0, static_cast<size_t>(o.calib_tokens), n_ctx,
-                                        lm->tokenizer->vocab().bos);
-  RETURN_IF_ERROR(prune::MakeLayerMatricesF32(&model));
-  auto kernels = SelectKernels(rt);
-  if (!kernels.ok()) return kernels.status();
-  const int threads = ResolveThreads(o.threads);
-  auto cal = Calibrator::Create(model, *lm->tokenizer, *kernels, threads, n_ctx);
-  if (!cal.ok()) return cal.status();
+  auto session = StartCalibration(lm, o.calib, o.calib_tokens, o.calib_ctx, o.threads, rt);
+  if (!session.ok()) return session.status();
+  const auto& chunks = (*session)->chunks;
+  Calibrator* cal = (*session)->calibrator.get();
+  const int threads = (*session)->threads;
   const auto mats = prune::LayerMatrices(&model);
   std::map<const WeightMatrix*, std::string> names;
   for (const auto& lmx : mats) names[lmx.m] = lmx.name.substr(0, lmx.name.find('['));
@@ -108,7 +93,7 @@ StatusOr<EncodedTensors> RunCalibrated(LoadedModel* lm, const TypeChooser& choos
   int rounded = 0;
   for (int l = 0; l < n_layer; ++l) {
     StatsCollector stats({l}, {}, /*with_hessian=*/true);
-    RETURN_IF_ERROR((*cal)->Run(chunks, &stats));
+    RETURN_IF_ERROR(cal->Run(chunks, &stats));
     // AWQ scales per input (the Hessians of the scaled inputs for GPTQ).
     std::map<LinearInput, std::vector<float>> scales;
     if (o.awq) {

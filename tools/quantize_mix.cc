@@ -51,23 +51,11 @@ struct TensorParts {
 StatusOr<std::map<std::string, DType>> PlanMixedPrecision(LoadedModel* lm, const MixOptions& o, const Imatrix* im,
                                                           const RuntimeOptions& rt) {
   Model& model = *lm->model;
-  auto text = ReadTextArg(o.calib);
-  if (!text.ok()) return text.status();
-  const std::vector<int32_t> tokens = lm->tokenizer->Encode(*text, false, false);
-  const int32_t n_train = model.config.n_ctx_train;
-  const int32_t n_ctx = o.calib_ctx > 0 ? o.calib_ctx : (n_train > 0 ? std::min(256, n_train) : 256);
-  if (tokens.size() < static_cast<size_t>(o.calib_tokens)) {
-    return InvalidArgument(fmt::format("{} has {} tokens; --calib-tokens {} needs at least that many", o.calib,
-                                       tokens.size(), o.calib_tokens));
-  }
-  const auto chunks = CalibrationChunks(tokens, 0, static_cast<size_t>(o.calib_tokens), n_ctx,
-                                        lm->tokenizer->vocab().bos);
-  RETURN_IF_ERROR(prune::MakeLayerMatricesF32(&model));
-  auto kernels = SelectKernels(rt);
-  if (!kernels.ok()) return kernels.status();
-  auto cal = Calibrator::Create(model, *lm->tokenizer, *kernels, ResolveThreads(o.threads), n_ctx);
-  if (!cal.ok()) return cal.status();
-  auto base = (*cal)->LogProbRows(chunks);
+  auto session = StartCalibration(lm, o.calib, o.calib_tokens, o.calib_ctx, o.threads, rt);
+  if (!session.ok()) return session.status();
+  const auto& chunks = (*session)->chunks;
+  Calibrator* cal = (*session)->calibrator.get();
+  auto base = cal->LogProbRows(chunks);
   if (!base.ok()) return base.status();
 
   std::map<std::string, TensorParts> tensors;
@@ -102,9 +90,9 @@ StatusOr<std::map<std::string, DType>> PlanMixedPrecision(LoadedModel* lm, const
           DequantizeRow(type, q.data(), w + r * m->n_in, m->n_in);
         }
       }
-      auto rows = (*cal)->LogProbRows(chunks);
+      auto rows = cal->LogProbRows(chunks);
       if (!rows.ok()) return rows.status();
-      kld[name].push_back(MeanKld(*base, *rows, (*cal)->n_vocab()));
+      kld[name].push_back(MeanKld(*base, *rows, cal->n_vocab()));
     }
     for (size_t p = 0; p < t.parts.size(); ++p) {
       std::copy(saved[p].begin(), saved[p].end(), const_cast<float*>(reinterpret_cast<const float*>(t.parts[p]->data)));
