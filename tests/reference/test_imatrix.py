@@ -165,7 +165,7 @@ class QuantizeWithImatrixTest(unittest.TestCase):
         d = self.dir.name
         mix = os.path.join(d, "mix.gguf")
         r = run("quantize", self.f32, mix, "--type", "q4_k", "--target-bpw", "4.5", "--calib", self.calib,
-                "--calib-tokens", "1024", "--imatrix", os.path.join(d, "im.gguf"))
+                "--calib-tokens", "512", "--imatrix", os.path.join(d, "im.gguf"))
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("target-bpw plan", r.stderr)
         uniform = os.path.join(d, "uniform.gguf")
