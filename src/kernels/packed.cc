@@ -23,6 +23,7 @@ PackFormat GetPackFormat(DType t) {
     case DType::kQ8_0: return {true, 8, 32, false, 7, true};
     case DType::kQ8_0S24: return {true, 5, 32, false, 7, true, false, false, true};
     case DType::kIQ4_NL: return {true, 4, 32, false, 7, true, false, true};
+    case DType::kIQ4_XS: return {true, 4, 32, false, 7, false, false, true};
     case DType::kQ5_0: return {true, 5, 32, false, 4, true};
     case DType::kQ5_1: return {true, 5, 32, true, -1, true};
     case DType::kQ5_K: return {true, 5, 32, true, -1, false, true};

@@ -18,7 +18,10 @@ void DispatchPackFormat(const PackedMatrix& w, int64_t group, const QuantActs& a
     return f.bits == 4 ? Kernel::template Run<4, 32, true, false, true>(w, group, a, t0, nt, y)
                        : Kernel::template Run<5, 32, true, false, true>(w, group, a, t0, nt, y);
   }
-  if (f.lut) return Kernel::template Run<4, 32, false, true, false, true>(w, group, a, t0, nt, y);  // IQ4_NL
+  if (f.lut) {  // IQ4_NL (f16 scales), IQ4_XS (f32: d * (ls - 32))
+    return f.f16_scales ? Kernel::template Run<4, 32, false, true, false, true>(w, group, a, t0, nt, y)
+                        : Kernel::template Run<4, 32, false, false, false, true>(w, group, a, t0, nt, y);
+  }
   if (f.f16_scales) {
     if (f.bits == 4) {
       return m ? Kernel::template Run<4, 32, true, true, false>(w, group, a, t0, nt, y)

@@ -339,62 +339,115 @@ void QuantizeQ6_K(const float* x, const float* qw, uint8_t* block) {
   }
 }
 
-// IQ4_NL: {d; qs[16]}: the best scale for the non-linear grid over 15 trial
-// scales, weighted by x^2, or with importances by qw * sqrt(sigma2 + x^2)
-// (sigma2 from this block, as llama.cpp's quantize_row_iq4_nl_impl).
-void QuantizeIq4Nl(const float* x, const float* qw, uint8_t* block) {
+namespace {
+
+// The scale of one 32-block for the IQ4_NL grid: the best over 15 trial
+// scales by weighted least squares (weight [32]); L [32] the codes at the
+// first guess. 0 for an all-zero block.
+float Iq4BlockScale(const float* x, const float* weight, uint8_t* L) {
   const int8_t* values = kIq4nlValues;
   constexpr int ntry = 7;
-  float weight[32];
-  uint8_t L[32];
-  std::memset(block + 2, 0, 16);
-  if (qw == nullptr) {
-    for (int j = 0; j < 32; ++j) weight[j] = x[j] * x[j];
-  } else {
-    float sigma2 = 0;
-    for (int j = 0; j < 32; ++j) sigma2 += x[j] * x[j];
-    sigma2 *= 2.0f / 32;
-    for (int j = 0; j < 32; ++j) weight[j] = qw[j] * std::sqrt(sigma2 + x[j] * x[j]);
-  }
   const float max = SignedAbsMax(x, 32), amax = std::fabs(max);
-  float scale = 0;
-  if (amax >= 1e-15f) {
-    float d = -max / values[0];
-    float id = 1 / d;
-    float sumqx = 0, sumq2 = 0;
+  if (amax < 1e-15f) return 0;
+  float d = -max / values[0];
+  float id = 1 / d;
+  float sumqx = 0, sumq2 = 0;
+  for (int j = 0; j < 32; ++j) {
+    const float al = id * x[j];
+    const int l = BestIndexInt8(16, values, al);
+    L[j] = static_cast<uint8_t>(l);
+    const float q = values[l];
+    const float w = weight[j];
+    sumqx += w * q * x[j];
+    sumq2 += w * q * q;
+  }
+  d = sumqx / sumq2;
+  float best = d * sumqx;
+  for (int itry = -ntry; itry <= ntry; ++itry) {
+    id = (itry + values[0]) / max;
+    sumqx = sumq2 = 0;
     for (int j = 0; j < 32; ++j) {
       const float al = id * x[j];
       const int l = BestIndexInt8(16, values, al);
-      L[j] = static_cast<uint8_t>(l);
       const float q = values[l];
       const float w = weight[j];
       sumqx += w * q * x[j];
       sumq2 += w * q * q;
     }
-    d = sumqx / sumq2;
-    float best = d * sumqx;
-    for (int itry = -ntry; itry <= ntry; ++itry) {
-      id = (itry + values[0]) / max;
-      sumqx = sumq2 = 0;
-      for (int j = 0; j < 32; ++j) {
-        const float al = id * x[j];
-        const int l = BestIndexInt8(16, values, al);
-        const float q = values[l];
-        const float w = weight[j];
-        sumqx += w * q * x[j];
-        sumq2 += w * q * q;
-      }
-      if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-        d = sumqx / sumq2;
-        best = d * sumqx;
-      }
+    if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+      d = sumqx / sumq2;
+      best = d * sumqx;
     }
-    scale = d;
   }
+  return d;
+}
+
+// weight [n] for x [n]: x^2, or with importances qw * sqrt(sigma2 + x^2),
+// sigma2 = 2 * mean x^2 over the super-block (llama.cpp's
+// quantize_row_iq4_nl_impl).
+void Iq4Weights(const float* x, const float* qw, int n, float* weight) {
+  if (qw == nullptr) {
+    for (int j = 0; j < n; ++j) weight[j] = x[j] * x[j];
+    return;
+  }
+  float sigma2 = 0;
+  for (int j = 0; j < n; ++j) sigma2 += x[j] * x[j];
+  sigma2 *= 2.0f / n;
+  for (int j = 0; j < n; ++j) weight[j] = qw[j] * std::sqrt(sigma2 + x[j] * x[j]);
+}
+
+void PackIq4Codes(const uint8_t* L, int n, uint8_t* qs) {
+  for (int i = 0; i < n / 32; ++i) {
+    for (int j = 0; j < 16; ++j) qs[16 * i + j] = static_cast<uint8_t>(L[32 * i + j] | (L[32 * i + 16 + j] << 4));
+  }
+}
+
+}  // namespace
+
+// IQ4_NL: {d; qs[16]}.
+void QuantizeIq4Nl(const float* x, const float* qw, uint8_t* block) {
+  float weight[32];
+  uint8_t L[32];
+  Iq4Weights(x, qw, 32, weight);
+  const float scale = Iq4BlockScale(x, weight, L);
   PutHalf(block, scale);
   const float id = scale ? 1 / scale : 0;
-  for (int j = 0; j < 32; ++j) L[j] = static_cast<uint8_t>(BestIndexInt8(16, values, id * x[j]));
-  for (int j = 0; j < 16; ++j) block[2 + j] = static_cast<uint8_t>(L[j] | (L[16 + j] << 4));
+  for (int j = 0; j < 32; ++j) L[j] = static_cast<uint8_t>(BestIndexInt8(16, kIq4nlValues, id * x[j]));
+  PackIq4Codes(L, 32, block + 2);
+}
+
+// IQ4_XS: {d; u16 scales_h; scales_l[4]; qs[128]}: per 32 the IQ4_NL search,
+// then 6-bit sub-scales against the super-block's d and the codes again.
+void QuantizeIq4Xs(const float* x, const float* qw, uint8_t* block) {
+  float weight[kQK], scales[8];
+  uint8_t L[kQK];
+  Iq4Weights(x, qw, kQK, weight);
+  float max_scale = 0, amax_scale = 0;
+  for (int ib = 0; ib < 8; ++ib) {
+    scales[ib] = Iq4BlockScale(x + 32 * ib, weight + 32 * ib, L + 32 * ib);
+    if (std::fabs(scales[ib]) > amax_scale) {
+      amax_scale = std::fabs(scales[ib]);
+      max_scale = scales[ib];
+    }
+  }
+  const float d = -max_scale / 32;
+  PutHalf(block, d);
+  const float id = d ? 1 / d : 0.0f;
+  uint16_t scales_h = 0;
+  uint8_t* scales_l = block + 4;
+  for (int ib = 0; ib < 8; ++ib) {
+    int l = NearestInt(id * scales[ib]);
+    l = std::max(-32, std::min(31, l));
+    const float dl = d * l;
+    const float idl = dl ? 1 / dl : 0.0f;
+    for (int j = 0; j < 32; ++j) L[32 * ib + j] = static_cast<uint8_t>(BestIndexInt8(16, kIq4nlValues, idl * x[32 * ib + j]));
+    l += 32;
+    if (ib % 2 == 0) scales_l[ib / 2] = static_cast<uint8_t>(l & 0x0F);
+    else scales_l[ib / 2] |= static_cast<uint8_t>((l & 0x0F) << 4);
+    scales_h |= static_cast<uint16_t>((l >> 4) << (2 * ib));
+  }
+  std::memcpy(block + 2, &scales_h, 2);
+  PackIq4Codes(L, kQK, block + 8);
 }
 
 }  // namespace infera::kquants

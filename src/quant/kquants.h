@@ -18,5 +18,7 @@ void QuantizeQ5_K(const float* x, const float* qw, uint8_t* block);
 void QuantizeQ6_K(const float* x, const float* qw, uint8_t* block);
 // x [32], qw [32] or null -> one block.
 void QuantizeIq4Nl(const float* x, const float* qw, uint8_t* block);
+// x [256], qw [256] or null -> one IQ4_XS block.
+void QuantizeIq4Xs(const float* x, const float* qw, uint8_t* block);
 
 }  // namespace infera::kquants

@@ -41,7 +41,8 @@ DType FallbackForShape(DType t, int64_t n_in) {
   DType f = DType::kF16;
   switch (t) {
     case DType::kQ2_K:
-    case DType::kQ3_K: f = DType::kIQ4_NL; break;
+    case DType::kQ3_K:
+    case DType::kIQ4_XS: f = DType::kIQ4_NL; break;
     case DType::kQ4_K: f = DType::kQ5_0; break;
     case DType::kQ5_K: f = DType::kQ5_1; break;
     case DType::kQ6_K: f = DType::kQ8_0; break;

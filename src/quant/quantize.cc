@@ -198,6 +198,7 @@ BlockFn BlockQuantizer(DType t) {
     case DType::kQ5_K: return Super<kquants::QuantizeQ5_K>;
     case DType::kQ6_K: return Super<kquants::QuantizeQ6_K>;
     case DType::kIQ4_NL: return Super<kquants::QuantizeIq4Nl>;
+    case DType::kIQ4_XS: return Super<kquants::QuantizeIq4Xs>;
     default: return nullptr;
   }
 }
@@ -274,6 +275,7 @@ uint32_t LlamaFileType(DType t) {
     case DType::kQ5_K: return 17;
     case DType::kQ6_K: return 18;
     case DType::kIQ4_NL: return 25;
+    case DType::kIQ4_XS: return 30;
     case DType::kBF16: return 32;
     default: return 0;
   }

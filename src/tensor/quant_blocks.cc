@@ -134,6 +134,20 @@ void DeqIq4Nl(const uint8_t* b, float* y) {
   }
 }
 
+// IQ4_XS: {f16 d; u16 scales_h; u8 scales_l[4]; u8 qs[128]}: 8 sub-blocks of
+// 32 IQ4_NL values, each scaled by d * (ls - 32) with a 6-bit ls (low
+// nibble in scales_l, high 2 bits in scales_h).
+void DeqIq4Xs(const uint8_t* b, float* y) {
+  for (int ib = 0; ib < 8; ++ib) {
+    const float dl = Iq4XsSubScale(b, ib);
+    const uint8_t* qs = b + 8 + 16 * ib;
+    for (int j = 0; j < 16; ++j) {
+      y[32 * ib + j] = dl * kIq4nlValues[qs[j] & 0x0F];
+      y[32 * ib + j + 16] = dl * kIq4nlValues[qs[j] >> 4];
+    }
+  }
+}
+
 // Q2_K: {u8 scales[16]; u8 qs[64]; f16 d; f16 dmin}. 16 sub-blocks of 16,
 // each with a 4-bit scale and 4-bit min; 2-bit quants.
 void DeqQ2_K(const uint8_t* b, float* y) {
@@ -261,6 +275,7 @@ BlockFn BlockDequantizer(DType t) {
     case DType::kQ8_0: return DeqQ8_0;
     case DType::kQ8_0S24: return DeqQ8_0S24;
     case DType::kIQ4_NL: return DeqIq4Nl;
+    case DType::kIQ4_XS: return DeqIq4Xs;
     case DType::kQ2_K: return DeqQ2_K;
     case DType::kQ3_K: return DeqQ3_K;
     case DType::kQ4_K: return DeqQ4_K;
@@ -271,6 +286,13 @@ BlockFn BlockDequantizer(DType t) {
 }
 
 }  // namespace
+
+float Iq4XsSubScale(const uint8_t* b, int ib) {
+  uint16_t sh;
+  std::memcpy(&sh, b + 2, 2);
+  const int ls = ((b[4 + ib / 2] >> (4 * (ib % 2))) & 0x0F) | (((sh >> (2 * ib)) & 3) << 4);
+  return Half(b) * static_cast<float>(ls - 32);
+}
 
 bool CanDequantize(DType t) {
   return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || BlockDequantizer(t) != nullptr;

@@ -19,6 +19,10 @@ void DequantizeRow(DType t, const uint8_t* src, float* dst, int64_t n);
 // The 16 signed levels of IQ4_NL (non-linear 4-bit).
 extern const int8_t kIq4nlValues[16];
 
+// IQ4_XS block b (136 bytes): the scale of sub-block ib (0..7), d * (ls - 32)
+// in f32.
+float Iq4XsSubScale(const uint8_t* b, int ib);
+
 // Q8_0_S24 (infera's type 200): Q8_0 with 2:4 sparsity. Per 32 elements
 // {f16 d; u8 idx[4]; i8 qs[16]} (22 bytes, 5.5 bits per weight): 4-group g
 // (elements 4g .. 4g+3) keeps two positions p0 < p1, stored in the nibble

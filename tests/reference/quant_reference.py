@@ -9,7 +9,7 @@ import numpy as np
 # ggml type -> (name, elements per block, bytes per block)
 TYPES = {0: ("f32", 1, 4), 1: ("f16", 1, 2), 2: ("q4_0", 32, 18), 3: ("q4_1", 32, 20), 6: ("q5_0", 32, 22),
          7: ("q5_1", 32, 24), 8: ("q8_0", 32, 34), 10: ("q2_K", 256, 84), 11: ("q3_K", 256, 110),
-         12: ("q4_K", 256, 144), 13: ("q5_K", 256, 176), 14: ("q6_K", 256, 210), 20: ("iq4_nl", 32, 18),
+         12: ("q4_K", 256, 144), 13: ("q5_K", 256, 176), 14: ("q6_K", 256, 210), 20: ("iq4_nl", 32, 18), 23: ("iq4_xs", 256, 136),
          30: ("bf16", 1, 2)}
 IQ4NL = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], dtype=np.float32)
 F32 = np.float32
@@ -89,6 +89,16 @@ def dequantize(t, raw):
         if name == "q4_0":
             return ((q - 8).astype(F32) * d).reshape(-1)
         return (d * IQ4NL[q]).reshape(-1)
+    if name == "iq4_xs":  # {f16 d; u16 scales_h; u8 scales_l[4]; u8 qs[128]}
+        d = _f16(b[:, 0:2])
+        sh = b[:, 2].astype(np.int32) | (b[:, 3].astype(np.int32) << 8)
+        y = np.zeros((nb, 256), dtype=F32)
+        for ib in range(8):
+            ls = ((b[:, 4 + ib // 2].astype(np.int32) >> (4 * (ib % 2))) & 15) | (((sh >> (2 * ib)) & 3) << 4)
+            dl = (d * (ls - 32).astype(F32)).astype(F32)[:, None]
+            qs = b[:, 8 + 16 * ib:24 + 16 * ib].astype(np.int32)
+            y[:, 32 * ib:32 * ib + 32] = dl * IQ4NL[np.concatenate([qs & 15, qs >> 4], axis=1)]
+        return y.reshape(-1)
     if name == "q4_1":
         d, m = _f16(b[:, 0:2])[:, None], _f16(b[:, 2:4])[:, None]
         qs = b[:, 4:20].astype(np.int32)

@@ -38,6 +38,34 @@ class QuantizeTest(unittest.TestCase):
                     self.assertEqual((ours[name][0], ours[name][1]), (typ, ne), name)
                     self.assertEqual(ours[name][2], raw, f"{t} {name}: bytes differ")
 
+    def test_iq4_xs(self):
+        """IQ4_XS (no llama.cpp file of it in ../shared): written, read back by
+        the numpy block reader exactly as infera dequantizes it, and as close
+        to F32 as Q4_K."""
+        import numpy as np
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "xs.gguf")
+            r = subprocess.run([INFERA, "quantize", os.path.join(TS3M, "tinystories-3m-f32.gguf"), out, "--type",
+                                "iq4_xs", "--pure"], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            t = qr.read_gguf_tensors(out)
+            typ, ne, raw = t["blk.0.ffn_down.weight"]
+            self.assertEqual(qr.TYPES[typ][0], "iq4_xs")
+            dump = os.path.join(d, "t.f32")
+            subprocess.run([INFERA, "dump-tensor", "-m", out, "--tensor", "blk.0.ffn_down.weight", "--out", dump],
+                           check=True, capture_output=True)
+            np.testing.assert_array_equal(np.fromfile(dump, dtype="<f4"), qr.dequantize(typ, raw))
+            ppl = {}
+            for name, model in (("xs", out), ("q4_k", os.path.join(TS3M, "tinystories-3m-q4_k.gguf")),
+                                ("f32", os.path.join(TS3M, "tinystories-3m-f32.gguf"))):
+                r = subprocess.run([INFERA, "perplexity", "-m", model, "-f", os.path.join(TS3M, "heldout.txt"), "--ctx",
+                                    "128", "--chunks", "20", "--json"], capture_output=True, text=True)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                import json
+                ppl[name] = json.loads(r.stdout)["ppl"]
+            self.assertLess(ppl["xs"] / ppl["f32"], 1.02, ppl)
+            self.assertLess(abs(ppl["xs"] - ppl["q4_k"]) / ppl["q4_k"], 0.01, ppl)
+
     def test_output_rule_and_keep(self):
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "mix.gguf")

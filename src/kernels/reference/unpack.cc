@@ -77,6 +77,20 @@ void UnIq4Nl(const uint8_t* b, uint8_t* u, float* s, float* m) {
   m[0] = m[1] = 0;
 }
 
+// IQ4_XS: 8 sub-blocks of 32 IQ4_NL values, scale d * (ls - 32) each.
+void UnIq4Xs(const uint8_t* b, uint8_t* u, float* s, float* m) {
+  for (int ib = 0; ib < 8; ++ib) {
+    const uint8_t* qs = b + 8 + 16 * ib;
+    uint8_t* ub = u + 32 * ib;
+    for (int j = 0; j < 16; ++j) {
+      ub[j] = static_cast<uint8_t>(kIq4nlValues[qs[j] & 0x0F] + 128);
+      ub[j + 16] = static_cast<uint8_t>(kIq4nlValues[qs[j] >> 4] + 128);
+    }
+    s[2 * ib] = s[2 * ib + 1] = Iq4XsSubScale(b, ib);
+    m[2 * ib] = m[2 * ib + 1] = 0;
+  }
+}
+
 // Q2_K: 16 groups of 16, 4-bit scale and min each; value d*sc*q - dmin*mn.
 void UnQ2_K(const uint8_t* b, uint8_t* u, float* s, float* m) {
   const uint8_t* scales = b;
@@ -216,6 +230,7 @@ UnpackRowFn ScalarUnpacker(DType t) {
     case DType::kQ8_0: return UnpackRow<UnQ8_0, 32, 34>;
     case DType::kQ8_0S24: return UnpackRow<UnQ8_0S24, 32, 22>;
     case DType::kIQ4_NL: return UnpackRow<UnIq4Nl, 32, 18>;
+    case DType::kIQ4_XS: return UnpackRow<UnIq4Xs, 256, 136>;
     case DType::kQ2_K: return UnpackRow<UnQ2_K, 256, 84>;
     case DType::kQ3_K: return UnpackRow<UnQ3_K, 256, 110>;
     case DType::kQ4_K: return UnpackRow<UnQ4_K, 256, 144>;
