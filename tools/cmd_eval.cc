@@ -158,7 +158,8 @@ int RunEval(const EvalArgs& a, const RuntimeOptions& rt) {
     if (skip[t]) continue;
     ++n;
     const auto& rs = runs[t];
-    const int label = (*tasks)[t].label;
+    const std::vector<int>& correct = (*tasks)[t].correct;
+    auto right_choice = [&](size_t k) { return std::find(correct.begin(), correct.end(), static_cast<int>(k)) != correct.end(); };
     if (rs.size() == 1) {  // lambada: the target must be the model's greedy continuation
       right += rs[0].all_argmax;
       right_norm += rs[0].all_argmax;
@@ -172,8 +173,8 @@ int RunEval(const EvalArgs& a, const RuntimeOptions& rt) {
       if (rs[k].logprob > rs[best].logprob) best = k;
       if (mean(k) > mean(best_norm)) best_norm = k;
     }
-    right += static_cast<int>(best) == label;
-    right_norm += static_cast<int>(best_norm) == label;
+    right += right_choice(best);
+    right_norm += right_choice(best_norm);
   }
   if (n == 0) return ReportError(fmt::format("{}: every task is longer than the context ({} tokens)", a.file, max_len));
   const double acc = static_cast<double>(right) / n, acc_norm = static_cast<double>(right_norm) / n;
@@ -211,7 +212,8 @@ CommandFn RegisterEval(CLI::App& app, const RuntimeOptions& rt) {
   app.add_option("-f,--file", a->file, "task file (- reads stdin)")->required();
   app.add_option("--format", a->format,
                  "hellaswag (llama.cpp's 6-line text), winogrande (llama.cpp's CSV), jsonl ({ctx, endings, label}) "
-                 "or lambada (one passage per line; its last word is the target); default: by extension / content");
+                 "lambada (one passage per line; its last word is the target) or multiple-choice (llama.cpp's binary "
+                 "--multiple-choice files); default: by extension / content");
   app.add_option("--limit", a->limit, "score only the first N tasks");
   app.add_option("--parallel", a->parallel, "choices scored at once (default 64)");
   app.add_option("-t,--threads", a->threads, "threads (0: the cores this process may use)");

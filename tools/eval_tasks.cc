@@ -1,5 +1,7 @@
 #include "tools/eval_tasks.h"
 
+#include <cstring>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -47,7 +49,7 @@ StatusOr<std::vector<EvalTask>> ParseHellaswag(const std::string& text, const st
                                          lines[i + 1]));
     }
     EvalTask t;
-    t.label = std::stoi(lines[i + 1]);
+    t.correct = {std::stoi(lines[i + 1])};
     for (int j = 0; j < 4; ++j) t.choices.push_back({lines[i], WithLeadingSpace(lines[i + 2 + j])});
     tasks.push_back(std::move(t));
   }
@@ -92,7 +94,7 @@ StatusOr<std::vector<EvalTask>> ParseWinogrande(const std::string& text, const s
     if (f[4] != "1" && f[4] != "2") return InvalidArgument(fmt::format("{}:{}: answer must be 1 or 2", path, i + 1));
     const std::string first = f[1].substr(0, blank), rest = f[1].substr(blank + 1);
     EvalTask t;
-    t.label = f[4] == "1" ? 0 : 1;
+    t.correct = {f[4] == "1" ? 0 : 1};
     for (int o = 2; o <= 3; ++o) t.choices.push_back({first + f[o], rest});
     tasks.push_back(std::move(t));
   }
@@ -126,7 +128,7 @@ StatusOr<std::vector<EvalTask>> ParseJsonl(const std::string& text, const std::s
     else if (label->is_string() && IsSmallInt(label->get<std::string>())) lab = std::stoi(label->get<std::string>());
     if (lab < 0 || lab >= static_cast<int>(ends->size())) return InvalidArgument(where + ": label out of range");
     EvalTask t;
-    t.label = lab;
+    t.correct = {lab};
     for (const auto& e : *ends) {
       if (!e.is_string()) return InvalidArgument(where + ": endings must be strings");
       t.choices.push_back({ctx->get<std::string>(), WithLeadingSpace(e.get<std::string>())});
@@ -143,9 +145,83 @@ StatusOr<std::vector<EvalTask>> ParseLambada(const std::string& text, const std:
     while (!line.empty() && line.back() == ' ') line.pop_back();
     const size_t sp = line.rfind(' ');
     if (sp == std::string::npos || sp == 0) continue;  // a passage needs context and a last word
-    tasks.push_back(EvalTask{{{line.substr(0, sp), line.substr(sp)}}, 0});
+    tasks.push_back(EvalTask{{{line.substr(0, sp), line.substr(sp)}}, {0}});
   }
   if (tasks.empty()) return InvalidArgument(path + ": no passages (one per line, at least two words)");
+  return tasks;
+}
+
+// Little-endian reads with bounds checks over a binary task file.
+class BinReader {
+ public:
+  explicit BinReader(const std::string& b) : b_(b) {}
+  bool U32(uint32_t* v) {
+    if (b_.size() - pos_ < 4) return false;
+    std::memcpy(v, b_.data() + pos_, 4);
+    pos_ += 4;
+    return true;
+  }
+  bool Str(std::string* s) {
+    uint32_t n;
+    if (!U32(&n) || n > b_.size() - pos_) return false;
+    s->assign(b_.data() + pos_, n);
+    pos_ += n;
+    return true;
+  }
+  bool Skip(uint64_t n) {
+    if (n > b_.size() - pos_) return false;
+    pos_ += n;
+    return true;
+  }
+
+ private:
+  const std::string& b_;
+  size_t pos_ = 0;
+};
+
+// One answer set: answers and their labels (1: right).
+bool ReadAnswerSet(BinReader* in, std::vector<std::string>* answers, std::vector<int32_t>* labels) {
+  uint32_t n;
+  if (!in->U32(&n) || n > 100) return false;
+  answers->resize(n);
+  labels->resize(n);
+  for (auto& a : *answers) {
+    if (!in->Str(&a)) return false;
+  }
+  for (auto& l : *labels) {
+    uint32_t v;
+    if (!in->U32(&v)) return false;
+    l = static_cast<int32_t>(v);
+  }
+  return true;
+}
+
+StatusOr<std::vector<EvalTask>> ParseMultipleChoice(const std::string& bytes, const std::string& path) {
+  BinReader in(bytes);
+  uint32_t n_task = 0;
+  if (!in.U32(&n_task) || n_task == 0 || !in.Skip(4ull * n_task)) {
+    return InvalidArgument(path + ": not a multiple-choice task file (no tasks)");
+  }
+  std::vector<EvalTask> tasks;
+  for (uint32_t i = 0; i < n_task; ++i) {
+    std::string question;
+    std::vector<std::string> answers, unused;
+    std::vector<int32_t> labels, unused_labels;
+    if (!in.Str(&question) || !ReadAnswerSet(&in, &answers, &labels) || !ReadAnswerSet(&in, &unused, &unused_labels)) {
+      return InvalidArgument(fmt::format("{}: task {} of {} is truncated or corrupt", path, i + 1, n_task));
+    }
+    EvalTask t;
+    for (size_t k = 0; k < answers.size(); ++k) {
+      if (answers[k].empty()) return InvalidArgument(fmt::format("{}: task {} has an empty answer", path, i + 1));
+      t.choices.push_back({question, WithLeadingSpace(answers[k])});
+      if (labels[k] == 1) t.correct.push_back(static_cast<int>(k));
+    }
+    if (question.empty() || t.choices.size() < 2 || t.correct.empty()) {
+      return InvalidArgument(fmt::format("{}: task {} needs a question, 2 or more answers and one labelled 1", path,
+                                         i + 1));
+    }
+    tasks.push_back(std::move(t));
+  }
   return tasks;
 }
 
@@ -161,15 +237,20 @@ const char* EvalFormatName(EvalFormat f) {
     case EvalFormat::kWinogrande: return "winogrande";
     case EvalFormat::kJsonl: return "jsonl";
     case EvalFormat::kLambada: return "lambada";
+    case EvalFormat::kMultipleChoice: return "multiple-choice";
   }
   return "?";
 }
 
 StatusOr<EvalFormat> ParseEvalFormat(const std::string& name, const std::string& path, const std::string& text) {
-  for (EvalFormat f : {EvalFormat::kHellaswag, EvalFormat::kWinogrande, EvalFormat::kJsonl, EvalFormat::kLambada}) {
+  for (EvalFormat f : {EvalFormat::kHellaswag, EvalFormat::kWinogrande, EvalFormat::kJsonl, EvalFormat::kLambada,
+                       EvalFormat::kMultipleChoice}) {
     if (name == EvalFormatName(f)) return f;
   }
-  if (!name.empty()) return InvalidArgument("--format must be hellaswag, winogrande, jsonl or lambada");
+  if (!name.empty()) {
+    return InvalidArgument("--format must be hellaswag, winogrande, jsonl, lambada or multiple-choice");
+  }
+  if (EndsWith(path, ".bin")) return EvalFormat::kMultipleChoice;
   if (EndsWith(path, ".jsonl") || EndsWith(path, ".json")) return EvalFormat::kJsonl;
   if (EndsWith(path, ".csv")) return EvalFormat::kWinogrande;
   const auto lines = Lines(text);
@@ -183,6 +264,7 @@ StatusOr<std::vector<EvalTask>> ParseEvalTasks(EvalFormat f, const std::string& 
     case EvalFormat::kWinogrande: return ParseWinogrande(text, path);
     case EvalFormat::kJsonl: return ParseJsonl(text, path);
     case EvalFormat::kLambada: return ParseLambada(text, path);
+    case EvalFormat::kMultipleChoice: return ParseMultipleChoice(text, path);
   }
   return InvalidArgument("unknown format");
 }

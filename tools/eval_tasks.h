@@ -10,6 +10,12 @@
 //              "label"} (also "context"/"question", "choices", "answer").
 //   lambada    plain text, one passage per line: its last word is the
 //              target (accuracy: every target token is the model's argmax).
+//   multiple-choice  llama.cpp's --multiple-choice binary (its TruthfulQA /
+//              ARC / MMLU serializations): u32 n_task, u32 offsets[n_task],
+//              per task a question and two answer sets (u32 n, n strings of
+//              u32 length + bytes, n i32 labels); the first set is scored
+//              (any answer labelled 1 is right), each answer after
+//              question + " ".
 // Pure parsing; no model knowledge.
 #pragma once
 
@@ -27,13 +33,14 @@ struct EvalChoice {
 
 struct EvalTask {
   std::vector<EvalChoice> choices;  // one for lambada
-  int label = 0;                    // index of the right choice
+  std::vector<int> correct;         // indices of the right choices (one, but for multiple-choice sets)
 };
 
-enum class EvalFormat { kHellaswag, kWinogrande, kJsonl, kLambada };
+enum class EvalFormat { kHellaswag, kWinogrande, kJsonl, kLambada, kMultipleChoice };
 
-// "hellaswag", "winogrande", "jsonl", "lambada"; or "" to guess from the file
-// name's extension (.jsonl, .csv) and, for .txt, its content.
+// "hellaswag", "winogrande", "jsonl", "lambada", "multiple-choice"; or "" to
+// guess from the file name's extension (.jsonl, .csv, .bin) and, for text,
+// its content.
 StatusOr<EvalFormat> ParseEvalFormat(const std::string& name, const std::string& path, const std::string& text);
 const char* EvalFormatName(EvalFormat f);
 

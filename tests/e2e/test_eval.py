@@ -76,6 +76,38 @@ class EvalTest(unittest.TestCase):
             self.assertEqual((j["format"], j["tasks"]), ("winogrande", 3))
             self.assertGreaterEqual(j["acc"], 2 / 3)
 
+    def test_llama_cpp_multiple_choice_binary(self):
+        import struct
+
+        def string(x):
+            b = x.encode()
+            return struct.pack("<I", len(b)) + b
+
+        def answers(items, labels):
+            return struct.pack("<I", len(items)) + b"".join(string(a) for a in items) + struct.pack(
+                f"<{len(labels)}i", *labels)
+
+        tasks = [("In the beginning God created the", ["heaven and the earth.", "sea and the dry land were sold."],
+                  [1, 0]),
+                 ("And God said, Let there be", ["a famine in the land.", "light: and there was light.",
+                                                 "no more war."], [0, 1, 0]),
+                 ("The LORD is my", ["shepherd; I shall not want.", "enemy and mine adversary."], [1, 0])]
+        body = b"".join(string(q) + answers(a, lab) + answers(a[:1], [1]) for q, a, lab in tasks)
+        blob = struct.pack("<I", len(tasks)) + struct.pack(f"<{len(tasks)}I", *([0] * len(tasks))) + body
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "mc.bin")
+            with open(p, "wb") as f:
+                f.write(blob)
+            r, j = run_eval("-f", p)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual((j["format"], j["tasks"]), ("multiple-choice", 3))
+            self.assertGreaterEqual(j["acc_norm"], 2 / 3)
+            with open(p, "wb") as f:
+                f.write(blob[:len(blob) - 7])
+            r, _ = run_eval("-f", p)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("truncated", r.stderr)
+
     def test_bad_task_files(self):
         with tempfile.TemporaryDirectory() as d:
             cases = {"bad.jsonl": '{"ctx": "a", "endings": ["b"], "label": 0}\n',
