@@ -9,8 +9,8 @@ SECONDS_PER_TARGET="${1:-60}"
 BUILD=build-fuzz
 CC=clang CXX=clang++ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DINFERA_FUZZ=ON -DINFERA_SANITIZE=address,undefined -DINFERA_TESTS=OFF -DINFERA_BENCH=OFF >/dev/null
-ninja -C "$BUILD" gguf_fuzzer safetensors_fuzzer llama2c_fuzzer openai_request_fuzzer kv_block_fuzzer imatrix_fuzzer
-for target in gguf safetensors llama2c openai_request kv_block imatrix; do
+ninja -C "$BUILD" gguf_fuzzer safetensors_fuzzer llama2c_fuzzer openai_request_fuzzer kv_block_fuzzer imatrix_fuzzer eval_tasks_fuzzer
+for target in gguf safetensors llama2c openai_request kv_block imatrix eval_tasks; do
   work="$BUILD/corpus-$target"
   mkdir -p "$work"
   cp -n tests/fuzz/corpus/$target/* "$work/" 2>/dev/null || true
