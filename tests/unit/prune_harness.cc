@@ -11,23 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "unit/harness_io.h"
+
 #include "prune/input_stats.h"
 #include "prune/sparsity.h"
 
-namespace {
-
-std::vector<float> ReadF32(const char* path, size_t n) {
-  std::vector<float> v(n);
-  FILE* f = std::fopen(path, "rb");
-  if (f == nullptr || std::fread(v.data(), sizeof(float), n, f) != n) {
-    std::fprintf(stderr, "cannot read %zu floats from %s\n", n, path);
-    std::exit(2);
-  }
-  std::fclose(f);
-  return v;
-}
-
-}  // namespace
+using infera::testing::ReadF32;
+using infera::testing::WriteBytes;
 
 int main(int argc, char** argv) {
   using namespace infera::prune;
@@ -65,8 +55,5 @@ int main(int argc, char** argv) {
     const auto s = WeightScores(w.data(), rows, cols, method == "wanda" ? stats.sq_norm().data() : nullptr);
     PruneByScore(w.data(), s.data(), rows, cols, sparsity, *pattern);
   }
-  FILE* f = std::fopen(argv[9], "wb");
-  if (f == nullptr || std::fwrite(w.data(), sizeof(float), w.size(), f) != w.size()) return 1;
-  std::fclose(f);
-  return 0;
+  return WriteBytes(argv[9], w.data(), w.size() * sizeof(float)) ? 0 : 1;
 }

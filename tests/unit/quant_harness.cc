@@ -12,32 +12,15 @@
 #include <string>
 #include <vector>
 
+#include "unit/harness_io.h"
+
 #include "prune/input_stats.h"
 #include "quant/awq.h"
 #include "quant/gptq.h"
 #include "tensor/quant_blocks.h"
 
-namespace {
-
-std::vector<float> ReadF32(const char* path, size_t n) {
-  std::vector<float> v(n);
-  FILE* f = std::fopen(path, "rb");
-  if (f == nullptr || std::fread(v.data(), sizeof(float), n, f) != n) {
-    std::fprintf(stderr, "cannot read %zu floats from %s\n", n, path);
-    std::exit(2);
-  }
-  std::fclose(f);
-  return v;
-}
-
-bool Write(const char* path, const void* data, size_t n) {
-  FILE* f = std::fopen(path, "wb");
-  if (f == nullptr) return false;
-  const bool ok = std::fwrite(data, 1, n, f) == n;
-  return std::fclose(f) == 0 && ok;
-}
-
-}  // namespace
+using infera::testing::ReadF32;
+using infera::testing::WriteBytes;
 
 int Awq(int argc, char** argv) {
   using namespace infera;
@@ -58,7 +41,7 @@ int Awq(int argc, char** argv) {
   out.push_back(static_cast<float>(r->alpha));
   out.push_back(static_cast<float>(r->loss));
   out.push_back(static_cast<float>(r->loss_plain));
-  return Write(argv[9], out.data(), out.size() * 4) ? 0 : 1;
+  return WriteBytes(argv[9], out.data(), out.size() * 4) ? 0 : 1;
 }
 
 int main(int argc, char** argv) {
@@ -83,5 +66,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", st.message().c_str());
     return 2;
   }
-  return Write(argv[10], w.data(), w.size() * 4) && Write(argv[11], blocks.data(), blocks.size()) ? 0 : 1;
+  return WriteBytes(argv[10], w.data(), w.size() * 4) && WriteBytes(argv[11], blocks.data(), blocks.size()) ? 0 : 1;
 }
