@@ -86,10 +86,6 @@ class ImatrixCollector : public ActivationObserver {
   Status status_;
 };
 
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 int RunImatrix(const ImatrixArgs& a, const RuntimeOptions& rt) {
   std::string model_path = a.model;
   if (!a.positional.empty()) {
@@ -98,7 +94,7 @@ int RunImatrix(const ImatrixArgs& a, const RuntimeOptions& rt) {
   }
   if (a.calib.empty()) return ReportError("imatrix needs -f CALIB.txt (calibration text)");
   if (a.format != "" && a.format != "gguf" && a.format != "dat") return ReportError("--output-format must be gguf or dat");
-  const bool legacy = a.format == "dat" || (a.format.empty() && EndsWith(a.out, ".dat"));
+  const bool legacy = a.format == "dat" || (a.format.empty() && a.out.ends_with(".dat"));
   if (a.ctx < 16) return ReportError("--ctx must be >= 16");
   if (a.chunks < 0) return ReportError("--chunks must be >= 0 (0: all)");
   if (Status st = CheckOutputNotInput(a.out, {ModelPathOrDefault(model_path), a.calib, a.tokenizer}); !st.ok()) {

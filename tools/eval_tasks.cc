@@ -225,10 +225,6 @@ StatusOr<std::vector<EvalTask>> ParseMultipleChoice(const std::string& bytes, co
   return tasks;
 }
 
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 }  // namespace
 
 const char* EvalFormatName(EvalFormat f) {
@@ -250,9 +246,9 @@ StatusOr<EvalFormat> ParseEvalFormat(const std::string& name, const std::string&
   if (!name.empty()) {
     return InvalidArgument("--format must be hellaswag, winogrande, jsonl, lambada or multiple-choice");
   }
-  if (EndsWith(path, ".bin")) return EvalFormat::kMultipleChoice;
-  if (EndsWith(path, ".jsonl") || EndsWith(path, ".json")) return EvalFormat::kJsonl;
-  if (EndsWith(path, ".csv")) return EvalFormat::kWinogrande;
+  if (path.ends_with(".bin")) return EvalFormat::kMultipleChoice;
+  if (path.ends_with(".jsonl") || path.ends_with(".json")) return EvalFormat::kJsonl;
+  if (path.ends_with(".csv")) return EvalFormat::kWinogrande;
   const auto lines = Lines(text);
   if (lines.size() >= 6 && lines.size() % 6 == 0 && IsSmallInt(lines[1])) return EvalFormat::kHellaswag;
   return EvalFormat::kLambada;

@@ -16,7 +16,7 @@ constexpr const char* kSum2Suffix = ".in_sum2";
 constexpr const char* kCountsSuffix = ".counts";
 
 bool StripSuffix(std::string* s, const std::string& suffix) {
-  if (s->size() <= suffix.size() || s->compare(s->size() - suffix.size(), suffix.size(), suffix) != 0) return false;
+  if (s->size() <= suffix.size() || !s->ends_with(suffix)) return false;
   s->resize(s->size() - suffix.size());
   return true;
 }
