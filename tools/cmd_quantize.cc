@@ -4,6 +4,8 @@
 // output tensor and its fallback for rows that do not fit a K-quant block.
 // --imatrix F weights the rounding by an importance matrix (llama.cpp's
 // importance-weighted algorithms; `infera imatrix` or llama-imatrix makes F).
+// --type w8a8 writes infera's W8A8 type (int8 rows, per-token int8
+// activations), with --smooth-alpha A SmoothQuant's smoothing folded in first.
 #include <fnmatch.h>
 
 #include <cstdio>
@@ -72,7 +74,7 @@ int Quantize(const QuantizeArgs& a, const RuntimeOptions& rt) {
   }
   const auto target = ParseQuantTarget(a.type);
   if (!target) {
-    return ReportError("--type must be one of q8_0, q6_k, q5_k_m, q5_k_s, q5_k, q5_1, q5_0, q4_k_m, q4_k_s, q4_k, "
+    return ReportError("--type must be one of w8a8, q8_0, q6_k, q5_k_m, q5_k_s, q5_k, q5_1, q5_0, q4_k_m, q4_k_s, q4_k, "
                        "q4_1, q4_0, iq4_nl, iq4_xs, q3_k_m, q3_k, q2_k, f16, bf16, f32");
   }
   const bool gptq = a.method == "gptq";
@@ -92,13 +94,23 @@ int Quantize(const QuantizeArgs& a, const RuntimeOptions& rt) {
     if (g != 32 && g != 64 && g != 128) return ReportError("--group must be 32, 64 or 128");
     if (!(a.gptq.gptq.damp > 0 && a.gptq.gptq.damp < 10)) return ReportError("--damp must be in (0, 10)");
   }
+  const bool smooth = a.gptq.smooth_alpha >= 0;
+  if (smooth || a.gptq.smooth_alpha != -1) {
+    if (target->base != DType::kW8A8) return ReportError("--smooth-alpha applies to --type w8a8");
+    if (!(a.gptq.smooth_alpha >= 0 && a.gptq.smooth_alpha <= 1)) return ReportError("--smooth-alpha must be in [0, 1]");
+    if (a.gptq.calib.empty()) return ReportError("--smooth-alpha needs --calib FILE (calibration text)");
+    if (awq) return ReportError("--smooth-alpha does not combine with --awq (both rescale the same channels)");
+  }
+  if (target->base == DType::kW8A8 && !a.imatrix.empty()) {
+    return ReportError("--imatrix has no effect on w8a8 (one scale per row: nothing to weigh)");
+  }
   const bool mix = a.target_bpw > 0;
   if (mix) {
     if (gptq || awq) return ReportError("--target-bpw combines with rtn and --imatrix, not with gptq or awq yet");
     if (a.gptq.calib.empty()) return ReportError("--target-bpw needs --calib FILE (text to measure KL divergence on)");
     if (a.target_bpw < 2 || a.target_bpw > 8.5) return ReportError("--target-bpw must be in [2, 8.5]");
   }
-  if (gptq || awq || mix) {
+  if (gptq || awq || mix || smooth) {
     if (a.gptq.calib_tokens < 16) return ReportError("--calib-tokens must be >= 16");
     if (Status st = CheckOutputNotInput(a.paths[1], {a.gptq.calib}); !st.ok()) return ReportError(st);
   }
@@ -117,7 +129,7 @@ int Quantize(const QuantizeArgs& a, const RuntimeOptions& rt) {
     if (!loaded.ok()) return ReportError(loaded.status());
     im = std::move(loaded).value();
   }
-  auto lm = LoadModelAndTokenizer(a.paths[0], a.tokenizer, gptq || awq || mix);
+  auto lm = LoadModelAndTokenizer(a.paths[0], a.tokenizer, gptq || awq || mix || smooth);
   if (!lm.ok()) return ReportError(lm.status());
   if (im) {
     if (Status st = CheckImatrixFitsModel(*im, lm->model->config, a.imatrix); !st.ok()) return ReportError(st);
@@ -153,7 +165,22 @@ int Quantize(const QuantizeArgs& a, const RuntimeOptions& rt) {
     if (!enc.ok()) return ReportError(enc.status());
     encoded = std::move(enc).value();
   }
+  if (smooth) {
+    auto rep = RunSmoothQuant(&*lm, a.gptq, rt);
+    if (!rep.ok()) return ReportError(rep.status());
+    std::fprintf(stderr,
+                 "smoothquant: alpha %.2f, %d input groups smoothed; largest channel max / median channel max: "
+                 "%.1f -> %.1f (worst group), %.1f -> %.1f (mean)\n",
+                 a.gptq.smooth_alpha, rep->groups, rep->peak_before, rep->peak_after, rep->mean_peak_before,
+                 rep->mean_peak_after);
+  }
   ModelWriteOptions wo;
+  if (smooth) {
+    wo.extra_metadata = [&a](GgufWriter* w) {
+      w->SetString("quantize.calibration.file", a.gptq.calib);
+      w->SetF32("quantize.smoothquant.alpha", static_cast<float>(a.gptq.smooth_alpha));
+    };
+  }
   if (gptq || awq) {
     wo.encoded = [&encoded](const std::string& name) -> const std::vector<uint8_t>* {
       auto it = encoded.find(name);
@@ -198,7 +225,7 @@ CommandFn RegisterQuantize(CLI::App& app, const RuntimeOptions& rt) {
   auto a = std::make_shared<QuantizeArgs>();
   app.add_option("paths", a->paths, "IN (GGUF, HF folder or llama2.c checkpoint) OUT.gguf")->required();
   app.add_option("--type", a->type,
-                 "a type (q8_0, q6_k, q5_k, q5_1, q5_0, q4_k, q4_1, q4_0, iq4_nl, iq4_xs, q3_k, q2_k, f16, bf16, f32) or a "
+                 "a type (w8a8, q8_0, q6_k, q5_k, q5_1, q5_0, q4_k, q4_1, q4_0, iq4_nl, iq4_xs, q3_k, q2_k, f16, bf16, f32) or a "
                  "llama.cpp mixture (q5_k_m, q5_k_s, q4_k_m, q4_k_s, q3_k_m)")->required();
   app.add_option("--keep", a->keep, "PATTERN=TYPE: store tensors whose name matches the glob in TYPE (repeatable)");
   app.add_flag("--pure", a->pure, "every weight matrix in --type, the output tensor too (llama-quantize --pure)");
@@ -215,8 +242,11 @@ CommandFn RegisterQuantize(CLI::App& app, const RuntimeOptions& rt) {
   app.add_option("--target-bpw", a->target_bpw,
                  "mixed precision: per-tensor types chosen by measured sensitivity (KLD on --calib) under this many "
                  "bits per weight of the layer tensors; prints the plan (--type still sets the output tensor's rule)");
+  app.add_option("--smooth-alpha", a->gptq.smooth_alpha,
+                 "w8a8: SmoothQuant, alpha in [0, 1] (0.5 is the paper's default): activation outliers moved into "
+                 "the weights by per-channel factors found on --calib and folded into the norms and ffn_up");
   app.add_option("--awq-grid", a->gptq.awq_grid, "awq: scale exponents tried (default 20)");
-  app.add_option("--calib", a->gptq.calib, "gptq, awq: calibration text (- reads stdin)");
+  app.add_option("--calib", a->gptq.calib, "gptq, awq, smooth-alpha: calibration text (- reads stdin)");
   app.add_option("--calib-tokens", a->gptq.calib_tokens, "gptq, awq: calibration tokens to use (default 4096)");
   app.add_option("--calib-ctx", a->gptq.calib_ctx, "gptq, awq: tokens per calibration chunk (0: 256, or the trained context)");
   app.add_option("--group", a->gptq.gptq.group, "gptq: columns sharing a scale, 32 (default), 64 or 128");

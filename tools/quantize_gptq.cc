@@ -1,5 +1,6 @@
 #include "tools/quantize_gptq.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -9,6 +10,7 @@
 #include "prune/model_pruning.h"
 #include "quant/awq.h"
 #include "quant/quantize.h"
+#include "quant/smoothquant.h"
 #include "tensor/quant_blocks.h"
 #include "tools/prune_calibration.h"
 
@@ -35,6 +37,25 @@ struct AwqGroup {
   WeightMatrix* producer = nullptr;     // or divide its rows by s
 };
 
+// Scales the group's matrices' columns by s and divides it out of the input.
+void FoldScales(const AwqGroup& g, const std::vector<float>& s) {
+  const int64_t cols = g.mats[0]->n_in;
+  for (WeightMatrix* m : g.mats) {
+    float* w = Mutable(*m);
+    for (int64_t row = 0; row < m->n_out; ++row) {
+      for (int64_t j = 0; j < cols; ++j) w[row * cols + j] *= s[j];
+    }
+  }
+  if (g.norm != nullptr) {
+    for (int64_t j = 0; j < cols; ++j) (*g.norm)[j] /= s[j];
+  } else {
+    float* p = Mutable(*g.producer);
+    for (int64_t row = 0; row < g.producer->n_out; ++row) {
+      for (int64_t j = 0; j < g.producer->n_in; ++j) p[row * g.producer->n_in + j] /= s[row];
+    }
+  }
+}
+
 // Finds s for the group, scales the matrices' columns by it and divides it
 // out of the input. Returns s (empty: skipped).
 StatusOr<std::vector<float>> ApplyAwq(const AwqGroup& g, const std::vector<double>& h, const TypeChooser& choose,
@@ -50,25 +71,66 @@ StatusOr<std::vector<float>> ApplyAwq(const AwqGroup& g, const std::vector<doubl
   auto r = AwqSearch(am, h, cols, grid, threads);
   if (!r.ok()) return r.status();
   *gain = r->loss_plain > 0 ? r->loss / r->loss_plain : 1.0;
-  const std::vector<float>& s = r->scales;
-  for (WeightMatrix* m : g.mats) {
-    float* w = Mutable(*m);
-    for (int64_t row = 0; row < m->n_out; ++row) {
-      for (int64_t j = 0; j < cols; ++j) w[row * cols + j] *= s[j];
-    }
-  }
-  if (g.norm != nullptr) {
-    for (int64_t j = 0; j < cols; ++j) (*g.norm)[j] /= s[j];
-  } else {
-    float* p = Mutable(*g.producer);
-    for (int64_t row = 0; row < g.producer->n_out; ++row) {
-      for (int64_t j = 0; j < g.producer->n_in; ++j) p[row * g.producer->n_in + j] /= s[row];
-    }
-  }
-  return s;
+  FoldScales(g, r->scales);
+  return std::move(r->scales);
+}
+
+// SmoothQuant's matrix groups of a layer (those AWQ scales too).
+std::vector<AwqGroup> InputGroups(LayerWeights& L) {
+  return {{LinearInput::kAttnIn, {&L.wq, &L.wk, &L.wv}, &L.attn_norm, nullptr},
+          {LinearInput::kFfnIn, {&L.w_gate, &L.w_up}, &L.ffn_norm, nullptr},
+          {LinearInput::kFfnMid, {&L.w_down}, nullptr, &L.w_up}};
 }
 
 }  // namespace
+
+StatusOr<SmoothReport> RunSmoothQuant(LoadedModel* lm, const GptqRunOptions& o, const RuntimeOptions& rt) {
+  Model& model = *lm->model;
+  const ModelConfig& c = model.config;
+  if (!c.pre_norm || c.fused_qkv || c.fused_gate_up || c.moe()) {
+    return InvalidArgument("--smooth-alpha needs pre-norm blocks with separate Q/K/V and gate/up projections and no "
+                           "experts");
+  }
+  auto session = StartCalibration(lm, o.calib, o.calib_tokens, o.calib_ctx, o.threads, rt);
+  if (!session.ok()) return session.status();
+  // Smoothing leaves every float activation as it was (x / s times W diag(s)),
+  // so one pass over the calibration text gives every layer's maxima.
+  StatsCollector stats({}, {LinearInput::kAttnIn, LinearInput::kFfnIn, LinearInput::kFfnMid}, /*with_hessian=*/false);
+  RETURN_IF_ERROR((*session)->calibrator->Run((*session)->chunks, &stats));
+  SmoothReport rep;
+  double sum_before = 0, sum_after = 0;
+  for (int l = 0; l < c.n_layer; ++l) {
+    for (const AwqGroup& g : InputGroups(model.weights->layers[l])) {
+      const prune::InputStats* s = stats.Find(l, g.input, -1);
+      if (s == nullptr) continue;
+      const int64_t cols = g.mats[0]->n_in;
+      std::vector<SmoothMatrix> sm;
+      for (WeightMatrix* m : g.mats) sm.push_back({Mutable(*m), m->n_out});
+      const std::vector<float> sc = SmoothQuantScales(s->abs_max(), sm, cols, o.smooth_alpha);
+      // How far the largest channel stands above the median one, before and
+      // after: what per-token int8 activations suffer from.
+      std::vector<float> before = s->abs_max(), after(cols);
+      for (int64_t j = 0; j < cols; ++j) after[j] = before[j] / sc[j];
+      auto peak = [](std::vector<float> v) {
+        const float mx = *std::max_element(v.begin(), v.end());
+        std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+        return v[v.size() / 2] > 0 ? mx / v[v.size() / 2] : 1.0f;
+      };
+      const double pb = peak(before), pa = peak(after);
+      rep.peak_before = std::max(rep.peak_before, pb);
+      rep.peak_after = std::max(rep.peak_after, pa);
+      sum_before += pb;
+      sum_after += pa;
+      FoldScales(g, sc);
+      ++rep.groups;
+    }
+  }
+  if (rep.groups > 0) {
+    rep.mean_peak_before = sum_before / rep.groups;
+    rep.mean_peak_after = sum_after / rep.groups;
+  }
+  return rep;
+}
 
 StatusOr<EncodedTensors> RunCalibrated(LoadedModel* lm, const TypeChooser& choose, const GptqRunOptions& o,
                                        const RuntimeOptions& rt) {
@@ -97,11 +159,7 @@ StatusOr<EncodedTensors> RunCalibrated(LoadedModel* lm, const TypeChooser& choos
     // AWQ scales per input (the Hessians of the scaled inputs for GPTQ).
     std::map<LinearInput, std::vector<float>> scales;
     if (o.awq) {
-      LayerWeights& L = model.weights->layers[l];
-      const AwqGroup groups[] = {{LinearInput::kAttnIn, {&L.wq, &L.wk, &L.wv}, &L.attn_norm, nullptr},
-                                 {LinearInput::kFfnIn, {&L.w_gate, &L.w_up}, &L.ffn_norm, nullptr},
-                                 {LinearInput::kFfnMid, {&L.w_down}, nullptr, &L.w_up}};
-      for (const AwqGroup& g : groups) {
+      for (const AwqGroup& g : InputGroups(model.weights->layers[l])) {
         const prune::InputStats* s = stats.Find(l, g.input, -1);
         if (s == nullptr) continue;
         double gain = 1;

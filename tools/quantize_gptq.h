@@ -25,6 +25,7 @@ struct GptqRunOptions {
   GptqOptions gptq;        // type is chosen per tensor
   bool awq = false;
   int awq_grid = 20;
+  double smooth_alpha = -1;  // SmoothQuant's alpha in [0, 1]; < 0: off
   int threads = 0;
 };
 
@@ -37,5 +38,18 @@ using EncodedTensors = std::map<std::string, std::vector<uint8_t>>;
 // gate/up, pre-norm blocks and no experts (else an error).
 StatusOr<EncodedTensors> RunCalibrated(LoadedModel* lm, const TypeChooser& choose, const GptqRunOptions& o,
                                  const RuntimeOptions& rt);
+
+// SmoothQuant (--smooth-alpha): one calibration pass records every layer
+// input's per-channel |x| maximum, then each group of matrices sharing an
+// input (Q/K/V, gate/up, down) gets SmoothQuantScales folded in: columns
+// times s, the attention / FFN RMSNorm weights (down: ffn_up's rows) divided
+// by s. Edits lm's f32 copies in place; the F32 model computes the same.
+struct SmoothReport {
+  int groups = 0;
+  // max_j / median_j of the activation maxima of a group's input: the
+  // largest over the groups and the mean, before and after smoothing.
+  double peak_before = 0, peak_after = 0, mean_peak_before = 0, mean_peak_after = 0;
+};
+StatusOr<SmoothReport> RunSmoothQuant(LoadedModel* lm, const GptqRunOptions& o, const RuntimeOptions& rt);
 
 }  // namespace infera::cli

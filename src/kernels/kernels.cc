@@ -96,7 +96,10 @@ void QuantGroups(const KernelTable& k, const MatmulPart& p, int64_t m, int64_t g
   const int64_t tb = TokenBlock(p.w->n_in + 64);
   alignas(64) float out[4 * kR];
   const PackFormat& f = p.pm->format();
-  const QGemmFn qgemm = f.sparse24 ? k.qgemm_sparse24 : f.sparse_mask ? k.qgemm_sparse_mask : k.qgemm;
+  const QGemmFn qgemm = f.row_scale  ? k.qgemm_row
+                       : f.sparse24 ? k.qgemm_sparse24
+                       : f.sparse_mask ? k.qgemm_sparse_mask
+                                       : k.qgemm;
   const ExpandSparseFn expand = f.sparse24 ? k.expand_sparse24 : f.sparse_mask ? k.expand_sparse_mask : nullptr;
   // Sparse groups serving more than one token tile are expanded once into
   // dense Q8_0 (this thread's scratch) for the dense kernel: the same
@@ -157,7 +160,7 @@ void MatmulMany(const KernelTable& k, ThreadPool& pool, const MatmulTarget* targ
       p.row_block = std::max<int64_t>(kUnit, kL2Weights / static_cast<int64_t>(w.row_bytes) / kUnit * kUnit);
       p.units = (w.n_out + kUnit - 1) / kUnit;
     } else {
-      CHECK(k.qgemm != nullptr && k.quantize_token != nullptr);
+      CHECK(k.qgemm != nullptr && k.quantize_token != nullptr && k.qgemm_row != nullptr);
       p.pm = w.packed;
       if (p.pm == nullptr) {  // tests, tools: pack on the fly (slow)
         packed_here[i] = std::make_unique<PackedMatrix>(PackedMatrix::Pack(w.type, w.data, w.row_bytes, w.n_in, w.n_out));
@@ -169,12 +172,15 @@ void MatmulMany(const KernelTable& k, ThreadPool& pool, const MatmulTarget* targ
       bool shared = false;
       for (int j = 0; j < i && !shared; ++j) {
         const PackedMatrix* o = parts[j].pm;
-        if (o != nullptr && o->format().block == f.block && o->format().shift == f.shift) {
+        if (o != nullptr && o->format().block == f.block && o->format().shift == f.shift &&
+            o->format().row_scale == f.row_scale) {
           p.acts = parts[j].acts;
           shared = true;
         }
       }
-      if (!shared) p.acts = QuantizeActs(x, m, w.n_in, w.n_in, f, &act_bufs[i], &pool, k.quantize_token);
+      if (!shared) {
+        p.acts = QuantizeActs(x, m, w.n_in, w.n_in, f, &act_bufs[i], &pool, k.quantize_token, k.quantize_token_row);
+      }
       p.units = p.pm->n_groups();
     }
     total += p.units;

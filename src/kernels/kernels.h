@@ -138,6 +138,13 @@ struct KernelTable {
   // And for the sparse-mask layout (PackFormat::sparse_mask).
   QGemmFn qgemm_sparse_mask = nullptr;
   const char* qgemm_sparse_mask_variant = "scalar";
+  // Row-scaled packed weights (PackFormat::row_scale, W8A8) against
+  // per-token activations (one k-block per token): per row and token
+  // isum = bias + sum over the whole row of u * q (exact int32), and
+  // y = float(isum) * (s * da) with s the row's scale (that of k-block 0).
+  QGemmFn qgemm_row = nullptr;
+  const char* qgemm_row_variant = "scalar";
+  QuantizeTokenRowFn quantize_token_row = nullptr;
   ExpandSparseFn expand_sparse24 = nullptr;
   ExpandSparseFn expand_sparse_mask = nullptr;
   // Activation quantization for qgemm, one token (packed.h).

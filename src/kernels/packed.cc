@@ -21,6 +21,11 @@ PackFormat GetPackFormat(DType t) {
     case DType::kQ2_K: return {true, 4, 16, true, -1};
     case DType::kQ3_K: return {true, 4, 16, false, 2};
     case DType::kQ8_0: return {true, 8, 32, false, 7, true};
+    case DType::kW8A8: {
+      PackFormat f{true, 8, 32, false, 7, true};
+      f.row_scale = true;
+      return f;
+    }
     case DType::kQ8_0S24: return {true, 5, 32, false, 7, true, false, false, true};
     case DType::kIQ4_NL: return {true, 4, 32, false, 7, true, false, true};
     case DType::kIQ4_XS: return {true, 4, 32, false, 7, false, false, true};
@@ -190,6 +195,7 @@ PackedMatrix PackedMatrix::Pack(DType t, const uint8_t* w, size_t row_bytes, int
   CHECK(!sparse24 || t == DType::kQ8_0 || t == DType::kQ8_0S24);
   CHECK(pm.fmt_.supported);
   CHECK(n_in % 32 == 0);
+  CHECK(!pm.fmt_.row_scale || n_in <= kW8A8MaxRow);
   pm.n_in_ = n_in;
   pm.n_out_ = n_out;
   const size_t bytes = (pm.bytes() + 63) / 64 * 64;
@@ -314,10 +320,26 @@ void QuantizeTokenReference(const float* xt, int64_t n, int64_t B, int32_t mul, 
   }
 }
 
+void QuantizeTokenRowReference(const float* x, int64_t n, int8_t* q, int32_t* bias, float* da, float* dsum) {
+  float amax = 0;
+  for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float d = amax / 127.0f;
+  const float id = d >= kMinActScale ? 1.0f / d : 0.0f;
+  int32_t sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    q[i] = static_cast<int8_t>(RoundEven(x[i] * id));
+    sum += q[i];
+  }
+  *bias = -sum * 128;
+  *da = d;
+  *dsum = d * static_cast<float>(sum);
+}
+
 QuantActs QuantizeActs(const float* x, int64_t nt, int64_t ldx, int64_t n, const PackFormat& f,
-                       std::vector<uint8_t>* buf, ThreadPool* pool, QuantizeTokenFn quantize_token) {
+                       std::vector<uint8_t>* buf, ThreadPool* pool, QuantizeTokenFn quantize_token,
+                       QuantizeTokenRowFn quantize_row) {
   CHECK(n % 32 == 0);
-  const int64_t B = f.block, nb = n / B;
+  const int64_t B = f.row_scale ? n : f.block, nb = n / B;
   // Per token: q n bytes, bias/da/dsum 4 bytes per k-block each.
   const size_t q_bytes = (static_cast<size_t>(nt * n) + 63) / 64 * 64;
   const size_t need = q_bytes + static_cast<size_t>(nt * nb) * 12 + 64;
@@ -331,7 +353,11 @@ QuantActs QuantizeActs(const float* x, int64_t nt, int64_t ldx, int64_t n, const
   const int32_t mul = f.shift >= 0 ? (1 << f.shift) : 0;
   auto run = [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      quantize_token(x + t * ldx, n, B, mul, q + t * n, bias + t * nb, da + t * nb, dsum + t * nb);
+      if (f.row_scale) {
+        quantize_row(x + t * ldx, n, q + t * n, bias + t, da + t, dsum + t);
+      } else {
+        quantize_token(x + t * ldx, n, B, mul, q + t * n, bias + t * nb, da + t * nb, dsum + t * nb);
+      }
     }
   };
   if (pool != nullptr && nt > 1) pool->ParallelFor(nt, 1, run);

@@ -72,6 +72,12 @@ struct PackFormat {
   // element 4c + i % 4 — is nonzero), the 16 f16 scales, then the nonzero
   // signed quants of vectors 0..7 in bit order. u = q + 128 (shift 7).
   bool sparse_mask = false;
+  // W8A8: Q8_0's layout (u = q + 128, f16 scales per k-block, all equal
+  // within a row), run with one scale per row and per token: the whole row's
+  // integer dot in int32 (at most kW8A8MaxRow elements), then one multiply
+  // (KernelTable::qgemm_row). Activations are quantized per token
+  // (QuantizeTokenRowFn), not per 32-block.
+  bool row_scale = false;
 };
 
 // How Pack lays out a Q8_0 matrix: dense, 2:4 (every 4-group has at most
@@ -269,10 +275,19 @@ using QuantizeTokenFn = void (*)(const float* x, int64_t n, int64_t block, int32
 void QuantizeTokenReference(const float* x, int64_t n, int64_t block, int32_t mul, int8_t* q, int32_t* bias,
                             float* da, float* dsum);
 
+// Per-token quantization for row-scaled formats (PackFormat::row_scale): one
+// token x [n] -> q [n] with a single scale d = max|x| / 127 (q = x * (1 / d)
+// rounded half to even; zeros when d < kMinActScale), *bias = -sum(q) * 128,
+// *da = d, *dsum = d * sum(q). ISA versions match it bit for bit.
+using QuantizeTokenRowFn = void (*)(const float* x, int64_t n, int8_t* q, int32_t* bias, float* da, float* dsum);
+void QuantizeTokenRowReference(const float* x, int64_t n, int8_t* q, int32_t* bias, float* da, float* dsum);
+
 // x [nt, n] (row stride ldx) -> acts in `buf` (grown as needed, reused).
 // n must be a multiple of 32. Tokens are split over `pool` when given.
+// Row-scaled formats get one k-block per token (acts.block = n).
 QuantActs QuantizeActs(const float* x, int64_t nt, int64_t ldx, int64_t n, const PackFormat& f,
                        std::vector<uint8_t>* buf, ThreadPool* pool = nullptr,
-                       QuantizeTokenFn quantize_token = QuantizeTokenReference);
+                       QuantizeTokenFn quantize_token = QuantizeTokenReference,
+                       QuantizeTokenRowFn quantize_row = QuantizeTokenRowReference);
 
 }  // namespace infera

@@ -13,6 +13,7 @@
 #include "model/shard.h"
 #include "model/tensor_schema.h"
 #include "tensor/fp16.h"
+#include "tensor/quant_blocks.h"
 
 namespace infera {
 
@@ -96,6 +97,16 @@ class Builder {
     if (!IsSupportedWeightType(t->type)) {
       return Unimplemented(fmt::format("{}: tensor '{}' has type {}, which this build cannot run yet",
                                        source_, name, DTypeName(t->type)));
+    }
+    if (t->type == DType::kW8A8) {  // untrusted: the kernels assume one scale per row
+      if (n_in > kW8A8MaxRow) {
+        return DataLoss(fmt::format("{}: w8a8 tensor '{}' has rows of {} elements (at most {})", source_, name, n_in,
+                                    kW8A8MaxRow));
+      }
+      const int64_t bad = FirstW8A8RowWithMixedScales(t->data, *RowBytes(t->type, n_in), n_in, t->nbytes / *RowBytes(t->type, n_in));
+      if (bad >= 0) {
+        return DataLoss(fmt::format("{}: w8a8 tensor '{}' row {} has more than one scale", source_, name, bad));
+      }
     }
     if (rows.size() == 0) rows = {0, n_out};
     if (cols.size() == 0) cols = {0, n_in};

@@ -1,9 +1,12 @@
 #include "prune/input_stats.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace infera::prune {
 
 InputStats::InputStats(int64_t width, bool with_hessian)
-    : width_(width), sq_norm_(width, 0.0), upper_(with_hessian ? width * width : 0, 0.0) {}
+    : width_(width), sq_norm_(width, 0.0), abs_max_(width, 0.0f), upper_(with_hessian ? width * width : 0, 0.0) {}
 
 void InputStats::Add(const float* x, int64_t rows) {
   const int64_t n = width_;
@@ -13,6 +16,7 @@ void InputStats::Add(const float* x, int64_t rows) {
     for (int64_t j = 0; j < n; ++j) {
       row[j] = xt[j];
       sq_norm_[j] += row[j] * row[j];
+      abs_max_[j] = std::max(abs_max_[j], std::fabs(xt[j]));
     }
     if (upper_.empty()) continue;
     for (int64_t i = 0; i < n; ++i) {

@@ -60,7 +60,7 @@ DType ChooseTensorType(const QuantTarget& t, const std::string& name, int64_t n_
   if (!pure && GetDTypeInfo(t.base).quantized) {
     const int layer = LayerIndex(name);
     if (name == output_name) {
-      if (type != DType::kQ8_0) type = DType::kQ6_K;
+      if (type != DType::kQ8_0 && type != DType::kW8A8) type = DType::kQ6_K;
     } else if (t.mixture && Contains(name, "attn_v.weight")) {
       if ((t.name == "q4_k_m" || t.name == "q5_k_m") && UseMoreBits(layer, n_layer)) type = DType::kQ6_K;
       else if (t.name == "q4_k_s" && layer < 4) type = DType::kQ5_K;

@@ -26,6 +26,25 @@ void QuantQ8_0(const float* x, uint8_t* b) {
   for (int j = 0; j < 32; ++j) b[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::roundf(x[j] * id)));
 }
 
+// W8A8: one scale per row, d = f16(max |x| / 127), written into every
+// 32-block of the row; q = round(x / d) against the stored (f16) d, clamped to
+// [-127, 127].
+void QuantizeW8A8Row(const float* x, uint8_t* dst, int64_t n) {
+  float amax = 0;
+  for (int64_t j = 0; j < n; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const uint16_t dh = Fp32ToFp16(amax / 127.0f);
+  const float d = Fp16ToFp32(dh);
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  for (int64_t b = 0; b < n / 32; ++b) {
+    uint8_t* blk = dst + b * 34;
+    std::memcpy(blk, &dh, 2);
+    for (int j = 0; j < 32; ++j) {
+      const float q = std::clamp(std::roundf(x[b * 32 + j] * id), -127.0f, 127.0f);
+      blk[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(q));
+    }
+  }
+}
+
 // Q8_0_S24: Q8_0's quants, the two largest of each 4-group kept.
 void QuantQ8_0S24(const float* x, uint8_t* b) {
   uint8_t dense[34];
@@ -225,7 +244,7 @@ void PackLegacyBlock(DType t, const int8_t* codes, float d, float m, uint8_t* b)
 }
 
 bool CanQuantize(DType t) {
-  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || BlockQuantizer(t) != nullptr;
+  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kW8A8 || BlockQuantizer(t) != nullptr;
 }
 
 void QuantizeRow(DType t, const float* x, uint8_t* dst, int64_t n, const float* importance) {
@@ -243,6 +262,7 @@ void QuantizeRow(DType t, const float* x, uint8_t* dst, int64_t n, const float* 
         std::memcpy(dst + 2 * i, &h, 2);
       }
       return;
+    case DType::kW8A8: QuantizeW8A8Row(x, dst, n); return;  // (importance: the row scale has no choice to weigh)
     default: break;
   }
   const BlockFn fn = BlockQuantizer(t);
@@ -277,6 +297,9 @@ uint32_t LlamaFileType(DType t) {
     case DType::kIQ4_NL: return 25;
     case DType::kIQ4_XS: return 30;
     case DType::kBF16: return 32;
+    // infera's own types: llama.cpp's LLAMA_FTYPE_GUESSED ("not specified").
+    case DType::kQ8_0S24:
+    case DType::kW8A8: return 1024;
     default: return 0;
   }
 }

@@ -19,6 +19,10 @@ enum class DType : uint32_t {
   // infera's own (docs/pruning.md; other GGUF readers do not know it): Q8_0
   // with 2:4 structured sparsity, only the kept half of each block stored.
   kQ8_0S24 = 200,
+  // infera's own (docs/quantization.md): W8A8, Q8_0's blocks with one scale
+  // per row (every block of a row holds the same d), run as whole-row int8
+  // weights against per-token int8 activations (SmoothQuant's scheme).
+  kW8A8 = 201,
 };
 
 struct DTypeInfo {

@@ -274,6 +274,7 @@ BlockFn BlockDequantizer(DType t) {
     case DType::kQ5_1: return DeqQ5_1;
     case DType::kQ8_0: return DeqQ8_0;
     case DType::kQ8_0S24: return DeqQ8_0S24;
+    case DType::kW8A8: return DeqQ8_0;  // its blocks are Q8_0's
     case DType::kIQ4_NL: return DeqIq4Nl;
     case DType::kIQ4_XS: return DeqIq4Xs;
     case DType::kQ2_K: return DeqQ2_K;
@@ -286,6 +287,16 @@ BlockFn BlockDequantizer(DType t) {
 }
 
 }  // namespace
+
+int64_t FirstW8A8RowWithMixedScales(const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_out) {
+  for (int64_t r = 0; r < n_out; ++r) {
+    const uint8_t* row = w + r * row_bytes;
+    for (int64_t b = 1; b < n_in / kQK; ++b) {
+      if (std::memcmp(row, row + b * 34, 2) != 0) return r;
+    }
+  }
+  return -1;
+}
 
 float Iq4XsSubScale(const uint8_t* b, int ib) {
   uint16_t sh;

@@ -23,6 +23,16 @@ extern const int8_t kIq4nlValues[16];
 // in f32.
 float Iq4XsSubScale(const uint8_t* b, int ib);
 
+// W8A8 (infera's type 201): Q8_0 blocks {f16 d; i8 qs[32]} in which every
+// block of a row has the same d (the row's scale, max |w| / 127), so the
+// kernels run whole rows of int8 with one scale. Rows must be at most
+// kW8A8MaxRow elements: the int32 dot of a row (|u q| <= 255 * 127 per
+// element, u = q + 128) cannot overflow.
+inline constexpr int64_t kW8A8MaxRow = 65536;
+// The first row of w [n_out rows of row_bytes] whose blocks' scales differ
+// (bitwise), or -1 when every row has one scale.
+int64_t FirstW8A8RowWithMixedScales(const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_out);
+
 // Q8_0_S24 (infera's type 200): Q8_0 with 2:4 sparsity. Per 32 elements
 // {f16 d; u8 idx[4]; i8 qs[16]} (22 bytes, 5.5 bits per weight): 4-group g
 // (elements 4g .. 4g+3) keeps two positions p0 < p1, stored in the nibble

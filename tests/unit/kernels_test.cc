@@ -27,7 +27,7 @@ using testing::RandomVec;
 
 const DType kFloatTypes[] = {DType::kF32, DType::kF16, DType::kBF16};
 const DType kQuantTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kIQ4_NL, DType::kIQ4_XS,
-                             DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+                             DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kW8A8};
 
 // Offsets of the f16 scale fields inside one block of each type.
 std::vector<int> HalfFields(DType t) {
@@ -69,8 +69,15 @@ std::vector<uint8_t> RandomWeights(DType t, int64_t rows, int64_t n, std::mt1993
       std::memcpy(&w[b * info.type_size + off], &h, 2);
     }
   }
+  if (t == DType::kW8A8) {  // one scale per row: block 0's
+    const int64_t nb = n / 32;
+    for (int64_t b = 0; b < rows * nb; ++b) std::memcpy(&w[b * 34], &w[(b / nb) * nb * 34], 2);
+  }
   return w;
 }
+
+// The table's quantized matmul for a packed format.
+QGemmFn QGemmFor(const KernelTable& k, const PackFormat& f) { return f.row_scale ? k.qgemm_row : k.qgemm; }
 
 std::vector<int64_t> QuantSizes(DType t) {
   if (GetDTypeInfo(t).block_size == 256) return {256, 512, 768, 2560};
@@ -213,20 +220,20 @@ void ExpectQGemmMatchesReference(const KernelTable& k) {
       const QuantActs a = QuantizeActs(x.data(), toks, n, n, f, &buf);
       for (int nt : {1, 2, 3, 4}) {
         std::vector<float> y_ref(toks * 16, -1), y(toks * 16, -1);
-        ref.qgemm(pm, 0, a, 0, nt, y_ref.data());
-        k.qgemm(pm, 0, a, 0, nt, y.data());
+        QGemmFor(ref, f)(pm, 0, a, 0, nt, y_ref.data());
+        QGemmFor(k, f)(pm, 0, a, 0, nt, y.data());
         ASSERT_EQ(std::memcmp(y.data(), y_ref.data(), y.size() * 4), 0) << DTypeName(t) << " n=" << n << " nt=" << nt;
       }
       // The integer dot approximates the exact one within the 8-bit
       // activation rounding (|dq| <= da / 2 per element).
       std::vector<float> y(toks * 16);
-      ref.qgemm(pm, 0, a, 0, toks, y.data());
+      QGemmFor(ref, f)(pm, 0, a, 0, toks, y.data());
       std::vector<float> deq(n);
       for (int r = 0; r < rows; ++r) {
         DequantizeRow(t, w.data() + r * rb, deq.data(), n);
         for (int i = 0; i < toks; ++i) {
           double bound = 0;
-          for (int64_t e = 0; e < n; ++e) bound += std::fabs(deq[e]) * a.Da(i)[e / f.block] * 0.5;
+          for (int64_t e = 0; e < n; ++e) bound += std::fabs(deq[e]) * a.Da(i)[e / a.block] * 0.5;
           EXPECT_NEAR(y[i * 16 + r], DotDouble(t, w.data() + r * rb, x.data() + i * n, n), bound * 1.01 + 1e-4)
               << DTypeName(t) << " n=" << n;
         }
@@ -247,11 +254,13 @@ TEST(Kernels, EveryQGemmVariantMatchesReferenceExactly) {
     reference::Fill(&t);
     avx2::Fill(&t);
     ASSERT_STREQ(t.qgemm_variant, "avx2");
+    ASSERT_STREQ(t.qgemm_row_variant, "avx2");
     ExpectQGemmMatchesReference(t);
     ++tested;
     if (f.avx_vnni) {
       avxvnni::Fill(&t);
       ASSERT_STREQ(t.qgemm_variant, "avxvnni");
+      ASSERT_STREQ(t.qgemm_row_variant, "avxvnni");
       ExpectQGemmMatchesReference(t);
       ++tested;
     }
@@ -259,6 +268,7 @@ TEST(Kernels, EveryQGemmVariantMatchesReferenceExactly) {
   if (f.BestIsa() >= CpuIsa::kAvx512 && f.avx512vnni) {
     const KernelTable t = MakeKernelTable(CpuIsa::kAvx512);
     ASSERT_STREQ(t.qgemm_variant, "avx512vnni");
+    ASSERT_STREQ(t.qgemm_row_variant, "avx512vnni");
     ExpectQGemmMatchesReference(t);
     ++tested;
   }
@@ -293,6 +303,18 @@ TEST_P(KernelIsaTest, QuantizeTokenMatchesReferenceExactly) {
         ASSERT_EQ(std::memcmp(da.data(), da_ref.data(), da.size() * 4), 0) << "trial " << trial;
         ASSERT_EQ(std::memcmp(ds.data(), ds_ref.data(), ds.size() * 4), 0) << "trial " << trial;
       }
+    }
+    // Per-token (row-scaled formats): one scale over the whole row.
+    for (int64_t len : {int64_t{32}, int64_t{96}, n}) {
+      std::vector<int8_t> q_ref(len), q(len);
+      int32_t b_ref = 0, b = 0;
+      float da_ref = 0, da = 0, ds_ref = 0, ds = 0;
+      QuantizeTokenRowReference(x.data(), len, q_ref.data(), &b_ref, &da_ref, &ds_ref);
+      k.quantize_token_row(x.data(), len, q.data(), &b, &da, &ds);
+      ASSERT_EQ(q, q_ref) << "trial " << trial << " row of " << len;
+      ASSERT_EQ(b, b_ref) << "trial " << trial;
+      ASSERT_EQ(std::memcmp(&da, &da_ref, 4), 0) << "trial " << trial;
+      ASSERT_EQ(std::memcmp(&ds, &ds_ref, 4), 0) << "trial " << trial;
     }
   }
 }

@@ -119,6 +119,23 @@ void QGemm(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0,
   }
 }
 
+// Row-scaled weights (W8A8): one integer dot per row and token, one multiply.
+void QGemmRow(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
+  const PackFormat& f = w.format();
+  constexpr int kR = PackedMatrix::kRows;
+  for (int i = 0; i < nt; ++i) {
+    const int8_t* q = a.Q(t0 + i);
+    for (int r = 0; r < kR; ++r) {
+      int32_t isum = a.Bias(t0 + i)[0];
+      for (int64_t b = 0; b < w.n_blocks(); ++b) {
+        const uint8_t* blk = w.Block(group, b);
+        for (int e = 0; e < f.block; ++e) isum += PackedMatrix::Quant(f, blk, r, e) * q[b * f.block + e];
+      }
+      y[i * kR + r] = static_cast<float>(isum) * (w.Scale(group, 0, r) * a.Da(t0 + i)[0]);
+    }
+  }
+}
+
 float DotF32(const float* a, const float* b, int64_t n) {
   return Dot16<LoadF32>(reinterpret_cast<const uint8_t*>(a), b, n);
 }
@@ -141,6 +158,9 @@ void Fill(KernelTable* t) {
   t->expand_sparse24 = ExpandSparse;
   t->expand_sparse_mask = ExpandSparse;
   t->quantize_token = QuantizeTokenReference;
+  t->qgemm_row = QGemmRow;
+  t->qgemm_row_variant = "scalar";
+  t->quantize_token_row = QuantizeTokenRowReference;
   t->dot_f32 = DotF32;
   t->axpy_f32 = AxpyF32;
   t->attend_head = AttendHeadComposed<DotF32, AxpyF32>;

@@ -229,6 +229,7 @@ UnpackRowFn ScalarUnpacker(DType t) {
     case DType::kQ5_1: return UnpackRow<UnQ5_1, 32, 24>;
     case DType::kQ8_0: return UnpackRow<UnQ8_0, 32, 34>;
     case DType::kQ8_0S24: return UnpackRow<UnQ8_0S24, 32, 22>;
+    case DType::kW8A8: return UnpackRow<UnQ8_0, 32, 34>;
     case DType::kIQ4_NL: return UnpackRow<UnIq4Nl, 32, 18>;
     case DType::kIQ4_XS: return UnpackRow<UnIq4Xs, 256, 136>;
     case DType::kQ2_K: return UnpackRow<UnQ2_K, 256, 84>;

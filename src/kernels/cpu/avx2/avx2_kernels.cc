@@ -173,6 +173,8 @@ void Fill(KernelTable* t) {
   t->tile_f16 = FloatTile<2, LoadF16>;
   t->tile_bf16 = FloatTile<2, LoadBf16>;
   t->qgemm = DispatchPackFormat<QGemm256Kernel<false>>;
+  t->qgemm_row = QGemmRow256<false>;
+  t->qgemm_row_variant = "avx2";
   t->dot_f32 = DotF32;
   t->axpy_f32 = AxpyF32;
   t->attend_head = AttendHeadComposed<DotF32, AxpyF32>;

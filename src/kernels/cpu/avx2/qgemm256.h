@@ -147,6 +147,59 @@ void QGemm256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t
   }
 }
 
+// Row-scaled weights (W8A8), one 16-row group × kT (<= 2) tokens: the
+// whole row's integer dot in int32 (AVX2: each byte u split into nibbles,
+// vpmaddubsw pairs at most 2 * 15 * 128; AVX-VNNI: vpdpbusd), then
+// float(isum) * (s * da) as the reference.
+template <bool kVnni, int kT>
+void QGemmRow256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, float* y) {
+  using Geometry = PackedGeometry<8, 32, false, true, false>;
+  const __m256i lo4 = _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1), sixteen = _mm256_set1_epi16(16);
+  __m256i isum[kT][2];
+  for (int t = 0; t < kT; ++t) isum[t][0] = isum[t][1] = _mm256_set1_epi32(a.Bias(t0 + t)[0]);
+  auto block = [&](const uint8_t* blk, const uint8_t*, const uint8_t*, int64_t b) __attribute__((always_inline)) {
+    if constexpr (kT == 1) Geometry::PrefetchAhead(blk);
+    for (int c = 0; c < 8; ++c) {
+      for (int h = 0; h < 2; ++h) {
+        const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(blk + 64 * c + 32 * h));
+        [[maybe_unused]] const __m256i wl = _mm256_and_si256(raw, lo4);
+        [[maybe_unused]] const __m256i wh = _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4);
+        for (int t = 0; t < kT; ++t) {
+          int32_t a4;
+          std::memcpy(&a4, a.Q(t0 + t) + b * 32 + 4 * c, 4);
+          const __m256i av = _mm256_set1_epi32(a4);
+          if constexpr (kVnni) {
+#if defined(__AVXVNNI__)
+            isum[t][h] = _mm256_dpbusd_avx_epi32(isum[t][h], raw, av);
+#endif
+          } else {
+            const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wh, av), sixteen),
+                                               _mm256_madd_epi16(_mm256_maddubs_epi16(wl, av), ones));
+            isum[t][h] = _mm256_add_epi32(isum[t][h], p);
+          }
+        }
+      }
+    }
+  };
+  Geometry::ForEachBlock(w.Block(group, 0), w.n_blocks(), block);
+  const uint8_t* sp = w.Scales(group, 0);
+  const __m256 s_lo = LoadScales8<true>(sp), s_hi = LoadScales8<true>(sp + 16);
+  for (int t = 0; t < kT; ++t) {
+    const __m256 d = _mm256_set1_ps(a.Da(t0 + t)[0]);
+    _mm256_storeu_ps(y + 16 * t, _mm256_mul_ps(_mm256_cvtepi32_ps(isum[t][0]), _mm256_mul_ps(s_lo, d)));
+    _mm256_storeu_ps(y + 16 * t + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(isum[t][1]), _mm256_mul_ps(s_hi, d)));
+  }
+}
+
+template <bool kVnni>
+void QGemmRow256(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
+  for (int t = 0; t < nt; t += 2) {
+    if (nt - t >= 2) QGemmRow256T<kVnni, 2>(w, group, a, t0 + t, y + 16 * t);
+    else QGemmRow256T<kVnni, 1>(w, group, a, t0 + t, y + 16 * t);
+  }
+}
+
 template <bool kVnni>
 struct QGemm256Kernel {
   template <int kBits, int kBlock, bool kMin, bool kF16, bool kFac, bool kLut = false>

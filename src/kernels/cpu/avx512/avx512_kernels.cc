@@ -190,11 +190,36 @@ void QuantizeToken(const float* x, int64_t n, int64_t block, int32_t mul, int8_t
   }
 }
 
+// QuantizeTokenRowReference with 16 lanes: the max is exact whatever the
+// order, the rounding the same IEEE operations, the sum an exact integer.
+void QuantizeTokenRow(const float* x, int64_t n, int8_t* q, int32_t* bias, float* da, float* dsum) {
+  if (n % 16 != 0) return QuantizeTokenRowReference(x, n, q, bias, da, dsum);
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  __m512 mx = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) mx = _mm512_max_ps(mx, _mm512_andnot_ps(sign, _mm512_loadu_ps(x + i)));
+  const float amax = _mm512_reduce_max_ps(mx);
+  const float d = amax / 127.0f;
+  const float id = d >= kMinActScale ? 1.0f / d : 0.0f;
+  const __m512 vid = _mm512_set1_ps(id);
+  constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  __m512i sum = _mm512_setzero_si512();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __m512i qi = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), vid), kNearest));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_cvtepi32_epi8(qi));
+    sum = _mm512_add_epi32(sum, qi);
+  }
+  const int32_t s = _mm512_reduce_add_epi32(sum);
+  *bias = -s * 128;
+  *da = d;
+  *dsum = d * static_cast<float>(s);
+}
+
 }  // namespace
 
 void Fill(KernelTable* t) {
   t->isa = CpuIsa::kAvx512;
   t->quantize_token = QuantizeToken;
+  t->quantize_token_row = QuantizeTokenRow;
   t->tile_f32 = FloatTile<4, LoadF32, MaskLoadF32>;
   t->tile_f16 = FloatTile<2, LoadF16, MaskLoadF16>;
   t->tile_bf16 = FloatTile<2, LoadBf16, MaskLoadBf16>;

@@ -225,6 +225,56 @@ void QGemmSparse24(const PackedMatrix& w, int64_t group, const QuantActs& a, int
   }
 }
 
+// Row-scaled weights (W8A8): Q8_0's packed quants, one scale per row and per
+// token, so a k-block is only its 8 vpdpbusd per token, accumulated in int32
+// over the whole row (two chains per token, for the adder latency), and the
+// scales are applied once at the end: float(isum) * (s * da), the
+// reference's arithmetic.
+template <int kT>
+void QGemmRowT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, float* y) {
+  using Geometry = PackedGeometry<8, 32, false, true, false>;
+  __m512i even[kT], odd[kT];
+  const int8_t* q[kT];
+  for (int t = 0; t < kT; ++t) {
+    even[t] = _mm512_set1_epi32(a.Bias(t0 + t)[0]);
+    odd[t] = _mm512_setzero_si512();
+    q[t] = a.Q(t0 + t);
+  }
+  auto block = [&](const uint8_t* blk, const uint8_t*, const uint8_t*, int64_t b) __attribute__((always_inline)) {
+    if constexpr (kT == 1) Geometry::PrefetchAhead(blk);
+    __m512i wv[8];
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) wv[c] = _mm512_load_si512(blk + 64 * c);
+#pragma GCC unroll 4
+    for (int t = 0; t < kT; ++t) {
+      const int8_t* qt = q[t] + b * 32;
+#pragma GCC unroll 4
+      for (int c = 0; c < 8; c += 2) {
+        int32_t a0, a1;
+        std::memcpy(&a0, qt + 4 * c, 4);
+        std::memcpy(&a1, qt + 4 * c + 4, 4);
+        even[t] = _mm512_dpbusd_epi32(even[t], wv[c], _mm512_set1_epi32(a0));
+        odd[t] = _mm512_dpbusd_epi32(odd[t], wv[c + 1], _mm512_set1_epi32(a1));
+      }
+    }
+  };
+  Geometry::ForEachBlock(w.Block(group, 0), w.n_blocks(), block);
+  const __m512 s = LoadScales<true>(w.Scales(group, 0));
+  for (int t = 0; t < kT; ++t) {
+    const __m512 sd = _mm512_mul_ps(s, _mm512_set1_ps(a.Da(t0 + t)[0]));
+    _mm512_storeu_ps(y + 16 * t, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even[t], odd[t])), sd));
+  }
+}
+
+void QGemmRow(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
+  switch (nt) {
+    case 4: return QGemmRowT<4>(w, group, a, t0, y);
+    case 3: return QGemmRowT<3>(w, group, a, t0, y);
+    case 2: return QGemmRowT<2>(w, group, a, t0, y);
+    default: return QGemmRowT<1>(w, group, a, t0, y);
+  }
+}
+
 struct QGemmKernel {
   template <int kBits, int kBlock, bool kMin, bool kF16, bool kFac, bool kLut = false>
   static void Run(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
@@ -240,6 +290,8 @@ void Fill(KernelTable* t) {
   t->qgemm_sparse24 = QGemmSparse24;
   t->qgemm_sparse24_variant = "avx512vnni";
   t->expand_sparse24 = ExpandSparse24;
+  t->qgemm_row = QGemmRow;
+  t->qgemm_row_variant = "avx512vnni";
 }
 
 }  // namespace infera::avx512vnni

@@ -8,6 +8,8 @@ namespace infera::avxvnni {
 void Fill(KernelTable* t) {
   t->qgemm = DispatchPackFormat<QGemm256Kernel<true>>;
   t->qgemm_variant = "avxvnni";
+  t->qgemm_row = QGemmRow256<true>;
+  t->qgemm_row_variant = "avxvnni";
 }
 
 }  // namespace infera::avxvnni
