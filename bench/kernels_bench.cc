@@ -70,6 +70,11 @@ MATMUL_BENCH(kAvx512, kF32, 64, Prefill64_Avx512_F32);
 MATMUL_BENCH(kAvx512, kF16, 64, Prefill64_Avx512_F16);
 MATMUL_BENCH(kAvx512, kQ8_0, 64, Prefill64_Avx512_Q8_0);
 MATMUL_BENCH(kAvx512, kQ4_0, 64, Prefill64_Avx512_Q4_0);
+// W8A8 (whole-row int8, per-token activations) beside Q8_0: same bytes.
+MATMUL_BENCH(kAvx512, kW8A8, 64, Prefill64_Avx512_W8A8);
+MATMUL_BENCH(kAvx512, kW8A8, 1, Decode_Avx512_W8A8);
+MATMUL_BENCH(kAvx2, kW8A8, 64, Prefill64_Avx2_W8A8);
+MATMUL_BENCH(kAvx2, kQ8_0, 64, Prefill64_Avx2_Q8_0);
 // M = 9: a decode token with 8 drafted tokens to verify (speculative
 // decoding), or a small decode batch.
 MATMUL_BENCH(kAvx512, kQ8_0, 9, Verify9_Avx512_Q8_0);

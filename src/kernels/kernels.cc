@@ -94,8 +94,13 @@ void QuantGroups(const KernelTable& k, const MatmulPart& p, int64_t m, int64_t g
   constexpr int kR = PackedMatrix::kRows;
   const int64_t n_out = p.w->n_out;
   const int64_t tb = TokenBlock(p.w->n_in + 64);
-  alignas(64) float out[4 * kR];
   const PackFormat& f = p.pm->format();
+  // Tokens per kernel call: 4, or for row-scaled kernels (whose accumulators
+  // are only the int32 sums) 8 when 8 tokens' activations and the group's
+  // weights stay within L1 (n_in <= 1024). Zen 5 guest, Prefill64: 960 x 2560
+  // 1.24x Q8_0 with 8 vs 1.20x with 4; 2048 x 5632 1.03x with 8, 1.26x with 4.
+  const int tile = f.row_scale && p.w->n_in <= 1024 ? kMaxRowTileTokens : 4;
+  alignas(64) float out[kMaxRowTileTokens * kR];
   const QGemmFn qgemm = f.row_scale  ? k.qgemm_row
                        : f.sparse24 ? k.qgemm_sparse24
                        : f.sparse_mask ? k.qgemm_sparse_mask
@@ -115,8 +120,8 @@ void QuantGroups(const KernelTable& k, const MatmulPart& p, int64_t m, int64_t g
       const int64_t r0 = g * kR;
       const int nr = static_cast<int>(std::min<int64_t>(kR, n_out - r0));
       if (expand_here) expand(*p.pm, g, dense.get());
-      for (int64_t t = t0; t < t1; t += 4) {
-        const int nt = static_cast<int>(std::min<int64_t>(4, t1 - t));
+      for (int64_t t = t0; t < t1; t += tile) {
+        const int nt = static_cast<int>(std::min<int64_t>(tile, t1 - t));
         if (expand_here) {
           k.qgemm(*dense, 0, p.acts, t, nt, out);
         } else {

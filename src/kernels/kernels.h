@@ -48,6 +48,9 @@ using UnpackRowFn = void (*)(const uint8_t* row, int64_t n, uint8_t* u, float* s
 // the result is acc + macc.
 using QGemmFn = void (*)(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y);
 
+// The most tokens one qgemm_row call takes.
+inline constexpr int kMaxRowTileTokens = 8;
+
 // A group of a sparse layout (sparse24 or sparse_mask) -> the same group in
 // dense Q8_0 layout (`dense`: PackedMatrix::DenseQ8_0Group of the same
 // n_in): exactly the bytes Pack gives the dense matrix. Prefill expands each
@@ -142,6 +145,7 @@ struct KernelTable {
   // per-token activations (one k-block per token): per row and token
   // isum = bias + sum over the whole row of u * q (exact int32), and
   // y = float(isum) * (s * da) with s the row's scale (that of k-block 0).
+  // Takes up to kMaxRowTileTokens tokens per call (nt <= 8).
   QGemmFn qgemm_row = nullptr;
   const char* qgemm_row_variant = "scalar";
   QuantizeTokenRowFn quantize_token_row = nullptr;

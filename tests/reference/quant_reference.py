@@ -10,7 +10,7 @@ import numpy as np
 TYPES = {0: ("f32", 1, 4), 1: ("f16", 1, 2), 2: ("q4_0", 32, 18), 3: ("q4_1", 32, 20), 6: ("q5_0", 32, 22),
          7: ("q5_1", 32, 24), 8: ("q8_0", 32, 34), 10: ("q2_K", 256, 84), 11: ("q3_K", 256, 110),
          12: ("q4_K", 256, 144), 13: ("q5_K", 256, 176), 14: ("q6_K", 256, 210), 20: ("iq4_nl", 32, 18), 23: ("iq4_xs", 256, 136),
-         30: ("bf16", 1, 2)}
+         30: ("bf16", 1, 2), 201: ("w8a8", 32, 34)}
 IQ4NL = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], dtype=np.float32)
 F32 = np.float32
 
@@ -116,7 +116,7 @@ def dequantize(t, raw):
         if name == "q5_0":
             return ((q - 16).astype(F32) * d).reshape(-1)
         return (q.astype(F32) * d + _f16(b[:, 2:4])[:, None]).reshape(-1)
-    if name == "q8_0":
+    if name in ("q8_0", "w8a8"):  # W8A8: Q8_0 blocks with one scale per row
         d = _f16(b[:, 0:2])[:, None]
         return (b[:, 2:34].view(np.int8).astype(F32) * d).reshape(-1)
     y = np.zeros((nb, 256), dtype=F32)
@@ -290,3 +290,20 @@ def awq_search(w, x, grid=20):
         if best is None or loss < best[2]:
             best = (s, alpha, loss)
     return best[0], best[1], best[2], plain
+
+
+def smoothquant(w, x, alpha):
+    """SmoothQuant's factors for W [rows, cols] reading x [tokens, cols], and
+    the W8A8 rows of W diag(s) dequantized (infera's W8A8: one f16 scale per
+    row, q = round half away from zero of x / d, clamped to +-127)."""
+    a = np.abs(x).max(axis=0).astype(np.float64)
+    wm = np.abs(w).max(axis=0).astype(np.float64)
+    s = np.maximum(np.maximum(a, 1e-5) ** alpha / np.maximum(wm, 1e-5) ** (1 - alpha), 1e-5)
+    s = np.where(a > 0, s, 1.0).astype(F32)
+    ws = (w.astype(F32) * s[None, :]).astype(F32)
+    amax = np.abs(ws).max(axis=1)
+    d = (amax / F32(127)).astype(np.float16).astype(F32)
+    inv = np.where(d != 0, F32(1) / np.where(d != 0, d, F32(1)), F32(0)).astype(F32)
+    v = (ws * inv[:, None]).astype(F32)
+    q = np.clip(np.sign(v) * np.floor(np.abs(v) + F32(0.5)), -127, 127).astype(F32)
+    return s, (q * d[:, None]).astype(F32)

@@ -110,6 +110,36 @@ class AwqTest(unittest.TestCase):
         self.assertLess(loss, 0.9 * plain)  # scaling pays where channels are uneven
 
 
+class SmoothQuantTest(unittest.TestCase):
+    """SmoothQuant's factors and W8A8 rounding against numpy (issue 20)."""
+
+    def test_factors_and_w8a8_rows_match_numpy(self):
+        rng = np.random.default_rng(8)
+        rows, cols, tokens = 40, 256, 200
+        w = (rng.standard_normal((rows, cols)) * 0.05).astype(np.float32)
+        x = rng.standard_normal((tokens, cols)).astype(np.float32)
+        x[:, [3, 77, 200]] *= 60  # activation outlier channels
+        x[:, 10] = 0  # a channel no token uses: factor 1
+        for alpha in (0.5, 0.8):
+            with tempfile.TemporaryDirectory() as d:
+                wp, xp, op = (os.path.join(d, f) for f in ("w.f32", "x.f32", "out.f32"))
+                w.tofile(wp)
+                x.tofile(xp)
+                r = subprocess.run([HARNESS, "smooth", str(alpha), str(rows), str(cols), wp, xp, str(tokens), op],
+                                   capture_output=True, text=True)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                out = np.fromfile(op, dtype="<f4")
+            s, deq = qr.smoothquant(w, x, alpha)
+            np.testing.assert_allclose(out[:cols], s, rtol=2e-6)
+            self.assertEqual(out[10], 1.0)
+            np.testing.assert_array_equal(out[cols:].reshape(rows, cols), deq)
+            # The outlier channels' maxima are brought down to the others'.
+            a = np.abs(x).max(axis=0)
+            peak = lambda v: v.max() / np.median(v)
+            self.assertGreater(peak(a), 40)
+            self.assertLess(peak(a / out[:cols]), 0.5 * peak(a))
+
+
 def infera(*args):
     return subprocess.run([INFERA, "--log-level", "warn", *args], capture_output=True, text=True)
 

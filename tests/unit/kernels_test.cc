@@ -210,7 +210,7 @@ void ExpectQGemmMatchesReference(const KernelTable& k) {
   for (DType t : kQuantTypes) {
     const PackFormat f = GetPackFormat(t);
     for (int64_t n : QuantSizes(t)) {
-      const int toks = 4;
+      const int toks = f.row_scale ? kMaxRowTileTokens : 4;
       const int64_t rows = 16;
       auto w = RandomWeights(t, rows, n, rng);
       const size_t rb = *RowBytes(t, n);
@@ -218,7 +218,7 @@ void ExpectQGemmMatchesReference(const KernelTable& k) {
       auto x = RandomVec(toks * n, rng);
       std::vector<uint8_t> buf;
       const QuantActs a = QuantizeActs(x.data(), toks, n, n, f, &buf);
-      for (int nt : {1, 2, 3, 4}) {
+      for (int nt = 1; nt <= toks; ++nt) {
         std::vector<float> y_ref(toks * 16, -1), y(toks * 16, -1);
         QGemmFor(ref, f)(pm, 0, a, 0, nt, y_ref.data());
         QGemmFor(k, f)(pm, 0, a, 0, nt, y.data());

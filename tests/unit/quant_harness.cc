@@ -3,10 +3,14 @@
 //
 //   quant_harness gptq TYPE GROUP ACT_ORDER ROWS COLS W.f32 X.f32 TOKENS OUT.f32 OUT.blocks
 //   quant_harness awq TYPE GRID ROWS COLS W.f32 X.f32 TOKENS OUT.f32
+//   quant_harness smooth ALPHA ROWS COLS W.f32 X.f32 TOKENS OUT.f32
 //
 // X [TOKENS, COLS] are the calibration inputs. gptq: OUT.f32 [ROWS, COLS] the
 // dequantized weights, OUT.blocks the GGUF blocks of TYPE. awq: OUT.f32 the
-// scales [COLS], then alpha, the loss and the plain-rounding loss.
+// scales [COLS], then alpha, the loss and the plain-rounding loss. smooth:
+// OUT.f32 SmoothQuant's factors [COLS] from X's per-channel |x| maxima (as
+// prune::InputStats records them), then the W8A8 rows of W diag(s)
+// dequantized [ROWS, COLS].
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -17,6 +21,8 @@
 #include "prune/input_stats.h"
 #include "quant/awq.h"
 #include "quant/gptq.h"
+#include "quant/quantize.h"
+#include "quant/smoothquant.h"
 #include "tensor/quant_blocks.h"
 
 using infera::testing::ReadF32;
@@ -44,9 +50,30 @@ int Awq(int argc, char** argv) {
   return WriteBytes(argv[9], out.data(), out.size() * 4) ? 0 : 1;
 }
 
+int Smooth(int argc, char** argv) {
+  using namespace infera;
+  if (argc != 9) return 2;
+  const double alpha = std::atof(argv[2]);
+  const int64_t rows = std::atoll(argv[3]), cols = std::atoll(argv[4]), tokens = std::atoll(argv[7]);
+  std::vector<float> w = ReadF32(argv[5], rows * cols), x = ReadF32(argv[6], tokens * cols);
+  prune::InputStats stats(cols, false);
+  stats.Add(x.data(), tokens);
+  std::vector<float> out = SmoothQuantScales(stats.abs_max(), {{w.data(), rows}}, cols, alpha);
+  std::vector<uint8_t> q(*RowBytes(DType::kW8A8, cols));
+  std::vector<float> row(cols), back(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < cols; ++j) row[j] = w[r * cols + j] * out[j];
+    QuantizeRow(DType::kW8A8, row.data(), q.data(), cols);
+    DequantizeRow(DType::kW8A8, q.data(), back.data(), cols);
+    out.insert(out.end(), back.begin(), back.end());
+  }
+  return WriteBytes(argv[8], out.data(), out.size() * 4) ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   using namespace infera;
   if (argc > 1 && std::string(argv[1]) == "awq") return Awq(argc, argv);
+  if (argc > 1 && std::string(argv[1]) == "smooth") return Smooth(argc, argv);
   if (argc != 12 || std::string(argv[1]) != "gptq") {
     std::fprintf(stderr, "usage: quant_harness gptq TYPE GROUP ACT_ORDER ROWS COLS W X TOKENS OUT.f32 OUT.blocks\n");
     return 2;

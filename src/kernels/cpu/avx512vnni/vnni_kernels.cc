@@ -245,7 +245,7 @@ void QGemmRowT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t
     __m512i wv[8];
 #pragma GCC unroll 8
     for (int c = 0; c < 8; ++c) wv[c] = _mm512_load_si512(blk + 64 * c);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < kT; ++t) {
       const int8_t* qt = q[t] + b * 32;
 #pragma GCC unroll 4
@@ -268,6 +268,10 @@ void QGemmRowT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t
 
 void QGemmRow(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
   switch (nt) {
+    case 8: return QGemmRowT<8>(w, group, a, t0, y);
+    case 7: return QGemmRowT<7>(w, group, a, t0, y);
+    case 6: return QGemmRowT<6>(w, group, a, t0, y);
+    case 5: return QGemmRowT<5>(w, group, a, t0, y);
     case 4: return QGemmRowT<4>(w, group, a, t0, y);
     case 3: return QGemmRowT<3>(w, group, a, t0, y);
     case 2: return QGemmRowT<2>(w, group, a, t0, y);
