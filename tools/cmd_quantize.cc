@@ -101,6 +101,16 @@ int Quantize(const QuantizeArgs& a, const RuntimeOptions& rt) {
     if (a.gptq.calib.empty()) return ReportError("--smooth-alpha needs --calib FILE (calibration text)");
     if (awq) return ReportError("--smooth-alpha does not combine with --awq (both rescale the same channels)");
   }
+  const bool outliers = a.gptq.outlier_threshold != 0;
+  if (outliers) {
+    if (target->base != DType::kW8A8) return ReportError("--outlier-threshold applies to --type w8a8");
+    if (!(a.gptq.outlier_threshold > 0 && a.gptq.outlier_threshold < 1e30)) {
+      return ReportError("--outlier-threshold must be a positive activation magnitude (LLM.int8() uses 6)");
+    }
+    if (a.gptq.calib.empty()) return ReportError("--outlier-threshold needs --calib FILE (calibration text)");
+    if (awq) return ReportError("--outlier-threshold does not combine with --awq");
+  }
+  const bool w8a8_calib = smooth || outliers;
   if (target->base == DType::kW8A8 && !a.imatrix.empty()) {
     return ReportError("--imatrix has no effect on w8a8 (one scale per row: nothing to weigh)");
   }
@@ -110,7 +120,7 @@ int Quantize(const QuantizeArgs& a, const RuntimeOptions& rt) {
     if (a.gptq.calib.empty()) return ReportError("--target-bpw needs --calib FILE (text to measure KL divergence on)");
     if (a.target_bpw < 2 || a.target_bpw > 8.5) return ReportError("--target-bpw must be in [2, 8.5]");
   }
-  if (gptq || awq || mix || smooth) {
+  if (gptq || awq || mix || w8a8_calib) {
     if (a.gptq.calib_tokens < 16) return ReportError("--calib-tokens must be >= 16");
     if (Status st = CheckOutputNotInput(a.paths[1], {a.gptq.calib}); !st.ok()) return ReportError(st);
   }
@@ -129,7 +139,7 @@ int Quantize(const QuantizeArgs& a, const RuntimeOptions& rt) {
     if (!loaded.ok()) return ReportError(loaded.status());
     im = std::move(loaded).value();
   }
-  auto lm = LoadModelAndTokenizer(a.paths[0], a.tokenizer, gptq || awq || mix || smooth);
+  auto lm = LoadModelAndTokenizer(a.paths[0], a.tokenizer, gptq || awq || mix || w8a8_calib);
   if (!lm.ok()) return ReportError(lm.status());
   if (im) {
     if (Status st = CheckImatrixFitsModel(*im, lm->model->config, a.imatrix); !st.ok()) return ReportError(st);
@@ -165,20 +175,40 @@ int Quantize(const QuantizeArgs& a, const RuntimeOptions& rt) {
     if (!enc.ok()) return ReportError(enc.status());
     encoded = std::move(enc).value();
   }
-  if (smooth) {
-    auto rep = RunSmoothQuant(&*lm, a.gptq, rt);
+  OutlierTensors outlier_tensors;
+  if (w8a8_calib) {
+    auto rep = RunW8A8Calibration(&*lm, a.gptq, rt, &outlier_tensors);
     if (!rep.ok()) return ReportError(rep.status());
-    std::fprintf(stderr,
-                 "smoothquant: alpha %.2f, %d input groups smoothed; largest channel max / median channel max: "
-                 "%.1f -> %.1f (worst group), %.1f -> %.1f (mean)\n",
-                 a.gptq.smooth_alpha, rep->groups, rep->peak_before, rep->peak_after, rep->mean_peak_before,
-                 rep->mean_peak_after);
+    if (smooth) {
+      std::fprintf(stderr,
+                   "smoothquant: alpha %.2f, %d input groups smoothed; largest channel max / median channel max: "
+                   "%.1f -> %.1f (worst group), %.1f -> %.1f (mean)\n",
+                   a.gptq.smooth_alpha, rep->groups, rep->peak_before, rep->peak_after, rep->mean_peak_before,
+                   rep->mean_peak_after);
+    }
+    if (outliers) {
+      std::fprintf(stderr, "outliers: %lld of %lld input channels above %g kept in f16 (%d of %d input groups)\n",
+                   static_cast<long long>(rep->outlier_cols), static_cast<long long>(rep->input_cols),
+                   a.gptq.outlier_threshold, rep->outlier_groups, rep->groups);
+    }
   }
   ModelWriteOptions wo;
-  if (smooth) {
-    wo.extra_metadata = [&a](GgufWriter* w) {
+  if (w8a8_calib) {
+    wo.extra_metadata = [&a, smooth, outliers](GgufWriter* w) {
       w->SetString("quantize.calibration.file", a.gptq.calib);
-      w->SetF32("quantize.smoothquant.alpha", static_cast<float>(a.gptq.smooth_alpha));
+      if (smooth) w->SetF32("quantize.smoothquant.alpha", static_cast<float>(a.gptq.smooth_alpha));
+      if (outliers) w->SetF32("quantize.outlier_threshold", static_cast<float>(a.gptq.outlier_threshold));
+    };
+    // Each matrix's outlier columns beside it: NAME.outlier_cols (i32 [k])
+    // and NAME.outlier_weight (f16 [k, n_out]), NAME without ".weight".
+    wo.extra_tensors = [&outlier_tensors](GgufWriter* w) {
+      for (const auto& [name, t] : outlier_tensors) {
+        const std::string base = name.ends_with(".weight") ? name.substr(0, name.size() - 7) : name;
+        const int64_t k = static_cast<int64_t>(t.cols.size());
+        w->AddTensor(base + ".outlier_cols", DType::kI32, {k}, reinterpret_cast<const uint8_t*>(t.cols.data()), k * 4);
+        w->AddTensor(base + ".outlier_weight", DType::kF16, {k, t.n_out},
+                     reinterpret_cast<const uint8_t*>(t.weight_f16.data()), t.weight_f16.size() * 2);
+      }
     };
   }
   if (gptq || awq) {
@@ -245,6 +275,9 @@ CommandFn RegisterQuantize(CLI::App& app, const RuntimeOptions& rt) {
   app.add_option("--smooth-alpha", a->gptq.smooth_alpha,
                  "w8a8: SmoothQuant, alpha in [0, 1] (0.5 is the paper's default): activation outliers moved into "
                  "the weights by per-channel factors found on --calib and folded into the norms and ffn_up");
+  app.add_option("--outlier-threshold", a->gptq.outlier_threshold,
+                 "w8a8: LLM.int8()-style outliers, input channels whose calibration |x| exceeds this (6 in the "
+                 "paper) stay in f16 and run beside the int8 product (needs --calib)");
   app.add_option("--awq-grid", a->gptq.awq_grid, "awq: scale exponents tried (default 20)");
   app.add_option("--calib", a->gptq.calib, "gptq, awq, smooth-alpha: calibration text (- reads stdin)");
   app.add_option("--calib-tokens", a->gptq.calib_tokens, "gptq, awq: calibration tokens to use (default 4096)");

@@ -81,6 +81,9 @@ StatusOr<ModelWriteSummary> WriteModelGguf(const LoadedModel& lm, const TypeChoo
   const bool tty = isatty(fileno(stderr)) != 0;
   // `n_stack` > 0: x holds that many matrices, written as one 3-D tensor.
   auto mat = [&](const std::string& name, const WeightMatrix& x, int64_t n_stack = 0) -> Status {
+    if (x.outliers != nullptr) {
+      return Unimplemented(name + ": has W8A8 outlier columns; write it from the float model instead");
+    }
     DType to = choose(name, x);
     if (!RowBytes(to, x.n_in)) to = DType::kF16;  // row not a whole number of blocks
     if (!CanQuantize(to)) return Unimplemented(std::string("cannot write type ") + DTypeName(to));
@@ -150,6 +153,7 @@ StatusOr<ModelWriteSummary> WriteModelGguf(const LoadedModel& lm, const TypeChoo
     }
   });
   RETURN_IF_ERROR(st);
+  if (opts.extra_tensors) opts.extra_tensors(&gw);
   if (opts.show_progress && tty) std::fputc('\n', stderr);
   RETURN_IF_ERROR(gw.Write(path));
   return sum;

@@ -29,6 +29,8 @@ struct ModelWriteOptions {
   std::function<const std::vector<uint8_t>*(const std::string& name)> encoded;
   // Adds keys after the model's own (e.g. how it was pruned). May be empty.
   std::function<void(GgufWriter*)> extra_metadata;
+  // Adds tensors after the model's own (W8A8 outlier columns). May be empty.
+  std::function<void(GgufWriter*)> extra_tensors;
 };
 
 struct ModelWriteSummary {

@@ -11,6 +11,7 @@
 #include "quant/awq.h"
 #include "quant/quantize.h"
 #include "quant/smoothquant.h"
+#include "tensor/fp16.h"
 #include "tensor/quant_blocks.h"
 #include "tools/prune_calibration.h"
 
@@ -84,12 +85,13 @@ std::vector<AwqGroup> InputGroups(LayerWeights& L) {
 
 }  // namespace
 
-StatusOr<SmoothReport> RunSmoothQuant(LoadedModel* lm, const GptqRunOptions& o, const RuntimeOptions& rt) {
+StatusOr<W8A8Report> RunW8A8Calibration(LoadedModel* lm, const GptqRunOptions& o, const RuntimeOptions& rt,
+                                        OutlierTensors* outliers) {
   Model& model = *lm->model;
   const ModelConfig& c = model.config;
   if (!c.pre_norm || c.fused_qkv || c.fused_gate_up || c.moe()) {
-    return InvalidArgument("--smooth-alpha needs pre-norm blocks with separate Q/K/V and gate/up projections and no "
-                           "experts");
+    return InvalidArgument("--smooth-alpha and --outlier-threshold need pre-norm blocks with separate Q/K/V and "
+                           "gate/up projections and no experts");
   }
   auto session = StartCalibration(lm, o.calib, o.calib_tokens, o.calib_ctx, o.threads, rt);
   if (!session.ok()) return session.status();
@@ -97,7 +99,9 @@ StatusOr<SmoothReport> RunSmoothQuant(LoadedModel* lm, const GptqRunOptions& o, 
   // so one pass over the calibration text gives every layer's maxima.
   StatsCollector stats({}, {LinearInput::kAttnIn, LinearInput::kFfnIn, LinearInput::kFfnMid}, /*with_hessian=*/false);
   RETURN_IF_ERROR((*session)->calibrator->Run((*session)->chunks, &stats));
-  SmoothReport rep;
+  std::map<const WeightMatrix*, std::string> names;
+  for (const auto& lmx : prune::LayerMatrices(&model)) names[lmx.m] = lmx.name.substr(0, lmx.name.find('['));
+  W8A8Report rep;
   double sum_before = 0, sum_after = 0;
   for (int l = 0; l < c.n_layer; ++l) {
     for (const AwqGroup& g : InputGroups(model.weights->layers[l])) {
@@ -106,7 +110,8 @@ StatusOr<SmoothReport> RunSmoothQuant(LoadedModel* lm, const GptqRunOptions& o, 
       const int64_t cols = g.mats[0]->n_in;
       std::vector<SmoothMatrix> sm;
       for (WeightMatrix* m : g.mats) sm.push_back({Mutable(*m), m->n_out});
-      const std::vector<float> sc = SmoothQuantScales(s->abs_max(), sm, cols, o.smooth_alpha);
+      const std::vector<float> sc = o.smooth_alpha >= 0 ? SmoothQuantScales(s->abs_max(), sm, cols, o.smooth_alpha)
+                                                        : std::vector<float>(cols, 1.0f);
       // How far the largest channel stands above the median one, before and
       // after: what per-token int8 activations suffer from.
       std::vector<float> before = s->abs_max(), after(cols);
@@ -123,6 +128,29 @@ StatusOr<SmoothReport> RunSmoothQuant(LoadedModel* lm, const GptqRunOptions& o, 
       sum_after += pa;
       FoldScales(g, sc);
       ++rep.groups;
+      rep.input_cols += cols;
+      if (o.outlier_threshold <= 0) continue;
+      std::vector<int32_t> out_cols;
+      for (int64_t j = 0; j < cols; ++j) {
+        if (after[j] > o.outlier_threshold) out_cols.push_back(static_cast<int32_t>(j));
+      }
+      if (out_cols.empty()) continue;
+      ++rep.outlier_groups;
+      rep.outlier_cols += static_cast<int64_t>(out_cols.size());
+      const int64_t k = static_cast<int64_t>(out_cols.size());
+      for (WeightMatrix* m : g.mats) {
+        OutlierTensor& t = (*outliers)[names.at(m)];
+        t.cols = out_cols;
+        t.n_out = m->n_out;
+        t.weight_f16.resize(m->n_out * k);
+        float* w = Mutable(*m);
+        for (int64_t r = 0; r < m->n_out; ++r) {
+          for (int64_t j = 0; j < k; ++j) {
+            t.weight_f16[r * k + j] = Fp32ToFp16(w[r * cols + out_cols[j]]);
+            w[r * cols + out_cols[j]] = 0.0f;
+          }
+        }
+      }
     }
   }
   if (rep.groups > 0) {

@@ -26,6 +26,7 @@ struct GptqRunOptions {
   bool awq = false;
   int awq_grid = 20;
   double smooth_alpha = -1;  // SmoothQuant's alpha in [0, 1]; < 0: off
+  double outlier_threshold = 0;  // W8A8 outlier columns above this |x| (LLM.int8()); 0: off
   int threads = 0;
 };
 
@@ -39,17 +40,35 @@ using EncodedTensors = std::map<std::string, std::vector<uint8_t>>;
 StatusOr<EncodedTensors> RunCalibrated(LoadedModel* lm, const TypeChooser& choose, const GptqRunOptions& o,
                                  const RuntimeOptions& rt);
 
-// SmoothQuant (--smooth-alpha): one calibration pass records every layer
-// input's per-channel |x| maximum, then each group of matrices sharing an
-// input (Q/K/V, gate/up, down) gets SmoothQuantScales folded in: columns
-// times s, the attention / FFN RMSNorm weights (down: ffn_up's rows) divided
-// by s. Edits lm's f32 copies in place; the F32 model computes the same.
-struct SmoothReport {
+// W8A8 calibration: one pass over the calibration text records every layer
+// input's per-channel |x| maximum, then for each group of matrices sharing an
+// input (Q/K/V, gate/up, down):
+//  - SmoothQuant (--smooth-alpha): SmoothQuantScales folded in, columns times
+//    s, the attention / FFN RMSNorm weights (down: ffn_up's rows) divided by
+//    s (the F32 model computes the same);
+//  - LLM.int8() outliers (--outlier-threshold T): the input channels whose
+//    maximum (after smoothing) exceeds T are taken out of the matrices (their
+//    f32 columns zeroed, so W8A8's row scales ignore them) and returned as
+//    outlier tensors, F16, to run in float beside the int8 product.
+// Edits lm's f32 copies in place.
+struct W8A8Report {
   int groups = 0;
   // max_j / median_j of the activation maxima of a group's input: the
   // largest over the groups and the mean, before and after smoothing.
   double peak_before = 0, peak_after = 0, mean_peak_before = 0, mean_peak_after = 0;
+  int outlier_groups = 0;   // groups with outlier channels
+  int64_t outlier_cols = 0;  // channels taken out, over all groups
+  int64_t input_cols = 0;    // channels of all groups
 };
-StatusOr<SmoothReport> RunSmoothQuant(LoadedModel* lm, const GptqRunOptions& o, const RuntimeOptions& rt);
+// GGUF tensor name (…weight) -> its outlier columns (OutlierColumns' layout:
+// sorted i32 columns, F16 [n_out, k] weights).
+struct OutlierTensor {
+  std::vector<int32_t> cols;
+  std::vector<uint16_t> weight_f16;
+  int64_t n_out = 0;
+};
+using OutlierTensors = std::map<std::string, OutlierTensor>;
+StatusOr<W8A8Report> RunW8A8Calibration(LoadedModel* lm, const GptqRunOptions& o, const RuntimeOptions& rt,
+                                        OutlierTensors* outliers);
 
 }  // namespace infera::cli

@@ -141,10 +141,50 @@ void Matmul(const KernelTable& k, ThreadPool& pool, const WeightMatrix& w, const
   MatmulMany(k, pool, &t, 1, x, m);
 }
 
+namespace {
+
+// y = W x for a matrix with outlier columns (OutlierColumns): the int8 part
+// on x with those columns zeroed, plus the float side product.
+void MatmulWithOutliers(const KernelTable& k, ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t m,
+                        float* y) {
+  const OutlierColumns& o = *w.outliers;
+  const int64_t n = w.n_in, kc = static_cast<int64_t>(o.cols.size());
+  CHECK(o.dense.n_in == kc && o.dense.n_out == w.n_out);
+  thread_local std::vector<float> x_main, x_side, y_side;
+  x_main.assign(x, x + m * n);
+  x_side.resize(m * kc);
+  y_side.resize(m * w.n_out);
+  for (int64_t t = 0; t < m; ++t) {
+    for (int64_t j = 0; j < kc; ++j) {
+      x_side[t * kc + j] = x_main[t * n + o.cols[j]];
+      x_main[t * n + o.cols[j]] = 0.0f;
+    }
+  }
+  WeightMatrix main = w;
+  main.outliers = nullptr;
+  const MatmulTarget tm{&main, y}, ts{&o.dense, y_side.data()};
+  MatmulMany(k, pool, &tm, 1, x_main.data(), m);
+  MatmulMany(k, pool, &ts, 1, x_side.data(), m);
+  for (int64_t i = 0; i < m * w.n_out; ++i) y[i] += y_side[i];
+}
+
+}  // namespace
+
 void MatmulMany(const KernelTable& k, ThreadPool& pool, const MatmulTarget* targets, int n, const float* x,
                 int64_t m) {
   CHECK(n >= 1 && n <= kMaxMatmulTargets);
   if (m <= 0) return;
+  for (int i = 0; i < n; ++i) {
+    if (targets[i].w->outliers == nullptr) continue;
+    for (int j = 0; j < n; ++j) {  // (rare: one matrix at a time)
+      if (targets[j].w->outliers != nullptr) {
+        MatmulWithOutliers(k, pool, *targets[j].w, x, m, targets[j].y);
+      } else {
+        MatmulMany(k, pool, &targets[j], 1, x, m);
+      }
+    }
+    return;
+  }
   MatmulPart parts[kMaxMatmulTargets];
   std::unique_ptr<PackedMatrix> packed_here[kMaxMatmulTargets];
   // Per part: its activations' buffer (grows once; the owner thread's).

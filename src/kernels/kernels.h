@@ -177,6 +177,8 @@ struct KernelTable {
 KernelTable MakeKernelTable(CpuIsa isa);
 KernelTable MakeBestKernelTable();
 
+struct OutlierColumns;
+
 // A weight matrix W [n_out, n_in] of any supported type (rows contiguous).
 struct WeightMatrix {
   // (data is null when only the packed copy exists: a split model's
@@ -189,6 +191,19 @@ struct WeightMatrix {
   // For quantized types: the packed copy the kernels read (owned by the
   // model). Null: Matmul packs on the fly (tests, tools; slow).
   const PackedMatrix* packed = nullptr;
+  // W8A8 with LLM.int8()-style outlier columns (owned by the model): null
+  // for every other matrix.
+  const OutlierColumns* outliers = nullptr;
+};
+
+// LLM.int8() (Dettmers et al., 2022)-style decomposition of a W8A8 matrix:
+// the input columns `cols` (sorted, distinct; k of them) run in float
+// against `dense` [n_out, k] (F16), the others in int8 (the int8 matrix holds
+// zeros in `cols`), so the per-token activation scale is set by the ordinary
+// channels: y = Q8(x with cols zeroed) · W8^T + x[:, cols] · dense^T.
+struct OutlierColumns {
+  std::vector<int32_t> cols;
+  WeightMatrix dense;
 };
 
 // y [m, n_out] = x [m, n_in] · W^T, split over output rows across the pool.
@@ -201,8 +216,8 @@ void Matmul(const KernelTable& k, ThreadPool& pool, const WeightMatrix& w, const
             float* y);
 
 // Several matrices with the same input, y_i [m, n_out_i] = x [m, n_in] ·
-// W_i^T, as one parallel op (Q/K/V, gate/up): the pool deals the rows of all
-// of them at once, so the threads wait for each other once instead of once
+// W_i^T, as one parallel op (Q/K/V, gate/up; matrices with outlier columns
+// one after another): the pool deals the rows of all of them at once, so the threads wait for each other once instead of once
 // per matrix, and activations are quantized once per distinct format. Each
 // y_i is computed exactly as Matmul computes it.
 struct MatmulTarget {

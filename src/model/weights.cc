@@ -90,8 +90,11 @@ class Builder {
   // the rows kept). `shape`: the GGUF shape when not {n_in, n_out} (stacked
   // experts). `rows` / `cols`: the part kept (default: all); rows are a
   // view, columns a copy (whole quantization blocks).
+  // `allow_outliers`: a plain layer matrix, which may have W8A8 outlier
+  // columns (Outliers).
   Status Matrix(const std::string& name, int64_t n_in, int64_t n_out, WeightMatrix* m, int permute_heads = 0,
-                std::vector<int64_t> shape = {}, IndexRange rows = {}, IndexRange cols = {}) {
+                std::vector<int64_t> shape = {}, IndexRange rows = {}, IndexRange cols = {},
+                bool allow_outliers = false) {
     const TensorView* t;
     RETURN_IF_ERROR(Get(name, shape.empty() ? std::vector<int64_t>{n_in, n_out} : shape, &t));
     if (!IsSupportedWeightType(t->type)) {
@@ -110,6 +113,7 @@ class Builder {
     }
     if (rows.size() == 0) rows = {0, n_out};
     if (cols.size() == 0) cols = {0, n_in};
+    if (t->type == DType::kW8A8) RETURN_IF_ERROR(Outliers(name, n_in, n_out, rows, cols, allow_outliers && permute_heads == 0, m));
     m->type = t->type;
     m->n_in = cols.size();
     m->n_out = rows.size();
@@ -145,6 +149,49 @@ class Builder {
       m->data = buf.data();
     }
     w_->total_bytes += bytes;
+    return Status::Ok();
+  }
+
+  // A W8A8 matrix's optional outlier columns: NAME.outlier_cols (I32 [k],
+  // sorted, distinct, < n_in) and NAME.outlier_weight (F16 [k, n_out]), NAME
+  // without its ".weight". Sets m->outliers when present.
+  Status Outliers(const std::string& name, int64_t n_in, int64_t n_out, IndexRange rows, IndexRange cols,
+                  bool allowed, WeightMatrix* m) {
+    const std::string base = name.size() > 7 && name.ends_with(".weight") ? name.substr(0, name.size() - 7) : name;
+    const TensorView* ci = lookup_(base + ".outlier_cols");
+    const TensorView* cw = lookup_(base + ".outlier_weight");
+    if (ci == nullptr && cw == nullptr) return Status::Ok();
+    if (ci == nullptr || cw == nullptr) {
+      return DataLoss(fmt::format("{}: '{}' has only one of its .outlier_cols and .outlier_weight tensors", source_,
+                                  name));
+    }
+    if (!allowed) {
+      return Unimplemented(fmt::format("{}: '{}' has outlier columns, supported on unfused layer matrices only",
+                                       source_, name));
+    }
+    if (rows.size() != n_out || cols.size() != n_in) {
+      return Unimplemented(fmt::format("{}: '{}' has outlier columns, which a --tp / --pp shard cannot split yet",
+                                       source_, name));
+    }
+    const int64_t k = ci->NumElements();
+    if (ci->type != DType::kI32 || ci->ne.size() != 1 || k < 1 || k > n_in) {
+      return DataLoss(fmt::format("{}: '{}.outlier_cols' must be i32 [1..{}]", source_, base, n_in));
+    }
+    OutlierColumns& o = w_->outlier_columns.emplace_back();
+    o.cols.resize(k);
+    std::memcpy(o.cols.data(), ci->data, k * 4);
+    for (int64_t j = 0; j < k; ++j) {
+      if (o.cols[j] < 0 || o.cols[j] >= n_in || (j > 0 && o.cols[j] <= o.cols[j - 1])) {
+        return DataLoss(fmt::format("{}: '{}.outlier_cols' must be increasing columns below {}", source_, base, n_in));
+      }
+    }
+    const auto cw_ne = cw->ne;
+    if (cw->type != DType::kF16 || cw_ne.size() != 2 || cw_ne[0] != k || cw_ne[1] != n_out) {
+      return DataLoss(fmt::format("{}: '{}.outlier_weight' must be f16 [{}, {}]", source_, base, k, n_out));
+    }
+    o.dense = WeightMatrix{DType::kF16, k, n_out, cw->data, static_cast<size_t>(k) * 2};
+    m->outliers = &o;
+    w_->total_bytes += cw->nbytes + ci->nbytes;
     return Status::Ok();
   }
 
@@ -236,7 +283,7 @@ class Builder {
       }
       if (r.matrix) {
         st = Matrix(name, DimSize(c_, r.n_in, layer), DimSize(c_, r.n_out, layer), RoleMatrix(r, layer, w_), heads, {},
-                    rows, cols);
+                    rows, cols, /*allow_outliers=*/r.per_layer);
         return;
       }
       std::vector<float>* v = RoleVector(r, layer, w_);

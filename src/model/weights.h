@@ -44,6 +44,8 @@ struct ModelWeights {
   std::vector<float> rope_freq_factors;  // empty, or rope_dim/2 divisors
   std::vector<float> rope_factors_long, rope_factors_short;  // LongRoPE: empty, or rope_dim/2 divisors each
   std::deque<std::vector<uint8_t>> owned;  // buffers for converted tensors
+  // W8A8 matrices' outlier columns (WeightMatrix::outliers points here).
+  std::deque<OutlierColumns> outlier_columns;
   // Packed copies of the quantized matrices (WeightMatrix::packed points here).
   std::vector<std::unique_ptr<PackedMatrix>> packed;
   uint64_t packed_bytes = 0;

@@ -149,8 +149,15 @@ Status MakeLayerMatricesF32(Model* model) {
     float* buf = NewF32(&w, rows, cols);
     int64_t at = 0;
     for (WeightMatrix* p : parts) {
+      std::vector<float> side(p->outliers ? p->outliers->cols.size() : 0);
       for (int64_t i = 0; i < p->n_out; ++i) {
-        DequantizeRow(p->type, p->data + i * p->row_bytes, buf + (at + i) * cols, cols);
+        float* row = buf + (at + i) * cols;
+        DequantizeRow(p->type, p->data + i * p->row_bytes, row, cols);
+        if (p->outliers != nullptr) {  // W8A8's float columns back in place
+          const OutlierColumns& o = *p->outliers;
+          DequantizeRow(o.dense.type, o.dense.data + i * o.dense.row_bytes, side.data(), o.dense.n_in);
+          for (size_t j = 0; j < side.size(); ++j) row[o.cols[j]] = side[j];
+        }
       }
       *p = F32View(buf + at * cols, p->n_out, cols);
       at += p->n_out;

@@ -3,7 +3,8 @@ outlier model made from it by tools/py/make_outlier_model.py (a few norm
 channels x64, the reading columns /64: the same F32 function):
   - the outlier model's F32 perplexity equals the original's;
   - per-token int8 activations without smoothing degrade clearly there;
-  - SmoothQuant (--smooth-alpha 0.5) recovers to within 1 % ppl of F32;
+  - SmoothQuant (--smooth-alpha 0.5) and LLM.int8()-style outlier columns
+    (--outlier-threshold 20) each recover to within 1 % ppl of F32;
   - bad flags and a W8A8 file with two scales in a row are refused with one
     line (exit 2), nothing written."""
 import os
@@ -77,6 +78,44 @@ class W8A8Test(unittest.TestCase):
         self.assertGreater(outl - base, 5 * abs(smooth - base))
         self.assertLess(abs(smooth / base - 1), 0.01)  # SmoothQuant recovers
 
+    def test_outlier_columns_recover(self):
+        base = self.ppl("f32.gguf")
+        self.quantize("of32.gguf", "ow8.gguf", "--type", "w8a8")
+        r = self.quantize("of32.gguf", "ow8o.gguf", "--type", "w8a8", "--outlier-threshold", "20", "--calib",
+                          self.path("calib.txt"))
+        m = re.search(r"outliers: (\d+) of (\d+) input channels above 20", r.stderr)
+        self.assertIsNotNone(m, r.stderr)
+        # The 4 x64 channels of each norm, in all 12 norm groups, and few others.
+        self.assertGreaterEqual(int(m.group(1)), 48)
+        self.assertLess(int(m.group(1)), 0.05 * int(m.group(2)))
+        tensors = qr.read_gguf_tensors(self.path("ow8o.gguf"))
+        t, ne, raw = tensors["blk.0.attn_q.outlier_cols"]
+        cols = list(memoryview(raw).cast("i"))
+        self.assertEqual(t, 26)
+        self.assertEqual(cols, sorted(set(cols)))
+        t, ne, _ = tensors["blk.0.attn_q.outlier_weight"]
+        self.assertEqual((t, ne[0]), (1, len(cols)))
+        plain, outl = self.ppl("ow8.gguf"), self.ppl("ow8o.gguf")
+        self.assertLess(abs(outl / base - 1), 0.01)
+        self.assertGreater(plain - base, 5 * abs(outl - base))
+        # Untrusted files: columns out of order are refused at load.
+        data = bytearray(open(self.path("ow8o.gguf"), "rb").read())
+        raw = tensors["blk.0.attn_q.outlier_cols"][2]
+        at = bytes(data).find(raw)
+        self.assertGreater(at, 0)
+        data[at:at + 8] = raw[4:8] + raw[0:4]
+        with open(self.path("bad_cols.gguf"), "wb") as f:
+            f.write(data)
+        r = infera("perplexity", "-m", self.path("bad_cols.gguf"), "-f", self.path("eval.txt"), "-c", "128")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("outlier_cols' must be increasing", r.stderr)
+        # The outlier columns cannot be written back as another type.
+        out = self.path("requant.gguf")
+        r = infera("quantize", self.path("ow8o.gguf"), out, "--type", "q8_0")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("outlier columns", r.stderr)
+        self.assertFalse(os.path.exists(out))
+
     def test_w8a8_rows_have_one_scale(self):
         self.quantize("f32.gguf", "w8.gguf", "--type", "w8a8")
         tensors = qr.read_gguf_tensors(self.path("w8.gguf"))
@@ -95,6 +134,9 @@ class W8A8Test(unittest.TestCase):
             (["--type", "w8a8", "--smooth-alpha", "0.5"], "needs --calib"),
             (["--type", "w8a8", "--imatrix", calib], "no effect on w8a8"),
             (["--type", "w8a8", "--method", "gptq", "--calib", calib], "--method gptq writes"),
+            (["--type", "q8_0", "--outlier-threshold", "6", "--calib", calib], "applies to --type w8a8"),
+            (["--type", "w8a8", "--outlier-threshold", "-1", "--calib", calib], "positive activation magnitude"),
+            (["--type", "w8a8", "--outlier-threshold", "6"], "needs --calib"),
         ]
         out = self.path("refused.gguf")
         for flags, msg in cases:

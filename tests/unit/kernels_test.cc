@@ -539,6 +539,60 @@ TEST_P(KernelIsaTest, MatmulManyEqualsMatmulPerMatrix) {
   }
 }
 
+// W8A8 with LLM.int8()-style outlier columns: the int8 product of x with
+// those columns zeroed plus the F16 side product, bit for bit, alone and
+// batched, MatmulMany as Matmul; and close to the exact product.
+TEST_P(KernelIsaTest, W8A8OutlierColumnsAddTheFloatSideProduct) {
+  const KernelTable k = MakeKernelTable(GetParam());
+  std::mt19937 rng(31);
+  ThreadPool pool(2);
+  const int64_t n_in = 96, n_out = 40, m = 9;
+  auto w = RandomWeights(DType::kW8A8, n_out, n_in, rng);
+  const std::vector<int32_t> cols = {3, 50, 95};
+  const int64_t kc = static_cast<int64_t>(cols.size());
+  auto dense = RandomWeights(DType::kF16, n_out, kc, rng);
+  OutlierColumns o{cols, WeightMatrix{DType::kF16, kc, n_out, dense.data(), static_cast<size_t>(kc) * 2}};
+  WeightMatrix plain{DType::kW8A8, n_in, n_out, w.data(), *RowBytes(DType::kW8A8, n_in)};
+  WeightMatrix with = plain;
+  with.outliers = &o;
+  auto x = RandomVec(m * n_in, rng);
+  for (int64_t t = 0; t < m; ++t) x[t * n_in + 50] *= 100.0f;  // an outlier channel
+  std::vector<float> y(m * n_out), want(m * n_out), side(m * n_out), xm = x, xs(m * kc);
+  Matmul(k, pool, with, x.data(), m, y.data());
+  for (int64_t t = 0; t < m; ++t) {
+    for (int64_t j = 0; j < kc; ++j) {
+      xs[t * kc + j] = x[t * n_in + cols[j]];
+      xm[t * n_in + cols[j]] = 0.0f;
+    }
+  }
+  Matmul(k, pool, plain, xm.data(), m, want.data());
+  Matmul(k, pool, o.dense, xs.data(), m, side.data());
+  for (int64_t i = 0; i < m * n_out; ++i) want[i] += side[i];
+  ASSERT_EQ(std::memcmp(y.data(), want.data(), y.size() * 4), 0);
+  std::vector<float> y_one(n_out), y_many(m * n_out), y_other(m * n_out);
+  Matmul(k, pool, with, x.data() + 5 * n_in, 1, y_one.data());
+  EXPECT_EQ(std::memcmp(y_one.data(), y.data() + 5 * n_out, n_out * 4), 0);
+  const MatmulTarget targets[2] = {{&plain, y_other.data()}, {&with, y_many.data()}};
+  MatmulMany(k, pool, targets, 2, x.data(), m);
+  EXPECT_EQ(std::memcmp(y_many.data(), y.data(), y.size() * 4), 0);
+  // Against the exact product (int8 part dequantized, outlier columns from
+  // the dense weights): only the int8 rounding of the ordinary channels.
+  std::vector<float> deq(n_in), dd(kc);
+  for (int64_t r = 0; r < n_out; ++r) {
+    DequantizeRow(DType::kW8A8, w.data() + r * plain.row_bytes, deq.data(), n_in);
+    DequantizeRow(DType::kF16, dense.data() + r * kc * 2, dd.data(), kc);
+    for (int64_t j = 0; j < kc; ++j) deq[cols[j]] = dd[j];
+    for (int64_t t = 0; t < m; ++t) {
+      double exact = 0, mag = 0;
+      for (int64_t e = 0; e < n_in; ++e) {
+        exact += static_cast<double>(deq[e]) * x[t * n_in + e];
+        mag += std::fabs(static_cast<double>(deq[e]) * xm[t * n_in + e]);
+      }
+      EXPECT_NEAR(y[t * n_out + r], exact, 0.02 * mag + 1e-4) << "row " << r << " token " << t;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllIsas, KernelIsaTest, ::testing::ValuesIn(AvailableIsas()),
                          [](const auto& info) { return std::string(CpuIsaName(info.param)); });
 
