@@ -2,7 +2,8 @@
 # W8A8 and SmoothQuant (issue 20).
 #
 #   bench/w8a8.sh quality   # kjv-7m and its outlier model (tools/py/make_outlier_model.py): ppl, KLD and
-#                           # top-1 vs F32 for Q8_0, W8A8, W8A8 + SmoothQuant (alpha 0.5)
+#                           # top-1 vs F32 for Q8_0, W8A8, W8A8 + SmoothQuant (alpha 0.5), W8A8 + outlier
+#                           # columns (LLM.int8()-style, --outlier-threshold 20)
 #   bench/w8a8.sh speed     # m360 / m1b random-weight models: pp512 and tg128 of Q8_0 vs W8A8, ROUNDS
 #                           # interleaved rounds, medians and their ratio
 # Env: DIR (default /tmp/w8a8), ROUNDS (default 5), THREADS (default 2), SHAPES (default "m360 m1b"), INFERA.
@@ -29,11 +30,13 @@ case "${1:-quality}" in
       "$INFERA" --log-level warn quantize "$DIR/$model-f32.gguf" "$DIR/$model-w8a8.gguf" --type w8a8 2>/dev/null
       "$INFERA" --log-level warn quantize "$DIR/$model-f32.gguf" "$DIR/$model-w8a8-smooth.gguf" --type w8a8 \
         --smooth-alpha 0.5 --calib "$DIR/calib.txt" 2>&1 | grep smoothquant >&2
+      "$INFERA" --log-level warn quantize "$DIR/$model-f32.gguf" "$DIR/$model-w8a8-outliers.gguf" --type w8a8 \
+        --outlier-threshold 20 --calib "$DIR/calib.txt" 2>&1 | grep outliers >&2
       base="$DIR/$model-f32.kld"
       ppl=$("$INFERA" --log-level warn perplexity -m "$DIR/$model-f32.gguf" -f "$DIR/eval.txt" -c 128 \
               --kl-divergence-base "$base" 2>&1 | tr '\r' '\n' | sed -n 's/^ppl = \([0-9.]*\).*/\1/p')
       echo "| $model | f32 | $ppl | 0 | 100 % |"
-      for t in q8_0 w8a8 w8a8-smooth; do
+      for t in q8_0 w8a8 w8a8-smooth w8a8-outliers; do
         out=$("$INFERA" --log-level warn perplexity -m "$DIR/$model-$t.gguf" -f "$DIR/eval.txt" -c 128 \
                 --kl-divergence-base "$base" --kl-divergence 2>&1 | tr '\r' '\n')
         ppl=$(sed -n 's/^ppl = \([0-9.]*\).*/\1/p' <<< "$out")

@@ -248,14 +248,19 @@ void QGemmRowT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t
 #pragma GCC unroll 8
     for (int t = 0; t < kT; ++t) {
       const int8_t* qt = q[t] + b * 32;
+      // Two chains of 4 per block, started afresh and added to the row's
+      // sums: the core overlaps consecutive blocks' chains.
+      __m512i pe = _mm512_setzero_si512(), po = _mm512_setzero_si512();
 #pragma GCC unroll 4
       for (int c = 0; c < 8; c += 2) {
         int32_t a0, a1;
         std::memcpy(&a0, qt + 4 * c, 4);
         std::memcpy(&a1, qt + 4 * c + 4, 4);
-        even[t] = _mm512_dpbusd_epi32(even[t], wv[c], _mm512_set1_epi32(a0));
-        odd[t] = _mm512_dpbusd_epi32(odd[t], wv[c + 1], _mm512_set1_epi32(a1));
+        pe = _mm512_dpbusd_epi32(pe, wv[c], _mm512_set1_epi32(a0));
+        po = _mm512_dpbusd_epi32(po, wv[c + 1], _mm512_set1_epi32(a1));
       }
+      even[t] = _mm512_add_epi32(even[t], pe);
+      odd[t] = _mm512_add_epi32(odd[t], po);
     }
   };
   Geometry::ForEachBlock(w.Block(group, 0), w.n_blocks(), block);
