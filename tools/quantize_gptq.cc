@@ -126,7 +126,7 @@ StatusOr<W8A8Report> RunW8A8Calibration(LoadedModel* lm, const GptqRunOptions& o
       rep.peak_after = std::max(rep.peak_after, pa);
       sum_before += pb;
       sum_after += pa;
-      FoldScales(g, sc);
+      if (o.smooth_alpha >= 0) FoldScales(g, sc);  // (outliers alone: s = 1, nothing to fold)
       ++rep.groups;
       rep.input_cols += cols;
       if (o.outlier_threshold <= 0) continue;
