@@ -203,10 +203,10 @@ int Quantize(const QuantizeArgs& a, const RuntimeOptions& rt) {
     // and NAME.outlier_weight (f16 [k, n_out]), NAME without ".weight".
     wo.extra_tensors = [&outlier_tensors](GgufWriter* w) {
       for (const auto& [name, t] : outlier_tensors) {
-        const std::string base = name.ends_with(".weight") ? name.substr(0, name.size() - 7) : name;
         const int64_t k = static_cast<int64_t>(t.cols.size());
-        w->AddTensor(base + ".outlier_cols", DType::kI32, {k}, reinterpret_cast<const uint8_t*>(t.cols.data()), k * 4);
-        w->AddTensor(base + ".outlier_weight", DType::kF16, {k, t.n_out},
+        w->AddTensor(OutlierColsTensorName(name), DType::kI32, {k}, reinterpret_cast<const uint8_t*>(t.cols.data()),
+                     k * 4);
+        w->AddTensor(OutlierWeightTensorName(name), DType::kF16, {k, t.n_out},
                      reinterpret_cast<const uint8_t*>(t.weight_f16.data()), t.weight_f16.size() * 2);
       }
     };
@@ -279,7 +279,7 @@ CommandFn RegisterQuantize(CLI::App& app, const RuntimeOptions& rt) {
                  "w8a8: LLM.int8()-style outliers, input channels whose calibration |x| exceeds this (6 in the "
                  "paper) stay in f16 and run beside the int8 product (needs --calib)");
   app.add_option("--awq-grid", a->gptq.awq_grid, "awq: scale exponents tried (default 20)");
-  app.add_option("--calib", a->gptq.calib, "gptq, awq, smooth-alpha: calibration text (- reads stdin)");
+  app.add_option("--calib", a->gptq.calib, "gptq, awq, smooth-alpha, outlier-threshold: calibration text (- reads stdin)");
   app.add_option("--calib-tokens", a->gptq.calib_tokens, "gptq, awq: calibration tokens to use (default 4096)");
   app.add_option("--calib-ctx", a->gptq.calib_ctx, "gptq, awq: tokens per calibration chunk (0: 256, or the trained context)");
   app.add_option("--group", a->gptq.gptq.group, "gptq: columns sharing a scale, 32 (default), 64 or 128");

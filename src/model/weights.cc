@@ -17,6 +17,19 @@
 
 namespace infera {
 
+namespace {
+std::string OutlierTensorBase(const std::string& weight_name) {
+  return weight_name.ends_with(".weight") ? weight_name.substr(0, weight_name.size() - 7) : weight_name;
+}
+}  // namespace
+
+std::string OutlierColsTensorName(const std::string& weight_name) {
+  return OutlierTensorBase(weight_name) + ".outlier_cols";
+}
+std::string OutlierWeightTensorName(const std::string& weight_name) {
+  return OutlierTensorBase(weight_name) + ".outlier_weight";
+}
+
 StatusOr<std::vector<float>> ToF32(const TensorView& t) {
   const int64_t n = t.NumElements();
   std::vector<float> out(n);
@@ -101,19 +114,20 @@ class Builder {
       return Unimplemented(fmt::format("{}: tensor '{}' has type {}, which this build cannot run yet",
                                        source_, name, DTypeName(t->type)));
     }
+    if (rows.size() == 0) rows = {0, n_out};
+    if (cols.size() == 0) cols = {0, n_in};
     if (t->type == DType::kW8A8) {  // untrusted: the kernels assume one scale per row
       if (n_in > kW8A8MaxRow) {
         return DataLoss(fmt::format("{}: w8a8 tensor '{}' has rows of {} elements (at most {})", source_, name, n_in,
                                     kW8A8MaxRow));
       }
-      const int64_t bad = FirstW8A8RowWithMixedScales(t->data, *RowBytes(t->type, n_in), n_in, t->nbytes / *RowBytes(t->type, n_in));
+      const size_t row_bytes = *RowBytes(t->type, n_in);
+      const int64_t bad = FirstW8A8RowWithMixedScales(t->data, row_bytes, n_in, t->nbytes / row_bytes);
       if (bad >= 0) {
         return DataLoss(fmt::format("{}: w8a8 tensor '{}' row {} has more than one scale", source_, name, bad));
       }
+      RETURN_IF_ERROR(Outliers(name, n_in, n_out, rows, cols, allow_outliers && permute_heads == 0, m));
     }
-    if (rows.size() == 0) rows = {0, n_out};
-    if (cols.size() == 0) cols = {0, n_in};
-    if (t->type == DType::kW8A8) RETURN_IF_ERROR(Outliers(name, n_in, n_out, rows, cols, allow_outliers && permute_heads == 0, m));
     m->type = t->type;
     m->n_in = cols.size();
     m->n_out = rows.size();
@@ -157,9 +171,9 @@ class Builder {
   // without its ".weight". Sets m->outliers when present.
   Status Outliers(const std::string& name, int64_t n_in, int64_t n_out, IndexRange rows, IndexRange cols,
                   bool allowed, WeightMatrix* m) {
-    const std::string base = name.size() > 7 && name.ends_with(".weight") ? name.substr(0, name.size() - 7) : name;
-    const TensorView* ci = lookup_(base + ".outlier_cols");
-    const TensorView* cw = lookup_(base + ".outlier_weight");
+    const std::string ci_name = OutlierColsTensorName(name), cw_name = OutlierWeightTensorName(name);
+    const TensorView* ci = lookup_(ci_name);
+    const TensorView* cw = lookup_(cw_name);
     if (ci == nullptr && cw == nullptr) return Status::Ok();
     if (ci == nullptr || cw == nullptr) {
       return DataLoss(fmt::format("{}: '{}' has only one of its .outlier_cols and .outlier_weight tensors", source_,
@@ -175,19 +189,19 @@ class Builder {
     }
     const int64_t k = ci->NumElements();
     if (ci->type != DType::kI32 || ci->ne.size() != 1 || k < 1 || k > n_in) {
-      return DataLoss(fmt::format("{}: '{}.outlier_cols' must be i32 [1..{}]", source_, base, n_in));
+      return DataLoss(fmt::format("{}: '{}' must be i32 [1..{}]", source_, ci_name, n_in));
     }
     OutlierColumns& o = w_->outlier_columns.emplace_back();
     o.cols.resize(k);
     std::memcpy(o.cols.data(), ci->data, k * 4);
     for (int64_t j = 0; j < k; ++j) {
       if (o.cols[j] < 0 || o.cols[j] >= n_in || (j > 0 && o.cols[j] <= o.cols[j - 1])) {
-        return DataLoss(fmt::format("{}: '{}.outlier_cols' must be increasing columns below {}", source_, base, n_in));
+        return DataLoss(fmt::format("{}: '{}' must be increasing columns below {}", source_, ci_name, n_in));
       }
     }
     const auto cw_ne = cw->ne;
     if (cw->type != DType::kF16 || cw_ne.size() != 2 || cw_ne[0] != k || cw_ne[1] != n_out) {
-      return DataLoss(fmt::format("{}: '{}.outlier_weight' must be f16 [{}, {}]", source_, base, k, n_out));
+      return DataLoss(fmt::format("{}: '{}' must be f16 [{}, {}]", source_, cw_name, k, n_out));
     }
     o.dense = WeightMatrix{DType::kF16, k, n_out, cw->data, static_cast<size_t>(k) * 2};
     m->outliers = &o;

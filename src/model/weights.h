@@ -89,6 +89,12 @@ StatusOr<std::unique_ptr<ModelWeights>> BuildWeights(const ModelConfig& c, const
 // (half * hd/2 + i) becomes GGUF row (2 * i + half). Works on any row size.
 void PermuteRowsHfToGguf(const uint8_t* src, uint8_t* dst, int n_heads, int head_dim, size_t row_bytes);
 
+// The companion tensors of a W8A8 matrix's outlier columns (OutlierColumns):
+// for "blk.0.attn_q.weight", "blk.0.attn_q.outlier_cols" (i32 [k]) and
+// "blk.0.attn_q.outlier_weight" (f16 [k, n_out]).
+std::string OutlierColsTensorName(const std::string& weight_name);
+std::string OutlierWeightTensorName(const std::string& weight_name);
+
 // Converts a tensor of type F32/F16/BF16 to f32 values.
 StatusOr<std::vector<float>> ToF32(const TensorView& t);
 
