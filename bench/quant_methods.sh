@@ -2,7 +2,7 @@
 # Calibrated quantization vs plain rounding, type by type (issue 20): each
 # block type with llama-quantize's round-to-nearest ("rtn"), with an
 # importance matrix ("imatrix": llama.cpp's weighted algorithms), and for the
-# 32-blocks GPTQ can write with GPTQ ("gptq", and "gptq-ao" with act-order).
+# types GPTQ can write (all of them here) with GPTQ ("gptq", and "gptq-ao" with act-order).
 # llama.cpp's default rules apply (the output tensor Q6_K), so the methods
 # differ only on the layer matrices. Measured against the F32 model on
 # held-out text neither the imatrix nor GPTQ saw: size, bits per weight,
@@ -12,7 +12,7 @@
 #                                # scored on the rest; eval: models/kjv-7m/eval/kjv-continuation.jsonl
 #   bench/quant_methods.sh ts3m  # tinystories-3m (../shared): calibration = 100 KB of tinystories_197k.txt,
 #                                # scored on its heldout.txt; eval: tasks built from heldout.txt
-# Env: DIR (default /tmp/qm), CTX (default 128), CALIB_TOKENS (GPTQ, default 16384), INFERA.
+# Env: TYPES (default: all above), DIR (default /tmp/qm), CTX (default 128), CALIB_TOKENS (GPTQ, default 16384), INFERA.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 INFERA="${INFERA:-$ROOT/build/tools/infera}"
@@ -21,8 +21,8 @@ WHICH="${1:-kjv}"
 DIR="${DIR:-/tmp/qm}/$WHICH"
 CTX="${CTX:-128}"
 CALIB_TOKENS="${CALIB_TOKENS:-16384}"
-TYPES="q2_k q3_k q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k iq4_nl q8_0"
-GPTQ_TYPES=" q4_0 q4_1 q5_0 q5_1 q8_0 "
+TYPES="${TYPES:-q2_k q3_k q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k iq4_nl q8_0}"
+GPTQ_TYPES=" q2_k q3_k q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k iq4_nl q8_0 "
 mkdir -p "$DIR"
 case "$WHICH" in
   kjv)

@@ -86,7 +86,8 @@ int Quantize(const QuantizeArgs& a, const RuntimeOptions& rt) {
   if (awq && (a.gptq.awq_grid < 1 || a.gptq.awq_grid > 100)) return ReportError("--awq-grid must be in 1..100");
   if (gptq) {
     if (!GptqSupports(target->base)) {
-      return ReportError("--method gptq writes q4_0, q4_1, q5_0, q5_1 or q8_0 blocks, not " + a.type);
+      return ReportError("--method gptq writes q4_0, q4_1, q5_0, q5_1, q8_0, the k-quants or iq4_nl / iq4_xs, not " +
+                         a.type);
     }
     if (a.gptq.calib.empty()) return ReportError("--method gptq needs --calib FILE (calibration text)");
     if (!a.imatrix.empty()) return ReportError("--imatrix applies to --method rtn (GPTQ uses its own Hessians)");
@@ -282,7 +283,7 @@ CommandFn RegisterQuantize(CLI::App& app, const RuntimeOptions& rt) {
   app.add_option("--calib", a->gptq.calib, "gptq, awq, smooth-alpha, outlier-threshold: calibration text (- reads stdin)");
   app.add_option("--calib-tokens", a->gptq.calib_tokens, "gptq, awq: calibration tokens to use (default 4096)");
   app.add_option("--calib-ctx", a->gptq.calib_ctx, "gptq, awq: tokens per calibration chunk (0: 256, or the trained context)");
-  app.add_option("--group", a->gptq.gptq.group, "gptq: columns sharing a scale, 32 (default), 64 or 128");
+  app.add_option("--group", a->gptq.gptq.group, "gptq: columns sharing a scale in legacy-block tensors (q4_0 .. q8_0), 32 (default), 64 or 128; k-quant and iq4 tensors fit their own blocks");
   app.add_flag("--act-order", a->gptq.gptq.act_order,
                "gptq: quantize columns in order of decreasing Hessian diagonal (groups' scales from the original weights)");
   app.add_option("--damp", a->gptq.gptq.damp, "gptq: damping, a fraction of the mean Hessian diagonal (default 0.01)");

@@ -208,7 +208,7 @@ StatusOr<EncodedTensors> RunCalibrated(LoadedModel* lm, const TypeChooser& choos
       const std::string tensor = lmx.name.substr(0, lmx.name.find('['));
       WeightMatrix& m = *lmx.m;
       const DType type = choose(tensor, m);
-      if (!GptqSupports(type) || !RowBytes(type, m.n_in) || m.n_in % o.gptq.group != 0) continue;
+      if (!GptqSupports(type) || !RowBytes(type, m.n_in) || m.n_in % GptqGroupColumns(type, o.gptq.group) != 0) continue;
       auto* w = const_cast<float*>(reinterpret_cast<const float*>(m.data));
       std::vector<uint8_t> bytes(*RowBytes(type, m.n_in) * m.n_out);
       const prune::InputStats* s = stats.Find(l, lmx.input, lmx.expert);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <thread>
 
@@ -9,6 +10,7 @@
 
 #include "base/check.h"
 #include "base/cholesky.h"
+#include "quant/kquants.h"
 #include "quant/quantize.h"
 #include "tensor/fp16.h"
 #include "tensor/quant_blocks.h"
@@ -96,19 +98,162 @@ void ForTiles(int64_t rows, int64_t tile, int threads, Fn&& fn) {
   for (auto& th : pool) th.join();
 }
 
+// The quantizers the column loop drives. Each fits the parameters of a
+// group of columns of one row (Fit, given the group's current values),
+// rounds one value against them (Quant: the code and its value), and packs a
+// row's codes into blocks (Write). Fit and Quant of different rows may run
+// concurrently.
+
+// Legacy 32-blocks: (d, m) per group of `group` columns (a group of 64 or
+// 128 repeats its parameters in each of its blocks).
+class LegacyQuantizer {
+ public:
+  LegacyQuantizer(DType t, int64_t rows, int64_t cols, int group)
+      : type_(t), grid_(GridOf(t)), cols_(cols), group_(group), params_(static_cast<size_t>(rows * (cols / group))) {}
+  int64_t group() const { return group_; }
+  void Fit(int64_t r, int64_t c0, const double* x) { params_[r * (cols_ / group_) + c0 / group_] = FitGroup(grid_, x, group_); }
+  int Quant(int64_t r, int64_t c, double v, double* back) const {
+    return Quantize(grid_, params_[r * (cols_ / group_) + c / group_], v, back);
+  }
+  void Write(int64_t r, const int8_t* codes, uint8_t* out_row) const {
+    const size_t type_size = GetDTypeInfo(type_).type_size;
+    for (int64_t b = 0; b < cols_ / 32; ++b) {
+      const Params& p = params_[r * (cols_ / group_) + b * 32 / group_];
+      PackLegacyBlock(type_, codes + b * 32, static_cast<float>(p.d), static_cast<float>(p.m), out_row + b * type_size);
+    }
+  }
+
+ private:
+  DType type_;
+  Grid grid_;
+  int64_t cols_;
+  int group_;
+  std::vector<Params> params_;  // [rows, cols / group]
+};
+
+// K-quants and IQ4: a block's scales come from the type's own
+// (importance-weighted) quantizer run on the block's values when it is
+// fitted; the loop then picks each code against those fixed scales.
+class BlockGridQuantizer {
+ public:
+  BlockGridQuantizer(DType t, int64_t rows, int64_t cols, std::vector<float> importance)
+      : type_(t),
+        shape_(kquants::CodeGridShapeOf(t)),
+        cols_(cols),
+        type_size_(GetDTypeInfo(t).type_size),
+        importance_(std::move(importance)),
+        blocks_(static_cast<size_t>(rows * (cols / shape_.block)) * type_size_),
+        grids_(static_cast<size_t>(rows * (cols / shape_.sub))) {}
+  int64_t group() const { return shape_.block; }
+  void Fit(int64_t r, int64_t c0, const double* x) {
+    std::vector<float> xf(x, x + shape_.block);
+    uint8_t* block = &blocks_[static_cast<size_t>(r * (cols_ / shape_.block) + c0 / shape_.block) * type_size_];
+    kquants::FitBlock(type_, xf.data(), &importance_[c0], block);
+    kquants::ReadSubGrids(type_, block, &grids_[r * (cols_ / shape_.sub) + c0 / shape_.sub]);
+  }
+  int Quant(int64_t r, int64_t c, double v, double* back) const {
+    const kquants::SubGrid& g = grids_[r * (cols_ / shape_.sub) + c / shape_.sub];
+    const int code = kquants::NearestCode(shape_, g, static_cast<float>(v));
+    *back = kquants::CodeValue(shape_, g, code);
+    return code;
+  }
+  void Write(int64_t r, const int8_t* codes, uint8_t* out_row) const {
+    const int64_t n_blocks = cols_ / shape_.block;
+    std::memcpy(out_row, &blocks_[static_cast<size_t>(r * n_blocks) * type_size_], n_blocks * type_size_);
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      kquants::WriteCodes(type_, reinterpret_cast<const uint8_t*>(codes + b * shape_.block), out_row + b * type_size_);
+    }
+  }
+
+ private:
+  DType type_;
+  kquants::CodeGridShape shape_;
+  int64_t cols_;
+  size_t type_size_;
+  std::vector<float> importance_;    // [cols]
+  std::vector<uint8_t> blocks_;      // [rows, cols / block] fitted blocks
+  std::vector<kquants::SubGrid> grids_;  // [rows, cols / sub]
+};
+
 }  // namespace
 
-bool GptqSupports(DType t) { return GridOf(t).nmax > 0 || GridOf(t).levels > 0; }
+bool GptqSupports(DType t) {
+  return GridOf(t).nmax > 0 || GridOf(t).levels > 0 || kquants::CodeGridShapeOf(t).block > 0;
+}
+
+int64_t GptqGroupColumns(DType t, int group) {
+  const int block = kquants::CodeGridShapeOf(t).block;
+  return block > 0 ? block : group;
+}
+
+namespace {
+
+// The column loop: w [rows, cols] row-major (f64, edited), u [cols, cols]
+// upper with U^T U = H^-1 in processing order perm; codes [rows, cols] in
+// the original column order.
+template <typename Q>
+void QuantizeColumns(Q& q, std::vector<double>& w, int64_t rows, int64_t cols, const std::vector<double>& u,
+                     const std::vector<int64_t>& perm, bool act_order, int64_t block_size, int threads,
+                     std::vector<int8_t>* codes) {
+  const int64_t G = q.group();
+  if (act_order) {  // static groups, from the original weights
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c0 = 0; c0 < cols; c0 += G) q.Fit(r, c0, &w[r * cols + c0]);
+    }
+  }
+  const int64_t B = block_size;
+  ForTiles(rows, 16, threads, [&](int64_t r0, int64_t r1) {
+    const int64_t T = r1 - r0;
+    std::vector<double> wp(T * cols), err(T * B);
+    for (int64_t r = 0; r < T; ++r) {
+      for (int64_t k = 0; k < cols; ++k) wp[r * cols + k] = w[(r0 + r) * cols + perm[k]];
+    }
+    for (int64_t i1 = 0; i1 < cols; i1 += B) {
+      const int64_t i2 = std::min(cols, i1 + B);
+      for (int64_t k = i1; k < i2; ++k) {
+        const int64_t c = perm[k];
+        const double ukk = u[k * cols + k];
+        for (int64_t r = 0; r < T; ++r) {
+          double* wr = &wp[r * cols];
+          // Without act-order perm is the identity: the group's columns
+          // are wr[k .. k + G), already corrected by the earlier errors.
+          if (!act_order && c % G == 0) q.Fit(r0 + r, c, wr + k);
+          double back;
+          (*codes)[(r0 + r) * cols + c] = static_cast<int8_t>(q.Quant(r0 + r, c, wr[k], &back));
+          const double e = (wr[k] - back) / ukk;
+          err[r * B + (k - i1)] = e;
+          const double* uk = &u[k * cols];
+          for (int64_t j = k + 1; j < i2; ++j) wr[j] -= e * uk[j];
+        }
+      }
+      // The block's errors, fed into every later column at once.
+      for (int64_t r = 0; r < T; ++r) {
+        double* wr = &wp[r * cols];
+        for (int64_t k = i1; k < i2; ++k) {
+          const double e = err[r * B + (k - i1)];
+          const double* uk = &u[k * cols];
+          for (int64_t j = i2; j < cols; ++j) wr[j] -= e * uk[j];
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
 
 Status Gptq(float* w_io, int64_t rows, int64_t cols, std::vector<double> h, const GptqOptions& opt, uint8_t* out,
             int threads) {
-  const Grid grid = GridOf(opt.type);
   if (!GptqSupports(opt.type)) {
-    return InvalidArgument(fmt::format("GPTQ writes q4_0, q4_1, q5_0, q5_1 or q8_0, not {}", DTypeName(opt.type)));
+    return InvalidArgument(fmt::format("GPTQ writes q4_0, q4_1, q5_0, q5_1, q8_0, q2_k .. q6_k, iq4_nl or iq4_xs, "
+                                       "not {}", DTypeName(opt.type)));
   }
-  if (opt.group != 32 && opt.group != 64 && opt.group != 128) return InvalidArgument("GPTQ group must be 32, 64 or 128");
-  if (cols % opt.group != 0) {
-    return InvalidArgument(fmt::format("GPTQ: {} columns are not a whole number of groups of {}", cols, opt.group));
+  const bool block_grid = kquants::CodeGridShapeOf(opt.type).block > 0;
+  if (!block_grid && opt.group != 32 && opt.group != 64 && opt.group != 128) {
+    return InvalidArgument("GPTQ group must be 32, 64 or 128");
+  }
+  const int64_t group = GptqGroupColumns(opt.type, opt.group);
+  if (cols % group != 0) {
+    return InvalidArgument(fmt::format("GPTQ: {} columns are not a whole number of groups of {}", cols, group));
   }
   if (opt.block_size <= 0 || !(opt.damp > 0)) return InvalidArgument("GPTQ: bad block size or damping");
   CHECK(h.size() == static_cast<size_t>(cols * cols));
@@ -122,6 +267,10 @@ Status Gptq(float* w_io, int64_t rows, int64_t cols, std::vector<double> h, cons
     mean_diag += h[j * cols + j];
   }
   mean_diag /= static_cast<double>(cols);
+  // The block quantizers' importances: the undamped diagonal (each input's
+  // sum of x^2, as an imatrix holds it), scaled to mean 1.
+  std::vector<float> importance(cols);
+  for (int64_t j = 0; j < cols; ++j) importance[j] = static_cast<float>(h[j * cols + j] / mean_diag);
   for (int64_t j = 0; j < cols; ++j) h[j * cols + j] += opt.damp * mean_diag;
 
   // perm[k]: the original column processed k-th.
@@ -140,60 +289,22 @@ Status Gptq(float* w_io, int64_t rows, int64_t cols, std::vector<double> h, cons
     return InvalidArgument("GPTQ: the damped Hessian is not positive definite (raise --damp)");
   }
   const std::vector<double>& u = h;  // U [cols, cols] upper, U^T U = H^-1 (permuted order)
-  const int64_t n_groups = cols / opt.group;
-  std::vector<Params> params(static_cast<size_t>(rows * n_groups));
-  if (opt.act_order) {  // static groups, from the original weights
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t g = 0; g < n_groups; ++g) params[r * n_groups + g] = FitGroup(grid, &w[r * cols + g * opt.group], opt.group);
-    }
-  }
   std::vector<int8_t> codes(static_cast<size_t>(rows * cols));
-  std::vector<double> deq(static_cast<size_t>(rows * cols));
-  const int64_t B = opt.block_size;
-  ForTiles(rows, 16, threads, [&](int64_t r0, int64_t r1) {
-    const int64_t T = r1 - r0;
-    std::vector<double> wp(T * cols), err(T * B);
-    for (int64_t r = 0; r < T; ++r) {
-      for (int64_t k = 0; k < cols; ++k) wp[r * cols + k] = w[(r0 + r) * cols + perm[k]];
-    }
-    for (int64_t i1 = 0; i1 < cols; i1 += B) {
-      const int64_t i2 = std::min(cols, i1 + B);
-      for (int64_t k = i1; k < i2; ++k) {
-        const int64_t c = perm[k], g = c / opt.group;
-        const double ukk = u[k * cols + k];
-        for (int64_t r = 0; r < T; ++r) {
-          double* wr = &wp[r * cols];
-          Params& p = params[(r0 + r) * n_groups + g];
-          if (!opt.act_order && c % opt.group == 0) p = FitGroup(grid, wr + k, opt.group);
-          double back;
-          codes[(r0 + r) * cols + c] = static_cast<int8_t>(Quantize(grid, p, wr[k], &back));
-          deq[(r0 + r) * cols + c] = back;
-          const double e = (wr[k] - back) / ukk;
-          err[r * B + (k - i1)] = e;
-          const double* uk = &u[k * cols];
-          for (int64_t j = k + 1; j < i2; ++j) wr[j] -= e * uk[j];
-        }
-      }
-      // The block's errors, fed into every later column at once.
-      for (int64_t r = 0; r < T; ++r) {
-        double* wr = &wp[r * cols];
-        for (int64_t k = i1; k < i2; ++k) {
-          const double e = err[r * B + (k - i1)];
-          const double* uk = &u[k * cols];
-          for (int64_t j = i2; j < cols; ++j) wr[j] -= e * uk[j];
-        }
-      }
-    }
-  });
   const uint64_t row_bytes = *RowBytes(opt.type, cols);
-  const int64_t per_block = 32;
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t b = 0; b < cols / per_block; ++b) {
-      const Params& p = params[r * n_groups + b * per_block / opt.group];
-      PackLegacyBlock(opt.type, &codes[r * cols + b * per_block], static_cast<float>(p.d), static_cast<float>(p.m),
-                      out + r * row_bytes + b * GetDTypeInfo(opt.type).type_size);
+  auto finish = [&](const auto& q) {
+    for (int64_t r = 0; r < rows; ++r) {
+      q.Write(r, &codes[r * cols], out + r * row_bytes);
+      DequantizeRow(opt.type, out + r * row_bytes, w_io + r * cols, cols);
     }
-    for (int64_t c = 0; c < cols; ++c) w_io[r * cols + c] = static_cast<float>(deq[r * cols + c]);
+  };
+  if (block_grid) {
+    BlockGridQuantizer q(opt.type, rows, cols, std::move(importance));
+    QuantizeColumns(q, w, rows, cols, u, perm, opt.act_order, opt.block_size, threads, &codes);
+    finish(q);
+  } else {
+    LegacyQuantizer q(opt.type, rows, cols, opt.group);
+    QuantizeColumns(q, w, rows, cols, u, perm, opt.act_order, opt.block_size, threads, &codes);
+    finish(q);
   }
   return Status::Ok();
 }

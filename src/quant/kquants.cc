@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/check.h"
 #include "quant/quant_search.h"
 #include "tensor/quant_blocks.h"
 
@@ -106,6 +107,68 @@ void Pack2Bits(const uint8_t* L, uint8_t* qs) {
   }
 }
 
+}  // namespace
+
+// Code packers: L [256] codes into the block's quant bits (scales untouched).
+void PackCodesQ2_K(const uint8_t* L, uint8_t* block) { Pack2Bits(L, block + 16); }
+
+// Q3_K: bit 2 of each code into hmask (bit j / 32 of byte j % 32), bits 0-1
+// into qs.
+void PackCodesQ3_K(const uint8_t* L, uint8_t* block) {
+  uint8_t* hmask = block;
+  std::memset(hmask, 0, 32);
+  uint8_t low[kQK];
+  for (int j = 0; j < kQK; ++j) {
+    if (L[j] > 3) hmask[j % 32] |= static_cast<uint8_t>(1 << (j / 32));
+    low[j] = static_cast<uint8_t>(L[j] & 3);
+  }
+  Pack2Bits(low, block + 32);
+}
+
+void PackCodesQ4_K(const uint8_t* L, uint8_t* block) {
+  uint8_t* q = block + 16;
+  for (int j = 0; j < kQK; j += 64, q += 32) {
+    for (int l = 0; l < 32; ++l) q[l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 4));
+  }
+}
+
+// Q5_K: low nibbles as Q4_K's at 48; bit 4 of code n + j (n a multiple of
+// 32) in qh[j] bit n / 32.
+void PackCodesQ5_K(const uint8_t* L, uint8_t* block) {
+  uint8_t* qh = block + 16;
+  uint8_t* ql = block + 48;
+  std::memset(qh, 0, 32);
+  for (int n = 0; n < kQK; n += 64, ql += 32) {
+    for (int j = 0; j < 32; ++j) {
+      ql[j] = static_cast<uint8_t>((L[n + j] & 0x0F) | ((L[n + j + 32] & 0x0F) << 4));
+      qh[j] |= static_cast<uint8_t>(((L[n + j] >> 4) << (n / 32)) | ((L[n + j + 32] >> 4) << (n / 32 + 1)));
+    }
+  }
+}
+
+void PackCodesQ6_K(const uint8_t* L, uint8_t* block) {
+  uint8_t* ql = block;
+  uint8_t* qh = block + 128;
+  for (int j = 0; j < kQK; j += 128, ql += 64, qh += 32) {
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t q1 = L[j + l] & 0x0F, q2 = L[j + l + 32] & 0x0F;
+      const uint8_t q3 = L[j + l + 64] & 0x0F, q4 = L[j + l + 96] & 0x0F;
+      ql[l] = static_cast<uint8_t>(q1 | (q3 << 4));
+      ql[l + 32] = static_cast<uint8_t>(q2 | (q4 << 4));
+      qh[l] = static_cast<uint8_t>((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) | ((L[j + l + 64] >> 4) << 4) |
+                                   ((L[j + l + 96] >> 4) << 6));
+    }
+  }
+}
+
+namespace {
+
+// Q3_K's signed 6-bit scale of sub-block j from the 12-byte layout.
+int Q3Scale(const uint8_t* sc, int j) {
+  const int low = j < 8 ? sc[j] & 0x0F : sc[j - 8] >> 4;
+  return (low | (((sc[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+}
+
 // Q2_K's sub-block scales and mins (4 bits each, scales in the low nibble)
 // for the reference path: each relative to the largest.
 void Q2KScalesReference(const float* x, uint8_t* L, uint8_t* block) {
@@ -181,15 +244,13 @@ void QuantizeQ2_K(const float* x, const float* qw, uint8_t* block) {
       L[16 * j + ii] = static_cast<uint8_t>(std::max(0, std::min(3, l)));
     }
   }
-  Pack2Bits(L, block + 16);
+  PackCodesQ2_K(L, block);
 }
 
 // Q3_K: {hmask[32]; qs[64]; scales[12]; d}.
 void QuantizeQ3_K(const float* x, const float* qw, uint8_t* block) {
   int8_t L[kQK];
   float scales[16];
-  uint8_t* hmask = block;
-  uint8_t* qs = block + 32;
   uint8_t* sc = block + 96;
   uint8_t* d = block + 108;
   std::memset(sc, 0, 12);
@@ -231,69 +292,28 @@ void QuantizeQ3_K(const float* x, const float* qw, uint8_t* block) {
     PutHalf(d, d_block);
   }
   for (int j = 0; j < 16; ++j) {
-    int8_t s = static_cast<int8_t>(j < 8 ? sc[j] & 0x0F : sc[j - 8] >> 4);
-    s = static_cast<int8_t>((s | (((sc[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32);
-    const float dd = GetHalf(d) * s;
+    const float dd = GetHalf(d) * Q3Scale(sc, j);
     if (!dd) continue;
     for (int ii = 0; ii < 16; ++ii) {
       const int l = NearestInt(x[16 * j + ii] / dd);
       L[16 * j + ii] = static_cast<int8_t>(std::max(-4, std::min(3, l)) + 4);
     }
   }
-  std::memset(hmask, 0, 32);
-  int m = 0;
-  uint8_t hm = 1;
-  uint8_t Lu[kQK];
-  for (int j = 0; j < kQK; ++j) {
-    int v = L[j];
-    if (v > 3) {
-      hmask[m] |= hm;
-      v -= 4;
-    }
-    Lu[j] = static_cast<uint8_t>(v);
-    if (++m == kQK / 8) {
-      m = 0;
-      hm = static_cast<uint8_t>(hm << 1);
-    }
-  }
-  Pack2Bits(Lu, qs);
+  PackCodesQ3_K(reinterpret_cast<const uint8_t*>(L), block);
 }
 
 // Q4_K: {d; dmin; scales[12]; qs[128]}.
 void QuantizeQ4_K(const float* x, const float* qw, uint8_t* block) {
   uint8_t L[kQK];
   QuantizeKx(x, qw, 15, -1.0f, 20, block, L);
-  uint8_t* q = block + 16;
-  for (int j = 0; j < kQK; j += 64, q += 32) {
-    for (int l = 0; l < 32; ++l) q[l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 4));
-  }
+  PackCodesQ4_K(L, block);
 }
 
 // Q5_K: {d; dmin; scales[12]; qh[32]; qs[128]}.
 void QuantizeQ5_K(const float* x, const float* qw, uint8_t* block) {
   uint8_t L[kQK];
   QuantizeKx(x, qw, 31, -0.5f, 15, block, L);
-  uint8_t* qh = block + 16;
-  uint8_t* ql = block + 48;
-  std::memset(qh, 0, 32);
-  uint8_t m1 = 1, m2 = 2;
-  for (int n = 0; n < kQK; n += 64, ql += 32) {
-    for (int j = 0; j < 32; ++j) {
-      int l1 = L[n + j];
-      if (l1 > 15) {
-        l1 -= 16;
-        qh[j] |= m1;
-      }
-      int l2 = L[n + j + 32];
-      if (l2 > 15) {
-        l2 -= 16;
-        qh[j] |= m2;
-      }
-      ql[j] = static_cast<uint8_t>(l1 | (l2 << 4));
-    }
-    m1 = static_cast<uint8_t>(m1 << 2);
-    m2 = static_cast<uint8_t>(m2 << 2);
-  }
+  PackCodesQ5_K(L, block);
 }
 
 // Q6_K: {ql[128]; qh[64]; scales[16]; d}. With importances the per-16 search
@@ -325,18 +345,7 @@ void QuantizeQ6_K(const float* x, const float* qw, uint8_t* block) {
       L[16 * j + ii] = static_cast<int8_t>(std::max(-32, std::min(31, l)) + 32);
     }
   }
-  uint8_t* ql = block;
-  uint8_t* qh = block + 128;
-  for (int j = 0; j < kQK; j += 128, ql += 64, qh += 32) {
-    for (int l = 0; l < 32; ++l) {
-      const uint8_t q1 = L[j + l] & 0x0F, q2 = L[j + l + 32] & 0x0F;
-      const uint8_t q3 = L[j + l + 64] & 0x0F, q4 = L[j + l + 96] & 0x0F;
-      ql[l] = static_cast<uint8_t>(q1 | (q3 << 4));
-      ql[l + 32] = static_cast<uint8_t>(q2 | (q4 << 4));
-      qh[l] = static_cast<uint8_t>((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) | ((L[j + l + 64] >> 4) << 4) |
-                                   ((L[j + l + 96] >> 4) << 6));
-    }
-  }
+  PackCodesQ6_K(reinterpret_cast<const uint8_t*>(L), block);
 }
 
 namespace {
@@ -448,6 +457,90 @@ void QuantizeIq4Xs(const float* x, const float* qw, uint8_t* block) {
   }
   std::memcpy(block + 2, &scales_h, 2);
   PackIq4Codes(L, kQK, block + 8);
+}
+
+}  // namespace infera::kquants
+
+namespace infera::kquants {
+
+CodeGridShape CodeGridShapeOf(DType t) {
+  switch (t) {
+    case DType::kQ2_K: return {256, 16, 4, 0, nullptr};
+    case DType::kQ3_K: return {256, 16, 8, 4, nullptr};
+    case DType::kQ4_K: return {256, 32, 16, 0, nullptr};
+    case DType::kQ5_K: return {256, 32, 32, 0, nullptr};
+    case DType::kQ6_K: return {256, 16, 64, 32, nullptr};
+    case DType::kIQ4_NL: return {32, 32, 16, 0, kIq4nlValues};
+    case DType::kIQ4_XS: return {256, 32, 16, 0, kIq4nlValues};
+    default: return {};
+  }
+}
+
+void FitBlock(DType t, const float* x, const float* qw, uint8_t* block) {
+  switch (t) {
+    case DType::kQ2_K: QuantizeQ2_K(x, qw, block); break;
+    case DType::kQ3_K: QuantizeQ3_K(x, qw, block); break;
+    case DType::kQ4_K: QuantizeQ4_K(x, qw, block); break;
+    case DType::kQ5_K: QuantizeQ5_K(x, qw, block); break;
+    case DType::kQ6_K: QuantizeQ6_K(x, qw, block); break;
+    case DType::kIQ4_NL: QuantizeIq4Nl(x, qw, block); break;
+    case DType::kIQ4_XS: QuantizeIq4Xs(x, qw, block); break;
+    default: CHECK(false && "no code grid for this type");
+  }
+}
+
+void ReadSubGrids(DType t, const uint8_t* block, SubGrid* grids) {
+  switch (t) {
+    case DType::kQ2_K:
+      for (int j = 0; j < 16; ++j) grids[j] = {GetHalf(block + 80) * (block[j] & 0x0F), -(GetHalf(block + 82) * (block[j] >> 4))};
+      break;
+    case DType::kQ3_K:
+      for (int j = 0; j < 16; ++j) grids[j] = {GetHalf(block + 108) * Q3Scale(block + 96, j), 0.0f};
+      break;
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+      for (int j = 0; j < 8; ++j) {
+        uint8_t sc, m;
+        ScaleMinK4(j, block + 4, &sc, &m);
+        grids[j] = {GetHalf(block) * sc, -(GetHalf(block + 2) * m)};
+      }
+      break;
+    case DType::kQ6_K: {
+      const auto* sc = reinterpret_cast<const int8_t*>(block + 192);
+      for (int j = 0; j < 16; ++j) grids[j] = {GetHalf(block + 208) * sc[j], 0.0f};
+      break;
+    }
+    case DType::kIQ4_NL: grids[0] = {GetHalf(block), 0.0f}; break;
+    case DType::kIQ4_XS:
+      for (int j = 0; j < 8; ++j) grids[j] = {Iq4XsSubScale(block, j), 0.0f};
+      break;
+    default: CHECK(false && "no code grid for this type");
+  }
+}
+
+int NearestCode(const CodeGridShape& s, const SubGrid& g, float v) {
+  if (g.a == 0) return s.zero;
+  if (s.table != nullptr) return BestIndexInt8(s.n_codes, s.table, (1 / g.a) * v);
+  const int l = NearestInt((v - g.b) / g.a);
+  return std::max(-s.zero, std::min(s.n_codes - 1 - s.zero, l)) + s.zero;
+}
+
+double CodeValue(const CodeGridShape& s, const SubGrid& g, int code) {
+  const double level = s.table != nullptr ? s.table[code] : code - s.zero;
+  return static_cast<double>(g.a) * level + g.b;
+}
+
+void WriteCodes(DType t, const uint8_t* codes, uint8_t* block) {
+  switch (t) {
+    case DType::kQ2_K: PackCodesQ2_K(codes, block); break;
+    case DType::kQ3_K: PackCodesQ3_K(codes, block); break;
+    case DType::kQ4_K: PackCodesQ4_K(codes, block); break;
+    case DType::kQ5_K: PackCodesQ5_K(codes, block); break;
+    case DType::kQ6_K: PackCodesQ6_K(codes, block); break;
+    case DType::kIQ4_NL: PackIq4Codes(codes, 32, block + 2); break;
+    case DType::kIQ4_XS: PackIq4Codes(codes, kQK, block + 8); break;
+    default: CHECK(false && "no code grid for this type");
+  }
 }
 
 }  // namespace infera::kquants

@@ -85,6 +85,24 @@ def main():
                  (b + "ffn_gate.weight", m3(f_, d), mf.GGML_F32), (b + "ffn_up.weight", m3(f_, d), mf.GGML_F32),
                  (b + "ffn_down.weight", m3(d, f_), mf.GGML_F32)]
     mf.write_gguf(os.path.join(out, "gguf", "tiny_pruned.gguf"), pr_kvs, pr_T)
+    # W8A8 layer matrices (one f16 scale per row) with LLM.int8()-style
+    # outlier columns on ffn_down: width 32 (one W8A8 block per row).
+    r4 = np.random.default_rng(3)
+    m4 = lambda *shape: r4.standard_normal(shape).astype(np.float32)  # noqa: E731
+    d4, ff4, hd4 = 32, 32, 16
+    w8_kvs = [kv for kv in kvs if kv[0] not in ("llama.embedding_length", "llama.feed_forward_length")]
+    w8_kvs += [("llama.embedding_length", "u32", d4), ("llama.feed_forward_length", "u32", ff4)]
+    W8 = mf.GGML_W8A8
+    w8_T = [("token_embd.weight", m4(V, d4), mf.GGML_F32), ("output_norm.weight", np.ones(d4, np.float32), mf.GGML_F32),
+            ("blk.0.attn_norm.weight", np.ones(d4, np.float32), mf.GGML_F32),
+            ("blk.0.attn_q.weight", m4(d4, d4), W8), ("blk.0.attn_k.weight", m4(KV * hd4, d4), W8),
+            ("blk.0.attn_v.weight", m4(KV * hd4, d4), W8), ("blk.0.attn_output.weight", m4(d4, d4), W8),
+            ("blk.0.ffn_norm.weight", np.ones(d4, np.float32), mf.GGML_F32),
+            ("blk.0.ffn_gate.weight", m4(ff4, d4), W8), ("blk.0.ffn_up.weight", m4(ff4, d4), W8),
+            ("blk.0.ffn_down.weight", m4(d4, ff4), W8),
+            ("blk.0.ffn_down.outlier_cols", np.array([3, 17], np.int32), mf.GGML_I32),
+            ("blk.0.ffn_down.outlier_weight", m4(d4, 2), mf.GGML_F16)]
+    mf.write_gguf(os.path.join(out, "gguf", "tiny_w8a8.gguf"), w8_kvs, w8_T)
     mf.write_safetensors(os.path.join(out, "safetensors", "tiny.safetensors"),
                          {"a": m(2, 3), "b": np.ones(4, np.float32)})
     with open(os.path.join(out, "safetensors", "config.json"), "w") as f:

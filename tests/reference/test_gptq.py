@@ -20,7 +20,9 @@ INFERA = os.environ.get("INFERA_BIN", "build/tools/infera")
 SHARED = os.environ.get("INFERA_SHARED_DIR", os.path.join(HERE, "..", "..", "..", "shared"))
 TS3M = os.path.join(SHARED, "models", "tinystories-3m")
 STORIES = os.path.join(SHARED, "data", "eval", "tinystories", "tinystories_197k.txt")
-GGML = {"q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8}
+GGML = {"q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "q2_K": 10, "q3_K": 11, "q4_K": 12, "q5_K": 13,
+        "q6_K": 14, "iq4_nl": 20, "iq4_xs": 23}
+BLOCK_TYPES = ("q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "iq4_nl", "iq4_xs")
 
 
 def run(qtype, group, act_order, w, x):
@@ -34,6 +36,31 @@ def run(qtype, group, act_order, w, x):
         with open(bp, "rb") as f:
             blocks = f.read()
         return np.fromfile(op, dtype="<f4").reshape(w.shape), blocks
+
+
+def harness_rtn(qtype, w, x):
+    """src/quant's importance-weighted rounding (imatrix = mean x^2)."""
+    with tempfile.TemporaryDirectory() as d:
+        wp, xp, op, bp = (os.path.join(d, f) for f in ("w.f32", "x.f32", "out.f32", "out.blocks"))
+        w.astype("<f4").tofile(wp)
+        x.astype("<f4").tofile(xp)
+        r = subprocess.run([HARNESS, "rtn", qtype, str(w.shape[0]), str(w.shape[1]), wp, xp, str(x.shape[0]), op, bp],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        with open(bp, "rb") as f:
+            blocks = f.read()
+        return np.fromfile(op, dtype="<f4").reshape(w.shape), blocks
+
+
+def correlated(seed, rows, cols, tokens):
+    """Correlated inputs (a low-rank part plus noise, uneven channel scales),
+    as real activations are: that is what the error feedback exploits."""
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((rows, cols)).astype(np.float32)
+    z = rng.standard_normal((tokens, 32))
+    x = ((z @ rng.standard_normal((32, cols)) + 0.3 * rng.standard_normal((tokens, cols)))
+         * np.exp(rng.standard_normal(cols))).astype(np.float32)
+    return w, x
 
 
 def rtn(w, qtype, group=32):
@@ -71,20 +98,52 @@ class GptqTest(unittest.TestCase):
             self.assertTrue(np.all(got[:, 5] == 0) or qtype in ("q4_1", "q5_1"))
 
     def test_lower_output_error_than_rounding(self):
-        # Correlated inputs (a low-rank part plus noise, uneven channel
-        # scales), as real activations are: that is what the error feedback
-        # exploits (with independent channels H is nearly diagonal).
-        rng = np.random.default_rng(2)
-        w = rng.standard_normal((32, 256)).astype(np.float32)
-        z = rng.standard_normal((600, 32))
-        x = ((z @ rng.standard_normal((32, 256)) + 0.3 * rng.standard_normal((600, 256)))
-             * np.exp(rng.standard_normal(256))).astype(np.float32)
+        # With independent channels H is nearly diagonal and there is little
+        # for the error feedback to do.
+        w, x = correlated(2, 32, 256, 600)
         for qtype in ("q4_0", "q4_1", "q5_0"):
             for act in (False, True):
                 got, _ = run(qtype, 32, act, w, x)
                 e_gptq = np.linalg.norm(x @ (got - w).T)
                 e_rtn = np.linalg.norm(x @ (rtn(w, qtype) - w).T)
                 self.assertLess(e_gptq, (0.2 if act else 0.6) * e_rtn, (qtype, act))
+
+    def test_block_types_beat_importance_weighted_rounding(self):
+        # K-quants and IQ4: scales fitted by the type's own imatrix quantizer,
+        # codes by GPTQ. The blocks dequantize (numpy's reader) to exactly the
+        # weights returned, and the output error is well below the same
+        # type's importance-weighted rounding with the same importances.
+        w, x = correlated(3, 24, 512, 800)
+        for qtype in BLOCK_TYPES:
+            _, rtn_blocks = harness_rtn(qtype, w, x)
+            e_rtn = np.linalg.norm(x @ (qr.dequantize(GGML[qtype], rtn_blocks).reshape(w.shape) - w).T)
+            for act in (False, True):
+                got, blocks = run(qtype, 32, act, w, x)
+                back = qr.dequantize(GGML[qtype], blocks).reshape(w.shape)
+                np.testing.assert_array_equal(back, got, err_msg=f"{qtype} {act}")
+                e_gptq = np.linalg.norm(x @ (got - w).T)
+                self.assertLess(e_gptq, (0.5 if act else 0.75) * e_rtn, (qtype, act, e_gptq / e_rtn))
+
+    def test_block_types_with_diagonal_hessian_are_imatrix_rounding(self):
+        # Inputs that never co-occur (one channel per token) make H diagonal:
+        # no error crosses columns, so GPTQ must reduce to the type's own
+        # importance-weighted rounding, byte for byte (IQ4's quantizers round
+        # codes against the unrounded scale, GPTQ against the stored f16 one:
+        # those agree on nearly every code).
+        rng = np.random.default_rng(4)
+        rows, cols = 16, 512
+        w = rng.standard_normal((rows, cols)).astype(np.float32)
+        x = np.zeros((4 * cols, cols), dtype=np.float32)
+        gain = np.exp(rng.standard_normal(cols))
+        for t in range(4 * cols):
+            x[t, t % cols] = gain[t % cols] * rng.standard_normal()
+        for qtype in BLOCK_TYPES:
+            got, blocks = run(qtype, 32, False, w, x)
+            want, want_blocks = harness_rtn(qtype, w, x)
+            if qtype.startswith("iq4"):
+                self.assertGreater(np.mean(got == want), 0.99, qtype)
+            else:
+                self.assertEqual(blocks, want_blocks, qtype)
 
 
 class AwqTest(unittest.TestCase):
@@ -180,7 +239,8 @@ class GptqCliTest(unittest.TestCase):
             short = os.path.join(d, "short.txt")
             with open(short, "w") as f:
                 f.write("Once upon a time.")
-            for args in (["--method", "gptq", "--type", "q4_k", "--calib", calib],
+            for args in (["--method", "gptq", "--type", "w8a8", "--calib", calib],
+                         ["--method", "gptq", "--type", "f16", "--calib", calib],
                          ["--method", "gptq", "--type", "q4_0"],
                          ["--method", "awq2", "--type", "q4_0"],
                          ["--method", "gptq", "--type", "q4_0", "--calib", calib, "--group", "48"],

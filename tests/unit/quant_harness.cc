@@ -4,13 +4,16 @@
 //   quant_harness gptq TYPE GROUP ACT_ORDER ROWS COLS W.f32 X.f32 TOKENS OUT.f32 OUT.blocks
 //   quant_harness awq TYPE GRID ROWS COLS W.f32 X.f32 TOKENS OUT.f32
 //   quant_harness smooth ALPHA ROWS COLS W.f32 X.f32 TOKENS OUT.f32
+//   quant_harness rtn TYPE ROWS COLS W.f32 X.f32 TOKENS OUT.f32 OUT.blocks
 //
 // X [TOKENS, COLS] are the calibration inputs. gptq: OUT.f32 [ROWS, COLS] the
 // dequantized weights, OUT.blocks the GGUF blocks of TYPE. awq: OUT.f32 the
 // scales [COLS], then alpha, the loss and the plain-rounding loss. smooth:
 // OUT.f32 SmoothQuant's factors [COLS] from X's per-channel |x| maxima (as
 // prune::InputStats records them), then the W8A8 rows of W diag(s)
-// dequantized [ROWS, COLS].
+// dequantized [ROWS, COLS]. rtn: TYPE's importance-weighted rounding
+// (QuantizeRow with X's per-column sum of x^2, scaled to mean 1, as the
+// imatrix), outputs as gptq.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -70,10 +73,37 @@ int Smooth(int argc, char** argv) {
   return WriteBytes(argv[8], out.data(), out.size() * 4) ? 0 : 1;
 }
 
+int Rtn(int argc, char** argv) {
+  using namespace infera;
+  if (argc != 10) return 2;
+  auto t = ParseDTypeName(argv[2]);
+  if (!t || !RowBytes(*t, std::atoll(argv[4]))) return 2;
+  const int64_t rows = std::atoll(argv[3]), cols = std::atoll(argv[4]), tokens = std::atoll(argv[7]);
+  std::vector<float> w = ReadF32(argv[5], rows * cols), x = ReadF32(argv[6], tokens * cols);
+  // Per-column sum of x^2 scaled to mean 1, as GPTQ gives its block
+  // quantizers (the weighted quantizers are scale-free up to rounding).
+  std::vector<double> sum2(cols);
+  double mean = 0;
+  for (int64_t i = 0; i < tokens; ++i) {
+    for (int64_t j = 0; j < cols; ++j) sum2[j] += static_cast<double>(x[i * cols + j]) * x[i * cols + j];
+  }
+  for (int64_t j = 0; j < cols; ++j) mean += sum2[j] / static_cast<double>(cols);
+  std::vector<float> importance(cols);
+  for (int64_t j = 0; j < cols; ++j) importance[j] = static_cast<float>(sum2[j] / mean);
+  const uint64_t row_bytes = *RowBytes(*t, cols);
+  std::vector<uint8_t> blocks(row_bytes * rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    QuantizeRow(*t, &w[r * cols], &blocks[r * row_bytes], cols, importance.data());
+    DequantizeRow(*t, &blocks[r * row_bytes], &w[r * cols], cols);
+  }
+  return WriteBytes(argv[8], w.data(), w.size() * 4) && WriteBytes(argv[9], blocks.data(), blocks.size()) ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   using namespace infera;
   if (argc > 1 && std::string(argv[1]) == "awq") return Awq(argc, argv);
   if (argc > 1 && std::string(argv[1]) == "smooth") return Smooth(argc, argv);
+  if (argc > 1 && std::string(argv[1]) == "rtn") return Rtn(argc, argv);
   if (argc != 12 || std::string(argv[1]) != "gptq") {
     std::fprintf(stderr, "usage: quant_harness gptq TYPE GROUP ACT_ORDER ROWS COLS W X TOKENS OUT.f32 OUT.blocks\n");
     return 2;

@@ -10,7 +10,8 @@ import struct
 import numpy as np
 
 GGUF_TYPES = {"u32": 4, "i32": 5, "f32": 6, "bool": 7, "str": 8, "arr": 9}
-GGML_F32, GGML_F16, GGML_BF16, GGML_I8 = 0, 1, 30, 24
+GGML_F32, GGML_F16, GGML_BF16, GGML_I8, GGML_I32 = 0, 1, 30, 24, 26
+GGML_W8A8 = 201  # infera's type: Q8_0 blocks that all carry their row's one f16 scale
 
 
 def _gguf_str(s):
@@ -56,6 +57,10 @@ def write_gguf(path, kvs, tensors, alignment=32):
             data = to_bf16_bits(arr).tobytes()
         elif gtype == GGML_I8:
             data = np.ascontiguousarray(arr, dtype=np.int8).tobytes()
+        elif gtype == GGML_I32:
+            data = np.ascontiguousarray(arr, dtype="<i4").tobytes()
+        elif gtype == GGML_W8A8:
+            data = w8a8_blocks(arr)
         else:
             raise ValueError(gtype)
         out += _gguf_str(name)
@@ -69,6 +74,20 @@ def write_gguf(path, kvs, tensors, alignment=32):
         out += data + b"\0" * ((-len(data)) % alignment)
     with open(path, "wb") as f:
         f.write(out)
+
+
+def w8a8_blocks(w):
+    """Rows of w [n_out, n_in] (n_in a multiple of 32) as W8A8 blocks: per row
+    d = max|w| / 127 rounded to f16, codes round(w / d), every 32-block
+    {f16 d, 32 x i8}."""
+    w = np.asarray(w, dtype=np.float32)
+    out = bytearray()
+    for row in w.reshape(-1, w.shape[-1]):
+        d = np.float16(np.abs(row).max() / 127)
+        q = np.clip(np.rint(row / np.float32(d)), -127, 127).astype(np.int8) if d else np.zeros(row.size, np.int8)
+        for b in range(0, row.size, 32):
+            out += d.tobytes() + q[b:b + 32].tobytes()
+    return bytes(out)
 
 
 def to_bf16_bits(arr):
