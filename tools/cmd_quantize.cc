@@ -37,6 +37,7 @@ struct QuantizeArgs {
   std::string tokenizer;
   std::string imatrix;
   std::string method = "rtn";
+  std::string gptq_scales = "minmax";
   double target_bpw = 0;
   GptqRunOptions gptq;
 };
@@ -172,6 +173,7 @@ int Quantize(const QuantizeArgs& a, const RuntimeOptions& rt) {
   if (gptq || awq) {
     GptqRunOptions o = a.gptq;
     o.gptq_enabled = gptq;
+    o.gptq.weighted_scales = a.gptq_scales == "weighted";
     auto enc = RunCalibrated(&*lm, choose, o, rt);
     if (!enc.ok()) return ReportError(enc.status());
     encoded = std::move(enc).value();
@@ -224,6 +226,7 @@ int Quantize(const QuantizeArgs& a, const RuntimeOptions& rt) {
       w->SetI32("quantize.gptq.group", a.gptq.gptq.group);
       w->SetBool("quantize.gptq.act_order", a.gptq.gptq.act_order);
       w->SetF32("quantize.gptq.damp", static_cast<float>(a.gptq.gptq.damp));
+      w->SetBool("quantize.gptq.true_sequential", a.gptq.true_sequential);
     };
   }
   wo.embed_tokenizer = !lm->model->gguf || !a.tokenizer.empty();
@@ -286,6 +289,13 @@ CommandFn RegisterQuantize(CLI::App& app, const RuntimeOptions& rt) {
   app.add_option("--group", a->gptq.gptq.group, "gptq: columns sharing a scale in legacy-block tensors (q4_0 .. q8_0), 32 (default), 64 or 128; k-quant and iq4 tensors fit their own blocks");
   app.add_flag("--act-order", a->gptq.gptq.act_order,
                "gptq: quantize columns in order of decreasing Hessian diagonal (groups' scales from the original weights)");
+  app.add_flag("--true-sequential", a->gptq.true_sequential,
+               "gptq: one calibration pass per stage of each layer (Q/K/V, attention output, gate/up, down), each "
+               "seeing the earlier stages quantized, instead of one per layer");
+  app.add_option("--gptq-scales", a->gptq_scales,
+                 "gptq, legacy types with --group 32: each block's scale by min/max (minmax) or by the type's "
+                 "importance-weighted search (weighted); k-quants and iq4 always use their weighted search")
+      ->check(CLI::IsMember({"minmax", "weighted"}));
   app.add_option("--damp", a->gptq.gptq.damp, "gptq: damping, a fraction of the mean Hessian diagonal (default 0.01)");
   app.add_option("-t,--threads", a->gptq.threads, "threads (0: the cores this process may use)");
   return [a, &rt]() { return Quantize(*a, rt); };

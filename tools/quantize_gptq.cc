@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -181,14 +182,26 @@ StatusOr<EncodedTensors> RunCalibrated(LoadedModel* lm, const TypeChooser& choos
   const int n_layer = model.config.n_layer;
   const auto t0 = std::chrono::steady_clock::now();
   int rounded = 0;
+  // A layer's inputs in forward order. True-sequential GPTQ collects each
+  // stage's Hessians after the earlier stages' matrices hold their quantized
+  // weights (one calibration pass per stage); otherwise one pass per layer.
+  using LI = LinearInput;
+  const std::vector<std::vector<LinearInput>> stages =
+      o.true_sequential ? std::vector<std::vector<LinearInput>>{{LI::kAttnIn}, {LI::kAttnOut}, {LI::kFfnIn, LI::kExpertIn},
+                                                                {LI::kFfnMid, LI::kExpertMid, LI::kSharedMid}}
+                        : std::vector<std::vector<LinearInput>>{{}};
   for (int l = 0; l < n_layer; ++l) {
-    StatsCollector stats({l}, {}, /*with_hessian=*/true);
-    RETURN_IF_ERROR(cal->Run(chunks, &stats));
-    // AWQ scales per input (the Hessians of the scaled inputs for GPTQ).
+    std::unique_ptr<StatsCollector> layer_stats;  // every input of the layer, before any change to it
+    if (o.awq || !o.true_sequential) {
+      layer_stats = std::make_unique<StatsCollector>(std::vector<int>{l}, std::vector<LinearInput>{}, true);
+      RETURN_IF_ERROR(cal->Run(chunks, layer_stats.get()));
+    }
+    // AWQ scales per input (with one pass per layer, the Hessians of the
+    // scaled inputs for GPTQ).
     std::map<LinearInput, std::vector<float>> scales;
     if (o.awq) {
       for (const AwqGroup& g : InputGroups(model.weights->layers[l])) {
-        const prune::InputStats* s = stats.Find(l, g.input, -1);
+        const prune::InputStats* s = layer_stats->Find(l, g.input, -1);
         if (s == nullptr) continue;
         double gain = 1;
         auto sc = ApplyAwq(g, s->hessian(), choose, names, o.awq_grid, threads, &gain);
@@ -203,32 +216,44 @@ StatusOr<EncodedTensors> RunCalibrated(LoadedModel* lm, const TypeChooser& choos
       std::fprintf(stderr, "awq: layer %d/%d\n", l + 1, n_layer);
       continue;
     }
-    for (const prune::LayerMatrix& lmx : mats) {
-      if (lmx.layer != l) continue;
-      const std::string tensor = lmx.name.substr(0, lmx.name.find('['));
-      WeightMatrix& m = *lmx.m;
-      const DType type = choose(tensor, m);
-      if (!GptqSupports(type) || !RowBytes(type, m.n_in) || m.n_in % GptqGroupColumns(type, o.gptq.group) != 0) continue;
-      auto* w = const_cast<float*>(reinterpret_cast<const float*>(m.data));
-      std::vector<uint8_t> bytes(*RowBytes(type, m.n_in) * m.n_out);
-      const prune::InputStats* s = stats.Find(l, lmx.input, lmx.expert);
-      if (s == nullptr) {  // an expert no calibration token reached: plain rounding
-        for (int64_t r = 0; r < m.n_out; ++r) {
-          QuantizeRow(type, w + r * m.n_in, bytes.data() + r * (bytes.size() / m.n_out), m.n_in);
-          DequantizeRow(type, bytes.data() + r * (bytes.size() / m.n_out), w + r * m.n_in, m.n_in);
-        }
-        ++rounded;
-      } else {
-        GptqOptions g = o.gptq;
-        g.type = type;
-        std::vector<double> h = s->hessian();
-        if (auto it = scales.find(lmx.input); it != scales.end()) ScaleHessian(&h, it->second);
-        if (Status st = Gptq(w, m.n_out, m.n_in, std::move(h), g, bytes.data(), threads); !st.ok()) {
-          return Status(st.code(), lmx.name + ": " + st.message());
-        }
+    for (const std::vector<LinearInput>& stage : stages) {
+      const StatsCollector* stats = layer_stats.get();
+      std::unique_ptr<StatsCollector> stage_stats;
+      if (o.true_sequential) {
+        stage_stats = std::make_unique<StatsCollector>(std::vector<int>{l}, stage, true);
+        RETURN_IF_ERROR(cal->Run(chunks, stage_stats.get()));
+        stats = stage_stats.get();
       }
-      auto& dst = out[tensor];  // parts and experts in row order
-      dst.insert(dst.end(), bytes.begin(), bytes.end());
+      for (const prune::LayerMatrix& lmx : mats) {
+        if (lmx.layer != l) continue;
+        if (!stage.empty() && std::find(stage.begin(), stage.end(), lmx.input) == stage.end()) continue;
+        const std::string tensor = lmx.name.substr(0, lmx.name.find('['));
+        WeightMatrix& m = *lmx.m;
+        const DType type = choose(tensor, m);
+        if (!GptqSupports(type) || !RowBytes(type, m.n_in) || m.n_in % GptqGroupColumns(type, o.gptq.group) != 0) {
+          continue;
+        }
+        auto* w = const_cast<float*>(reinterpret_cast<const float*>(m.data));
+        std::vector<uint8_t> bytes(*RowBytes(type, m.n_in) * m.n_out);
+        const prune::InputStats* s = stats->Find(l, lmx.input, lmx.expert);
+        if (s == nullptr) {  // an expert no calibration token reached: plain rounding
+          for (int64_t r = 0; r < m.n_out; ++r) {
+            QuantizeRow(type, w + r * m.n_in, bytes.data() + r * (bytes.size() / m.n_out), m.n_in);
+            DequantizeRow(type, bytes.data() + r * (bytes.size() / m.n_out), w + r * m.n_in, m.n_in);
+          }
+          ++rounded;
+        } else {
+          GptqOptions g = o.gptq;
+          g.type = type;
+          std::vector<double> h = s->hessian();
+          if (auto it = scales.find(lmx.input); it != scales.end() && !o.true_sequential) ScaleHessian(&h, it->second);
+          if (Status st = Gptq(w, m.n_out, m.n_in, std::move(h), g, bytes.data(), threads); !st.ok()) {
+            return Status(st.code(), lmx.name + ": " + st.message());
+          }
+        }
+        auto& dst = out[tensor];  // parts and experts in row order
+        dst.insert(dst.end(), bytes.begin(), bytes.end());
+      }
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "gptq: layer %d/%d, %.1f s\n", l + 1, n_layer, secs);

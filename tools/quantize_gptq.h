@@ -23,6 +23,7 @@ struct GptqRunOptions {
   int calib_ctx = 0;       // 0: 256, or the trained context if shorter
   bool gptq_enabled = false;
   GptqOptions gptq;        // type is chosen per tensor
+  bool true_sequential = false;  // GPTQ: Hessians per stage of a layer (see RunCalibrated)
   bool awq = false;
   int awq_grid = 20;
   double smooth_alpha = -1;  // SmoothQuant's alpha in [0, 1]; < 0: off
@@ -34,6 +35,10 @@ struct GptqRunOptions {
 // tensors GPTQ wrote; the writer rounds the rest, AWQ-scaled or not).
 using EncodedTensors = std::map<std::string, std::vector<uint8_t>>;
 
+// With true_sequential (the GPTQ paper's option) a layer's matrices are done
+// in forward order — Q/K/V, the attention output, gate/up, down — each
+// stage's Hessians collected after the earlier stages are quantized (four
+// calibration passes per layer instead of one).
 // Edits lm's layer matrices and norms in place (f32 copies). `choose` sees
 // the GGUF tensor name of each matrix. AWQ needs separate Q/K/V and
 // gate/up, pre-norm blocks and no experts (else an error).

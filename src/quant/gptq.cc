@@ -177,14 +177,13 @@ class BlockGridQuantizer {
 
 }  // namespace
 
-bool GptqSupports(DType t) {
-  return GridOf(t).nmax > 0 || GridOf(t).levels > 0 || kquants::CodeGridShapeOf(t).block > 0;
-}
+namespace {
+bool IsLegacy(DType t) { return GridOf(t).nmax > 0 || GridOf(t).levels > 0; }
+}  // namespace
 
-int64_t GptqGroupColumns(DType t, int group) {
-  const int block = kquants::CodeGridShapeOf(t).block;
-  return block > 0 ? block : group;
-}
+bool GptqSupports(DType t) { return kquants::CodeGridShapeOf(t).block > 0; }
+
+int64_t GptqGroupColumns(DType t, int group) { return IsLegacy(t) ? group : kquants::CodeGridShapeOf(t).block; }
 
 namespace {
 
@@ -247,8 +246,8 @@ Status Gptq(float* w_io, int64_t rows, int64_t cols, std::vector<double> h, cons
     return InvalidArgument(fmt::format("GPTQ writes q4_0, q4_1, q5_0, q5_1, q8_0, q2_k .. q6_k, iq4_nl or iq4_xs, "
                                        "not {}", DTypeName(opt.type)));
   }
-  const bool block_grid = kquants::CodeGridShapeOf(opt.type).block > 0;
-  if (!block_grid && opt.group != 32 && opt.group != 64 && opt.group != 128) {
+  const bool legacy = IsLegacy(opt.type);
+  if (legacy && opt.group != 32 && opt.group != 64 && opt.group != 128) {
     return InvalidArgument("GPTQ group must be 32, 64 or 128");
   }
   const int64_t group = GptqGroupColumns(opt.type, opt.group);
@@ -297,7 +296,7 @@ Status Gptq(float* w_io, int64_t rows, int64_t cols, std::vector<double> h, cons
       DequantizeRow(opt.type, out + r * row_bytes, w_io + r * cols, cols);
     }
   };
-  if (block_grid) {
+  if (!legacy || (opt.weighted_scales && opt.group == 32)) {
     BlockGridQuantizer q(opt.type, rows, cols, std::move(importance));
     QuantizeColumns(q, w, rows, cols, u, perm, opt.act_order, opt.block_size, threads, &codes);
     finish(q);

@@ -40,6 +40,10 @@ namespace infera {
 struct GptqOptions {
   DType type = DType::kQ4_0;  // see GptqSupports
   int group = 32;             // legacy types' columns sharing a scale: 32, 64 or 128
+  // Legacy types with group 32: fit each block's scale with the type's
+  // importance-weighted quantizer (as the K-quants always do) instead of
+  // min / max.
+  bool weighted_scales = false;
   bool act_order = false;
   double damp = 0.01;         // H += damp * mean(diag H) * I
   int block_size = 128;       // columns per lazy-update block

@@ -6,6 +6,7 @@
 
 #include "base/check.h"
 #include "quant/quant_search.h"
+#include "quant/quantize.h"
 #include "tensor/quant_blocks.h"
 
 namespace infera::kquants {
@@ -472,6 +473,11 @@ CodeGridShape CodeGridShapeOf(DType t) {
     case DType::kQ6_K: return {256, 16, 64, 32, nullptr};
     case DType::kIQ4_NL: return {32, 32, 16, 0, kIq4nlValues};
     case DType::kIQ4_XS: return {256, 32, 16, 0, kIq4nlValues};
+    case DType::kQ4_0: return {32, 32, 16, 8, nullptr};
+    case DType::kQ4_1: return {32, 32, 16, 0, nullptr};
+    case DType::kQ5_0: return {32, 32, 32, 16, nullptr};
+    case DType::kQ5_1: return {32, 32, 32, 0, nullptr};
+    case DType::kQ8_0: return {32, 32, 256, 128, nullptr};
     default: return {};
   }
 }
@@ -485,6 +491,11 @@ void FitBlock(DType t, const float* x, const float* qw, uint8_t* block) {
     case DType::kQ6_K: QuantizeQ6_K(x, qw, block); break;
     case DType::kIQ4_NL: QuantizeIq4Nl(x, qw, block); break;
     case DType::kIQ4_XS: QuantizeIq4Xs(x, qw, block); break;
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kQ8_0: QuantizeRow(t, x, block, 32, qw); break;
     default: CHECK(false && "no code grid for this type");
   }
 }
@@ -514,6 +525,11 @@ void ReadSubGrids(DType t, const uint8_t* block, SubGrid* grids) {
     case DType::kIQ4_XS:
       for (int j = 0; j < 8; ++j) grids[j] = {Iq4XsSubScale(block, j), 0.0f};
       break;
+    case DType::kQ4_0:
+    case DType::kQ5_0:
+    case DType::kQ8_0: grids[0] = {GetHalf(block), 0.0f}; break;
+    case DType::kQ4_1:
+    case DType::kQ5_1: grids[0] = {GetHalf(block), GetHalf(block + 2)}; break;
     default: CHECK(false && "no code grid for this type");
   }
 }
@@ -539,6 +555,21 @@ void WriteCodes(DType t, const uint8_t* codes, uint8_t* block) {
     case DType::kQ6_K: PackCodesQ6_K(codes, block); break;
     case DType::kIQ4_NL: PackIq4Codes(codes, 32, block + 2); break;
     case DType::kIQ4_XS: PackIq4Codes(codes, kQK, block + 8); break;
+    case DType::kQ4_0:
+    case DType::kQ5_0:
+    case DType::kQ4_1:
+    case DType::kQ5_1: {
+      const bool with_min = t == DType::kQ4_1 || t == DType::kQ5_1;
+      PackLegacyBlock(t, reinterpret_cast<const int8_t*>(codes), GetHalf(block), with_min ? GetHalf(block + 2) : 0.0f,
+                      block);
+      break;
+    }
+    case DType::kQ8_0: {  // codes 0..255 stand for -128..127
+      int8_t q[32];
+      for (int i = 0; i < 32; ++i) q[i] = static_cast<int8_t>(codes[i] - 128);
+      PackLegacyBlock(t, q, GetHalf(block), 0.0f, block);
+      break;
+    }
     default: CHECK(false && "no code grid for this type");
   }
 }

@@ -32,7 +32,8 @@ void PackCodesQ5_K(const uint8_t* L, uint8_t* block);
 void PackCodesQ6_K(const uint8_t* L, uint8_t* block);
 
 // Code grids of fitted blocks, for quantizers that choose codes themselves
-// against fixed block scales (GPTQ into K-quants and IQ4). A block of
+// against fixed block scales (GPTQ): the K-quants, IQ4 and the legacy
+// 32-blocks (Q4_0 .. Q8_0, fitted by QuantizeRow's imatrix algorithms). A block of
 // `block` elements has sub-blocks of `sub`; in sub-block j element values are
 // a_j * level(code) + b_j, codes 0 .. n_codes - 1, level(code) = code - zero
 // (uniform types) or table[code] (IQ4_NL / IQ4_XS).
@@ -46,7 +47,8 @@ struct CodeGridShape {
 struct SubGrid {
   float a = 0, b = 0;
 };
-// Q2_K .. Q6_K, IQ4_NL, IQ4_XS; else block 0.
+// Q2_K .. Q6_K, IQ4_NL, IQ4_XS, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (codes 0..255
+// for -128..127); else block 0.
 CodeGridShape CodeGridShapeOf(DType t);
 // The type's quantizer (above): scales and codes of x [block], importances
 // qw [block] or null.

@@ -1,7 +1,7 @@
 // Test harness for tests/reference/test_gptq.py: runs src/quant's GPTQ on raw
 // little-endian f32 files so the numpy reference can check the result.
 //
-//   quant_harness gptq TYPE GROUP ACT_ORDER ROWS COLS W.f32 X.f32 TOKENS OUT.f32 OUT.blocks
+//   quant_harness gptq TYPE GROUP ACT_ORDER ROWS COLS W.f32 X.f32 TOKENS OUT.f32 OUT.blocks [weighted]
 //   quant_harness awq TYPE GRID ROWS COLS W.f32 X.f32 TOKENS OUT.f32
 //   quant_harness smooth ALPHA ROWS COLS W.f32 X.f32 TOKENS OUT.f32
 //   quant_harness rtn TYPE ROWS COLS W.f32 X.f32 TOKENS OUT.f32 OUT.blocks
@@ -104,8 +104,9 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "awq") return Awq(argc, argv);
   if (argc > 1 && std::string(argv[1]) == "smooth") return Smooth(argc, argv);
   if (argc > 1 && std::string(argv[1]) == "rtn") return Rtn(argc, argv);
-  if (argc != 12 || std::string(argv[1]) != "gptq") {
-    std::fprintf(stderr, "usage: quant_harness gptq TYPE GROUP ACT_ORDER ROWS COLS W X TOKENS OUT.f32 OUT.blocks\n");
+  if ((argc != 12 && argc != 13) || std::string(argv[1]) != "gptq") {
+    std::fprintf(stderr, "usage: quant_harness gptq TYPE GROUP ACT_ORDER ROWS COLS W X TOKENS OUT.f32 OUT.blocks "
+                 "[weighted]\n");
     return 2;
   }
   GptqOptions o;
@@ -114,6 +115,7 @@ int main(int argc, char** argv) {
   o.type = *t;
   o.group = std::atoi(argv[3]);
   o.act_order = std::atoi(argv[4]) != 0;
+  o.weighted_scales = argc == 13 && std::string(argv[12]) == "weighted";
   const int64_t rows = std::atoll(argv[5]), cols = std::atoll(argv[6]), tokens = std::atoll(argv[9]);
   std::vector<float> w = ReadF32(argv[7], rows * cols), x = ReadF32(argv[8], tokens * cols);
   prune::InputStats stats(cols, true);
