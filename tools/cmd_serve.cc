@@ -34,6 +34,7 @@ struct ServeArgs {
   std::string model, model_positional, tokenizer, host = "127.0.0.1", served_model_name, api_key, api_key_file,
       chat_template;
   bool api_key_given = false;  // --api-key on the command line (even "")
+  std::vector<std::string> cors_origins;
   int port = 8080;
   int threads = 0;
   int http_threads = 2;
@@ -202,6 +203,16 @@ int Serve(const ServeArgs& args, const RuntimeOptions& rt_in) {
     opts.api_key = Trim(*key);
     if (opts.api_key.empty()) return ReportError("--api-key-file: the file is empty");
   }
+  for (const std::string& o : a.cors_origins) {
+    // An origin is scheme://host[:port], nothing after; "*" allows any.
+    const size_t scheme = o.find("://");
+    const bool ok = o == "*" || (scheme != std::string::npos && scheme > 0 && o.size() > scheme + 3 &&
+                                 o.find('/', scheme + 3) == std::string::npos && o.find_first_of(" ,\t") == std::string::npos);
+    if (!ok) return ReportError("--cors-origin '" + o + "': give an origin such as https://app.example.com, or *");
+  }
+  opts.cors_origins = a.cors_origins;
+  opts.version = INFERA_VERSION;
+  opts.commit = INFERA_GIT_COMMIT;
   opts.served_model_name = a.served_model_name;
   if (opts.served_model_name.empty()) {
     std::string path = a.model;
@@ -303,6 +314,10 @@ CommandFn RegisterServe(CLI::App& app, const RuntimeOptions& rt) {
   auto* key = app.add_option("--api-key", a->api_key,
                               "require 'Authorization: Bearer KEY' on " + server::GuardedRoutes() +
                                   " (/health and /metrics stay open)");
+  app.add_option("--cors-origin", a->cors_origins,
+                 "let web pages from this origin call the API (CORS; repeatable; * for any origin)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--api-key-file", a->api_key_file, "read the API key from a file (keeps it out of the process list)");
   app.add_option("--chat-template", a->chat_template,
                  "chat format: chatml, qwen3, llama2, llama3, mistral, phi3, zephyr, tulu, gemma, plain (default: from the model)");

@@ -95,8 +95,12 @@ namespace {
 class RequestResponder : public Responder {
  public:
   RequestResponder(std::shared_ptr<Responder> inner, ServerMetrics* metrics, std::string endpoint,
-                   TraceContext trace, std::string request_id)
-      : inner_(std::move(inner)), metrics_(metrics), endpoint_(std::move(endpoint)), trace_(std::move(trace)),
+                   TraceContext trace, std::string request_id, std::string allow_origin)
+      : inner_(std::move(inner)),
+        metrics_(metrics),
+        endpoint_(std::move(endpoint)),
+        trace_(std::move(trace)),
+        allow_origin_(std::move(allow_origin)),
         request_id_(std::move(request_id)) {}
   void Respond(int status, std::string content_type, std::string body, Headers extra) override {
     metrics_->HttpRequest(endpoint_, status);
@@ -128,16 +132,24 @@ class RequestResponder : public Responder {
   void AddHeaders(Headers* h) const {
     h->emplace_back("traceparent", trace_.Traceparent());
     h->emplace_back("X-Request-Id", request_id_);
+    if (!allow_origin_.empty()) {
+      h->emplace_back("Access-Control-Allow-Origin", allow_origin_);
+      h->emplace_back("Access-Control-Expose-Headers", "X-Request-Id, traceparent, Retry-After");
+      h->emplace_back("Vary", "Origin");
+    }
   }
   const std::shared_ptr<Responder> inner_;
   ServerMetrics* const metrics_;
   const std::string endpoint_;
   const TraceContext trace_;
+  const std::string allow_origin_;
   const std::string request_id_;
 };
 
 // The routes: path (or path prefix), methods, whether the API key applies,
 // and the endpoint label of their metrics.
+// HEAD is answered wherever GET is (the HTTP layer drops the body); OPTIONS
+// on every route.
 constexpr uint8_t kGet = 1, kPost = 2, kDelete = 4;
 struct Route {
   const char* path;
@@ -148,6 +160,7 @@ struct Route {
 };
 constexpr Route kRoutes[] = {
     {"/health", false, kGet, false, "/health"},
+    {"/version", false, kGet, false, "/version"},
     {"/ready", false, kGet, false, "/ready"},
     {"/metrics", false, kGet, false, "/metrics"},
     {"/v1/completions", false, kPost, true, "/v1/completions"},
@@ -159,6 +172,20 @@ constexpr Route kRoutes[] = {
     {"/admin/log-level", false, kGet | kPost, true, "/admin/log-level"},
     {"/v1/sessions/", true, kPost | kDelete, true, "/v1/sessions/{id}"},
 };
+
+// "GET, HEAD, POST, OPTIONS": the Allow header of a route.
+std::string AllowedMethods(uint8_t methods) {
+  std::string out;
+  auto add = [&out](const char* m) { out += out.empty() ? m : std::string(", ") + m; };
+  if (methods & kGet) {
+    add("GET");
+    add("HEAD");
+  }
+  if (methods & kPost) add("POST");
+  if (methods & kDelete) add("DELETE");
+  add("OPTIONS");
+  return out;
+}
 
 const Route* FindRoute(const std::string& path) {
   for (const Route& r : kRoutes) {
@@ -196,15 +223,20 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
                                              id_salt_, next_request_.fetch_add(1));
   const Route* route = FindRoute(path);
   auto resp = std::make_shared<RequestResponder>(std::move(raw_resp), &metrics_, route ? route->label : "other",
-                                                 trace, request_id);
+                                                 trace, request_id, AllowedOrigin(req));
   if (route == nullptr) {
     return SendError(resp, Error(404, fmt::format("no route {} {}", req.method, path), "invalid_request_error",
                                  "not_found"));
   }
-  const uint8_t method = req.method == "GET" ? kGet : req.method == "POST" ? kPost : req.method == "DELETE" ? kDelete : 0;
+  if (req.method == "OPTIONS") return HandleOptions(req, resp, route->methods);
+  const uint8_t method = req.method == "GET" || req.method == "HEAD" ? kGet
+                         : req.method == "POST"                     ? kPost
+                         : req.method == "DELETE"                   ? kDelete
+                                                                    : 0;
   if ((route->methods & method) == 0) {
     return SendError(resp, Error(405, fmt::format("{} does not accept {}", path, req.method), "invalid_request_error",
-                                 "method_not_allowed"));
+                                 "method_not_allowed"),
+                     {{"Allow", AllowedMethods(route->methods)}});
   }
   if (route->auth && !Authorized(req)) {
     return SendError(resp, Error(401, "Incorrect or missing API key: send 'Authorization: Bearer KEY'.",
@@ -212,6 +244,7 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
   }
   const State state = state_.load(std::memory_order_acquire);
   if (path == "/health") return HandleHealth(resp, state);
+  if (path == "/version") return HandleVersion(resp);
   if (path == "/ready") return HandleReady(resp, state);
   if (path == "/metrics") return HandleMetrics(req, resp);
   if (path == "/admin/log-level") return HandleLogLevel(req, resp);
@@ -232,6 +265,45 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
     return SendError(resp, Error(503, "the server failed and is restarting", "service_unavailable", "failed"));
   }
   HandleCompletion(req, resp, chat, trace, request_id);
+}
+
+std::string ApiServer::AllowedOrigin(const HttpRequest& req) const {
+  const std::string origin = req.Header("origin");
+  if (origin.empty()) return "";
+  for (const std::string& o : opts_.cors_origins) {
+    if (o == "*") return "*";
+    if (o == origin) return origin;
+  }
+  return "";
+}
+
+// OPTIONS: a CORS preflight (Origin and Access-Control-Request-Method sent)
+// is answered 204 with what the route allows when the origin is allowed,
+// else 403; a plain OPTIONS gets 204 and the Allow header. No API key is
+// asked (browsers never send one in a preflight).
+void ApiServer::HandleOptions(const HttpRequest& req, const std::shared_ptr<Responder>& resp,
+                              uint8_t route_methods) const {
+  const std::string allowed = AllowedMethods(route_methods);
+  const std::string asked = req.Header("access-control-request-method");
+  if (req.Header("origin").empty() || asked.empty()) return resp->Respond(204, "", "", {{"Allow", allowed}});
+  if (AllowedOrigin(req).empty()) {
+    return SendError(resp, Error(403, fmt::format("origin '{}' is not allowed (serve with --cors-origin)",
+                                                  req.Header("origin")),
+                                 "invalid_request_error", "cors_origin_not_allowed"));
+  }
+  Headers h = {{"Allow", allowed},
+               {"Access-Control-Allow-Methods", allowed},
+               {"Access-Control-Max-Age", "600"}};
+  // The headers the page asked for (Authorization, Content-Type, the OpenAI
+  // SDK's own): the API reads only those it knows, so echoing them is safe.
+  if (const std::string hs = req.Header("access-control-request-headers"); !hs.empty()) {
+    h.emplace_back("Access-Control-Allow-Headers", hs);
+  }
+  resp->Respond(204, "", "", std::move(h));
+}
+
+void ApiServer::HandleVersion(const std::shared_ptr<Responder>& resp) const {
+  SendJson(resp, 200, {{"version", opts_.version}, {"commit", opts_.commit}, {"model", opts_.served_model_name}});
 }
 
 const char* ApiServer::StateName(State state) {

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/async_engine.h"
 #include "server/http_server.h"
@@ -38,6 +39,11 @@ struct ApiServerOptions {
   double log_sample = 1.0;      // fraction of successful requests given an info log line
   bool log_prompts = false;     // put prompts and outputs in those lines
   OtlpExporter* exporter = nullptr;  // spans go here when set (owned by the caller)
+  // Browser origins allowed to call the API (CORS): exact origins such as
+  // "https://app.example.com", or "*" for any. Empty: no CORS headers, and
+  // browsers' cross-origin preflights are refused (403).
+  std::vector<std::string> cors_origins;
+  std::string version, commit;  // answered by GET /version
 };
 
 // What the API needs of a loaded model; owned by the caller, outliving the
@@ -74,6 +80,11 @@ class ApiServer {
  private:
   enum class State { kLoading, kReady, kDraining, kFailed };
   bool Authorized(const HttpRequest& req) const;
+  // The Access-Control-Allow-Origin value for the request's Origin header
+  // ("" when it sent none or that origin is not allowed).
+  std::string AllowedOrigin(const HttpRequest& req) const;
+  void HandleOptions(const HttpRequest& req, const std::shared_ptr<Responder>& resp, uint8_t route_methods) const;
+  void HandleVersion(const std::shared_ptr<Responder>& resp) const;
   void HandleCompletion(const HttpRequest& req, const std::shared_ptr<Responder>& resp, bool chat,
                         const TraceContext& trace, const std::string& request_id);
   static const char* StateName(State state);  // "loading", "ready", "draining", "failed"

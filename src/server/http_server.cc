@@ -126,6 +126,7 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
 
  private:
   void ReadRequest() {
+    head_only_ = false;
     parser_.emplace();
     parser_->body_limit(server_->opts.max_body_bytes);
     parser_->header_limit(64 * 1024);
@@ -182,6 +183,7 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
     auto& msg = parser_->get();
     HttpRequest req;
     req.method = std::string(msg.method_string());
+    head_only_ = req.method == "HEAD";
     req.target = std::string(msg.target());
     req.path = req.target.substr(0, req.target.find('?'));
     for (const auto& field : msg) req.headers.emplace_back(Lower(std::string(field.name_string())), std::string(field.value()));
@@ -206,10 +208,12 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
   }
 
   // Queues a complete (not streamed) response: the request's last bytes.
+  // A HEAD request gets the headers GET would (Content-Length included) and
+  // no body; a 204 neither a body nor a Content-Length (RFC 9110 8.6).
   void WriteWhole(int status, const std::string& content_type, const std::string& body, const Headers& extra) {
     started_ = true;
     out_ += Head(status, content_type, false, body.size(), extra);
-    out_ += body;
+    if (!head_only_ && status != 204) out_ += body;
     ending_ = true;
     Flush();
   }
@@ -222,12 +226,12 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
   }
 
   std::string Head(int status, const std::string& content_type, bool chunked, size_t length, const Headers& extra) {
-    std::string h = fmt::format("HTTP/1.1 {} {}\r\nServer: infera\r\nContent-Type: {}\r\n", status,
-                                std::string(http::obsolete_reason(static_cast<http::status>(status))),
-                                content_type);
+    std::string h = fmt::format("HTTP/1.1 {} {}\r\nServer: infera\r\n", status,
+                                std::string(http::obsolete_reason(static_cast<http::status>(status))));
+    if (!content_type.empty()) h += fmt::format("Content-Type: {}\r\n", content_type);
     if (chunked) {
       h += "Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\nX-Accel-Buffering: no\r\n";
-    } else {
+    } else if (status != 204) {
       h += fmt::format("Content-Length: {}\r\n", length);
     }
     h += keep_alive_ ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
@@ -346,6 +350,7 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
   bool keep_alive_ = true;
   bool in_request_ = false;  // a request was read and its response is not written yet
   bool started_ = false;     // Respond or BeginStream was called
+  bool head_only_ = false;   // the request is a HEAD: headers only
   bool streaming_ = false;
   bool ending_ = false;      // the response's last bytes are queued
   bool writing_ = false;

@@ -422,6 +422,94 @@ class ServerTest(unittest.TestCase):
         self.assertTrue(wait_for(lambda: self.srv.metric("infera_kv_blocks_used") == 0))
 
 
+class CorsHeadOptionsTest(unittest.TestCase):
+    """--cors-origin, HEAD, OPTIONS (plain and CORS preflight) and /version."""
+
+    @staticmethod
+    def raw(port, method, path, headers=None, body=None):
+        import http.client
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        c.request(method, path, body=body, headers=headers or {})
+        r = c.getresponse()
+        data = r.read()
+        hdrs = {k.lower(): v for k, v in r.getheaders()}
+        c.close()
+        return r.status, hdrs, data
+
+    def test_cors_head_options_version(self):
+        origin = "https://app.example.com"
+        with tempfile.NamedTemporaryFile("w", suffix=".key") as f:
+            f.write("sk-cors\n")
+            f.flush()
+            with Server("--cors-origin", origin, "--cors-origin", "http://localhost:3000",
+                        "--api-key-file", f.name) as srv:
+                auth = {"Authorization": "Bearer sk-cors"}
+                # A browser preflight: no API key, 204, what the route allows.
+                st, h, body = self.raw(srv.port, "OPTIONS", "/v1/chat/completions", {
+                    "Origin": origin, "Access-Control-Request-Method": "POST",
+                    "Access-Control-Request-Headers": "authorization, content-type, x-stainless-os"})
+                self.assertEqual((st, body), (204, b""), h)
+                self.assertNotIn("content-length", h)
+                self.assertEqual(h["access-control-allow-origin"], origin)
+                self.assertIn("POST", h["access-control-allow-methods"])
+                self.assertEqual(h["access-control-allow-headers"], "authorization, content-type, x-stainless-os")
+                self.assertEqual(h["vary"], "Origin")
+                # A preflight from an origin not allowed: 403 with an error object.
+                st, h, body = self.raw(srv.port, "OPTIONS", "/v1/completions", {
+                    "Origin": "https://evil.example", "Access-Control-Request-Method": "POST"})
+                self.assertEqual(st, 403)
+                assert_error_object(self, json.loads(body))
+                self.assertNotIn("access-control-allow-origin", h)
+                # Plain OPTIONS: 204 and Allow.
+                st, h, _ = self.raw(srv.port, "OPTIONS", "/v1/models")
+                self.assertEqual(st, 204)
+                self.assertEqual(h["allow"], "GET, HEAD, OPTIONS")
+                self.assertEqual(self.raw(srv.port, "OPTIONS", "/nowhere")[0], 404)
+                # The actual request from the allowed origin carries the CORS headers.
+                st, h, body = self.raw(srv.port, "POST", "/v1/completions",
+                                       {**auth, "Origin": origin, "Content-Type": "application/json"},
+                                       json.dumps({"prompt": "In the", "max_tokens": 2}))
+                self.assertEqual(st, 200, body)
+                self.assertEqual(h["access-control-allow-origin"], origin)
+                self.assertIn("X-Request-Id", h["access-control-expose-headers"])
+                # Other origins and same-origin requests get none.
+                st, h, _ = self.raw(srv.port, "GET", "/v1/models", {**auth, "Origin": "https://evil.example"})
+                self.assertEqual(st, 200)
+                self.assertNotIn("access-control-allow-origin", h)
+                self.assertNotIn("access-control-allow-origin", self.raw(srv.port, "GET", "/health")[1])
+                # HEAD: GET's status and headers, no body.
+                st_get, h_get, b_get = self.raw(srv.port, "GET", "/v1/models", auth)
+                st, h, body = self.raw(srv.port, "HEAD", "/v1/models", auth)
+                self.assertEqual((st, body), (st_get, b""))
+                self.assertEqual(int(h["content-length"]), len(b_get))
+                self.assertEqual(self.raw(srv.port, "HEAD", "/v1/models")[0], 401)
+                self.assertEqual(self.raw(srv.port, "HEAD", "/health")[0], 200)
+                # The connection stays usable after a HEAD (no stray body bytes).
+                import http.client
+                c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+                for method in ("HEAD", "GET", "HEAD", "GET"):
+                    c.request(method, "/health")
+                    r = c.getresponse()
+                    self.assertEqual((r.status, len(r.read()) > 0), (200, method == "GET"))
+                c.close()
+                # 405 names the methods allowed.
+                st, h, body = self.raw(srv.port, "DELETE", "/v1/completions", auth)
+                self.assertEqual(st, 405)
+                self.assertEqual(h["allow"], "POST, OPTIONS")
+                assert_error_object(self, json.loads(body))
+                # /version: open, like /health.
+                st, h, body = self.raw(srv.port, "GET", "/version")
+                self.assertEqual(st, 200)
+                v = json.loads(body)
+                self.assertRegex(v["version"], r"^\d+\.\d+")
+                self.assertTrue(v["commit"])
+        # A malformed origin is a startup error: one line, exit 2.
+        from common import infera
+        r = infera("serve", "--cors-origin", "app.example.com/x", "--port", "0", timeout=60)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--cors-origin", r.stderr.decode())
+
+
 class AuthAndShutdownTest(unittest.TestCase):
     def test_bad_startup_is_one_line_and_exit_2(self):
         from common import infera
