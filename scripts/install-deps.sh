@@ -13,8 +13,9 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # fuzzing (libFuzzer + sanitizers come with clang's runtime)
   clang libclang-rt-14-dev
-  # tooling and independent references in tests (Debian's interpreter)
-  python3 python3-numpy
+  # tooling and independent references in tests (Debian's interpreter);
+  # pybind11: the Python API (python/)
+  python3 python3-numpy python3-pybind11
   # PyTorch: tools/train/distill.py (pruning recovery) and its test;
   # OpenBLAS so Debian's torch does not fall back to the reference BLAS
   python3-torch libopenblas0-pthread

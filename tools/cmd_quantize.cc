@@ -37,7 +37,7 @@ struct QuantizeArgs {
   std::string tokenizer;
   std::string imatrix;
   std::string method = "rtn";
-  std::string gptq_scales = "minmax";
+  std::string gptq_scales = "weighted";
   double target_bpw = 0;
   GptqRunOptions gptq;
 };
@@ -224,6 +224,7 @@ int Quantize(const QuantizeArgs& a, const RuntimeOptions& rt) {
       w->SetBool("quantize.awq", awq);
       if (!gptq) return;
       w->SetI32("quantize.gptq.group", a.gptq.gptq.group);
+      w->SetString("quantize.gptq.scales", a.gptq_scales);
       w->SetBool("quantize.gptq.act_order", a.gptq.gptq.act_order);
       w->SetF32("quantize.gptq.damp", static_cast<float>(a.gptq.gptq.damp));
       w->SetBool("quantize.gptq.true_sequential", a.gptq.true_sequential);
@@ -294,7 +295,7 @@ CommandFn RegisterQuantize(CLI::App& app, const RuntimeOptions& rt) {
                "seeing the earlier stages quantized, instead of one per layer");
   app.add_option("--gptq-scales", a->gptq_scales,
                  "gptq, legacy types with --group 32: each block's scale by min/max (minmax) or by the type's "
-                 "importance-weighted search (weighted); k-quants and iq4 always use their weighted search")
+                 "importance-weighted search (weighted, the default); k-quants and iq4 always use their weighted search")
       ->check(CLI::IsMember({"minmax", "weighted"}));
   app.add_option("--damp", a->gptq.gptq.damp, "gptq: damping, a fraction of the mean Hessian diagonal (default 0.01)");
   app.add_option("-t,--threads", a->gptq.threads, "threads (0: the cores this process may use)");

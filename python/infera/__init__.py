@@ -1,0 +1,13 @@
+"""infera's Python API: offline batch generation on infera's C++ engine, with
+vLLM's interface.
+
+    from infera import LLM, SamplingParams
+    llm = LLM(model="model.gguf", max_num_seqs=64)
+    for out in llm.generate(["Hello", "Once upon a time"], SamplingParams(temperature=0.7, top_p=0.9, max_tokens=100)):
+        print(out.prompt, out.outputs[0].text)
+
+The engine runs with the GIL released; see docs/api.md ("Python API").
+"""
+from ._infera import LLM, CompletionOutput, RequestOutput, SamplingParams, Stream, __version__
+
+__all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput", "Stream", "__version__"]

@@ -1,0 +1,559 @@
+// The Python API (pybind11): vLLM's offline interface on infera's engine.
+//
+//   from infera import LLM, SamplingParams
+//   llm = LLM(model="model.gguf", max_num_seqs=64)
+//   outs = llm.generate(["Hello", "Once upon"], SamplingParams(temperature=0.7, top_p=0.9, max_tokens=100))
+//   outs[0].outputs[0].text
+//   llm.chat([{"role": "user", "content": "Hi"}])
+//   for piece in llm.stream("Hello", SamplingParams(max_tokens=20)): print(piece, end="")
+//
+// Every call runs the engine (continuous batching over all its requests)
+// with the GIL released, taking it back between steps only to check for
+// KeyboardInterrupt (the requests are then cancelled and their KV blocks
+// freed). An LLM may be used from several Python threads: its calls take
+// turns (one engine, one lock).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "base/logging.h"
+#include "build_paths.h"
+#include "infera/engine.h"
+#include "model/model.h"
+#include "sampling/sampler.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+#include "tools/cli_common.h"
+#include "tools/engine_flags.h"
+
+namespace py = pybind11;
+
+namespace infera::python {
+namespace {
+
+// Status -> Python exception: bad arguments are ValueError, the rest
+// RuntimeError.
+[[noreturn]] void Raise(const Status& st) {
+  if (st.code() == StatusCode::kInvalidArgument || st.code() == StatusCode::kOutOfRange ||
+      st.code() == StatusCode::kNotFound) {
+    throw py::value_error(st.message());
+  }
+  throw std::runtime_error(st.message());
+}
+
+// vLLM's SamplingParams, with its defaults (temperature 1, top_p 1, top_k
+// off, max_tokens 16).
+struct PySamplingParams {
+  int n = 1;
+  float temperature = 1.0f;
+  float top_p = 1.0f;
+  int top_k = -1;
+  float min_p = 0.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  float repetition_penalty = 1.0f;
+  std::optional<uint64_t> seed;
+  std::optional<int> max_tokens = 16;
+  int min_tokens = 0;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  std::optional<int> logprobs;
+
+  // Engine parameters; ValueError on values out of range.
+  RequestParams ToRequest() const {
+    if (n < 1) throw py::value_error("n must be at least 1");
+    if (max_tokens && *max_tokens < 1) throw py::value_error("max_tokens must be at least 1 (None: to the context end)");
+    if (min_tokens < 0) throw py::value_error("min_tokens must be >= 0");
+    if (logprobs && (*logprobs < 0 || *logprobs > 20)) throw py::value_error("logprobs must be in [0, 20]");
+    RequestParams p;
+    p.sampling.temperature = temperature;
+    p.sampling.top_p = top_p;
+    p.sampling.top_k = top_k;
+    p.sampling.min_p = min_p;
+    p.sampling.presence_penalty = presence_penalty;
+    p.sampling.frequency_penalty = frequency_penalty;
+    p.sampling.repetition_penalty = repetition_penalty;
+    if (seed) {
+      p.sampling.seed = *seed;
+      p.sampling.has_seed = true;
+    }
+    p.max_tokens = max_tokens ? *max_tokens : -1;
+    p.min_tokens = min_tokens;
+    p.stop = stop;
+    p.ignore_eos = ignore_eos;
+    p.logprobs = logprobs ? *logprobs : -1;
+    if (Status st = ValidateSamplingParams(p.sampling); !st.ok()) Raise(st);
+    return p;
+  }
+};
+
+// vLLM's names: "stop", "length" (also a full context), "abort".
+const char* VllmFinishReason(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength:
+    case FinishReason::kContextFull: return "length";
+    case FinishReason::kCancelled: return "abort";
+    case FinishReason::kError: return "error";
+    default: return "";
+  }
+}
+
+struct PyCompletionOutput {
+  int index = 0;
+  std::string text;
+  std::vector<int32_t> token_ids;
+  std::optional<std::string> finish_reason;
+  // With logprobs: per generated token, {token id: logprob} of the sampled
+  // token and the top candidates (vLLM's shape, ids as keys).
+  std::optional<std::vector<std::map<int32_t, float>>> logprobs;
+  std::optional<double> cumulative_logprob;
+};
+
+struct PyRequestOutput {
+  std::string request_id;
+  std::optional<std::string> prompt;
+  std::vector<int32_t> prompt_token_ids;
+  std::vector<PyCompletionOutput> outputs;
+  bool finished = false;
+  int num_cached_tokens = 0;
+};
+
+// Accumulates one choice's outputs over the steps.
+void Append(const RequestOutput& o, bool want_logprobs, PyCompletionOutput* c) {
+  c->text += o.text;
+  c->token_ids.insert(c->token_ids.end(), o.tokens.begin(), o.tokens.end());
+  if (want_logprobs) {
+    if (!c->logprobs) c->logprobs.emplace();
+    if (!c->cumulative_logprob) c->cumulative_logprob = 0.0;
+    for (const TokenLogprob& lp : o.logprobs) {
+      std::map<int32_t, float> m;
+      for (const auto& [tok, v] : lp.top) m[tok] = v;
+      m[lp.token] = lp.logprob;
+      c->logprobs->push_back(std::move(m));
+      *c->cumulative_logprob += lp.logprob;
+    }
+  }
+}
+
+class LLM {
+ public:
+  LLM(const std::string& model, const std::string& tokenizer, int max_num_seqs, int max_model_len, int threads,
+      int64_t kv_cache_mb, int max_num_batched_tokens, bool enable_prefix_caching, const std::string& chat_template,
+      const std::string& cpu_isa, const std::string& log_level) {
+    LogLevel level;
+    if (!ParseLogLevel(log_level, &level)) throw py::value_error("log_level must be trace, debug, info, warn, error or off");
+    SetLogLevel(level);
+    if (max_num_seqs < 1) throw py::value_error("max_num_seqs must be at least 1");
+    if (max_model_len < 0 || threads < 0 || kv_cache_mb < 0 || max_num_batched_tokens < 1) {
+      throw py::value_error("max_model_len, threads and kv_cache_mb must be >= 0, max_num_batched_tokens >= 1");
+    }
+    cli::RuntimeOptions rt;
+    rt.threads = threads;
+    rt.cpu_isa = cpu_isa;
+    py::gil_scoped_release release;  // loading reads the whole file
+    auto kernels = cli::SelectKernels(rt);
+    if (!kernels.ok()) Raise(kernels.status());
+    kernels_ = std::make_unique<KernelTable>(*kernels);
+    auto lm = cli::LoadModelAndTokenizer(model, tokenizer, true);
+    if (!lm.ok()) Raise(lm.status());
+    lm_ = std::move(lm).value();
+    auto fmt = cli::ResolveChatFormat(*lm_.tokenizer, chat_template);
+    if (!fmt.ok()) Raise(fmt.status());
+    chat_format_ = *fmt;
+    cli::EngineFlags ef;
+    ef.opts.max_num_seqs = max_num_seqs;
+    ef.opts.max_model_len = max_model_len;
+    ef.opts.kv_cache_mb = kv_cache_mb;
+    ef.opts.max_batched_tokens = max_num_batched_tokens;
+    ef.no_prefix_cache = !enable_prefix_caching;
+    if (std::string e = cli::ResolveEngineFlags(&ef, threads); !e.empty()) throw py::value_error(e);
+    auto engine = Engine::Create(*lm_.model, lm_.tokenizer.get(), *kernels_, ef.opts);
+    if (!engine.ok()) Raise(engine.status());
+    engine_ = std::move(engine).value();
+  }
+
+  // prompts: a string or a list of strings; params: one SamplingParams, a
+  // list (one per prompt) or None (defaults).
+  std::vector<PyRequestOutput> Generate(const py::object& prompts, const py::object& params) {
+    std::vector<std::string> texts;
+    if (py::isinstance<py::str>(prompts)) {
+      texts.push_back(prompts.cast<std::string>());
+    } else {
+      texts = prompts.cast<std::vector<std::string>>();
+    }
+    std::vector<std::vector<int32_t>> ids;
+    for (const std::string& t : texts) ids.push_back(lm_.tokenizer->Encode(t, true, false));
+    std::vector<std::optional<std::string>> shown(texts.begin(), texts.end());
+    return Run(ids, shown, ParamsFor(params, texts.size()));
+  }
+
+  // messages: one conversation (a list of {"role", "content"} dicts) or a
+  // list of them.
+  std::vector<PyRequestOutput> Chat(const py::list& messages, const py::object& params, bool add_generation_prompt) {
+    std::vector<py::list> conversations;
+    if (!messages.empty() && py::isinstance<py::list>(messages[0])) {
+      for (const auto& c : messages) conversations.push_back(c.cast<py::list>());
+    } else {
+      conversations.push_back(messages);
+    }
+    std::vector<std::vector<int32_t>> ids;
+    for (const py::list& conv : conversations) ids.push_back(EncodeConversation(conv, add_generation_prompt));
+    std::vector<std::optional<std::string>> shown(ids.size());
+    return Run(ids, shown, ParamsFor(params, ids.size()));
+  }
+
+  // The generated text of one prompt, piece by piece (n must be 1).
+  class Stream {
+   public:
+    Stream(LLM* llm, std::vector<int32_t> prompt, RequestParams params)
+        : llm_(llm), prompt_(std::move(prompt)), params_(std::move(params)) {}
+    Stream* Iter() { return this; }
+    std::string Next() {
+      if (done_) throw py::stop_iteration();
+      std::unique_lock<std::mutex> lock(llm_->mu_, std::defer_lock);
+      {
+        py::gil_scoped_release release;
+        lock.lock();
+      }
+      Engine& eng = *llm_->engine_;
+      // Outputs another call's steps produced for this request meanwhile.
+      if (auto it = llm_->parked_.find(id_); started_ && it != llm_->parked_.end()) {
+        std::vector<RequestOutput> parked = std::move(it->second);
+        llm_->parked_.erase(it);
+        std::string text;
+        for (const RequestOutput& o : parked) {
+          text += o.text;
+          if (o.finished) {
+            done_ = true;
+            if (o.finish_reason == FinishReason::kError) throw std::runtime_error(o.error);
+          }
+        }
+        if (!text.empty()) return text;
+        if (done_) throw py::stop_iteration();
+      }
+      if (!started_) {
+        auto id = eng.Add(prompt_, params_);
+        if (!id.ok()) {
+          done_ = true;
+          Raise(id.status());
+        }
+        id_ = *id;
+        started_ = true;
+      }
+      // Steps until this request has new text or finishes (other requests
+      // of this LLM never run meanwhile: calls take turns).
+      while (true) {
+        std::vector<RequestOutput> outs;
+        {
+          py::gil_scoped_release release;
+          outs = eng.Step();
+        }
+        std::string text;
+        for (RequestOutput& o : outs) {
+          if (o.id != id_) {
+            llm_->parked_[o.id].push_back(std::move(o));  // another stream's
+            continue;
+          }
+          text += o.text;
+          if (o.finished) {
+            done_ = true;
+            if (o.finish_reason == FinishReason::kError) throw std::runtime_error(o.error);
+          }
+        }
+        if (!text.empty()) return text;
+        if (done_) throw py::stop_iteration();
+        if (PyErr_CheckSignals() != 0) {
+          Cancel();
+          throw py::error_already_set();
+        }
+      }
+    }
+    // Ends the request if the caller stops early (its blocks are freed).
+    void Cancel() {
+      if (started_ && !done_) {
+        done_ = true;
+        llm_->engine_->Cancel(id_);
+        llm_->StepUntilIdle();
+      }
+    }
+    ~Stream() {
+      if (!started_) return;
+      py::gil_scoped_release release;  // (dealloc holds the GIL; a call on another thread may hold the lock)
+      std::lock_guard<std::mutex> lock(llm_->mu_);
+      Cancel();
+      llm_->parked_.erase(id_);
+    }
+
+   private:
+    LLM* llm_;
+    std::vector<int32_t> prompt_;
+    RequestParams params_;
+    uint64_t id_ = 0;
+    bool started_ = false, done_ = false;
+  };
+
+  std::unique_ptr<Stream> MakeStream(const std::string& prompt, const py::object& params) {
+    const auto p = ParamsFor(params, 1);
+    if (p[0].second != 1) throw py::value_error("stream: n must be 1");
+    return std::make_unique<Stream>(this, lm_.tokenizer->Encode(prompt, true, false), p[0].first);
+  }
+  std::unique_ptr<Stream> MakeChatStream(const py::list& messages, const py::object& params) {
+    const auto p = ParamsFor(params, 1);
+    if (p[0].second != 1) throw py::value_error("stream: n must be 1");
+    return std::make_unique<Stream>(this, EncodeConversation(messages, true), p[0].first);
+  }
+
+  std::vector<int32_t> Encode(const std::string& text, bool add_special) const {
+    return lm_.tokenizer->Encode(text, add_special, false);
+  }
+  std::string Decode(const std::vector<int32_t>& ids) const {
+    for (int32_t id : ids) {
+      if (id < 0 || id >= lm_.tokenizer->n_vocab()) throw py::value_error("token id out of range");
+    }
+    return lm_.tokenizer->Decode(ids);
+  }
+  int max_model_len() const { return engine_->max_model_len(); }
+
+ private:
+  std::vector<int32_t> EncodeConversation(const py::list& conv, bool add_generation_prompt) const {
+    std::vector<ChatMessage> msgs;
+    for (const auto& m : conv) {
+      if (!py::isinstance<py::dict>(m)) throw py::value_error("each message must be a dict with 'role' and 'content'");
+      py::dict d = m.cast<py::dict>();
+      if (!d.contains("role") || !d.contains("content") || !py::isinstance<py::str>(d["role"]) ||
+          !py::isinstance<py::str>(d["content"])) {
+        throw py::value_error("each message needs a string 'role' and 'content'");
+      }
+      const std::string role = d["role"].cast<std::string>();
+      if (role != "system" && role != "user" && role != "assistant") {
+        throw py::value_error("message role must be system, user or assistant, not '" + role + "'");
+      }
+      msgs.push_back({role, d["content"].cast<std::string>()});
+    }
+    if (msgs.empty()) throw py::value_error("a conversation needs at least one message");
+    return EncodeChat(*lm_.tokenizer, chat_format_, msgs, add_generation_prompt);
+  }
+
+  // (engine parameters, n) per prompt.
+  std::vector<std::pair<RequestParams, int>> ParamsFor(const py::object& params, size_t count) const {
+    std::vector<std::pair<RequestParams, int>> out;
+    if (params.is_none()) {
+      PySamplingParams d;
+      out.assign(count, {d.ToRequest(), 1});
+    } else if (py::isinstance<PySamplingParams>(params)) {
+      const auto& sp = params.cast<const PySamplingParams&>();
+      out.assign(count, {sp.ToRequest(), sp.n});
+    } else {
+      auto list = params.cast<std::vector<PySamplingParams>>();
+      if (list.size() != count) throw py::value_error("give one SamplingParams, or one per prompt");
+      for (const auto& sp : list) out.push_back({sp.ToRequest(), sp.n});
+    }
+    return out;
+  }
+
+  std::vector<PyRequestOutput> Run(const std::vector<std::vector<int32_t>>& prompts,
+                                   const std::vector<std::optional<std::string>>& shown,
+                                   const std::vector<std::pair<RequestParams, int>>& params) {
+    std::vector<PyRequestOutput> results(prompts.size());
+    struct Slot {
+      size_t prompt;
+      int choice;
+    };
+    std::map<uint64_t, Slot> slot_of;
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto cancel_all = [&] {
+      for (const auto& [id, s] : slot_of) engine_->Cancel(id);
+      StepUntilIdle();
+      for (const auto& [id, s] : slot_of) parked_.erase(id);
+    };
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      PyRequestOutput& r = results[i];
+      r.request_id = std::to_string(next_id_++);
+      r.prompt = shown[i];
+      r.prompt_token_ids = prompts[i];
+      r.outputs.resize(params[i].second);
+      for (int c = 0; c < params[i].second; ++c) {
+        RequestParams p = params[i].first;
+        if (p.sampling.has_seed) p.sampling.seed += static_cast<uint64_t>(c);  // choices differ, yet reproduce
+        r.outputs[c].index = c;
+        auto id = engine_->Add(prompts[i], p);
+        if (!id.ok()) {
+          cancel_all();
+          py::gil_scoped_acquire gil;
+          Raise(Status(id.status().code(), "prompt " + std::to_string(i) + ": " + id.status().message()));
+        }
+        slot_of[*id] = {i, c};
+      }
+    }
+    size_t open = slot_of.size();
+    while (open > 0 && engine_->HasWork()) {
+      for (const RequestOutput& o : engine_->Step()) {
+        auto it = slot_of.find(o.id);
+        if (it == slot_of.end()) {  // a stream's request: kept for its iterator
+          parked_[o.id].push_back(o);
+          continue;
+        }
+        PyRequestOutput& r = results[it->second.prompt];
+        PyCompletionOutput& c = r.outputs[it->second.choice];
+        Append(o, params[it->second.prompt].first.logprobs >= 0, &c);
+        if (o.finished) {
+          if (o.finish_reason == FinishReason::kError) {
+            cancel_all();
+            py::gil_scoped_acquire gil;
+            throw std::runtime_error(o.error);
+          }
+          c.finish_reason = VllmFinishReason(o.finish_reason);
+          r.num_cached_tokens = std::max(r.num_cached_tokens, o.cached_tokens);
+          --open;
+        }
+      }
+      py::gil_scoped_acquire gil;
+      if (PyErr_CheckSignals() != 0) {
+        py::gil_scoped_release again;
+        cancel_all();
+        py::gil_scoped_acquire back;
+        throw py::error_already_set();
+      }
+    }
+    for (PyRequestOutput& r : results) r.finished = true;
+    return results;
+  }
+
+  // Steps until every cancelled request has left (their blocks freed);
+  // streams' outputs are parked. Needs mu_.
+  void StepUntilIdle() {
+    while (engine_->HasWork()) {
+      bool others = false;
+      for (RequestOutput& o : engine_->Step()) {
+        others = others || !o.finished;
+        parked_[o.id].push_back(std::move(o));
+      }
+      if (others) break;  // a live stream's request: it runs when iterated
+    }
+  }
+
+  std::unique_ptr<KernelTable> kernels_;
+  cli::LoadedModel lm_;
+  ChatFormat chat_format_ = ChatFormat::kPlain;
+  std::unique_ptr<Engine> engine_;
+  std::mutex mu_;  // one call drives the engine at a time
+  // Outputs produced for a stream's request while another call stepped the
+  // engine, until that stream's iterator takes them. Guarded by mu_.
+  std::map<uint64_t, std::vector<RequestOutput>> parked_;
+  uint64_t next_id_ = 0;
+};
+
+}  // namespace
+}  // namespace infera::python
+
+PYBIND11_MODULE(_infera, m) {
+  using namespace infera::python;
+  m.doc() = "infera: offline batch generation on infera's engine (vLLM's LLM / SamplingParams interface)";
+  m.attr("__version__") = INFERA_VERSION;
+
+  py::class_<PySamplingParams>(m, "SamplingParams")
+      .def(py::init([](int n, float temperature, float top_p, int top_k, float min_p, float presence_penalty,
+                       float frequency_penalty, float repetition_penalty, std::optional<uint64_t> seed,
+                       std::optional<int> max_tokens, int min_tokens, py::object stop, bool ignore_eos,
+                       std::optional<int> logprobs) {
+             PySamplingParams p;
+             p.n = n;
+             p.temperature = temperature;
+             p.top_p = top_p;
+             p.top_k = top_k;
+             p.min_p = min_p;
+             p.presence_penalty = presence_penalty;
+             p.frequency_penalty = frequency_penalty;
+             p.repetition_penalty = repetition_penalty;
+             p.seed = seed;
+             p.max_tokens = max_tokens;
+             p.min_tokens = min_tokens;
+             if (py::isinstance<py::str>(stop)) {
+               p.stop.push_back(stop.cast<std::string>());
+             } else if (!stop.is_none()) {
+               p.stop = stop.cast<std::vector<std::string>>();
+             }
+             p.ignore_eos = ignore_eos;
+             p.logprobs = logprobs;
+             p.ToRequest();  // ValueError now rather than at generate()
+             return p;
+           }),
+           py::kw_only(), py::arg("n") = 1, py::arg("temperature") = 1.0f, py::arg("top_p") = 1.0f,
+           py::arg("top_k") = -1, py::arg("min_p") = 0.0f, py::arg("presence_penalty") = 0.0f,
+           py::arg("frequency_penalty") = 0.0f, py::arg("repetition_penalty") = 1.0f, py::arg("seed") = py::none(),
+           py::arg("max_tokens") = 16, py::arg("min_tokens") = 0, py::arg("stop") = py::none(),
+           py::arg("ignore_eos") = false, py::arg("logprobs") = py::none())
+      .def_readwrite("n", &PySamplingParams::n)
+      .def_readwrite("temperature", &PySamplingParams::temperature)
+      .def_readwrite("top_p", &PySamplingParams::top_p)
+      .def_readwrite("top_k", &PySamplingParams::top_k)
+      .def_readwrite("min_p", &PySamplingParams::min_p)
+      .def_readwrite("presence_penalty", &PySamplingParams::presence_penalty)
+      .def_readwrite("frequency_penalty", &PySamplingParams::frequency_penalty)
+      .def_readwrite("repetition_penalty", &PySamplingParams::repetition_penalty)
+      .def_readwrite("seed", &PySamplingParams::seed)
+      .def_readwrite("max_tokens", &PySamplingParams::max_tokens)
+      .def_readwrite("min_tokens", &PySamplingParams::min_tokens)
+      .def_readwrite("stop", &PySamplingParams::stop)
+      .def_readwrite("ignore_eos", &PySamplingParams::ignore_eos)
+      .def_readwrite("logprobs", &PySamplingParams::logprobs)
+      .def("__repr__", [](const PySamplingParams& p) {
+        return "SamplingParams(n=" + std::to_string(p.n) + ", temperature=" + std::to_string(p.temperature) +
+               ", top_p=" + std::to_string(p.top_p) + ", top_k=" + std::to_string(p.top_k) +
+               ", max_tokens=" + (p.max_tokens ? std::to_string(*p.max_tokens) : "None") + ")";
+      });
+
+  py::class_<PyCompletionOutput>(m, "CompletionOutput")
+      .def_readonly("index", &PyCompletionOutput::index)
+      .def_readonly("text", &PyCompletionOutput::text)
+      .def_readonly("token_ids", &PyCompletionOutput::token_ids)
+      .def_readonly("finish_reason", &PyCompletionOutput::finish_reason)
+      .def_readonly("logprobs", &PyCompletionOutput::logprobs)
+      .def_readonly("cumulative_logprob", &PyCompletionOutput::cumulative_logprob)
+      .def("__repr__", [](const PyCompletionOutput& c) {
+        return "CompletionOutput(index=" + std::to_string(c.index) + ", text=" + py::repr(py::str(c.text)).cast<std::string>() +
+               ", finish_reason=" + c.finish_reason.value_or("None") + ")";
+      });
+
+  py::class_<PyRequestOutput>(m, "RequestOutput")
+      .def_readonly("request_id", &PyRequestOutput::request_id)
+      .def_readonly("prompt", &PyRequestOutput::prompt)
+      .def_readonly("prompt_token_ids", &PyRequestOutput::prompt_token_ids)
+      .def_readonly("outputs", &PyRequestOutput::outputs)
+      .def_readonly("finished", &PyRequestOutput::finished)
+      .def_readonly("num_cached_tokens", &PyRequestOutput::num_cached_tokens)
+      .def("__repr__", [](const PyRequestOutput& r) {
+        return "RequestOutput(request_id=" + r.request_id + ", outputs=" + std::to_string(r.outputs.size()) + ")";
+      });
+
+  py::class_<LLM::Stream>(m, "Stream")
+      .def("__iter__", &LLM::Stream::Iter, py::return_value_policy::reference_internal)
+      .def("__next__", &LLM::Stream::Next);
+
+  py::class_<LLM>(m, "LLM")
+      .def(py::init<const std::string&, const std::string&, int, int, int, int64_t, int, bool, const std::string&,
+                    const std::string&, const std::string&>(),
+           py::arg("model") = "", py::kw_only(), py::arg("tokenizer") = "", py::arg("max_num_seqs") = 64,
+           py::arg("max_model_len") = 0, py::arg("threads") = 0, py::arg("kv_cache_mb") = 0,
+           py::arg("max_num_batched_tokens") = 512, py::arg("enable_prefix_caching") = true,
+           py::arg("chat_template") = "", py::arg("cpu_isa") = "", py::arg("log_level") = "warn")
+      .def("generate", &LLM::Generate, py::arg("prompts"), py::arg("sampling_params") = py::none())
+      .def("chat", &LLM::Chat, py::arg("messages"), py::arg("sampling_params") = py::none(),
+           py::arg("add_generation_prompt") = true)
+      .def("stream", &LLM::MakeStream, py::arg("prompt"), py::arg("sampling_params") = py::none(),
+           py::keep_alive<0, 1>())
+      .def("stream_chat", &LLM::MakeChatStream, py::arg("messages"), py::arg("sampling_params") = py::none(),
+           py::keep_alive<0, 1>())
+      .def("encode", &LLM::Encode, py::arg("text"), py::arg("add_special_tokens") = true)
+      .def("decode", &LLM::Decode, py::arg("token_ids"))
+      .def_property_readonly("max_model_len", &LLM::max_model_len);
+}

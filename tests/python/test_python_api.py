@@ -1,0 +1,160 @@
+"""The Python API (`from infera import LLM, SamplingParams`) on the bundled
+model: batched generation equals each prompt alone and the CLI's greedy text;
+seeded sampling reproduces; chat uses the model's template; streaming pieces
+add up to the whole; the GIL is released while the engine runs; Ctrl-C-free
+cancellation (a stream dropped early) frees the engine; bad arguments raise
+ValueError."""
+import json
+import os
+import subprocess
+import threading
+import time
+import unittest
+
+from infera import LLM, SamplingParams
+
+INFERA = os.environ.get("INFERA_BIN", "build/tools/infera")
+PROMPTS = ["In the beginning", "And the LORD said unto Moses", "Blessed are the", "For God so loved"]
+
+
+class PythonApiTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.llm = LLM(max_num_seqs=8, threads=2)
+
+    def test_batch_equals_alone_and_cli(self):
+        greedy = SamplingParams(temperature=0, max_tokens=12)
+        batch = self.llm.generate(PROMPTS, greedy)
+        self.assertEqual(len(batch), len(PROMPTS))
+        for p, out in zip(PROMPTS, batch):
+            self.assertEqual(out.prompt, p)
+            self.assertTrue(out.finished)
+            self.assertEqual(out.prompt_token_ids, self.llm.encode(p))
+            c = out.outputs[0]
+            self.assertEqual(c.index, 0)
+            self.assertEqual(c.finish_reason, "length")
+            self.assertEqual(len(c.token_ids), 12)
+            alone = self.llm.generate(p, greedy)[0].outputs[0]
+            self.assertEqual((alone.text, alone.token_ids), (c.text, c.token_ids))
+            self.assertEqual(self.llm.decode(c.token_ids).strip(), c.text.strip())
+        # The CLI's offline batch gives the same greedy text.
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            inp, outp = os.path.join(d, "in.jsonl"), os.path.join(d, "out.jsonl")
+            with open(inp, "w") as f:
+                for p in PROMPTS:
+                    f.write(json.dumps({"prompt": p, "max_tokens": 12, "temperature": 0}) + "\n")
+            r = subprocess.run([INFERA, "generate", "--input", inp, "--output", outp, "-t", "2"], capture_output=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(outp) as f:
+                cli = [json.loads(line) for line in f]
+        for line, out in zip(cli, batch):
+            self.assertEqual(line["text"], out.outputs[0].text)
+
+    def test_sampling_seed_n_and_logprobs(self):
+        sp = SamplingParams(temperature=0.9, top_p=0.95, max_tokens=10, seed=7, n=3, logprobs=2)
+        a = self.llm.generate(PROMPTS[:2], sp)
+        b = self.llm.generate(PROMPTS[:2], sp)
+        for x, y in zip(a, b):
+            self.assertEqual(len(x.outputs), 3)
+            self.assertEqual([c.text for c in x.outputs], [c.text for c in y.outputs])
+            self.assertEqual(len({c.text for c in x.outputs}), 3)  # seeds differ per choice
+            for c in x.outputs:
+                self.assertEqual(len(c.logprobs), len(c.token_ids))
+                for tok, lp in zip(c.token_ids, c.logprobs):
+                    self.assertIn(tok, lp)
+                    self.assertLessEqual(lp[tok], 0.0)
+                self.assertAlmostEqual(c.cumulative_logprob, sum(lp[t] for t, lp in zip(c.token_ids, c.logprobs)),
+                                       places=3)
+        # One SamplingParams per prompt; stop strings.
+        outs = self.llm.generate(PROMPTS[:2], [SamplingParams(temperature=0, max_tokens=3),
+                                               SamplingParams(temperature=0, max_tokens=30, stop=[" the"])])
+        self.assertEqual(len(outs[0].outputs[0].token_ids), 3)
+        self.assertNotIn(" the", outs[1].outputs[0].text)
+
+    def test_chat_and_streaming(self):
+        msgs = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Who made the light?"}]
+        greedy = SamplingParams(temperature=0, max_tokens=16)
+        out = self.llm.chat(msgs, greedy)[0].outputs[0]
+        self.assertTrue(out.text)
+        pieces = list(self.llm.stream_chat(msgs, greedy))
+        self.assertGreater(len(pieces), 1)
+        self.assertEqual("".join(pieces), out.text)
+        whole = self.llm.generate(PROMPTS[0], greedy)[0].outputs[0].text
+        self.assertEqual("".join(self.llm.stream(PROMPTS[0], greedy)), whole)
+        # Two conversations at once.
+        two = self.llm.chat([msgs, [{"role": "user", "content": "Say amen."}]], greedy)
+        self.assertEqual(two[0].outputs[0].text, out.text)
+
+    def test_stream_interleaved_with_generate_and_dropped(self):
+        greedy = SamplingParams(temperature=0, max_tokens=20)
+        want = self.llm.generate(PROMPTS[1], greedy)[0].outputs[0].text
+        s = self.llm.stream(PROMPTS[1], greedy)
+        first = next(s)
+        # A generate() call in between steps the stream's request too; its
+        # text is kept for the iterator.
+        self.llm.generate(PROMPTS[2], greedy)
+        self.assertEqual(first + "".join(s), want)
+        # A stream abandoned early is cancelled; the engine is free again.
+        s2 = self.llm.stream(PROMPTS[3], SamplingParams(temperature=0, max_tokens=50))
+        next(s2)
+        del s2
+        self.assertEqual(self.llm.generate(PROMPTS[3], greedy)[0].outputs[0].text,
+                         self.llm.generate(PROMPTS[3], greedy)[0].outputs[0].text)
+
+    def test_gil_released_while_generating(self):
+        ticks = 0
+        stop = threading.Event()
+
+        def count():
+            nonlocal ticks
+            while not stop.is_set():
+                ticks += 1
+                time.sleep(0.001)
+
+        t = threading.Thread(target=count)
+        t.start()
+        t0 = time.time()
+        self.llm.generate(PROMPTS * 4, SamplingParams(temperature=0, max_tokens=64, ignore_eos=True))
+        secs = time.time() - t0
+        stop.set()
+        t.join()
+        # The counter thread ran during the call (it sleeps 1 ms per tick).
+        self.assertGreater(ticks, 0.2 * secs / 0.001 * 0.2, (ticks, secs))
+        # Two Python threads calling generate at once take turns safely.
+        results = [None, None]
+
+        def call(i):
+            results[i] = self.llm.generate(PROMPTS[i], SamplingParams(temperature=0, max_tokens=8))[0].outputs[0].text
+
+        ts = [threading.Thread(target=call, args=(i,)) for i in range(2)]
+        for x in ts:
+            x.start()
+        for x in ts:
+            x.join()
+        for i in range(2):
+            self.assertEqual(results[i],
+                             self.llm.generate(PROMPTS[i], SamplingParams(temperature=0, max_tokens=8))[0].outputs[0].text)
+
+    def test_bad_arguments(self):
+        for kw in ({"temperature": -1}, {"top_p": 0}, {"max_tokens": 0}, {"n": 0}, {"logprobs": 50}):
+            with self.assertRaises(ValueError, msg=kw):
+                SamplingParams(**kw)
+        with self.assertRaises(ValueError):
+            self.llm.generate(PROMPTS[:2], [SamplingParams()])
+        with self.assertRaises(ValueError):
+            self.llm.chat([{"role": "robot", "content": "x"}])
+        with self.assertRaises(ValueError):
+            self.llm.chat([{"role": "user"}])
+        with self.assertRaises(ValueError):
+            self.llm.decode([10 ** 9])
+        with self.assertRaises(ValueError):  # longer than the context
+            self.llm.generate("word " * (self.llm.max_model_len + 10), SamplingParams(max_tokens=4))
+        with self.assertRaises((ValueError, RuntimeError)):
+            LLM("/nonexistent/model.gguf")
+        # The engine still serves after the refusals.
+        self.assertTrue(self.llm.generate(PROMPTS[0], SamplingParams(temperature=0, max_tokens=4))[0].outputs[0].text)
+
+
+if __name__ == "__main__":
+    unittest.main()
