@@ -229,13 +229,7 @@ class LLM {
         std::vector<RequestOutput> parked = std::move(it->second);
         llm_->parked_.erase(it);
         std::string text;
-        for (const RequestOutput& o : parked) {
-          text += o.text;
-          if (o.finished) {
-            done_ = true;
-            if (o.finish_reason == FinishReason::kError) throw std::runtime_error(o.error);
-          }
-        }
+        for (const RequestOutput& o : parked) Take(o, &text);
         if (!text.empty()) return text;
         if (done_) throw py::stop_iteration();
       }
@@ -248,8 +242,8 @@ class LLM {
         id_ = *id;
         started_ = true;
       }
-      // Steps until this request has new text or finishes (other requests
-      // of this LLM never run meanwhile: calls take turns).
+      // Steps until this request has new text or finishes (other streams'
+      // requests advance too; their outputs are parked for them).
       while (true) {
         std::vector<RequestOutput> outs;
         {
@@ -262,11 +256,7 @@ class LLM {
             llm_->parked_[o.id].push_back(std::move(o));  // another stream's
             continue;
           }
-          text += o.text;
-          if (o.finished) {
-            done_ = true;
-            if (o.finish_reason == FinishReason::kError) throw std::runtime_error(o.error);
-          }
+          Take(o, &text);
         }
         if (!text.empty()) return text;
         if (done_) throw py::stop_iteration();
@@ -275,6 +265,14 @@ class LLM {
           throw py::error_already_set();
         }
       }
+    }
+    // This request's output: its text appended, its end noted (an engine
+    // error raised).
+    void Take(const RequestOutput& o, std::string* text) {
+      *text += o.text;
+      if (!o.finished) return;
+      done_ = true;
+      if (o.finish_reason == FinishReason::kError) throw std::runtime_error(o.error);
     }
     // Ends the request if the caller stops early (its blocks are freed).
     void Cancel() {
