@@ -229,10 +229,12 @@ class GptqCliTest(unittest.TestCase):
                        "--kl-divergence-base", base)
             self.assertEqual(r.returncode, 0, r.stderr)
             kld = {}
-            for name, extra in (("rtn", []), ("gptq", ["--method", "gptq", "--calib", calib, "--act-order", "--calib-tokens", "1536"]),
-                                ("awq-gptq", ["--method", "gptq", "--calib", calib, "--act-order", "--awq", "--calib-tokens", "1536"])):
+            gq = ["--method", "gptq", "--calib", calib, "--calib-tokens", "1536"]
+            for name, qtype, extra in (("rtn", "q4_0", []), ("gptq", "q4_0", gq + ["--act-order"]),
+                                       ("awq-gptq", "q4_0", gq + ["--act-order", "--awq"]),
+                                       ("rtn-k", "q4_k_m", []), ("gptq-k", "q4_k_m", gq)):
                 out = os.path.join(d, name + ".gguf")
-                r = infera("quantize", f32, out, "--type", "q4_0", *extra)
+                r = infera("quantize", f32, out, "--type", qtype, *extra)
                 self.assertEqual(r.returncode, 0, r.stderr)
                 r = infera("perplexity", "-m", out, "-f", heldout, "-c", "128", "--chunks", "24",
                            "--kl-divergence-base", base, "--kl-divergence", "--json")
@@ -240,6 +242,11 @@ class GptqCliTest(unittest.TestCase):
                 kld[name] = json.loads(r.stdout)["kld"]
             self.assertLess(kld["gptq"], 0.75 * kld["rtn"], kld)
             self.assertLess(kld["awq-gptq"], 0.9 * kld["rtn"], kld)  # AWQ moves little on a model without outliers
+            # The K-quant mixture: GPTQ into Q4_K / Q6_K blocks (llama.cpp's layout, same types as rounding).
+            self.assertLess(kld["gptq-k"], 0.8 * kld["rtn-k"], kld)
+            tk, tr = (qr.read_gguf_tensors(os.path.join(d, n + ".gguf")) for n in ("gptq-k", "rtn-k"))
+            self.assertEqual({n: v[0] for n, v in tk.items()}, {n: v[0] for n, v in tr.items()})
+            self.assertIn("q4_K", {qr.TYPES[v[0]][0] for v in tk.values()})
             t = qr.read_gguf_tensors(os.path.join(d, "gptq.gguf"))
             self.assertEqual(qr.TYPES[t["blk.0.ffn_down.weight"][0]][0], "q4_0")
             self.assertEqual(qr.TYPES[t["output.weight"][0]][0], "q6_K")  # llama.cpp's rule, rounded
