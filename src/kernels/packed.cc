@@ -275,9 +275,10 @@ PackedMatrix PackedMatrix::Pack(DType t, const uint8_t* w, size_t row_bytes, int
         CHECK(pm.Scale(g, b, r) == s || (s != s));
         CHECK(pm.Min(g, b, r) == m || (m != m));
       } else if (f.f16_scales) {
-        // The unpacker's values are the file's f16 ones: stored exactly.
+        // The unpacker's values are the file's f16 ones: stored exactly (a
+        // NaN scale from a damaged file stays NaN).
         const uint16_t sh = Fp32ToFp16(s), mh = Fp32ToFp16(m);
-        CHECK(Fp16ToFp32(sh) == s && (!f.has_min || Fp16ToFp32(mh) == m));
+        CHECK((Fp16ToFp32(sh) == s || s != s) && (!f.has_min || Fp16ToFp32(mh) == m || m != m));
         std::memcpy(sp + 2 * r, &sh, 2);
         if (f.has_min) std::memcpy(sp + pm.scale_bytes() + 2 * r, &mh, 2);
       } else {

@@ -346,12 +346,22 @@ StatusOr<ModelConfig> ConfigFromHfJsonUnchecked(const std::string& text, const s
       auto f = rs.find(k);
       return f != rs.end() && f->is_number() ? f->get<float>() : def;
     };
+    // original_max_position_embeddings as a context length: a whole number
+    // of tokens in [1, 2^24], else `bad` (untrusted files: never cast a huge
+    // or NaN value to int).
+    auto orig_positions = [&](float def, int bad) {
+      const float v = num("original_max_position_embeddings", def);
+      return v >= 1 && v <= static_cast<float>(1 << 24) ? static_cast<int>(v) : bad;
+    };
     if (t == "llama3") {
       c.rope_scaling.type = RopeScaling::Type::kLlama3;
       c.rope_scaling.factor = num("factor", 8.0f);
       c.rope_scaling.low_freq_factor = num("low_freq_factor", 1.0f);
       c.rope_scaling.high_freq_factor = num("high_freq_factor", 4.0f);
-      c.rope_scaling.original_max_position = static_cast<int>(num("original_max_position_embeddings", 8192));
+      c.rope_scaling.original_max_position = orig_positions(8192, -1);
+      if (c.rope_scaling.original_max_position <= 0) {
+        return DataLoss(source + ": llama3 rope scaling needs original_max_position_embeddings in [1, 2^24]");
+      }
       if (!(c.rope_scaling.high_freq_factor > c.rope_scaling.low_freq_factor)) {
         return DataLoss(source + ": llama3 rope scaling needs high_freq_factor > low_freq_factor");
       }
@@ -366,7 +376,7 @@ StatusOr<ModelConfig> ConfigFromHfJsonUnchecked(const std::string& text, const s
       // original_max_position_embeddings: in rope_scaling or (Phi-3) the config.
       int orig = 0;
       RETURN_IF_ERROR(get_int("original_max_position_embeddings", &orig, false));
-      s.original_max_position = static_cast<int>(num("original_max_position_embeddings", static_cast<float>(orig)));
+      s.original_max_position = orig_positions(static_cast<float>(orig), 0);
       if (s.original_max_position <= 0) {
         return DataLoss(source + ": " + t + " rope scaling needs original_max_position_embeddings");
       }
