@@ -299,14 +299,10 @@ class LLM {
   };
 
   std::unique_ptr<Stream> MakeStream(const std::string& prompt, const py::object& params) {
-    const auto p = ParamsFor(params, 1);
-    if (p[0].second != 1) throw py::value_error("stream: n must be 1");
-    return std::make_unique<Stream>(this, lm_.tokenizer->Encode(prompt, true, false), p[0].first);
+    return StreamOf(lm_.tokenizer->Encode(prompt, true, false), params);
   }
   std::unique_ptr<Stream> MakeChatStream(const py::list& messages, const py::object& params) {
-    const auto p = ParamsFor(params, 1);
-    if (p[0].second != 1) throw py::value_error("stream: n must be 1");
-    return std::make_unique<Stream>(this, EncodeConversation(messages, true), p[0].first);
+    return StreamOf(EncodeConversation(messages, true), params);
   }
 
   std::vector<int32_t> Encode(const std::string& text, bool add_special) const {
@@ -338,6 +334,12 @@ class LLM {
     }
     if (msgs.empty()) throw py::value_error("a conversation needs at least one message");
     return EncodeChat(*lm_.tokenizer, chat_format_, msgs, add_generation_prompt);
+  }
+
+  std::unique_ptr<Stream> StreamOf(std::vector<int32_t> prompt, const py::object& params) {
+    const auto p = ParamsFor(params, 1);
+    if (p[0].second != 1) throw py::value_error("stream: n must be 1");
+    return std::make_unique<Stream>(this, std::move(prompt), p[0].first);
   }
 
   // (engine parameters, n) per prompt.

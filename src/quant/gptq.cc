@@ -131,9 +131,10 @@ class LegacyQuantizer {
   std::vector<Params> params_;  // [rows, cols / group]
 };
 
-// K-quants and IQ4: a block's scales come from the type's own
-// (importance-weighted) quantizer run on the block's values when it is
-// fitted; the loop then picks each code against those fixed scales.
+// K-quants, IQ4 and (weighted scales) the legacy 32-blocks: a block's
+// scales come from the type's own importance-weighted quantizer run on the
+// block's values when it is fitted; the loop then picks each code against
+// those fixed scales.
 class BlockGridQuantizer {
  public:
   BlockGridQuantizer(DType t, int64_t rows, int64_t cols, std::vector<float> importance)
@@ -146,9 +147,10 @@ class BlockGridQuantizer {
         grids_(static_cast<size_t>(rows * (cols / shape_.sub))) {}
   int64_t group() const { return shape_.block; }
   void Fit(int64_t r, int64_t c0, const double* x) {
-    std::vector<float> xf(x, x + shape_.block);
+    float xf[256];  // the largest block
+    std::copy(x, x + shape_.block, xf);
     uint8_t* block = &blocks_[static_cast<size_t>(r * (cols_ / shape_.block) + c0 / shape_.block) * type_size_];
-    kquants::FitBlock(type_, xf.data(), &importance_[c0], block);
+    kquants::FitBlock(type_, xf, &importance_[c0], block);
     kquants::ReadSubGrids(type_, block, &grids_[r * (cols_ / shape_.sub) + c0 / shape_.sub]);
   }
   int Quant(int64_t r, int64_t c, double v, double* back) const {
@@ -175,10 +177,8 @@ class BlockGridQuantizer {
   std::vector<kquants::SubGrid> grids_;  // [rows, cols / sub]
 };
 
-}  // namespace
-
-namespace {
 bool IsLegacy(DType t) { return GridOf(t).nmax > 0 || GridOf(t).levels > 0; }
+
 }  // namespace
 
 bool GptqSupports(DType t) { return kquants::CodeGridShapeOf(t).block > 0; }
