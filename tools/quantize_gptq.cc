@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <memory>
 #include <cstdio>
+#include <memory>
 
 #include <fmt/format.h>
 
