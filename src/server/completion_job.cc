@@ -318,6 +318,7 @@ void CompletionJob::Report(int status) {
                                Field("e2e_ms", ms(arrival_, now)),
                                Field("finish_reason", first.finish_reason != nullptr ? first.finish_reason : ""),
                                Field("stream", spec_.stream)};
+    if (!spec_.user.empty()) f.push_back(Field("user", spec_.user));
     if (obs_.log_prompts) {
       std::string prompt, output;
       for (const auto& t : spec_.prompt_texts) prompt += t;

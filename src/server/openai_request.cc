@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "server/request_fields.h"
+
 namespace infera::server {
 
 bool ValidSessionId(const std::string& id) {
@@ -151,6 +153,16 @@ bool ParseMessages(const json& body, const ParseContext& ctx, CompletionSpec* ou
       return r->Fail("messages", fmt::format("unsupported message role '{}' (system, developer, user, assistant)",
                                              role->get<std::string>()));
     }
+    for (const auto& [key, value] : m.items()) {
+      if (key == "role" || key == "content") continue;
+      // The name is passed to the template, which (as every supported
+      // family's own template) does not render it.
+      if (key == "name" && (value.is_string() || value.is_null())) continue;
+      const bool empty = value.is_null() || ((value.is_array() || value.is_string()) && value.empty());
+      if ((key == "refusal" || key == "tool_calls" || key == "reasoning_content") && empty) continue;
+      return r->Fail("messages", fmt::format("message field '{}' is not supported{}", key,
+                                             key == "name" ? " (it must be a string)" : ""));
+    }
     ChatMessage cm;
     cm.role = name;
     auto content = m.find("content");
@@ -175,83 +187,62 @@ bool ParseMessages(const json& body, const ParseContext& ctx, CompletionSpec* ou
       }
     }
   }
-  std::vector<int32_t> ids =
-      EncodeChat(*ctx.tokenizer, ctx.chat_format, chat, /*add_generation_prompt=*/true, chat_opts);
+  bool add_generation_prompt = true;
+  r->Bool("add_generation_prompt", &add_generation_prompt);
+  if (!r->ok()) return false;
+  std::vector<int32_t> ids = EncodeChat(*ctx.tokenizer, ctx.chat_format, chat, add_generation_prompt, chat_opts);
   out->prompt_texts.push_back(ctx.tokenizer->Decode(ids, true));
   out->prompts.push_back(std::move(ids));
   if (ctx.chat_format == ChatFormat::kPlain) out->params.stop.push_back("\nUser:");
   return true;
 }
 
-// Fields of OpenAI, vLLM and llama.cpp requests that change what the output
-// must be and that infera does not implement yet. A request that sets one
-// (to anything but its no-op value) is refused with 400 naming the field:
-// ignoring it would return a wrong result with status 200.
-enum class Noop { kEmpty, kFalse, kTrue, kZero, kOne };
-struct Unsupported {
-  const char* name;
-  Noop noop;
-  const char* what;
-  int endpoints;  // 1: completions, 2: chat, 3: both
-};
-constexpr Unsupported kUnsupported[] = {
-    {"grammar", Noop::kEmpty, "grammar-constrained output", 3},
-    {"json_schema", Noop::kEmpty, "JSON-schema-constrained output", 3},
-    {"guided_json", Noop::kEmpty, "JSON-schema-constrained output", 3},
-    {"guided_regex", Noop::kEmpty, "regex-constrained output", 3},
-    {"guided_choice", Noop::kEmpty, "choice-constrained output", 3},
-    {"guided_grammar", Noop::kEmpty, "grammar-constrained output", 3},
-    {"structured_outputs", Noop::kEmpty, "constrained output", 3},
-    {"suffix", Noop::kEmpty, "fill-in-the-middle completion", 3},
-    {"functions", Noop::kEmpty, "function calling", 2},
-    {"function_call", Noop::kEmpty, "function calling", 2},
-    {"prompt_logprobs", Noop::kZero, "prompt log-probabilities", 3},
-    {"use_beam_search", Noop::kFalse, "beam search", 3},
-    {"length_penalty", Noop::kOne, "beam search", 3},
-    {"stop_token_ids", Noop::kEmpty, "stop token ids", 3},
-    {"include_stop_str_in_output", Noop::kFalse, "returning the stop string", 3},
-    {"skip_special_tokens", Noop::kTrue, "special tokens in the output text", 3},
-    {"truncate_prompt_tokens", Noop::kEmpty, "prompt truncation", 3},
-    {"chat_template", Noop::kEmpty, "a per-request chat template", 2},
-    {"continue_final_message", Noop::kFalse, "continuing the final message", 2},
-    {"audio", Noop::kEmpty, "audio output", 2},
-    {"mirostat", Noop::kZero, "mirostat sampling", 3},
-    {"typical_p", Noop::kOne, "locally typical sampling", 3},
-    {"tfs_z", Noop::kOne, "tail-free sampling", 3},
-    {"dynatemp_range", Noop::kZero, "dynamic temperature", 3},
-    {"xtc_probability", Noop::kZero, "XTC sampling", 3},
-    {"dry_multiplier", Noop::kZero, "DRY sampling", 3},
-};
-
-bool IsNoop(const json& v, Noop noop) {
-  if (v.is_null()) return true;
-  switch (noop) {
-    case Noop::kEmpty:  // (json::empty() is false for every string)
-      return v.is_string() ? v.get_ref<const std::string&>().empty() : (v.is_array() || v.is_object()) && v.empty();
-    case Noop::kFalse:
-      return v.is_boolean() && !v.get<bool>();
-    case Noop::kTrue:
-      return v.is_boolean() && v.get<bool>();
-    case Noop::kZero:
-      return (v.is_number() && v.get<double>() == 0) || (v.is_boolean() && !v.get<bool>());
-    case Noop::kOne:
-      return v.is_number() && v.get<double>() == 1;
+bool KindMatches(const json& v, JsonKind kind) {
+  switch (kind) {
+    case JsonKind::kString: return v.is_string();
+    case JsonKind::kBool: return v.is_boolean();
+    case JsonKind::kNumber: return v.is_number();
+    case JsonKind::kInteger: return v.is_number_integer();
+    case JsonKind::kObject: return v.is_object();
+    case JsonKind::kArray: return v.is_array();
   }
   return false;
 }
 
-bool CheckUnsupported(const json& body, bool chat, FieldReader* r) {
-  for (const Unsupported& u : kUnsupported) {
-    if ((u.endpoints & (chat ? 2 : 1)) == 0) continue;
-    auto it = body.find(u.name);
-    if (it == body.end() || IsNoop(*it, u.noop)) continue;
-    r->Fail(u.name, fmt::format("'{}' ({}) is not supported yet; the request is refused rather than answered "
-                                "without it", u.name, u.what));
-    return false;
+const char* KindName(JsonKind kind) {
+  switch (kind) {
+    case JsonKind::kString: return "a string";
+    case JsonKind::kBool: return "a boolean";
+    case JsonKind::kNumber: return "a number";
+    case JsonKind::kInteger: return "an integer";
+    case JsonKind::kObject: return "an object";
+    case JsonKind::kArray: return "a list";
   }
-  if (auto modalities = body.find("modalities"); modalities != body.end() && modalities->is_array()) {
-    for (const json& m : *modalities) {
-      if (m != "text") return r->Fail("modalities", "only the 'text' modality is supported");
+  return "";
+}
+
+// Refuses fields that are not implemented (unless they hold their no-op
+// value) and no-effect fields of the wrong type; with `refuse_unknown`, also
+// fields no API defines. Fields infera parses are left to the parser.
+bool CheckFields(const json& body, bool chat, bool refuse_unknown, FieldReader* r) {
+  for (const auto& [key, value] : body.items()) {
+    const RequestField* f = FindRequestField(key, chat);
+    if (f == nullptr) {
+      if (!refuse_unknown) continue;
+      const RequestField* other = FindRequestField(key, !chat);
+      return r->Fail(key, other != nullptr
+                              ? fmt::format("'{}' belongs to the {} endpoint", key,
+                                            chat ? "/v1/completions" : "/v1/chat/completions")
+                              : fmt::format("Unrecognized request argument supplied: {}", key));
+    }
+    if (value.is_null()) continue;
+    if (f->use == FieldUse::kNoEffect && !KindMatches(value, f->kind)) {
+      return r->Fail(key, fmt::format("'{}' must be {}", key, KindName(f->kind)));
+    }
+    if (f->use == FieldUse::kRefused && !IsNoopValue(*f, value)) {
+      return r->Fail(key, fmt::format("'{}' ({}) is not supported yet; the request is refused rather than "
+                                      "answered without it (accepted: {})",
+                                      key, f->what, NoopDescription(*f)));
     }
   }
   return true;
@@ -273,8 +264,11 @@ bool ParsePrompt(const ParseContext& ctx, CompletionSpec* out, FieldReader* r) {
   const json* p = r->Find("prompt");
   if (p == nullptr) return r->Fail("prompt", "'prompt' is required");
   const Tokenizer& tok = *ctx.tokenizer;
+  bool add_special = true;  // vLLM's add_special_tokens: BOS (as the model's vocabulary says)
+  r->Bool("add_special_tokens", &add_special);
+  if (!r->ok()) return false;
   auto add_text = [&](const std::string& text) {
-    out->prompts.push_back(tok.Encode(text, /*add_special=*/true, /*parse_special=*/true));
+    out->prompts.push_back(tok.Encode(text, add_special, /*parse_special=*/true));
     out->prompt_texts.push_back(text);
   };
   auto add_ids = [&](const json& arr) {
@@ -349,14 +343,15 @@ bool ParseLogitBias(const ParseContext& ctx, CompletionSpec* out, FieldReader* r
 
 bool CheckUnsupportedFields(const json& body, bool chat, ApiError* err) {
   FieldReader r(body, err);
-  return CheckUnsupported(body, chat, &r);
+  return CheckFields(body, chat, /*refuse_unknown=*/false, &r);
 }
 
 bool IsUnsupportedField(const std::string& name) {
-  for (const Unsupported& u : kUnsupported) {
-    if (name == u.name) return true;
+  for (bool chat : {false, true}) {
+    const RequestField* f = FindRequestField(name, chat);
+    if (f != nullptr && f->use != FieldUse::kParsed) return true;
   }
-  return name == "modalities";
+  return false;
 }
 
 bool ParseJsonBody(const std::string& body, json* out, ApiError* err) {
@@ -384,6 +379,8 @@ bool ParseCompletionRequest(const std::string& body_text, bool chat, const Parse
   *out = CompletionSpec{};
   out->chat = chat;
   r.String("model", &out->model);
+  r.String("user", &out->user);
+  if (out->user.empty()) r.String("safety_identifier", &out->user);
   RequestParams& p = out->params;
   // OpenAI's defaults: temperature 1, nucleus off; the other filters off.
   SamplingParams& s = p.sampling;
@@ -408,7 +405,7 @@ bool ParseCompletionRequest(const std::string& body_text, bool chat, const Parse
     s.has_seed = true;
   }
   const int32_t kMaxInt = std::numeric_limits<int32_t>::max();
-  if (!CheckUnsupported(body, chat, &r)) return false;
+  if (!CheckFields(body, chat, /*refuse_unknown=*/true, &r)) return false;
   // Completions: max_tokens 0 with echo scores the prompt (OpenAI's legacy use).
   r.Integer(chat ? "max_completion_tokens" : "max_tokens", &p.max_tokens, chat ? 1 : 0, kMaxInt);
   if (chat && p.max_tokens < 0) r.Integer("max_tokens", &p.max_tokens, 1, kMaxInt);
@@ -450,6 +447,13 @@ bool ParseCompletionRequest(const std::string& body_text, bool chat, const Parse
       FieldReader sr(*so, err);
       sr.Bool("include_usage", &out->include_usage);
       if (!sr.ok()) return false;
+      for (const auto& [key, value] : so->items()) {
+        // OpenAI's include_obfuscation pads chunks against side channels; off is a no-op.
+        const bool noop = key == "include_obfuscation" && (value.is_null() || value == false);
+        if (key != "include_usage" && !noop) {
+          return r.Fail("stream_options", fmt::format("'stream_options.{}' is not supported (include_usage only)", key));
+        }
+      }
     }
   }
   if (chat) {

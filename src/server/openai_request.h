@@ -2,11 +2,9 @@
 // /v1/chat/completions): JSON in, token ids and engine parameters out, or an
 // OpenAI-style error. No I/O, no engine: unit-testable on its own.
 //
-// Fields the OpenAI API defines are checked for type and range; extensions
-// of vLLM and llama.cpp are accepted (top_k, min_p, repetition_penalty,
-// ignore_eos, min_tokens, priority, n_predict, repeat_penalty); fields that
-// would change the output but are not implemented are refused with 400
-// (CheckUnsupportedFields); fields nobody defines are ignored.
+// Every field of the OpenAI, vLLM and llama.cpp APIs is parsed, accepted as
+// having no effect on the output, or refused with 400 (request_fields.h);
+// fields none of them defines are refused too. None is silently ignored.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +44,7 @@ struct ParseLimits {
 struct CompletionSpec {
   bool chat = false;
   std::string model;                        // as sent ("" if omitted)
+  std::string user;                         // user or safety_identifier, for the request log
   std::vector<std::vector<int32_t>> prompts;  // completions may carry several
   std::vector<std::string> prompt_texts;    // the prompts as text (for echo)
   RequestParams params;
@@ -69,9 +68,11 @@ bool ParseCompletionRequest(const std::string& body, bool chat, const ParseConte
 // Refuses (400 naming the field) fields of OpenAI, vLLM or llama.cpp
 // requests that would change the output and that infera does not implement
 // (grammar, json_schema, guided_*, suffix, ...) unless they hold their no-op
-// value. Also used for `infera generate` input lines.
+// value, and no-effect fields of the wrong type; passes unknown fields. Also
+// used for `infera generate` input lines.
 bool CheckUnsupportedFields(const nlohmann::json& body, bool chat, ApiError* err);
-// Whether CheckUnsupportedFields knows `name` (it passed it: a no-op value).
+// Whether `name` is a refused or no-effect field (CheckUnsupportedFields
+// passed it: a no-op value or no effect).
 bool IsUnsupportedField(const std::string& name);
 
 // Parses a JSON body; on failure *err is a 400.

@@ -292,10 +292,21 @@ class ServerTest(unittest.TestCase):
         assert_error_object(self, b)
         st, b = self.srv.json("GET", "/v1/completions")
         self.assertEqual(st, 405)
-        # Unknown fields are ignored, not refused.
+        # Fields no API defines are refused (as OpenAI does), naming the field;
+        # no-effect fields are accepted.
         st, b = self.srv.json("POST", "/v1/completions",
                               {"prompt": "x", "max_tokens": 2, "user": "u1", "some_extension": {"a": 1}})
+        self.assertEqual(st, 400, b)
+        self.assertEqual(b["error"]["param"], "some_extension", b)
+        self.assertIn("Unrecognized request argument", b["error"]["message"])
+        st, b = self.srv.json("POST", "/v1/completions",
+                              {"prompt": "x", "max_tokens": 2, "user": "u1", "cache_prompt": True,
+                               "prompt_cache_key": "k", "id_slot": -1, "service_tier": "auto"})
         self.assertEqual(st, 200, b)
+        st, b = self.srv.json("POST", "/v1/chat/completions",
+                              {"messages": [{"role": "user", "content": "x"}], "prompt": "x"})
+        self.assertEqual((st, b["error"]["param"]), (400, "prompt"), b)
+        self.assertIn("/v1/completions", b["error"]["message"])
         self.assertEqual(self.srv.json("GET", "/health")[0], 200)
 
     def test_oversize_body_is_413(self):

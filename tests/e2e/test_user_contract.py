@@ -358,9 +358,14 @@ class ServerContractTest(unittest.TestCase):
         self.assertEqual((st, b["error"]["param"]), (400, "tools"))
         # Their no-op values are accepted.
         st, b = self.complete({"prompt": "In the beginning", "max_tokens": 2, "grammar": "", "best_of": 1,
-                               "suffix": None, "skip_special_tokens": True, "response_format": {"type": "text"},
-                               "tool_choice": "none"})
+                               "suffix": None, "skip_special_tokens": True, "response_format": {"type": "text"}})
         self.assertEqual(st, 200, b)
+        st, b = self.complete({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "tools": [],
+                               "tool_choice": "none", "store": False, "functions": []}, "/v1/chat/completions")
+        self.assertEqual(st, 200, b)
+        # A field no API defines (here a typo) is refused, not dropped.
+        st, b = self.complete({"prompt": "In the beginning", "max_token": 2})
+        self.assertEqual((st, b["error"]["param"]), (400, "max_token"), b)
 
     def test_n_predict_is_max_tokens(self):
         st, b = self.complete({"prompt": "In the beginning", "n_predict": 5, "ignore_eos": True})
