@@ -27,6 +27,9 @@ PKGS=(
   # nginx: the load balancer in front of replicas (tests/e2e/test_deploy.py);
   # curl: deploy/systemd/rolling-restart.sh polls /ready with it
   nginx curl
+  # Chromium: the web chat page's end-to-end test drives Debian's browser
+  # headless with playwright-core (tests/e2e/js; no browser is downloaded)
+  chromium
 )
 
 # Node.js + npm run the official OpenAI client in the server's end-to-end

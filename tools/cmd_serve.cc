@@ -35,6 +35,7 @@ struct ServeArgs {
       chat_template;
   bool api_key_given = false;  // --api-key on the command line (even "")
   std::vector<std::string> cors_origins;
+  bool no_web_ui = false;
   int port = 8080;
   int threads = 0;
   int http_threads = 2;
@@ -211,6 +212,7 @@ int Serve(const ServeArgs& args, const RuntimeOptions& rt_in) {
     if (!ok) return ReportError("--cors-origin '" + o + "': give an origin such as https://app.example.com, or *");
   }
   opts.cors_origins = a.cors_origins;
+  opts.web_ui = !a.no_web_ui;
   opts.version = INFERA_VERSION;
   opts.commit = INFERA_GIT_COMMIT;
   opts.served_model_name = a.served_model_name;
@@ -318,6 +320,7 @@ CommandFn RegisterServe(CLI::App& app, const RuntimeOptions& rt) {
                  "let web pages from this origin call the API (CORS; repeatable; * for any origin)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.add_flag("--no-web-ui", a->no_web_ui, "do not serve the web chat page at / (the API is unchanged)");
   app.add_option("--api-key-file", a->api_key_file, "read the API key from a file (keeps it out of the process list)");
   app.add_option("--chat-template", a->chat_template,
                  "chat format: chatml, qwen3, llama2, llama3, mistral, phi3, zephyr, tulu, gemma, plain (default: from the model)");

@@ -9,6 +9,7 @@
 #include "base/logging.h"
 #include "server/completion_job.h"
 #include "server/openai_request.h"
+#include "web_chat_page.h"  // generated from web/chat.html
 
 namespace infera::server {
 
@@ -159,6 +160,7 @@ struct Route {
   const char* label;
 };
 constexpr Route kRoutes[] = {
+    {"/", false, kGet, false, "/"},
     {"/health", false, kGet, false, "/health"},
     {"/version", false, kGet, false, "/version"},
     {"/ready", false, kGet, false, "/ready"},
@@ -243,6 +245,7 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
                                  "invalid_request_error", "invalid_api_key"));
   }
   const State state = state_.load(std::memory_order_acquire);
+  if (path == "/") return HandleWebUi(resp);
   if (path == "/health") return HandleHealth(resp, state);
   if (path == "/version") return HandleVersion(resp);
   if (path == "/ready") return HandleReady(resp, state);
@@ -304,6 +307,21 @@ void ApiServer::HandleOptions(const HttpRequest& req, const std::shared_ptr<Resp
 
 void ApiServer::HandleVersion(const std::shared_ptr<Responder>& resp) const {
   SendJson(resp, 200, {{"version", opts_.version}, {"commit", opts_.commit}, {"model", opts_.served_model_name}});
+}
+
+void ApiServer::HandleWebUi(const std::shared_ptr<Responder>& resp) const {
+  if (!opts_.web_ui) {
+    return SendError(resp, Error(404, "the web chat page is off (--no-web-ui)", "invalid_request_error", "not_found"));
+  }
+  // The page is one file: its script and style are inline, it connects only
+  // to this origin, and it must not be framed by another site.
+  resp->Respond(200, "text/html; charset=utf-8", kWebChatPage,
+                {{"Cache-Control", "no-cache"},
+                 {"X-Content-Type-Options", "nosniff"},
+                 {"X-Frame-Options", "DENY"},
+                 {"Content-Security-Policy",
+                  "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; "
+                  "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"}});
 }
 
 const char* ApiServer::StateName(State state) {

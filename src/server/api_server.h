@@ -44,6 +44,7 @@ struct ApiServerOptions {
   // browsers' cross-origin preflights are refused (403).
   std::vector<std::string> cors_origins;
   std::string version, commit;  // answered by GET /version
+  bool web_ui = true;           // the chat page at GET /
 };
 
 // What the API needs of a loaded model; owned by the caller, outliving the
@@ -85,6 +86,8 @@ class ApiServer {
   std::string AllowedOrigin(const HttpRequest& req) const;
   void HandleOptions(const HttpRequest& req, const std::shared_ptr<Responder>& resp, uint8_t route_methods) const;
   void HandleVersion(const std::shared_ptr<Responder>& resp) const;
+  // GET /: the web chat page (web/chat.html), or 404 with --no-web-ui.
+  void HandleWebUi(const std::shared_ptr<Responder>& resp) const;
   void HandleCompletion(const HttpRequest& req, const std::shared_ptr<Responder>& resp, bool chat,
                         const TraceContext& trace, const std::string& request_id);
   static const char* StateName(State state);  // "loading", "ready", "draining", "failed"
