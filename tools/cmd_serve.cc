@@ -20,6 +20,7 @@
 #include "engine/async_engine.h"
 #include "metrics/registry.h"
 #include "server/api_server.h"
+#include "server/embeddings.h"
 #include "server/http_server.h"
 #include "server/tracing.h"
 #include "tokenizer/chat_template.h"
@@ -36,6 +37,7 @@ struct ServeArgs {
   bool api_key_given = false;  // --api-key on the command line (even "")
   std::vector<std::string> cors_origins;
   bool no_web_ui = false;
+  std::string pooling;  // "": the model's
   int port = 8080;
   int threads = 0;
   int http_threads = 2;
@@ -112,6 +114,19 @@ Status Load(const ServeArgs& a, EngineOptions eopts, const RuntimeOptions& rt, P
   backend->engine = out->engine.get();
   backend->tokenizer = out->lm.tokenizer.get();
   backend->chat_format = fmt;
+  // Embeddings pool as --pooling says, else as the file says (GGUF
+  // pooling_type 1 mean, 2 CLS, 3 last), else by the last token: a causal
+  // decoder's only position that has seen the whole input.
+  const ModelConfig& whole = out->lm.model->whole();
+  backend->n_embd = whole.n_embd;
+  if (!a.pooling.empty()) {
+    server::ParsePooling(a.pooling, &backend->pooling);  // (checked before loading)
+  } else if (whole.pooling_type >= 1 && whole.pooling_type <= 3) {
+    backend->pooling = whole.pooling_type == 1 ? Pooling::kMean : whole.pooling_type == 2 ? Pooling::kCls : Pooling::kLast;
+  }
+  LOG_INFO("/v1/embeddings pools by {} ({})", server::PoolingName(backend->pooling),
+           !a.pooling.empty() ? "--pooling" : whole.pooling_type >= 1 && whole.pooling_type <= 3 ? "the model's pooling_type"
+                                                                                                  : "default");
   backend->build = {INFERA_VERSION, INFERA_GIT_COMMIT,
                     fmt::format("{}/{}", CpuIsaName(out->kernels->isa), out->kernels->qgemm_variant)};
   std::error_code ec;
@@ -213,6 +228,9 @@ int Serve(const ServeArgs& args, const RuntimeOptions& rt_in) {
   }
   opts.cors_origins = a.cors_origins;
   opts.web_ui = !a.no_web_ui;
+  if (Pooling p; !a.pooling.empty() && !server::ParsePooling(a.pooling, &p)) {
+    return ReportError("--pooling '" + a.pooling + "': use mean, cls or last");
+  }
   opts.version = INFERA_VERSION;
   opts.commit = INFERA_GIT_COMMIT;
   opts.served_model_name = a.served_model_name;
@@ -320,6 +338,9 @@ CommandFn RegisterServe(CLI::App& app, const RuntimeOptions& rt) {
                  "let web pages from this origin call the API (CORS; repeatable; * for any origin)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.add_option("--pooling", a->pooling,
+                 "how /v1/embeddings pools the final hidden states: mean, cls or last (default: the model's "
+                 "pooling_type, else last)");
   app.add_flag("--no-web-ui", a->no_web_ui, "do not serve the web chat page at / (the API is unchanged)");
   app.add_option("--api-key-file", a->api_key_file, "read the API key from a file (keeps it out of the process list)");
   app.add_option("--chat-template", a->chat_template,

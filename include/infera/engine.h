@@ -101,6 +101,10 @@ struct EngineOptions {
   bool free_outside_window = true;
 };
 
+// How an embedding request pools its prompt's final hidden states (after the
+// final norm): their mean, the first token's (CLS), or the last token's.
+enum class Pooling { kNone, kMean, kCls, kLast };
+
 struct RequestParams {
   SamplingParams sampling;
   // -1: until a stop condition or the context end. 0 (only with
@@ -133,6 +137,13 @@ struct RequestParams {
   // pinned there for the tiers' TTL, and the session can be saved or deleted
   // by id (Engine::SaveSession). Empty: none.
   std::string session_id;
+  // Not kNone: an embedding request. The prompt runs (batched with other
+  // requests), nothing is generated (max_tokens must be 0) and the last
+  // output carries the pooled hidden state in RequestOutput::embedding,
+  // L2-normalized if normalize_embedding. Mean and CLS pooling compute every
+  // prompt position (never served by the prefix cache).
+  Pooling pooling = Pooling::kNone;
+  bool normalize_embedding = true;
 };
 
 struct TokenLogprob {
@@ -154,6 +165,8 @@ struct RequestOutput {
   // With RequestParams::prompt_logprobs: entries for prompt tokens 1, 2, ...
   // in order, as steps compute them (this step's).
   std::vector<TokenLogprob> prompt_logprobs;
+  // With RequestParams::pooling: the embedding [n_embd] (on the last output).
+  std::vector<float> embedding;
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   int32_t prompt_tokens = 0;

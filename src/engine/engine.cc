@@ -69,6 +69,18 @@ int32_t UniformSlidingWindow(const ModelConfig& c) {
 // or prompt log-probabilities); -1: none.
 int32_t FirstPromptRow(const RequestParams& p) { return p.prompt_logprobs >= 0 ? 0 : p.prompt_logits_from; }
 
+// The first prompt position whose hidden state an embedding request needs
+// (prompt_len - 1 for last-token pooling); -1: not an embedding request.
+int32_t FirstHiddenRow(const RequestParams& p, int32_t prompt_len) {
+  switch (p.pooling) {
+    case Pooling::kNone: return -1;
+    case Pooling::kMean:
+    case Pooling::kCls: return 0;
+    case Pooling::kLast: return prompt_len - 1;
+  }
+  return -1;
+}
+
 }  // namespace
 
 // One request's engine-side state: sampling, stop detection, text decoding.
@@ -114,6 +126,45 @@ struct EngineRequest {
     return prompt_rows_from >= 0 && pos >= prompt_logits_next && pos < prompt_len;
   }
   int32_t prompt_rows_from = -1;  // the first prompt position whose row is wanted; -1: none
+
+  // Embedding requests: whether the hidden state of prompt position `pos`
+  // is still wanted (each position is taken once, even if a preempted
+  // request computes it again), and the pooled sum of those taken.
+  bool WantsHidden(int32_t pos) const {
+    if (pos < hidden_next || pos >= prompt_len) return false;
+    switch (params.pooling) {
+      case Pooling::kNone: return false;
+      case Pooling::kMean: return true;
+      case Pooling::kCls: return pos == 0;
+      case Pooling::kLast: return pos == prompt_len - 1;
+    }
+    return false;
+  }
+  void TakeHidden(int32_t pos, const float* h, int n_embd) {
+    if (pooled.empty()) pooled.assign(n_embd, 0.0);
+    for (int i = 0; i < n_embd; ++i) pooled[i] += h[i];
+    ++pooled_rows;
+    hidden_next = pos + 1;
+  }
+  // The embedding: the mean of the taken rows (one row for CLS / last),
+  // L2-normalized if asked.
+  std::vector<float> Embedding() const {
+    std::vector<float> e(pooled.size());
+    double norm = 0;
+    for (size_t i = 0; i < pooled.size(); ++i) {
+      const double v = pooled[i] / std::max(1, pooled_rows);
+      e[i] = static_cast<float>(v);
+      norm += v * v;
+    }
+    if (params.normalize_embedding && norm > 0) {
+      const double inv = 1.0 / std::sqrt(norm);
+      for (float& v : e) v = static_cast<float>(v * inv);
+    }
+    return e;
+  }
+  int32_t hidden_next = 0;
+  std::vector<double> pooled;  // [n_embd]
+  int32_t pooled_rows = 0;
 };
 
 // Where one scheduled chunk's rows are in the step's logits.
@@ -123,6 +174,10 @@ struct ChunkRows {
   int32_t prompt_pos = 0;   // position of the first of them
   int32_t sample = -1;      // row to sample from; -1: none
   int32_t n_draft = 0;      // rows of drafted tokens to verify, after `sample`
+  // Embedding requests: rows of batch.hidden_rows (from hidden_first), the
+  // prompt position of the first, and whether the chunk ends the prompt.
+  int32_t hidden_first = 0, n_hidden = 0, hidden_pos = 0;
+  bool prompt_done = false;
 };
 
 struct Engine::Impl {
@@ -407,7 +462,16 @@ Status Engine::Check(const std::vector<int32_t>& prompt, const RequestParams& pa
       return InvalidArgument(fmt::format("token id {} is out of range [0, {})", t, m.model.config.n_vocab));
     }
   }
-  if (params.max_tokens < -1 || (params.max_tokens == 0 && FirstPromptRow(params) < 0)) {
+  if (params.pooling != Pooling::kNone) {
+    if (params.max_tokens != 0 || FirstPromptRow(params) >= 0 || params.logprobs >= 0) {
+      return InvalidArgument("an embedding request generates and scores nothing: max_tokens must be 0");
+    }
+    if (m.model.shard.pp_size > 1) {
+      return Unimplemented("embeddings of a pipeline-split model (--pp) are not supported; use --tp");
+    }
+    if (prompt.empty()) return InvalidArgument("the input is empty");
+  }
+  if (params.max_tokens < -1 || (params.max_tokens == 0 && FirstPromptRow(params) < 0 && params.pooling == Pooling::kNone)) {
     return InvalidArgument("max_tokens must be positive");
   }
   if (params.prompt_logprobs > kMaxTopLogprobs) {
@@ -436,7 +500,9 @@ StatusOr<uint64_t> Engine::Add(std::vector<int32_t> prompt, const RequestParams&
   const int32_t len = static_cast<int32_t>(prompt.size());
   const int32_t max_tokens = ResolveMaxTokens(prompt.size(), params.max_tokens);
   const uint64_t id = m.next_id++;
-  const int32_t first_row = FirstPromptRow(params);  // rows wanted from there: never from the prefix cache
+  // Rows wanted from there on are never served by the prefix cache.
+  int32_t first_row = FirstPromptRow(params);
+  if (const int32_t h = FirstHiddenRow(params, len); h >= 0) first_row = first_row >= 0 ? std::min(first_row, h) : h;
   const int32_t max_cached = first_row >= 0 ? first_row : INT32_MAX;
   auto r = std::make_unique<EngineRequest>(params, m.tok);
   r->prompt_len = len;
@@ -581,11 +647,20 @@ std::vector<RequestOutput> Engine::Step() {
     ChunkRows& cr = m.rows[s];
     cr.first = n_rows;
     m.batch.seq_slots.push_back(&m.blocks.Slots(c.id));
+    const bool embed = r.params.pooling != Pooling::kNone;
+    cr.prompt_done = c.start + c.n >= r.prompt_len;
     for (int32_t i = c.start; i < c.start + c.n; ++i) {
-      const bool sample = c.want_logits && i == c.start + c.n - 1;
+      const bool sample = !embed && c.want_logits && i == c.start + c.n - 1;
       const bool owed = r.OwesPromptLogits(i);
       if (owed && cr.n_prompt++ == 0) cr.prompt_pos = i;
       if (sample) cr.sample = n_rows;
+      if (r.WantsHidden(i)) {
+        if (cr.n_hidden++ == 0) {
+          cr.hidden_first = static_cast<int32_t>(m.batch.hidden_rows.size());
+          cr.hidden_pos = i;
+        }
+        m.batch.hidden_rows.push_back(m.batch.size());
+      }
       m.batch.Add(toks[i], i, static_cast<int32_t>(s), sample || owed);
       n_rows += sample || owed ? 1 : 0;
     }
@@ -618,6 +693,23 @@ std::vector<RequestOutput> Engine::Step() {
     const ScheduledChunk& c = so.chunks[s];
     const ChunkRows& cr = m.rows[s];
     EngineRequest& r = *m.reqs.at(c.id);
+    if (r.params.pooling != Pooling::kNone) {
+      const int d = m.model.config.n_embd;
+      const std::vector<float>& hidden = m.runner->hidden();
+      if (hidden.size() < m.batch.hidden_rows.size() * size_t(d)) {
+        outs.push_back(m.Finish(c.id, FinishReason::kError, "this runner computes no hidden states (embeddings)"));
+        continue;
+      }
+      for (int32_t i = 0; i < cr.n_hidden; ++i) {
+        r.TakeHidden(cr.hidden_pos + i, hidden.data() + size_t(cr.hidden_first + i) * d, d);
+      }
+      if (cr.prompt_done) {
+        RequestOutput o;
+        o.embedding = r.Embedding();
+        outs.push_back(m.Finish(c.id, FinishReason::kLength, {}, false, std::move(o)));
+      }
+      continue;
+    }
     RequestOutput o;
     if (cr.n_prompt > 0) {
       const std::vector<int32_t>& toks = m.sched.Tokens(c.id);

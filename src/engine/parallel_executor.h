@@ -66,6 +66,7 @@ class BroadcastingRunner : public ModelRunner {
   BroadcastingRunner(std::unique_ptr<ModelRunner> local, Communicator& world, int32_t n_ctx,
                      StepMonitor* monitor = nullptr, const Communicator* tp = nullptr);
   Status Forward(const ForwardBatch& batch, KvStorage& kv, std::vector<float>* logits) override;
+  const std::vector<float>& hidden() const override { return local_->hidden(); }
   bool broken() const { return broken_; }
 
  private:

@@ -17,10 +17,13 @@ struct ForwardBatch {
   std::vector<const std::vector<int32_t>*> seq_slots;
   // Token indices (into tokens) whose logits are wanted, in output order.
   std::vector<int32_t> logit_rows;
+  // Token indices whose final hidden state (after the final norm, before
+  // the output projection) is wanted, in output order: embeddings.
+  std::vector<int32_t> hidden_rows;
 
   int32_t size() const { return static_cast<int32_t>(tokens.size()); }
   void Clear() {
-    tokens.clear(); positions.clear(); seq.clear(); seq_slots.clear(); logit_rows.clear();
+    tokens.clear(); positions.clear(); seq.clear(); seq_slots.clear(); logit_rows.clear(); hidden_rows.clear();
   }
   // Appends one token of sequence `s`.
   void Add(int32_t token, int32_t pos, int32_t s, bool want_logits) {

@@ -161,6 +161,7 @@ StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& f) {
   if (f.Find(a + "rope.dimension_count")) RETURN_IF_ERROR(req(a + "rope.dimension_count", &c.rope_dim));
   c.rms_eps = static_cast<float>(f.GetFloat(a + "attention.layer_norm_rms_epsilon").value_or(1e-5));
   c.rope_theta = static_cast<float>(f.GetFloat(a + "rope.freq_base").value_or(10000.0));
+  if (auto pt = f.GetInt(a + "pooling_type"); pt && *pt >= 0 && *pt <= 4) c.pooling_type = static_cast<int>(*pt);
   if (auto sw = f.GetInt(a + "attention.sliding_window")) c.sliding_window = static_cast<int>(std::max<int64_t>(0, *sw));
   auto scale = [&](const std::string& key, float* out) {
     if (auto v = f.GetFloat(a + key)) *out = static_cast<float>(*v);

@@ -77,6 +77,9 @@ struct ModelConfig {
   int n_ff_shexp = 0;
   bool expert_weights_norm = true;
   int n_ctx_train = 0;
+  // GGUF {arch}.pooling_type (llama.cpp's: 0 none, 1 mean, 2 CLS, 3 last,
+  // 4 rank); -1: the file does not say.
+  int pooling_type = -1;
   float rms_eps = 1e-5f;
   float rope_theta = 10000.0f;
   int rope_dim = 0;  // rotated dims per head (== head_dim for these families)

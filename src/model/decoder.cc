@@ -95,7 +95,22 @@ Status DecoderRunner::Validate(const ForwardBatch& b, const KvStorage& kv) const
   for (int32_t r : b.logit_rows) {
     if (r < 0 || r >= T) return Internal("logit row out of range");
   }
+  for (int32_t r : b.hidden_rows) {
+    if (r < 0 || r >= T) return Internal("hidden row out of range");
+  }
+  // Hidden rows live on the last pipeline stage, which sends only logits on.
+  if (!b.hidden_rows.empty() && shard_.pp_size > 1) {
+    return Unimplemented("hidden states (embeddings) of a pipeline-split model");
+  }
   return Status::Ok();
+}
+
+void DecoderRunner::HiddenRows(const ForwardBatch& b) {
+  const int d = c_.n_embd;
+  hidden_.resize(b.hidden_rows.size() * size_t(d));
+  for (size_t r = 0; r < b.hidden_rows.size(); ++r) {
+    RmsNorm(&x_[size_t(b.hidden_rows[r]) * d], model_.weights->output_norm.data(), &hidden_[r * d], d, c_.rms_eps);
+  }
 }
 
 void DecoderRunner::GrowScratch(const ForwardBatch& b) {
@@ -371,6 +386,7 @@ void DecoderRunner::MoeFfn(int l, const float* in, int32_t T) {
 }
 
 Status DecoderRunner::Logits(const ForwardBatch& b, std::vector<float>* logits) {
+  HiddenRows(b);  // (a tensor-parallel rank holds the whole residual stream)
   const auto& W = *model_.weights;
   const int d = c_.n_embd;
   const int32_t R = static_cast<int32_t>(b.logit_rows.size());

@@ -36,6 +36,7 @@ class DecoderRunner : public ModelRunner {
                 ParallelComms comms = {});
 
   Status Forward(const ForwardBatch& batch, KvStorage& kv, std::vector<float>* logits) override;
+  const std::vector<float>& hidden() const override { return hidden_; }
   // Shows every linear layer's input to `observer` (not owned; null: none).
   void set_observer(ActivationObserver* observer) { observer_ = observer; }
 
@@ -51,6 +52,8 @@ class DecoderRunner : public ModelRunner {
   // act(gate) * up in place over rows of gate [rows, width].
   void GatedActivation(float* gate, const float* up, int32_t rows, int width);
   Status Logits(const ForwardBatch& batch, std::vector<float>* logits);
+  // hidden_ [hidden_rows, n_embd]: the final norm of the wanted rows of x_.
+  void HiddenRows(const ForwardBatch& batch);
   // A split model: the sum of the tensor-parallel ranks' partial block
   // outputs block_out_ [T, n_embd]; the pipeline stages' hand-offs.
   Status SumOverTpRanks(int32_t T);
@@ -103,6 +106,7 @@ class DecoderRunner : public ModelRunner {
   std::vector<float> attn_parts_, attn_whole_;
   std::vector<float> logits_part_, logits_parts_;
   std::vector<float> qk_ss_;
+  std::vector<float> hidden_;  // [hidden_rows, n_embd] of the last Forward
 };
 
 }  // namespace infera

@@ -23,6 +23,13 @@ class ModelRunner {
   // Runs the batch, writing K/V of every token into `kv`, and the logits of
   // batch.logit_rows into logits [logit_rows.size(), n_vocab].
   virtual Status Forward(const ForwardBatch& batch, KvStorage& kv, std::vector<float>* logits) = 0;
+  // The final hidden states [batch.hidden_rows.size(), n_embd] of the last
+  // Forward (on world rank 0 of a split model); valid until the next
+  // Forward. A runner that cannot produce them fails a batch that asks.
+  virtual const std::vector<float>& hidden() const { return no_hidden_; }
+
+ private:
+  const std::vector<float> no_hidden_;
 };
 
 // The communicators a shard of a split model (model.shard) runs with: all

@@ -8,6 +8,7 @@
 
 #include "base/logging.h"
 #include "server/completion_job.h"
+#include "server/embeddings.h"
 #include "server/openai_request.h"
 #include "web_chat_page.h"  // generated from web/chat.html
 
@@ -167,6 +168,7 @@ constexpr Route kRoutes[] = {
     {"/metrics", false, kGet, false, "/metrics"},
     {"/v1/completions", false, kPost, true, "/v1/completions"},
     {"/v1/chat/completions", false, kPost, true, "/v1/chat/completions"},
+    {"/v1/embeddings", false, kPost, true, "/v1/embeddings"},
     {"/v1/models", false, kGet, true, "/v1/models"},
     {"/v1/models/", true, kGet, true, "/v1/models/{id}"},
     {"/tokenize", false, kPost, true, "/tokenize"},
@@ -267,7 +269,37 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
   if (state == State::kFailed) {
     return SendError(resp, Error(503, "the server failed and is restarting", "service_unavailable", "failed"));
   }
+  if (path == "/v1/embeddings") return HandleEmbeddings(req, resp);
   HandleCompletion(req, resp, chat, trace, request_id);
+}
+
+void ApiServer::HandleEmbeddings(const HttpRequest& req, const std::shared_ptr<Responder>& resp) {
+  EmbeddingLimits limits;
+  limits.max_model_len = backend_.engine->max_model_len();
+  limits.n_vocab = backend_.engine->n_vocab();
+  limits.n_embd = backend_.n_embd;
+  EmbeddingSpec spec;
+  ApiError err;
+  if (!ParseEmbeddingRequest(req.body, *backend_.tokenizer, limits, &spec, &err)) return SendError(resp, err);
+  if (!spec.model.empty() && spec.model != opts_.served_model_name) {
+    return SendError(resp, Error(404,
+                                 fmt::format("The model `{}` does not exist (this server serves `{}`).", spec.model,
+                                             opts_.served_model_name),
+                                 "invalid_request_error", "model_not_found", "model"));
+  }
+  if (backend_.engine->Stats().num_waiting + static_cast<int64_t>(spec.inputs.size()) > opts_.max_queue) {
+    return SendError(resp,
+                     Error(429, fmt::format("too many requests waiting (limit {}); retry later", opts_.max_queue),
+                           "rate_limit_error", "queue_full"),
+                     {{"Retry-After", "1"}});
+  }
+  auto job = std::make_shared<EmbeddingJob>(std::move(spec), backend_.pooling, resp, backend_.engine,
+                                            opts_.served_model_name);
+  job->Start();
+  std::weak_ptr<EmbeddingJob> weak = job;
+  resp->OnDisconnect([weak] {
+    if (auto j = weak.lock()) j->CancelAll();
+  });
 }
 
 std::string ApiServer::AllowedOrigin(const HttpRequest& req) const {

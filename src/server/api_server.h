@@ -55,6 +55,8 @@ struct ApiBackend {
   ChatFormat chat_format = ChatFormat::kPlain;
   uint64_t model_bytes = 0;
   BuildInfo build;
+  Pooling pooling = Pooling::kLast;  // /v1/embeddings (--pooling, or the model's metadata)
+  int32_t n_embd = 0;                // the model's embedding size
 };
 
 // The routes an API key guards, for help texts: "/v1/completions, ...".
@@ -86,6 +88,8 @@ class ApiServer {
   std::string AllowedOrigin(const HttpRequest& req) const;
   void HandleOptions(const HttpRequest& req, const std::shared_ptr<Responder>& resp, uint8_t route_methods) const;
   void HandleVersion(const std::shared_ptr<Responder>& resp) const;
+  // POST /v1/embeddings.
+  void HandleEmbeddings(const HttpRequest& req, const std::shared_ptr<Responder>& resp);
   // GET /: the web chat page (web/chat.html), or 404 with --no-web-ui.
   void HandleWebUi(const std::shared_ptr<Responder>& resp) const;
   void HandleCompletion(const HttpRequest& req, const std::shared_ptr<Responder>& resp, bool chat,

@@ -102,11 +102,13 @@ def softcap(x, cap):
     return cap * np.tanh(x / cap) if cap else x
 
 
-def forward(cfg, W, tokens, qk_norm=True, without=(), capture=None):
+def forward(cfg, W, tokens, qk_norm=True, without=(), capture=None, hidden=None):
     """Logits [T, vocab] for a token list, all positions (causal).
     qk_norm=False or a name from FEATURES in `without` leaves that feature
     out (to show each one matters). capture(weight_name, x) is shown the
-    input x [T, n_in] of every dense layer weight (calibration statistics)."""
+    input x [T, n_in] of every dense layer weight (calibration statistics).
+    hidden (a list): gets the final hidden states [T, n_embd] (after the final
+    norm) appended: what embeddings pool."""
     seen = capture or (lambda name, x: None)
     if not qk_norm:
         without = tuple(without) + ("qk_norm",)
@@ -210,6 +212,8 @@ def forward(cfg, W, tokens, qk_norm=True, without=(), capture=None):
             f = norm(f, p + "post_feedforward_layernorm.weight")
         x = x + res_mul * f
     x = norm(x, "model.norm.weight")
+    if hidden is not None:
+        hidden.append(x)
     out = W.get("lm_head.weight", W["model.embed_tokens.weight"])
     return softcap((x @ out.T) / logit_div, final_cap)
 

@@ -155,6 +155,36 @@ test('auth: a wrong key is refused with 401', async () => {
   await assert.rejects(bad.completions.create({ model, prompt: 'x', max_tokens: 2 }), OpenAI.AuthenticationError);
 });
 
+test('embeddings: base64 (the default of the client, which decodes it) equals float; unit length; errors typed', async () => {
+  const input = ['In the beginning God created the heaven and the earth.', 'Jesus wept.'];
+  const b64 = await client.embeddings.create({ model, input });
+  assert.equal(b64.object, 'list');
+  assert.equal(b64.model, model);
+  assert.equal(b64.data.length, 2);
+  const flt = await client.embeddings.create({ model, input, encoding_format: 'float' });
+  for (let i = 0; i < 2; ++i) {
+    const a = b64.data[i].embedding, b = flt.data[i].embedding;
+    assert.equal(b64.data[i].index, i);
+    assert.ok(a.length > 0);
+    assert.equal(a.length, b.length);
+    let norm = 0;
+    for (let j = 0; j < a.length; ++j) {
+      assert.ok(Math.abs(a[j] - b[j]) <= 1e-7 * Math.max(1, Math.abs(b[j])), `element ${j}`);
+      norm += a[j] * a[j];
+    }
+    assert.ok(Math.abs(Math.sqrt(norm) - 1) < 1e-5);
+  }
+  assert.ok(b64.usage.prompt_tokens > 0);
+  assert.equal(b64.usage.total_tokens, b64.usage.prompt_tokens);
+  const one = await client.embeddings.create({ model, input: input[1], encoding_format: 'float' });
+  assert.deepEqual(one.data[0].embedding, flt.data[1].embedding);
+  await assert.rejects(client.embeddings.create({ model, input: '' }), (e) => {
+    assert.ok(e instanceof OpenAI.BadRequestError);
+    assert.equal(e.param, 'input');
+    return true;
+  });
+});
+
 test('aborting a stream from the client side', async () => {
   const controller = new AbortController();
   const stream = await client.completions.create(
