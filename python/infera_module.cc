@@ -126,6 +126,17 @@ struct PyRequestOutput {
   int num_cached_tokens = 0;
 };
 
+// vLLM's EmbeddingRequestOutput: .outputs.embedding.
+struct PyEmbeddingOutput {
+  std::vector<float> embedding;
+};
+struct PyEmbeddingRequestOutput {
+  std::string request_id;
+  std::vector<int32_t> prompt_token_ids;
+  PyEmbeddingOutput outputs;
+  bool finished = false;
+};
+
 // Accumulates one choice's outputs over the steps.
 void Append(const RequestOutput& o, bool want_logprobs, PyCompletionOutput* c) {
   c->text += o.text;
@@ -297,6 +308,65 @@ class LLM {
     uint64_t id_ = 0;
     bool started_ = false, done_ = false;
   };
+
+  // Embeddings of a string or a list of strings (vLLM's LLM.embed): each
+  // prompt's final hidden states pooled ("mean", "cls", "last"; None: the
+  // model's pooling_type, else "last"), L2-normalized if `normalize`. They run
+  // batched through the engine like generate's prompts.
+  std::vector<PyEmbeddingRequestOutput> Embed(const py::object& prompts, const std::optional<std::string>& pooling,
+                                              bool normalize) {
+    std::vector<std::string> texts;
+    if (py::isinstance<py::str>(prompts)) {
+      texts.push_back(prompts.cast<std::string>());
+    } else {
+      texts = prompts.cast<std::vector<std::string>>();
+    }
+    RequestParams p;
+    p.max_tokens = 0;
+    p.normalize_embedding = normalize;
+    const int pt = lm_.model->whole().pooling_type;
+    p.pooling = pt == 1 ? Pooling::kMean : pt == 2 ? Pooling::kCls : Pooling::kLast;
+    if (pooling) {
+      if (*pooling == "mean") p.pooling = Pooling::kMean;
+      else if (*pooling == "cls") p.pooling = Pooling::kCls;
+      else if (*pooling == "last") p.pooling = Pooling::kLast;
+      else throw py::value_error("pooling must be 'mean', 'cls' or 'last'");
+    }
+    std::vector<PyEmbeddingRequestOutput> results(texts.size());
+    std::map<uint64_t, size_t> index_of;
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto fail = [&](const Status& st) {
+      for (const auto& [id, i] : index_of) engine_->Cancel(id);
+      StepUntilIdle();
+      for (const auto& [id, i] : index_of) parked_.erase(id);
+      py::gil_scoped_acquire gil;
+      Raise(st);
+    };
+    for (size_t i = 0; i < texts.size(); ++i) {
+      results[i].request_id = std::to_string(next_id_++);
+      results[i].prompt_token_ids = lm_.tokenizer->Encode(texts[i], true, false);
+      auto id = engine_->Add(results[i].prompt_token_ids, p);
+      if (!id.ok()) fail(Status(id.status().code(), "prompt " + std::to_string(i) + ": " + id.status().message()));
+      index_of[*id] = i;
+    }
+    size_t open = index_of.size();
+    while (open > 0 && engine_->HasWork()) {
+      for (RequestOutput& o : engine_->Step()) {
+        auto it = index_of.find(o.id);
+        if (it == index_of.end()) {  // a stream's request: kept for its iterator
+          parked_[o.id].push_back(std::move(o));
+          continue;
+        }
+        if (!o.finished) continue;
+        if (o.finish_reason == FinishReason::kError) fail(Status(StatusCode::kInternal, o.error));
+        results[it->second].outputs.embedding = std::move(o.embedding);
+        results[it->second].finished = true;
+        --open;
+      }
+    }
+    return results;
+  }
 
   std::unique_ptr<Stream> MakeStream(const std::string& prompt, const py::object& params) {
     return StreamOf(lm_.tokenizer->Encode(prompt, true, false), params);
@@ -535,6 +605,16 @@ PYBIND11_MODULE(_infera, m) {
         return "RequestOutput(request_id=" + r.request_id + ", outputs=" + std::to_string(r.outputs.size()) + ")";
       });
 
+  py::class_<PyEmbeddingOutput>(m, "EmbeddingOutput")
+      .def_readonly("embedding", &PyEmbeddingOutput::embedding)
+      .def("__repr__", [](const PyEmbeddingOutput& e) {
+        return "EmbeddingOutput(embedding=[" + std::to_string(e.embedding.size()) + " floats])";
+      });
+  py::class_<PyEmbeddingRequestOutput>(m, "EmbeddingRequestOutput")
+      .def_readonly("request_id", &PyEmbeddingRequestOutput::request_id)
+      .def_readonly("prompt_token_ids", &PyEmbeddingRequestOutput::prompt_token_ids)
+      .def_readonly("outputs", &PyEmbeddingRequestOutput::outputs)
+      .def_readonly("finished", &PyEmbeddingRequestOutput::finished);
   py::class_<LLM::Stream>(m, "Stream")
       .def("__iter__", &LLM::Stream::Iter, py::return_value_policy::reference_internal)
       .def("__next__", &LLM::Stream::Next);
@@ -553,6 +633,8 @@ PYBIND11_MODULE(_infera, m) {
            py::keep_alive<0, 1>())
       .def("stream_chat", &LLM::MakeChatStream, py::arg("messages"), py::arg("sampling_params") = py::none(),
            py::keep_alive<0, 1>())
+      .def("embed", &LLM::Embed, py::arg("prompts"), py::kw_only(), py::arg("pooling") = py::none(),
+           py::arg("normalize") = true)
       .def("encode", &LLM::Encode, py::arg("text"), py::arg("add_special_tokens") = true)
       .def("decode", &LLM::Decode, py::arg("token_ids"))
       .def_property_readonly("max_model_len", &LLM::max_model_len);

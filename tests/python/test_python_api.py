@@ -2,11 +2,12 @@
 model: batched generation equals each prompt alone and the CLI's greedy text;
 seeded sampling reproduces; chat uses the model's template; streaming pieces
 add up to the whole; the GIL is released while the engine runs; Ctrl-C-free
-cancellation (a stream dropped early) frees the engine; bad arguments raise
-ValueError."""
+cancellation (a stream dropped early) frees the engine; embeddings equal the
+numpy reference's pooled hidden states; bad arguments raise ValueError."""
 import json
 import os
 import subprocess
+import sys
 import threading
 import time
 import unittest
@@ -135,6 +136,39 @@ class PythonApiTest(unittest.TestCase):
         for i in range(2):
             self.assertEqual(results[i],
                              self.llm.generate(PROMPTS[i], SamplingParams(temperature=0, max_tokens=8))[0].outputs[0].text)
+
+    def test_embed_matches_reference_batched_or_alone(self):
+        import numpy as np
+        here = os.path.dirname(os.path.abspath(__file__))
+        sys.path.insert(0, os.path.join(here, "..", "reference"))
+        sys.path.insert(0, os.path.join(here, "..", "..", "tools", "py"))
+        import model_files as mf
+        import reference as ref
+        hf = os.path.join(here, "..", "..", "models", "kjv-7m", "hf")
+        with open(os.path.join(hf, "config.json")) as f:
+            cfg = json.load(f)
+        cfg["head_dim"] = cfg["hidden_size"] // cfg["num_attention_heads"]
+        W = mf.read_safetensors(os.path.join(hf, "model.safetensors"))
+        for pooling in ("last", "mean"):
+            batch = self.llm.embed(PROMPTS, pooling=pooling)
+            self.assertEqual(len(batch), len(PROMPTS))
+            for p, out in zip(PROMPTS, batch):
+                self.assertTrue(out.finished)
+                self.assertEqual(out.prompt_token_ids, self.llm.encode(p))
+                alone = self.llm.embed(p, pooling=pooling)[0].outputs.embedding
+                self.assertEqual(out.outputs.embedding, alone)
+                hidden = []
+                ref.forward(cfg, W, out.prompt_token_ids, hidden=hidden)
+                want = hidden[0][-1] if pooling == "last" else hidden[0].mean(axis=0)
+                want = want / np.linalg.norm(want)
+                got = np.array(out.outputs.embedding)
+                self.assertLess(float(np.max(np.abs(got - want))), 1e-4 * float(np.max(np.abs(want))))
+        raw = np.array(self.llm.embed(PROMPTS[0], normalize=False)[0].outputs.embedding)
+        self.assertGreater(abs(float(np.linalg.norm(raw)) - 1.0), 1e-3)
+        with self.assertRaises(ValueError):
+            self.llm.embed("x", pooling="max")
+        with self.assertRaises(ValueError):  # longer than the context
+            self.llm.embed("word " * (self.llm.max_model_len + 10))
 
     def test_bad_arguments(self):
         for kw in ({"temperature": -1}, {"top_p": 0}, {"max_tokens": 0}, {"n": 0}, {"logprobs": 50}):
