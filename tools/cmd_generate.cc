@@ -14,6 +14,7 @@
 #include "base/logging.h"
 #include "base/output_file.h"
 #include "server/openai_request.h"
+#include "server/output_constraints.h"
 #include "infera/engine.h"
 #include "sampling/sampler.h"
 #include "tokenizer/chat_template.h"
@@ -47,7 +48,8 @@ struct LineRequest {
 constexpr const char* kKnownFields[] = {
     "prompt", "messages", "max_tokens", "max_completion_tokens", "n_predict", "temperature", "top_p", "top_k",
     "min_p", "seed", "stop", "ignore_eos", "priority", "repetition_penalty", "repeat_penalty", "presence_penalty",
-    "frequency_penalty", "n", "min_tokens", "custom_id", "model", "user"};
+    "frequency_penalty", "n", "min_tokens", "custom_id", "model", "user", "grammar", "guided_grammar",
+    "guided_choice", "response_format"};
 
 // Reads the fields of one request; error text on bad input.
 std::string ParseRequest(const Json& j, const Tokenizer& tok, ChatFormat chat_format, int max_n, LineRequest* req) {
@@ -84,6 +86,10 @@ std::string ParseRequest(const Json& j, const Tokenizer& tok, ChatFormat chat_fo
     req->prompt = EncodeChat(tok, chat_format, msgs, true);
   } else {
     return "needs 'prompt' or 'messages'";
+  }
+  {
+    server::ApiError err;
+    if (!server::ParseOutputConstraint(j, &p->grammar, &err)) return err.message;
   }
   std::string e;
   // max_tokens, or its other names (OpenAI chat, llama.cpp).

@@ -101,6 +101,8 @@ struct EngineOptions {
   bool free_outside_window = true;
 };
 
+class Grammar;  // sampling/grammar.h
+
 // How an embedding request pools its prompt's final hidden states (after the
 // final norm): their mean, the first token's (CLS), or the last token's.
 enum class Pooling { kNone, kMean, kCls, kLast };
@@ -144,6 +146,12 @@ struct RequestParams {
   // prompt position (never served by the prefix cache).
   Pooling pooling = Pooling::kNone;
   bool normalize_embedding = true;
+  // Constrained decoding: the generated text is kept a prefix of a sentence
+  // of this grammar (tokens that would leave it are masked before sampling;
+  // end-of-generation only where the sentence may end) and the request
+  // finishes with kStop once the sentence is complete and nothing may follow.
+  // Null: unconstrained. Shared, immutable.
+  std::shared_ptr<const Grammar> grammar;
 };
 
 struct TokenLogprob {

@@ -23,6 +23,7 @@
 #include "model/batch.h"
 #include "model/model_runner.h"
 #include "model/model.h"
+#include "sampling/grammar_constraint.h"
 #include "sampling/sampler.h"
 #include "scheduler/scheduler.h"
 #include "tokenizer/tokenizer.h"
@@ -162,6 +163,7 @@ struct EngineRequest {
     }
     return e;
   }
+  std::unique_ptr<GrammarConstraint> constraint;  // with params.grammar
   int32_t hidden_next = 0;
   std::vector<double> pooled;  // [n_embd]
   int32_t pooled_rows = 0;
@@ -198,6 +200,17 @@ struct Engine::Impl {
   std::vector<ChunkRows> rows;   // per scheduled chunk of the step
   std::vector<float> logits;
   std::vector<int32_t> eog_ids;  // every end-of-generation id (for min_tokens)
+  // The vocabulary's token bytes as a trie, for grammar masks (built on the
+  // first constrained request).
+  std::shared_ptr<const VocabTrie> vocab_trie;
+  const std::shared_ptr<const VocabTrie>& VocabForGrammars() {
+    if (!vocab_trie) {
+      std::vector<std::string> pieces(tok->n_vocab());
+      for (int32_t id = 0; id < tok->n_vocab(); ++id) pieces[id] = tok->TokenToPiece(id);
+      vocab_trie = std::make_shared<const VocabTrie>(std::move(pieces));
+    }
+    return vocab_trie;
+  }
   std::vector<float> raw;        // scratch: logits before bias and penalties
   uint64_t spec_drafted = 0, spec_accepted = 0;
   StepCostModel step_cost;  // single-sequence decode steps' wall times
@@ -349,10 +362,14 @@ struct Engine::Impl {
     if (r.generated < r.params.min_tokens && !r.params.ignore_eos) {
       for (int32_t t : eog_ids) lg[t] = -std::numeric_limits<float>::infinity();
     }
+    *stopped = false;
+    if (r.constraint && r.constraint->Mask(lg, V) == 0) return FinishReason::kStop;  // nothing may follow
     const int32_t next = r.sampler.Sample(lg, V, sched.Tokens(id));
     *token = next;
-    *stopped = false;
     if (!r.params.ignore_eos && IsEog(next)) return FinishReason::kStop;
+    if (r.constraint && !r.constraint->Advance(next)) {
+      return FinishReason::kStop;  // (cannot happen: the token was allowed)
+    }
     const bool accepted = draft != nullptr && *draft == next;
     sched.Append(id, next, accepted);
     spec_accepted += accepted ? 1 : 0;
@@ -365,6 +382,7 @@ struct Engine::Impl {
     if (r.params.logprobs >= 0) o.logprobs.push_back(LogprobsOf(raw.data(), V, next, r.params.logprobs));
     if (r.decoder) o.text += r.stops.Push(r.decoder->Push(next), stopped);
     if (*stopped) return FinishReason::kStop;
+    if (r.constraint && r.constraint->MustEnd()) return FinishReason::kStop;  // the sentence is complete
     if (r.generated >= r.max_tokens) return FinishReason::kLength;
     return FinishReason::kNone;
   }
@@ -462,6 +480,8 @@ Status Engine::Check(const std::vector<int32_t>& prompt, const RequestParams& pa
       return InvalidArgument(fmt::format("token id {} is out of range [0, {})", t, m.model.config.n_vocab));
     }
   }
+  if (params.grammar && m.tok == nullptr) return InvalidArgument("a grammar needs the model's tokenizer");
+  if (params.grammar && params.pooling != Pooling::kNone) return InvalidArgument("embeddings take no grammar");
   if (params.pooling != Pooling::kNone) {
     if (params.max_tokens != 0 || FirstPromptRow(params) >= 0 || params.logprobs >= 0) {
       return InvalidArgument("an embedding request generates and scores nothing: max_tokens must be 0");
@@ -505,6 +525,11 @@ StatusOr<uint64_t> Engine::Add(std::vector<int32_t> prompt, const RequestParams&
   if (const int32_t h = FirstHiddenRow(params, len); h >= 0) first_row = first_row >= 0 ? std::min(first_row, h) : h;
   const int32_t max_cached = first_row >= 0 ? first_row : INT32_MAX;
   auto r = std::make_unique<EngineRequest>(params, m.tok);
+  if (params.grammar) {
+    r->constraint = std::make_unique<GrammarConstraint>(
+        params.grammar, m.VocabForGrammars(), m.eog_ids,
+        /*strip_first_space=*/params.text_starts_output && m.tok->vocab().add_space_prefix);
+  }
   r->prompt_len = len;
   r->max_tokens = max_tokens;
   r->max_cached = max_cached;

@@ -469,19 +469,42 @@ bool GrammarMatcher::Accept(uint32_t cp) {
 }
 
 bool GrammarMatcher::PartialPossible(const std::vector<Stack>& stacks, std::string_view partial) const {
-  // The code points that start with these bytes: [lo, hi].
-  const int n = Utf8Length(static_cast<uint8_t>(partial[0]));
-  std::string lo_s(partial), hi_s(partial);
-  lo_s.resize(n, static_cast<char>(0x80));
-  hi_s.resize(n, static_cast<char>(0xBF));
-  uint32_t lo = 0, hi = 0;
-  size_t i = 0, j = 0;
-  if (!DecodeUtf8(lo_s, &i, &lo)) lo = 0;  // (overlong or surrogate bounds: be permissive)
-  if (!DecodeUtf8(hi_s, &j, &hi)) hi = 0x10FFFF;
+  // The code points whose UTF-8 starts with these bytes: [lo, hi], from the
+  // bits given with the rest all 0 / all 1, clamped to what n bytes may
+  // encode (no overlong forms, nothing past U+10FFFF).
+  const auto b0 = static_cast<uint8_t>(partial[0]);
+  const int n = Utf8Length(b0);
+  static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+  uint32_t lo = n == 2 ? (b0 & 0x1F) : n == 3 ? (b0 & 0x0F) : (b0 & 0x07);
+  uint32_t hi = lo;
+  for (int k = 1; k < n; ++k) {
+    const bool given = k < static_cast<int>(partial.size());
+    const uint32_t bits = given ? (static_cast<uint8_t>(partial[k]) & 0x3F) : 0;
+    lo = (lo << 6) | bits;
+    hi = (hi << 6) | (given ? bits : 0x3F);
+  }
+  lo = std::max(lo, kMin[n]);
+  hi = std::min<uint32_t>(hi, 0x10FFFF);
+  if (lo > hi) return false;
   for (const Stack& st : stacks) {
     if (st.empty()) continue;
     const GrammarElement& e = g_->alternative(st.back().alt).elements[st.back().index];
-    if (e.negated) return true;
+    if (e.negated) {
+      // Possible unless the excluded ranges cover all of [lo, hi].
+      uint32_t next = lo;
+      bool progressed = true;
+      while (progressed && next <= hi) {
+        progressed = false;
+        for (const auto& [a, b] : e.ranges) {
+          if (a <= next && b >= next) {
+            next = b + 1;
+            progressed = true;
+          }
+        }
+      }
+      if (next <= hi) return true;
+      continue;
+    }
     for (const auto& [a, b] : e.ranges) {
       if (a <= hi && b >= lo) return true;
     }

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "server/output_constraints.h"
 #include "server/request_fields.h"
 
 namespace infera::server {
@@ -474,11 +475,7 @@ bool ParseCompletionRequest(const std::string& body_text, bool chat, const Parse
     }
     r.Bool("echo", &out->echo);
   }
-  if (const json* rf = r.Find("response_format"); rf != nullptr && r.ok()) {
-    if (!rf->is_object() || rf->value("type", "") != "text") {
-      r.Fail("response_format", "only response_format {\"type\": \"text\"} is supported");
-    }
-  }
+  if (r.ok() && !ParseOutputConstraint(body, &p.grammar, err)) return false;
   if (const json* tools = r.Find("tools"); tools != nullptr && r.ok() && !(tools->is_array() && tools->empty())) {
     r.Fail("tools", "tool calling is not supported yet");
   }

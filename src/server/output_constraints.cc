@@ -1,0 +1,95 @@
+#include "server/output_constraints.h"
+
+#include <fmt/format.h>
+
+namespace infera::server {
+
+using nlohmann::json;
+
+const char kJsonObjectGbnf[] = R"(
+root    ::= "{" ws ( member ( "," ws member )* )? "}"
+member  ::= string ":" ws value
+value   ::= object | array | string | number | ( "true" | "false" | "null" ) ws
+object  ::= "{" ws ( member ( "," ws member )* )? "}" ws
+array   ::= "[" ws ( value ( "," ws value )* )? "]" ws
+string  ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )* "\"" ws
+number  ::= "-"? ( "0" | [1-9] [0-9]{0,15} ) ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )? ws
+ws      ::= ( " " | "\n" [ \t]{0,20} )?
+)";
+
+namespace {
+
+bool Fail(ApiError* err, const std::string& param, const std::string& message) {
+  err->status = 400;
+  err->param = param;
+  err->message = message;
+  err->code = "invalid_value";
+  return false;
+}
+
+// A GBNF string literal of `s` (every byte outside printable ASCII escaped).
+std::string GbnfLiteral(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7F) {
+      out += fmt::format("\\x{:02X}", c);
+    } else {
+      out += static_cast<char>(c);  // (UTF-8 bytes pass through as code points)
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+bool ParseOutputConstraint(const json& body, std::shared_ptr<const Grammar>* grammar, ApiError* err) {
+  grammar->reset();
+  std::string gbnf, from;
+  auto take = [&](const char* field, std::string text) {
+    if (!from.empty()) {
+      return Fail(err, field, fmt::format("'{}' and '{}' both constrain the output: give one", from, field));
+    }
+    from = field;
+    gbnf = std::move(text);
+    return true;
+  };
+  for (const char* field : {"grammar", "guided_grammar"}) {
+    auto it = body.find(field);
+    if (it == body.end() || it->is_null() || (it->is_string() && it->get_ref<const std::string&>().empty())) continue;
+    if (!it->is_string()) return Fail(err, field, fmt::format("'{}' must be a string of GBNF rules", field));
+    if (!take(field, it->get<std::string>())) return false;
+  }
+  if (auto it = body.find("guided_choice"); it != body.end() && !it->is_null() && !(it->is_array() && it->empty())) {
+    if (!it->is_array()) return Fail(err, "guided_choice", "'guided_choice' must be a list of strings");
+    std::string rule = "root ::= ";
+    for (size_t i = 0; i < it->size(); ++i) {
+      const json& c = (*it)[i];
+      if (!c.is_string() || c.get_ref<const std::string&>().empty()) {
+        return Fail(err, "guided_choice", "'guided_choice' must be a list of non-empty strings");
+      }
+      rule += (i ? " | " : "") + GbnfLiteral(c.get<std::string>());
+    }
+    if (!take("guided_choice", rule)) return false;
+  }
+  if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
+    const std::string type = it->is_object() ? it->value("type", "") : "";
+    if (type == "json_object") {
+      if (!take("response_format", kJsonObjectGbnf)) return false;
+    } else if (type != "text") {
+      return Fail(err, "response_format",
+                  type == "json_schema" ? "response_format json_schema is not supported yet; the request is refused "
+                                          "rather than answered without it (json_object and text are)"
+                                        : "response_format must be {\"type\": \"text\"} or {\"type\": \"json_object\"}");
+    }
+  }
+  if (from.empty()) return true;
+  auto g = Grammar::Parse(gbnf);
+  if (!g.ok()) return Fail(err, from, fmt::format("'{}': {}", from, g.status().message()));
+  *grammar = std::move(g).value();
+  return true;
+}
+
+}  // namespace infera::server

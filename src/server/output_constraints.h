@@ -1,0 +1,24 @@
+// The output constraints a completion request may ask for, as one grammar:
+// llama.cpp's `grammar` and vLLM's `guided_grammar` (GBNF text), vLLM's
+// `guided_choice` (one of a list of strings), OpenAI's `response_format`
+// {"type": "json_object"} (any JSON object). At most one per request.
+#pragma once
+
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "sampling/grammar.h"
+#include "server/openai_request.h"
+
+namespace infera::server {
+
+// The GBNF of a JSON object (whitespace bounded, so output cannot run on in
+// spaces): what json_object mode constrains to.
+extern const char kJsonObjectGbnf[];
+
+// Sets *grammar from the body's constraint fields (null if none). False with
+// *err (400 naming the field) on a bad or conflicting constraint.
+bool ParseOutputConstraint(const nlohmann::json& body, std::shared_ptr<const Grammar>* grammar, ApiError* err);
+
+}  // namespace infera::server

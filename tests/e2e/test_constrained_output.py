@@ -1,0 +1,109 @@
+"""Constrained output through the server (sampling/grammar_constraint.h):
+every output of a json_object request that ends by itself parses as a JSON
+object; guided_choice always returns one of the choices; a GBNF grammar's
+outputs match it (streamed or not, n > 1, batched with unconstrained
+requests); bad or conflicting constraints are 400 naming the field."""
+import json
+import os
+import re
+import sys
+import threading
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import Server  # noqa: E402
+
+CHAT = "/v1/chat/completions"
+
+
+def chat(content, **kw):
+    return dict({"messages": [{"role": "user", "content": content}]}, **kw)
+
+
+class ConstrainedOutputTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = Server("--max-num-seqs", "16")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+
+    def test_json_object_outputs_parse(self):
+        ended = 0
+        for seed in range(24):
+            # Small objects: a low temperature keeps the Bible model from
+            # writing whole chapters inside a string.
+            st, b = self.srv.json("POST", CHAT, chat("Reply in JSON.", response_format={"type": "json_object"},
+                                                     max_tokens=400, seed=seed, temperature=0.3))
+            self.assertEqual(st, 200, b)
+            c = b["choices"][0]
+            text = c["message"]["content"]
+            self.assertTrue(text.startswith("{"), text)
+            if c["finish_reason"] == "stop":
+                self.assertIsInstance(json.loads(text), dict, text)
+                ended += 1
+        self.assertGreater(ended, 0)
+
+    def test_guided_choice(self):
+        choices = ["In the beginning", "Amen", "Selah", "Hallelujah"]
+        seen = set()
+        for seed in range(16):
+            st, b = self.srv.json("POST", "/v1/completions",
+                                  {"prompt": "The word is", "guided_choice": choices, "seed": seed, "max_tokens": 30})
+            self.assertEqual(st, 200, b)
+            self.assertIn(b["choices"][0]["text"], choices)
+            self.assertEqual(b["choices"][0]["finish_reason"], "stop")
+            seen.add(b["choices"][0]["text"])
+        self.assertGreater(len(seen), 1)
+
+    def test_grammar_streamed_n_and_batched(self):
+        grammar = r'''
+root ::= item ("; " item){2,4} "."
+item ::= [A-Z] [a-z]{1,8} " " [0-9]{1,3}
+'''
+        pattern = re.compile(r"[A-Z][a-z]{1,8} [0-9]{1,3}(; [A-Z][a-z]{1,8} [0-9]{1,3}){2,4}\.")
+        results = {}
+
+        def unconstrained():
+            results["free"] = self.srv.json("POST", "/v1/completions",
+                                            {"prompt": "In the beginning", "max_tokens": 64, "ignore_eos": True})
+        t = threading.Thread(target=unconstrained)
+        t.start()
+        st, b = self.srv.json("POST", "/v1/completions", {"prompt": "Names and ages:", "grammar": grammar, "n": 4,
+                                                          "seed": 3, "max_tokens": 200})
+        self.assertEqual(st, 200, b)
+        for c in b["choices"]:
+            self.assertRegex(c["text"], pattern)
+            self.assertEqual(c["finish_reason"], "stop")
+        st, _, data = self.srv.request("POST", CHAT, chat("Names and ages", grammar=grammar, stream=True, seed=4,
+                                                          max_tokens=200))
+        self.assertEqual(st, 200)
+        text = ""
+        for line in data.decode().splitlines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                for ch in json.loads(line[6:])["choices"]:
+                    text += ch["delta"].get("content") or ""
+        self.assertRegex(text, pattern)
+        t.join()
+        self.assertEqual(results["free"][0], 200)
+        self.assertEqual(results["free"][1]["usage"]["completion_tokens"], 64)
+        self.assertEqual(self.srv.metric("infera_kv_blocks_used"), 0)
+
+    def test_bad_constraints_are_400(self):
+        cases = [({"grammar": "root ::= foo"}, "grammar"), ({"grammar": "root ::= root \"a\""}, "grammar"),
+                 ({"guided_grammar": "x"}, "guided_grammar"), ({"guided_choice": "yes"}, "guided_choice"),
+                 ({"guided_choice": ["a", ""]}, "guided_choice"), ({"grammar": 3}, "grammar"),
+                 ({"grammar": "root ::= \"a\"", "guided_choice": ["b"]}, "guided_choice"),
+                 ({"response_format": {"type": "json_object"}, "grammar": "root ::= \"a\""}, "response_format"),
+                 ({"response_format": {"type": "json_schema", "json_schema": {"schema": {}}}}, "response_format")]
+        for extra, param in cases:
+            st, b = self.srv.json("POST", CHAT, chat("x", **extra))
+            self.assertEqual(st, 400, (extra, b))
+            self.assertEqual(b["error"]["param"], param, (extra, b))
+        st, b = self.srv.json("POST", CHAT, chat("x", grammar="root ::= foo"))
+        self.assertIn("never defined", b["error"]["message"])
+
+
+if __name__ == "__main__":
+    unittest.main()
