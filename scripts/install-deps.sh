@@ -16,6 +16,8 @@ PKGS=(
   # tooling and independent references in tests (Debian's interpreter);
   # pybind11: the Python API (python/)
   python3 python3-numpy python3-pybind11
+  # a JSON Schema validator: checks constrained outputs in tests/e2e
+  python3-jsonschema
   # PyTorch: tools/train/distill.py (pruning recovery) and its test;
   # OpenBLAS so Debian's torch does not fall back to the reference BLAS
   python3-torch libopenblas0-pthread

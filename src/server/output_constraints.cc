@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "server/json_schema_grammar.h"
+
 namespace infera::server {
 
 using nlohmann::json;
@@ -74,15 +76,38 @@ bool ParseOutputConstraint(const json& body, std::shared_ptr<const Grammar>* gra
     }
     if (!take("guided_choice", rule)) return false;
   }
+  auto schema = [&](const char* field, const json& v) {
+    json parsed = v;
+    if (v.is_string()) {  // (vLLM takes guided_json as text too)
+      parsed = json::parse(v.get<std::string>(), nullptr, false);
+      if (parsed.is_discarded()) return Fail(err, field, fmt::format("'{}' is not valid JSON", field));
+    }
+    auto gbnf = JsonSchemaToGbnf(parsed);
+    if (!gbnf.ok()) return Fail(err, field, gbnf.status().message());
+    return take(field, *gbnf);
+  };
+  for (const char* field : {"json_schema", "guided_json"}) {
+    auto it = body.find(field);
+    if (it == body.end() || it->is_null() || (it->is_object() && it->empty())) continue;
+    if (!it->is_object() && !it->is_string() && !it->is_boolean()) {
+      return Fail(err, field, fmt::format("'{}' must be a JSON schema", field));
+    }
+    if (!schema(field, *it)) return false;
+  }
   if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
     const std::string type = it->is_object() ? it->value("type", "") : "";
     if (type == "json_object") {
       if (!take("response_format", kJsonObjectGbnf)) return false;
+    } else if (type == "json_schema") {
+      // OpenAI: {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}.
+      auto js = it->find("json_schema");
+      if (js == it->end() || !js->is_object()) {
+        return Fail(err, "response_format", "response_format json_schema needs a 'json_schema' object");
+      }
+      auto sc = js->find("schema");
+      if (!schema("response_format", sc == js->end() ? json::object() : *sc)) return false;
     } else if (type != "text") {
-      return Fail(err, "response_format",
-                  type == "json_schema" ? "response_format json_schema is not supported yet; the request is refused "
-                                          "rather than answered without it (json_object and text are)"
-                                        : "response_format must be {\"type\": \"text\"} or {\"type\": \"json_object\"}");
+      return Fail(err, "response_format", "response_format type must be text, json_object or json_schema");
     }
   }
   if (from.empty()) return true;

@@ -1,7 +1,9 @@
 // The output constraints a completion request may ask for, as one grammar:
 // llama.cpp's `grammar` and vLLM's `guided_grammar` (GBNF text), vLLM's
 // `guided_choice` (one of a list of strings), OpenAI's `response_format`
-// {"type": "json_object"} (any JSON object). At most one per request.
+// {"type": "json_object"} (any JSON object) and {"type": "json_schema"},
+// llama.cpp's `json_schema` and vLLM's `guided_json` (JSON that validates
+// against a schema: json_schema_grammar.h). At most one per request.
 #pragma once
 
 #include <memory>

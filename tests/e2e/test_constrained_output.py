@@ -96,7 +96,7 @@ item ::= [A-Z] [a-z]{1,8} " " [0-9]{1,3}
                  ({"guided_choice": ["a", ""]}, "guided_choice"), ({"grammar": 3}, "grammar"),
                  ({"grammar": "root ::= \"a\"", "guided_choice": ["b"]}, "guided_choice"),
                  ({"response_format": {"type": "json_object"}, "grammar": "root ::= \"a\""}, "response_format"),
-                 ({"response_format": {"type": "json_schema", "json_schema": {"schema": {}}}}, "response_format")]
+                 ({"response_format": {"type": "json_schema", "json_schema": {"schema": {"pattern": "x"}}}}, "response_format")]
         for extra, param in cases:
             st, b = self.srv.json("POST", CHAT, chat("x", **extra))
             self.assertEqual(st, 400, (extra, b))

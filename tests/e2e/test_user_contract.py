@@ -301,8 +301,8 @@ class GenerateFieldsTest(unittest.TestCase):
         self.assertEqual([c["text"] for c in again[0]["choices"]], [c["text"] for c in res[0]["choices"]])
 
     def test_unsupported_or_unknown_fields_are_refused(self):
-        for extra, needle in (({"grammar": "root ::= b"}, "'grammar'"), ({"json_schema": {"type": "object"}},
-                              "'json_schema'"), ({"best_of": 3}, "unknown field 'best_of'"),
+        for extra, needle in (({"grammar": "root ::= b"}, "'grammar'"), ({"json_schema": {"pattern": "x"}},
+                              "'pattern'"), ({"best_of": 3}, "unknown field 'best_of'"),
                               ({"max_token": 3}, "unknown field 'max_token'"), ({"n": 0}, "'n'")):
             r, _ = self.run_lines([dict({"prompt": "x", "max_tokens": 2}, **extra)])
             one_error_line(self, r, needle=needle)
@@ -342,10 +342,11 @@ class ServerContractTest(unittest.TestCase):
         self.assertEqual(body["error"]["code"], "context_length_exceeded")
 
     def test_fields_that_change_the_output_are_refused(self):
-        cases = [("json_schema", {"type": "object"}),
-                 ("guided_json", {"type": "object"}), ("guided_regex", "[a-z]+"),
+        cases = [("json_schema", {"type": "string", "pattern": "^a"}),
+                 ("guided_json", {"type": "integer", "multipleOf": 3}), ("guided_regex", "[a-z]+"),
                  ("best_of", 3), ("suffix", "the end"),
-                 ("response_format", {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}),
+                 ("response_format", {"type": "json_schema", "json_schema": {"name": "x",
+                                                                              "schema": {"not": {}}}}),
                  ("use_beam_search", True), ("stop_token_ids", [2]), ("mirostat", 2), ("typical_p", 0.5)]
         for field, value in cases:
             for path in ("/v1/completions", "/v1/chat/completions"):

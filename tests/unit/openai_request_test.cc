@@ -162,7 +162,7 @@ TEST_F(OpenAIRequestTest, BadInputNamesTheParam) {
       {R"({"prompt": "x", "stream": "yes"})", false, "stream"},
       {R"({"prompt": "x", "stream_options": {"include_usage": true}})", false, "stream_options"},
       {R"({"prompt": "x", "stream": true, "stream_options": 3})", false, "stream_options"},
-      {R"({"prompt": "x", "response_format": {"type": "json_schema"}})", false, "response_format"},
+      {R"({"prompt": "x", "response_format": {"type": "yaml"}})", false, "response_format"},
       {R"({"prompt": "x", "tools": [{"type": "function"}]})", false, "tools"},
       {R"({"prompt": "x", "model": 3})", false, "model"},
       {R"({"messages": "hi"})", true, "messages"},
@@ -194,12 +194,13 @@ TEST_F(OpenAIRequestTest, BadInputNamesTheParam) {
 // 400 naming the field, unless they hold their no-op value.
 TEST_F(OpenAIRequestTest, UnimplementedOutputFieldsAreRefusedNotIgnored) {
   const char* kRefused[][2] = {
-      {"grammar", R"("root ::= foo")"}, {"json_schema", R"({"type": "object"})"},
-      {"guided_json", R"({"type": "object"})"}, {"guided_regex", R"("a+")"}, {"guided_choice", R"([3])"},
+      {"grammar", R"("root ::= foo")"}, {"json_schema", R"({"type": "string", "pattern": "a"})"},
+      {"guided_json", R"({"not": {}})"}, {"guided_regex", R"("a+")"}, {"guided_choice", R"([3])"},
       {"guided_grammar", R"("x")"}, {"suffix", R"("end")"}, {"best_of", "2"}, {"use_beam_search", "true"},
       {"prompt_logprobs", "1"}, {"stop_token_ids", "[1]"}, {"include_stop_str_in_output", "true"},
       {"skip_special_tokens", "false"}, {"mirostat", "2"}, {"typical_p", "0.9"}, {"tfs_z", "0.5"},
-      {"response_format", R"({"type": "json_schema"})"}, {"tool_choice", R"("required")"}};
+      {"response_format", R"({"type": "json_schema"})"}, {"response_format", R"({"type": "yaml"})"},
+      {"tool_choice", R"("required")"}};
   for (const auto& [field, value] : kRefused) {
     const std::string body = std::string(R"({"prompt": "x", ")") + field + "\": " + value + "}";
     ApiError e = Error(body);
