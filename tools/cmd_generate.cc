@@ -49,7 +49,7 @@ constexpr const char* kKnownFields[] = {
     "prompt", "messages", "max_tokens", "max_completion_tokens", "n_predict", "temperature", "top_p", "top_k",
     "min_p", "seed", "stop", "ignore_eos", "priority", "repetition_penalty", "repeat_penalty", "presence_penalty",
     "frequency_penalty", "n", "min_tokens", "custom_id", "model", "user", "grammar", "guided_grammar",
-    "guided_choice", "response_format", "json_schema", "guided_json"};
+    "guided_choice", "response_format", "json_schema", "guided_json", "guided_regex"};
 
 // Reads the fields of one request; error text on bad input.
 std::string ParseRequest(const Json& j, const Tokenizer& tok, ChatFormat chat_format, int max_n, LineRequest* req) {

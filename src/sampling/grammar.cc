@@ -23,7 +23,9 @@ bool GrammarElement::Matches(uint32_t cp) const {
 namespace {
 
 constexpr int kMaxRepeat = 1000;
-constexpr int kMaxDepth = 64;  // nested groups
+constexpr int kMaxDepth = 64;       // nested groups
+constexpr int kMaxRules = 20000;     // rules, helpers included
+constexpr int kMaxChain = 500;       // rule references followed without consuming a character
 
 bool IsNameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
@@ -67,6 +69,9 @@ class GbnfParser {
     }
     for (size_t r = 0; r < defined_.size(); ++r) {
       if (!defined_[r]) return Error(fmt::format("rule '{}' is used but never defined", g_->names_[r]));
+    }
+    if (g_->num_rules() > kMaxRules) {
+      return InvalidArgument(fmt::format("grammar: more than {} rules (repetitions count)", kMaxRules));
     }
     auto it = ids_.find(root);
     if (it == ids_.end()) return Error(fmt::format("the grammar has no '{}' rule", root));
@@ -386,6 +391,20 @@ class GbnfParser {
       if (color[r] != 0) continue;
       if (int32_t bad = visit(r); bad >= 0) {
         return InvalidArgument(fmt::format("grammar: rule '{}' is left-recursive (not supported)", g_->names_[bad]));
+      }
+    }
+    // The matcher expands such chains recursively: bound their length.
+    std::vector<int32_t> chain(n, -1);
+    std::function<int32_t(int32_t)> longest = [&](int32_t r) -> int32_t {
+      if (chain[r] >= 0) return chain[r];
+      int32_t best = 0;
+      for (int32_t s : first[r]) best = std::max(best, longest(s) + 1);
+      return chain[r] = best;
+    };
+    for (int32_t r = 0; r < n; ++r) {
+      if (longest(r) > kMaxChain) {
+        return InvalidArgument(fmt::format("grammar: rules nest more than {} deep before matching a character",
+                                           kMaxChain));
       }
     }
     return Status::Ok();

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "server/json_schema_grammar.h"
+#include "server/regex_grammar.h"
 
 namespace infera::server {
 
@@ -63,6 +64,13 @@ bool ParseOutputConstraint(const json& body, std::shared_ptr<const Grammar>* gra
     if (it == body.end() || it->is_null() || (it->is_string() && it->get_ref<const std::string&>().empty())) continue;
     if (!it->is_string()) return Fail(err, field, fmt::format("'{}' must be a string of GBNF rules", field));
     if (!take(field, it->get<std::string>())) return false;
+  }
+  if (auto it = body.find("guided_regex"); it != body.end() && !it->is_null() &&
+                                            !(it->is_string() && it->get_ref<const std::string&>().empty())) {
+    if (!it->is_string()) return Fail(err, "guided_regex", "'guided_regex' must be a string");
+    auto g = RegexToGbnf(it->get<std::string>());
+    if (!g.ok()) return Fail(err, "guided_regex", g.status().message());
+    if (!take("guided_regex", *g)) return false;
   }
   if (auto it = body.find("guided_choice"); it != body.end() && !it->is_null() && !(it->is_array() && it->empty())) {
     if (!it->is_array()) return Fail(err, "guided_choice", "'guided_choice' must be a list of strings");

@@ -92,7 +92,7 @@ constexpr RequestField kFields[] = {
     Refused("documents", "vLLM", kChat, Noop::kEmpty, "retrieval documents in the template"),
     Refused("mm_processor_kwargs", "vLLM", kB, Noop::kEmpty, "multi-modal input"),
     Parsed("guided_json", "vLLM", kB, "the output is JSON that validates against this schema"),
-    Refused("guided_regex", "vLLM", kB, Noop::kEmpty, "regex-constrained output"),
+    Parsed("guided_regex", "vLLM", kB, "the output matches this regular expression"),
     Parsed("guided_choice", "vLLM", kB, "the output is one of these strings"),
     Parsed("guided_grammar", "vLLM", kB, "the output is a sentence of this GBNF grammar"),
     Refused("structural_tag", "vLLM", kB, Noop::kEmpty, "constrained output"),

@@ -90,6 +90,25 @@ item ::= [A-Z] [a-z]{1,8} " " [0-9]{1,3}
         self.assertEqual(results["free"][1]["usage"]["completion_tokens"], 64)
         self.assertEqual(self.srv.metric("infera_kv_blocks_used"), 0)
 
+    def test_guided_regex_outputs_fullmatch(self):
+        patterns = [r"^\d{3}-[A-Z]{2}(x|y)?$", r"[a-z]{1,8}@[a-z]{1,6}\.(com|org)", r"(?:Amen|Selah)[.!]{1,3}",
+                    r"\w+( \w+){0,4}\.", r"[^\s,]{2,5}(, [^\s,]{2,5})*;", r"\(\d+\) [\u00e9a-c]{2}\\"]
+        for pattern in patterns:
+            for seed in range(4):
+                st, b = self.srv.json("POST", "/v1/completions", {"prompt": "Code:", "guided_regex": pattern,
+                                                                  "seed": seed, "max_tokens": 80})
+                self.assertEqual(st, 200, (pattern, b))
+                c = b["choices"][0]
+                if c["finish_reason"] == "stop":
+                    self.assertIsNotNone(re.fullmatch(pattern, c["text"]), (pattern, c["text"]))
+                else:  # (unbounded repetitions may run to max_tokens)
+                    self.assertTrue("*" in pattern or "+" in pattern, (pattern, c))
+        for bad, needle in ((r"(a)\1", "back references"), (r"a(?=b)", "lookaround"), (r"a^b", "anchors"),
+                            (r"[z-a]", "backwards"), (r"(ab", "expected ')'"), (r"*a", "nothing to repeat")):
+            st, b = self.srv.json("POST", "/v1/completions", {"prompt": "x", "guided_regex": bad})
+            self.assertEqual((st, b["error"]["param"]), (400, "guided_regex"), (bad, b))
+            self.assertIn(needle, b["error"]["message"])
+
     def test_bad_constraints_are_400(self):
         cases = [({"grammar": "root ::= foo"}, "grammar"), ({"grammar": "root ::= root \"a\""}, "grammar"),
                  ({"guided_grammar": "x"}, "guided_grammar"), ({"guided_choice": "yes"}, "guided_choice"),

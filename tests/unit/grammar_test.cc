@@ -2,6 +2,7 @@
 // refuses, UTF-8 (code points cut between tokens), completion, errors.
 #include "sampling/grammar.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 namespace infera {
@@ -126,7 +127,15 @@ x ::= "" | root)", "left-recursive"},
 root ::= "b")", "defined twice"},
       {R"(root = "a")", "expected '::='"},
       {R"(root ::= @)", "unexpected '@'"},
+      {R"(root ::= ("a"?){0,900})", "nest more than"},
   };
+  // A long chain of rules that match nothing first (a hostile request).
+  std::string chain = "root ::= r0\n";
+  for (int i = 0; i < 5000; ++i) chain += fmt::format("r{} ::= r{}\n", i, i + 1);
+  chain += "r5000 ::= \"x\"\n";
+  auto deep = Grammar::Parse(chain);
+  ASSERT_FALSE(deep.ok());
+  EXPECT_NE(deep.status().message().find("nest more than"), std::string::npos);
   for (const auto& [text, want] : cases) {
     auto r = Grammar::Parse(text);
     ASSERT_FALSE(r.ok()) << text;

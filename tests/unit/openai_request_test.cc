@@ -195,7 +195,7 @@ TEST_F(OpenAIRequestTest, BadInputNamesTheParam) {
 TEST_F(OpenAIRequestTest, UnimplementedOutputFieldsAreRefusedNotIgnored) {
   const char* kRefused[][2] = {
       {"grammar", R"("root ::= foo")"}, {"json_schema", R"({"type": "string", "pattern": "a"})"},
-      {"guided_json", R"({"not": {}})"}, {"guided_regex", R"("a+")"}, {"guided_choice", R"([3])"},
+      {"guided_json", R"({"not": {}})"}, {"guided_regex", R"("(a)\\1")"}, {"guided_choice", R"([3])"},
       {"guided_grammar", R"("x")"}, {"suffix", R"("end")"}, {"best_of", "2"}, {"use_beam_search", "true"},
       {"prompt_logprobs", "1"}, {"stop_token_ids", "[1]"}, {"include_stop_str_in_output", "true"},
       {"skip_special_tokens", "false"}, {"mirostat", "2"}, {"typical_p", "0.9"}, {"tfs_z", "0.5"},
