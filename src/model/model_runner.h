@@ -26,10 +26,10 @@ class ModelRunner {
   // The final hidden states [batch.hidden_rows.size(), n_embd] of the last
   // Forward (on world rank 0 of a split model); valid until the next
   // Forward. A runner that cannot produce them fails a batch that asks.
-  virtual const std::vector<float>& hidden() const { return no_hidden_; }
-
- private:
-  const std::vector<float> no_hidden_;
+  virtual const std::vector<float>& hidden() const {
+    static const std::vector<float> kNone;  // (immutable)
+    return kNone;
+  }
 };
 
 // The communicators a shard of a split model (model.shard) runs with: all

@@ -27,7 +27,8 @@ std::string ApiError::ToJson() const {
   json e = {{"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}};
   if (!param.empty()) e["param"] = param;
   if (!code.empty()) e["code"] = code;
-  return json{{"error", e}}.dump();
+  // (A message may quote the request's bytes, which need not be UTF-8.)
+  return json{{"error", e}}.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 namespace {

@@ -1,6 +1,8 @@
 // libFuzzer target: OpenAI request bodies (untrusted network input) through
 // the parser and validator, with the bundled model's tokenizer. Must never
 // crash, whatever the bytes; whatever it accepts must be within the limits.
+// Output constraints (GBNF, regex, JSON schema, choices) are parsed into
+// grammars here too, and each grammar is then run over the body's bytes.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -9,6 +11,7 @@
 
 #include "base/paths.h"
 #include "formats/gguf_reader.h"
+#include "sampling/grammar.h"
 #include "server/openai_request.h"
 #include "tokenizer/loader.h"
 
@@ -47,6 +50,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (int32_t id : p) {
         if (id < 0 || id >= ctx.limits.n_vocab) __builtin_trap();
       }
+    }
+    // A constraint's grammar (grammar, regex, schema, choice): follow the
+    // body's own bytes through it, as decoding would follow tokens.
+    if (spec.params.grammar) {
+      infera::GrammarMatcher m(spec.params.grammar);
+      for (size_t i = 0; i < body.size() && !m.dead(); i += 3) {
+        (void)m.AcceptBytes(std::string_view(body).substr(i, 3));
+        (void)m.CanEnd();
+      }
+      (void)m.StateKey();
     }
   } else if (err.status != 400 || err.message.empty()) {
     __builtin_trap();
