@@ -418,6 +418,22 @@ class GbnfParser {
   std::string current_;  // the rule being parsed (names its helpers)
 };
 
+std::string GbnfLiteral(std::string_view s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7F) {
+      out += fmt::format("\\x{:02X}", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  out += '"';
+  return out;
+}
+
 StatusOr<std::shared_ptr<const Grammar>> Grammar::Parse(std::string_view gbnf, const std::string& root) {
   return GbnfParser(gbnf).Run(root);
 }

@@ -60,6 +60,10 @@ class Grammar {
   int32_t root_ = -1;
 };
 
+// A GBNF string literal that matches the bytes of `s` exactly (quotes,
+// backslashes and control bytes escaped; UTF-8 passes through).
+std::string GbnfLiteral(std::string_view s);
+
 class GrammarMatcher {
  public:
   // At the start of the grammar's root rule.

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "sampling/grammar.h"
+
 namespace infera::server {
 
 using nlohmann::json;
@@ -25,21 +27,6 @@ json-object ::= "{" ws ( json-string ws ":" ws json-value ws ( "," ws json-strin
 json-array ::= "[" ws ( json-value ws ( "," ws json-value ws )* )? "]"
 )";
 
-// A GBNF literal matching the bytes of `s` exactly.
-std::string Literal(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c == 0x7F) {
-      out += fmt::format("\\x{:02X}", c);
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
 
 class Converter {
  public:
@@ -91,11 +78,11 @@ class Converter {
       }
       return Ref(it->is_string() ? it->get<std::string>() : "", path);
     }
-    if (auto it = s.find("const"); it != s.end()) return Literal(it->dump());
+    if (auto it = s.find("const"); it != s.end()) return GbnfLiteral(it->dump());
     if (auto it = s.find("enum"); it != s.end()) {
       if (!it->is_array() || it->empty()) return Unsupported(path, "'enum' must be a non-empty list");
       std::string alts;
-      for (const json& v : *it) alts += (alts.empty() ? "" : " | ") + Literal(v.dump());
+      for (const json& v : *it) alts += (alts.empty() ? "" : " | ") + GbnfLiteral(v.dump());
       return "(" + alts + ")";
     }
     for (const char* key : {"anyOf", "oneOf"}) {
@@ -311,7 +298,7 @@ class Converter {
       extra = "json-value";  // {"type": "object"}: any object
     }
     auto member = [&](const std::string& name) {
-      return NewRule(Literal(json(name).dump()) + " ws \":\" ws " + value_of[name] + " ws");
+      return NewRule(GbnfLiteral(json(name).dump()) + " ws \":\" ws " + value_of[name] + " ws");
     };
     std::string extra_member;
     if (!extra.empty()) {

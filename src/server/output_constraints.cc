@@ -30,21 +30,6 @@ bool Fail(ApiError* err, const std::string& param, const std::string& message) {
   return false;
 }
 
-// A GBNF string literal of `s` (every byte outside printable ASCII escaped).
-std::string GbnfLiteral(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c == 0x7F) {
-      out += fmt::format("\\x{:02X}", c);
-    } else {
-      out += static_cast<char>(c);  // (UTF-8 bytes pass through as code points)
-    }
-  }
-  return out + "\"";
-}
 
 }  // namespace
 

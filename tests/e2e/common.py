@@ -139,3 +139,25 @@ class Server:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def run_node_test(test, srv, script, **env):
+    """Runs tests/e2e/js/`script` with Node's test runner against `srv` (its
+    URL in INFERA_URL, plus `env`), fails `test` if it fails, then checks the
+    server let go of every KV block and request (streams the script aborted
+    included)."""
+    import shutil
+    import sys
+    import time
+    js = os.path.join(HERE, "js")
+    node = shutil.which("node")
+    test.assertIsNotNone(node, "Node.js is required (scripts/install-deps.sh installs it)")
+    r = subprocess.run([node, "--test", "--test-reporter=spec", script], cwd=js,
+                       env=dict(os.environ, INFERA_URL=srv.url, **env), capture_output=True, text=True, timeout=600)
+    sys.stderr.write(r.stdout[-6000:] + r.stderr[-3000:])
+    test.assertEqual(r.returncode, 0, r.stdout[-4000:] + r.stderr[-2000:])
+    deadline = time.time() + 10
+    while srv.metric("infera_kv_blocks_used") != 0 and time.time() < deadline:
+        time.sleep(0.05)
+    test.assertEqual(srv.metric("infera_kv_blocks_used"), 0)
+    test.assertEqual(srv.metric("infera_num_requests_running"), 0)

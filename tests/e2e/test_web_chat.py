@@ -5,14 +5,11 @@ tests/e2e/js): type a prompt, watch tokens stream, stop, reload. The
 screenshot is kept as a test artifact in <build>/test-artifacts/web_chat.png.
 Afterwards the server must hold no KV blocks (the stopped stream freed its)."""
 import os
-import shutil
-import subprocess
 import sys
-import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import INFERA, Server  # noqa: E402
+from common import INFERA, Server, run_node_test  # noqa: E402
 
 JS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "js")
 ARTIFACTS = os.environ.get("INFERA_ARTIFACTS",
@@ -44,8 +41,6 @@ class WebChatTest(unittest.TestCase):
             self.assertEqual(srv.request("GET", "/health")[0], 200)
 
     def test_in_headless_chromium(self):
-        node = shutil.which("node")
-        self.assertIsNotNone(node, "Node.js is required (scripts/install-deps.sh installs it)")
         self.assertTrue(os.path.exists("/usr/bin/chromium"), "scripts/install-deps.sh installs Debian's chromium")
         self.assertTrue(os.path.isdir(os.path.join(JS, "node_modules", "playwright-core")),
                         "run `npm ci --prefix tests/e2e/js` first (scripts/test.sh does)")
@@ -58,17 +53,8 @@ class WebChatTest(unittest.TestCase):
         # streaming for the test to stop by hand whatever the machine's speed.
         # One compute thread: the browser needs a core of its own to render.
         with Server("--api-key", key, "--served-model-name", "kjv-demo", "--context-shift", threads=1) as srv:
-            env = dict(os.environ, INFERA_URL=srv.url, INFERA_KEY=key, INFERA_MODEL="kjv-demo",
-                       INFERA_ARTIFACTS=ARTIFACTS)
-            r = subprocess.run([node, "--test", "--test-reporter=spec", "web_chat.test.mjs"], cwd=JS, env=env,
-                               capture_output=True, text=True, timeout=600)
-            sys.stderr.write(r.stdout[-6000:] + r.stderr[-3000:])
-            self.assertEqual(r.returncode, 0, r.stdout[-4000:] + r.stderr[-2000:])
-            deadline = time.time() + 10
-            while srv.metric("infera_kv_blocks_used") != 0 and time.time() < deadline:
-                time.sleep(0.05)
-            self.assertEqual(srv.metric("infera_kv_blocks_used"), 0)
-            self.assertEqual(srv.metric("infera_num_requests_running"), 0)
+            run_node_test(self, srv, "web_chat.test.mjs", INFERA_KEY=key, INFERA_MODEL="kjv-demo",
+                          INFERA_ARTIFACTS=ARTIFACTS)
         with open(shot, "rb") as f:
             self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
         sys.stderr.write(f"screenshot: {shot}\n")

@@ -10,10 +10,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "base/paths.h"
-#include "formats/gguf_reader.h"
 #include "server/output_constraints.h"
-#include "tokenizer/loader.h"
+#include "unit/test_util.h"
 
 namespace infera {
 namespace {
@@ -21,13 +19,8 @@ namespace {
 class GrammarConstraintTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto path = FindDefaultModel();
-    ASSERT_TRUE(path.ok());
-    auto g = GgufFile::Open(*path);
-    ASSERT_TRUE(g.ok());
-    auto t = TokenizerFromGguf(**g);
-    ASSERT_TRUE(t.ok());
-    tok_ = std::move(t).value();
+    tok_ = testing::DefaultTokenizer();
+    ASSERT_NE(tok_, nullptr);
     std::vector<std::string> pieces(tok_->n_vocab());
     for (int32_t id = 0; id < tok_->n_vocab(); ++id) pieces[id] = tok_->TokenToPiece(id);
     vocab_ = std::make_shared<const VocabTrie>(pieces);

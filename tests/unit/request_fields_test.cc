@@ -8,11 +8,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "base/paths.h"
-#include "formats/gguf_reader.h"
 #include "server/openai_request.h"
 #include "server/request_fields.h"
-#include "tokenizer/loader.h"
+#include "unit/test_util.h"
 
 namespace infera::server {
 namespace {
@@ -22,13 +20,8 @@ using nlohmann::json;
 class RequestFieldsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto path = FindDefaultModel();
-    ASSERT_TRUE(path.ok());
-    auto g = GgufFile::Open(*path);
-    ASSERT_TRUE(g.ok());
-    auto t = TokenizerFromGguf(**g);
-    ASSERT_TRUE(t.ok());
-    tok_ = std::move(t).value();
+    tok_ = testing::DefaultTokenizer();
+    ASSERT_NE(tok_, nullptr);
     ctx_.tokenizer = tok_.get();
     ctx_.limits.max_model_len = 64;
     ctx_.limits.n_vocab = 1000;

@@ -7,7 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include "base/paths.h"
+#include "formats/gguf_reader.h"
 #include "model/random_model.h"
+#include "tokenizer/loader.h"
 
 namespace infera::testing {
 namespace {
@@ -65,6 +68,18 @@ std::vector<CpuIsa> AvailableIsas() {
   if (best >= CpuIsa::kAvx2) v.push_back(CpuIsa::kAvx2);
   if (best >= CpuIsa::kAvx512) v.push_back(CpuIsa::kAvx512);
   return v;
+}
+
+std::unique_ptr<Tokenizer> DefaultTokenizer() {
+  auto path = FindDefaultModel();
+  EXPECT_TRUE(path.ok()) << path.status().ToString();
+  if (!path.ok()) return nullptr;
+  auto g = GgufFile::Open(*path);
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  if (!g.ok()) return nullptr;
+  auto t = TokenizerFromGguf(**g);
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return t.ok() ? std::move(t).value() : nullptr;
 }
 
 }  // namespace infera::testing

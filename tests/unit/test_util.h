@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 
 #include "model/config.h"
 #include "tensor/dtype.h"
+#include "tokenizer/tokenizer.h"
 
 namespace infera::testing {
 
@@ -23,6 +25,8 @@ std::string WriteTinyModel(const ModelConfig& c, DType type, uint64_t seed, cons
 ModelConfig TinyConfig();
 // n floats drawn from N(0, stddev^2).
 std::vector<float> RandomVec(int64_t n, std::mt19937& rng, float stddev = 1.0f);
+// The bundled default model's tokenizer (fails the calling test if absent).
+std::unique_ptr<Tokenizer> DefaultTokenizer();
 // Scalar, and every SIMD level this CPU supports (kernel tests run each).
 std::vector<CpuIsa> AvailableIsas();
 
