@@ -547,10 +547,20 @@ bool GrammarMatcher::PartialPossible(const std::vector<Stack>& stacks, std::stri
   return false;
 }
 
-bool GrammarMatcher::AcceptBytes(std::string_view bytes) {
+bool GrammarMatcher::Next(std::string_view bytes, GrammarMatcher* out) const {
+  // The common case, one ASCII byte and nothing pending: one step, no copies.
+  if (partial_.empty() && bytes.size() == 1 && static_cast<uint8_t>(bytes[0]) < 0x80) {
+    std::vector<Stack> next = Step(stacks_, static_cast<uint8_t>(bytes[0]));
+    if (next.empty()) return false;
+    out->g_ = g_;
+    out->stacks_ = std::move(next);
+    out->partial_.clear();
+    return true;
+  }
   std::string text = partial_;
   text.append(bytes);
-  std::vector<Stack> stacks = stacks_;
+  const std::vector<Stack>* cur = &stacks_;
+  std::vector<Stack> next;
   size_t i = 0;
   while (i < text.size()) {
     const int n = Utf8Length(static_cast<uint8_t>(text[i]));
@@ -559,24 +569,34 @@ bool GrammarMatcher::AcceptBytes(std::string_view bytes) {
       for (size_t k = i + 1; k < text.size(); ++k) {
         if ((static_cast<uint8_t>(text[k]) >> 6) != 2) return false;
       }
-      if (!PartialPossible(stacks, std::string_view(text).substr(i))) return false;
-      stacks_ = std::move(stacks);
-      partial_ = text.substr(i);
+      if (!PartialPossible(*cur, std::string_view(text).substr(i))) return false;
+      out->g_ = g_;
+      out->stacks_ = cur == &stacks_ ? stacks_ : std::move(next);
+      out->partial_ = text.substr(i);
       return true;
     }
     uint32_t cp;
     if (!DecodeUtf8(text, &i, &cp)) return false;
-    stacks = Step(stacks, cp);
-    if (stacks.empty()) return false;
+    next = Step(*cur, cp);
+    if (next.empty()) return false;
+    cur = &next;
   }
-  stacks_ = std::move(stacks);
-  partial_.clear();
+  out->g_ = g_;
+  out->stacks_ = cur == &stacks_ ? stacks_ : std::move(next);
+  out->partial_.clear();
+  return true;
+}
+
+bool GrammarMatcher::AcceptBytes(std::string_view bytes) {
+  GrammarMatcher next = *this;  // (out may not alias this: Next reads it throughout)
+  if (!Next(bytes, &next)) return false;
+  *this = std::move(next);
   return true;
 }
 
 bool GrammarMatcher::CanAccept(std::string_view bytes) const {
-  GrammarMatcher copy = *this;
-  return copy.AcceptBytes(bytes);
+  GrammarMatcher out = *this;
+  return Next(bytes, &out);
 }
 
 bool GrammarMatcher::CanEnd() const {

@@ -76,6 +76,9 @@ class GrammarMatcher {
   // kept and completed by the next call. False (state unchanged) if no parse
   // allows the text, or its bytes are not UTF-8.
   bool AcceptBytes(std::string_view bytes);
+  // The state after `bytes` into *out (which must not be this), leaving
+  // this one alone; false (out unspecified) if they are refused.
+  bool Next(std::string_view bytes, GrammarMatcher* out) const;
   // Whether AcceptBytes(bytes) would succeed, without changing the state.
   bool CanAccept(std::string_view bytes) const;
   // Whether the text so far is a complete sentence of the grammar.

@@ -41,10 +41,10 @@ bool GrammarConstraint::IsEog(int32_t t) const { return std::find(eog_.begin(), 
 void GrammarConstraint::Walk(int32_t node, const GrammarMatcher& m, std::vector<uint8_t>* allowed) const {
   const VocabTrie::Node& n = vocab_->node(node);
   for (int32_t t : n.tokens) (*allowed)[t] = 1;
+  GrammarMatcher next = m;  // (one per depth, reused for every child)
   for (const auto& [b, child] : n.children) {
-    GrammarMatcher next = m;
     const char c = static_cast<char>(b);
-    if (next.AcceptBytes(std::string_view(&c, 1))) Walk(child, next, allowed);
+    if (m.Next(std::string_view(&c, 1), &next)) Walk(child, next, allowed);
   }
 }
 
@@ -54,28 +54,28 @@ const std::vector<uint8_t>& GrammarConstraint::Allowed() {
   if (auto it = cache_.find(key); it != cache_.end()) return it->second;
   std::vector<uint8_t> allowed(vocab_->n_vocab(), 0);
   const VocabTrie::Node& root = vocab_->node(0);
+  GrammarMatcher next = m_;
   if (at_start_) {
-    // Pieces with a leading space: matched without it (the output drops it);
-    // a lone space adds nothing and stays out.
+    // Pieces with a leading space: matched without it (the output drops
+    // it); a lone space is the dummy prefix alone: it adds nothing, as in
+    // the decoder, and is allowed.
     for (const auto& [b, child] : root.children) {
       if (b == ' ') {
         const VocabTrie::Node& sp = vocab_->node(child);
+        for (int32_t t : sp.tokens) allowed[t] = 1;
         for (const auto& [b2, grand] : sp.children) {
-          GrammarMatcher next = m_;
           const char c = static_cast<char>(b2);
-          if (next.AcceptBytes(std::string_view(&c, 1))) Walk(grand, next, &allowed);
+          if (m_.Next(std::string_view(&c, 1), &next)) Walk(grand, next, &allowed);
         }
       } else {
-        GrammarMatcher next = m_;
         const char c = static_cast<char>(b);
-        if (next.AcceptBytes(std::string_view(&c, 1))) Walk(child, next, &allowed);
+        if (m_.Next(std::string_view(&c, 1), &next)) Walk(child, next, &allowed);
       }
     }
   } else {
     for (const auto& [b, child] : root.children) {
-      GrammarMatcher next = m_;
       const char c = static_cast<char>(b);
-      if (next.AcceptBytes(std::string_view(&c, 1))) Walk(child, next, &allowed);
+      if (m_.Next(std::string_view(&c, 1), &next)) Walk(child, next, &allowed);
     }
   }
   if (cache_.size() >= kMaxCachedStates) cache_.clear();
@@ -102,8 +102,14 @@ bool GrammarConstraint::Advance(int32_t token) {
   if (token < 0 || token >= vocab_->n_vocab()) return false;
   std::string_view piece = vocab_->piece(token);
   if (piece.empty()) return false;
-  if (at_start_ && piece[0] == ' ') piece.remove_prefix(1);
-  if (piece.empty() || !m_.AcceptBytes(piece)) return false;
+  if (at_start_ && piece[0] == ' ') {
+    piece.remove_prefix(1);
+    if (piece.empty()) {  // the dummy prefix alone: no text
+      at_start_ = false;
+      return true;
+    }
+  }
+  if (!m_.AcceptBytes(piece)) return false;
   at_start_ = false;
   return true;
 }
