@@ -28,6 +28,7 @@
 #include "infera/engine.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
+#include "server/output_constraints.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/cli_common.h"
@@ -50,6 +51,13 @@ namespace {
 
 // vLLM's SamplingParams, with its defaults (temperature 1, top_p 1, top_k
 // off, max_tokens 16).
+// vLLM's GuidedDecodingParams: one output constraint, parsed (and checked)
+// when made; the grammar is shared by every request that uses it.
+struct PyGuidedDecodingParams {
+  std::string description;
+  std::shared_ptr<const Grammar> grammar;
+};
+
 struct PySamplingParams {
   int n = 1;
   float temperature = 1.0f;
@@ -65,6 +73,7 @@ struct PySamplingParams {
   std::vector<std::string> stop;
   bool ignore_eos = false;
   std::optional<int> logprobs;
+  std::optional<PyGuidedDecodingParams> guided_decoding;
 
   // Engine parameters; ValueError on values out of range.
   RequestParams ToRequest() const {
@@ -89,6 +98,7 @@ struct PySamplingParams {
     p.stop = stop;
     p.ignore_eos = ignore_eos;
     p.logprobs = logprobs ? *logprobs : -1;
+    if (guided_decoding) p.grammar = guided_decoding->grammar;
     if (Status st = ValidateSamplingParams(p.sampling); !st.ok()) Raise(st);
     return p;
   }
@@ -530,11 +540,51 @@ PYBIND11_MODULE(_infera, m) {
   m.doc() = "infera: offline batch generation on infera's engine (vLLM's LLM / SamplingParams interface)";
   m.attr("__version__") = INFERA_VERSION;
 
+  py::class_<PyGuidedDecodingParams>(m, "GuidedDecodingParams")
+      .def(py::init([](py::object json, std::optional<std::string> regex, std::optional<std::vector<std::string>> choice,
+                       std::optional<std::string> grammar, bool json_object) {
+             nlohmann::json body = nlohmann::json::object();
+             int given = 0;
+             if (!json.is_none()) {
+               // A schema as a dict (or any JSON value) or as its text.
+               body["guided_json"] = py::isinstance<py::str>(json)
+                                         ? json.cast<std::string>()
+                                         : py::module_::import("json").attr("dumps")(json).cast<std::string>();
+               ++given;
+             }
+             if (regex) {
+               body["guided_regex"] = *regex;
+               ++given;
+             }
+             if (choice) {
+               body["guided_choice"] = *choice;
+               ++given;
+             }
+             if (grammar) {
+               body["guided_grammar"] = *grammar;
+               ++given;
+             }
+             if (json_object) {
+               body["response_format"] = {{"type", "json_object"}};
+               ++given;
+             }
+             if (given != 1) throw py::value_error("give exactly one of json, regex, choice, grammar, json_object");
+             PyGuidedDecodingParams g;
+             infera::server::ApiError err;
+             if (!infera::server::ParseOutputConstraint(body, &g.grammar, &err)) throw py::value_error(err.message);
+             if (!g.grammar) throw py::value_error("the constraint is empty");
+             g.description = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+             return g;
+           }),
+           py::kw_only(), py::arg("json") = py::none(), py::arg("regex") = py::none(), py::arg("choice") = py::none(),
+           py::arg("grammar") = py::none(), py::arg("json_object") = false)
+      .def("__repr__", [](const PyGuidedDecodingParams& g) { return "GuidedDecodingParams(" + g.description + ")"; });
+
   py::class_<PySamplingParams>(m, "SamplingParams")
       .def(py::init([](int n, float temperature, float top_p, int top_k, float min_p, float presence_penalty,
                        float frequency_penalty, float repetition_penalty, std::optional<uint64_t> seed,
                        std::optional<int> max_tokens, int min_tokens, py::object stop, bool ignore_eos,
-                       std::optional<int> logprobs) {
+                       std::optional<int> logprobs, std::optional<PyGuidedDecodingParams> guided_decoding) {
              PySamplingParams p;
              p.n = n;
              p.temperature = temperature;
@@ -554,6 +604,7 @@ PYBIND11_MODULE(_infera, m) {
              }
              p.ignore_eos = ignore_eos;
              p.logprobs = logprobs;
+             p.guided_decoding = std::move(guided_decoding);
              p.ToRequest();  // ValueError now rather than at generate()
              return p;
            }),
@@ -561,7 +612,7 @@ PYBIND11_MODULE(_infera, m) {
            py::arg("top_k") = -1, py::arg("min_p") = 0.0f, py::arg("presence_penalty") = 0.0f,
            py::arg("frequency_penalty") = 0.0f, py::arg("repetition_penalty") = 1.0f, py::arg("seed") = py::none(),
            py::arg("max_tokens") = 16, py::arg("min_tokens") = 0, py::arg("stop") = py::none(),
-           py::arg("ignore_eos") = false, py::arg("logprobs") = py::none())
+           py::arg("ignore_eos") = false, py::arg("logprobs") = py::none(), py::arg("guided_decoding") = py::none())
       .def_readwrite("n", &PySamplingParams::n)
       .def_readwrite("temperature", &PySamplingParams::temperature)
       .def_readwrite("top_p", &PySamplingParams::top_p)
@@ -576,6 +627,7 @@ PYBIND11_MODULE(_infera, m) {
       .def_readwrite("stop", &PySamplingParams::stop)
       .def_readwrite("ignore_eos", &PySamplingParams::ignore_eos)
       .def_readwrite("logprobs", &PySamplingParams::logprobs)
+      .def_readwrite("guided_decoding", &PySamplingParams::guided_decoding)
       .def("__repr__", [](const PySamplingParams& p) {
         return "SamplingParams(n=" + std::to_string(p.n) + ", temperature=" + std::to_string(p.temperature) +
                ", top_p=" + std::to_string(p.top_p) + ", top_k=" + std::to_string(p.top_k) +

@@ -8,8 +8,8 @@ vLLM's interface.
 
 The engine runs with the GIL released; see docs/api.md ("Python API").
 """
-from ._infera import (LLM, CompletionOutput, EmbeddingOutput, EmbeddingRequestOutput, RequestOutput, SamplingParams,
-                      Stream, __version__)
+from ._infera import (LLM, CompletionOutput, EmbeddingOutput, EmbeddingRequestOutput, GuidedDecodingParams,
+                      RequestOutput, SamplingParams, Stream, __version__)
 
-__all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput", "EmbeddingRequestOutput", "EmbeddingOutput",
+__all__ = ["LLM", "SamplingParams", "GuidedDecodingParams", "RequestOutput", "CompletionOutput", "EmbeddingRequestOutput", "EmbeddingOutput",
            "Stream", "__version__"]

@@ -170,6 +170,27 @@ class PythonApiTest(unittest.TestCase):
         with self.assertRaises(ValueError):  # longer than the context
             self.llm.embed("word " * (self.llm.max_model_len + 10))
 
+    def test_guided_decoding(self):
+        from infera import GuidedDecodingParams
+        schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 10},
+                                                   "age": {"type": "integer", "minimum": 0}},
+                  "required": ["name", "age"], "additionalProperties": False}
+        outs = self.llm.generate(PROMPTS, SamplingParams(max_tokens=120, seed=5,
+                                                         guided_decoding=GuidedDecodingParams(json=schema)))
+        for o in outs:
+            got = json.loads(o.outputs[0].text)
+            self.assertEqual(sorted(got), ["age", "name"])
+            self.assertIsInstance(got["age"], int)
+            self.assertGreaterEqual(got["age"], 0)
+        choice = GuidedDecodingParams(choice=["Amen", "Selah"])
+        for o in self.llm.generate(PROMPTS, SamplingParams(max_tokens=10, guided_decoding=choice)):
+            self.assertIn(o.outputs[0].text, ["Amen", "Selah"])
+        regex = SamplingParams(max_tokens=20, guided_decoding=GuidedDecodingParams(regex=r"[0-9]{3}-[a-z]{2}"))
+        self.assertRegex(self.llm.generate("x", regex)[0].outputs[0].text, r"^[0-9]{3}-[a-z]{2}$")
+        for kw in ({}, {"regex": "a", "choice": ["b"]}, {"grammar": "root ::= x"}, {"json": {"pattern": "a"}}):
+            with self.assertRaises(ValueError, msg=kw):
+                GuidedDecodingParams(**kw)
+
     def test_bad_arguments(self):
         for kw in ({"temperature": -1}, {"top_p": 0}, {"max_tokens": 0}, {"n": 0}, {"logprobs": 50}):
             with self.assertRaises(ValueError, msg=kw):
