@@ -36,11 +36,6 @@ ApiError Error(int status, std::string message, std::string type, std::string co
   return e;
 }
 
-// A 400 for field `param`.
-ApiError BadValue(std::string param, std::string message) {
-  return Error(400, std::move(message), "invalid_request_error", "invalid_value", std::move(param));
-}
-
 void SendJson(const std::shared_ptr<Responder>& resp, int status, const json& body, Headers extra = {}) {
   resp->Respond(status, "application/json", DumpJson(body), std::move(extra));
 }

@@ -13,37 +13,29 @@ using nlohmann::json;
 
 namespace {
 
-bool Bad(ApiError* err, const std::string& param, const std::string& message) {
-  err->status = 400;
-  err->param = param;
-  err->message = message;
-  err->code = "invalid_value";
-  return false;
-}
-
 // One input: a string, or a list of token ids.
 bool AddInput(const json& v, const Tokenizer& tok, const EmbeddingLimits& limits, bool add_special,
               EmbeddingSpec* out, ApiError* err) {
   std::vector<int32_t> ids;
   if (v.is_string()) {
-    if (v.get_ref<const std::string&>().empty()) return Bad(err, "input", "an input must not be an empty string");
+    if (v.get_ref<const std::string&>().empty()) return SetBadValue(err, "input", "an input must not be an empty string");
     ids = tok.Encode(v.get<std::string>(), add_special, /*parse_special=*/false);
   } else if (v.is_array()) {
-    if (v.empty()) return Bad(err, "input", "an input must not be an empty list of token ids");
+    if (v.empty()) return SetBadValue(err, "input", "an input must not be an empty list of token ids");
     for (const json& t : v) {
-      if (!t.is_number_integer()) return Bad(err, "input", "'input' must be a string, a list of strings or token ids");
+      if (!t.is_number_integer()) return SetBadValue(err, "input", "'input' must be a string, a list of strings or token ids");
       const int64_t id = t.get<int64_t>();
       if (id < 0 || id >= limits.n_vocab) {
-        return Bad(err, "input", fmt::format("token id {} is out of range [0, {})", id, limits.n_vocab));
+        return SetBadValue(err, "input", fmt::format("token id {} is out of range [0, {})", id, limits.n_vocab));
       }
       ids.push_back(static_cast<int32_t>(id));
     }
   } else {
-    return Bad(err, "input", "'input' must be a string, a list of strings, token ids, or lists of token ids");
+    return SetBadValue(err, "input", "'input' must be a string, a list of strings, token ids, or lists of token ids");
   }
-  if (ids.empty()) return Bad(err, "input", "an input has no tokens");
+  if (ids.empty()) return SetBadValue(err, "input", "an input has no tokens");
   if (static_cast<int64_t>(ids.size()) > limits.max_model_len) {
-    Bad(err, "input",
+    SetBadValue(err, "input",
         fmt::format("This model's maximum context length is {} tokens, however you requested {} tokens in input {}. "
                     "Please reduce your input.",
                     limits.max_model_len, ids.size(), out->inputs.size()));
@@ -67,38 +59,38 @@ bool ParseEmbeddingRequest(const std::string& body_text, const Tokenizer& tok, c
     if (key == "input" || key == "content") {  // content: llama.cpp's name
       continue;
     } else if (key == "model" || key == "user") {
-      if (!v.is_string()) return Bad(err, key, fmt::format("'{}' must be a string", key));
+      if (!v.is_string()) return SetBadValue(err, key, fmt::format("'{}' must be a string", key));
       (key == "model" ? out->model : out->user) = v.get<std::string>();
     } else if (key == "encoding_format") {
-      if (v != "float" && v != "base64") return Bad(err, key, "'encoding_format' must be \"float\" or \"base64\"");
+      if (v != "float" && v != "base64") return SetBadValue(err, key, "'encoding_format' must be \"float\" or \"base64\"");
       out->base64 = v == "base64";
     } else if (key == "dimensions") {
       // OpenAI's dimensions shortens Matryoshka-trained embeddings; this
       // model's are whole only.
       if (!v.is_number_integer() || v.get<int64_t>() != limits.n_embd) {
-        return Bad(err, key, fmt::format("'dimensions' must be this model's embedding size, {}", limits.n_embd));
+        return SetBadValue(err, key, fmt::format("'dimensions' must be this model's embedding size, {}", limits.n_embd));
       }
     } else if (key == "normalize") {  // vLLM
-      if (!v.is_boolean()) return Bad(err, key, "'normalize' must be a boolean");
+      if (!v.is_boolean()) return SetBadValue(err, key, "'normalize' must be a boolean");
       out->normalize = v.get<bool>();
     } else if (key == "embd_normalize") {  // llama.cpp: -1 none, 2 Euclidean
       if (!v.is_number_integer() || (v.get<int64_t>() != -1 && v.get<int64_t>() != 2)) {
-        return Bad(err, key, "'embd_normalize' must be -1 (none) or 2 (Euclidean); other norms are not supported");
+        return SetBadValue(err, key, "'embd_normalize' must be -1 (none) or 2 (Euclidean); other norms are not supported");
       }
       out->normalize = v.get<int64_t>() == 2;
     } else if (key == "add_special_tokens") {  // vLLM
-      if (!v.is_boolean()) return Bad(err, key, "'add_special_tokens' must be a boolean");
+      if (!v.is_boolean()) return SetBadValue(err, key, "'add_special_tokens' must be a boolean");
       add_special = v.get<bool>();
     } else if (key == "priority") {  // vLLM
       if (!v.is_number_integer() || v.get<int64_t>() < INT32_MIN || v.get<int64_t>() > INT32_MAX) {
-        return Bad(err, key, "'priority' must be an integer");
+        return SetBadValue(err, key, "'priority' must be an integer");
       }
       out->priority = static_cast<int32_t>(v.get<int64_t>());
     } else if (key == "truncate_prompt_tokens") {  // vLLM
-      return Bad(err, key, "'truncate_prompt_tokens' (prompt truncation) is not supported yet; the request is "
+      return SetBadValue(err, key, "'truncate_prompt_tokens' (prompt truncation) is not supported yet; the request is "
                            "refused rather than answered without it");
     } else {
-      return Bad(err, key, fmt::format("Unrecognized request argument supplied: {}", key));
+      return SetBadValue(err, key, fmt::format("Unrecognized request argument supplied: {}", key));
     }
   }
   const json* input = nullptr;
@@ -106,14 +98,14 @@ bool ParseEmbeddingRequest(const std::string& body_text, const Tokenizer& tok, c
   if (input == nullptr) {
     if (auto it = body.find("content"); it != body.end() && !it->is_null()) input = &*it;
   }
-  if (input == nullptr) return Bad(err, "input", "'input' is required");
+  if (input == nullptr) return SetBadValue(err, "input", "'input' is required");
   if (input->is_array() && !input->empty() && !(*input)[0].is_number_integer()) {
     if (input->size() > limits.max_inputs) {
-      return Bad(err, "input", fmt::format("at most {} inputs per request", limits.max_inputs));
+      return SetBadValue(err, "input", fmt::format("at most {} inputs per request", limits.max_inputs));
     }
     for (const json& item : *input) {
       if (!item.is_string() && !item.is_array()) {
-        return Bad(err, "input", "'input' must be a string, a list of strings, token ids, or lists of token ids");
+        return SetBadValue(err, "input", "'input' must be a string, a list of strings, token ids, or lists of token ids");
       }
       if (!AddInput(item, tok, limits, add_special, out, err)) return false;
     }

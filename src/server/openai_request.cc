@@ -31,6 +31,20 @@ std::string ApiError::ToJson() const {
   return json{{"error", e}}.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+ApiError BadValue(std::string param, std::string message) {
+  ApiError e;
+  e.status = 400;
+  e.message = std::move(message);
+  e.param = std::move(param);
+  e.code = "invalid_value";
+  return e;
+}
+
+bool SetBadValue(ApiError* err, std::string param, std::string message) {
+  *err = BadValue(std::move(param), std::move(message));
+  return false;
+}
+
 namespace {
 
 constexpr int32_t kMaxLogprobs = 20;

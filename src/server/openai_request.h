@@ -33,6 +33,11 @@ struct ApiError {
   std::string ToJson() const;
 };
 
+// A 400 invalid_value error naming field `param`.
+ApiError BadValue(std::string param, std::string message);
+// *err = BadValue(param, message); returns false (a parser's early return).
+bool SetBadValue(ApiError* err, std::string param, std::string message);
+
 struct ParseLimits {
   int32_t max_model_len = 2048;
   int32_t n_vocab = 0;

@@ -20,25 +20,12 @@ number  ::= "-"? ( "0" | [1-9] [0-9]{0,15} ) ( "." [0-9]{1,16} )? ( [eE] [-+]? [
 ws      ::= ( " " | "\n" [ \t]{0,20} )?
 )";
 
-namespace {
-
-bool Fail(ApiError* err, const std::string& param, const std::string& message) {
-  err->status = 400;
-  err->param = param;
-  err->message = message;
-  err->code = "invalid_value";
-  return false;
-}
-
-
-}  // namespace
-
 bool ParseOutputConstraint(const json& body, std::shared_ptr<const Grammar>* grammar, ApiError* err) {
   grammar->reset();
   std::string gbnf, from;
   auto take = [&](const char* field, std::string text) {
     if (!from.empty()) {
-      return Fail(err, field, fmt::format("'{}' and '{}' both constrain the output: give one", from, field));
+      return SetBadValue(err, field, fmt::format("'{}' and '{}' both constrain the output: give one", from, field));
     }
     from = field;
     gbnf = std::move(text);
@@ -47,23 +34,23 @@ bool ParseOutputConstraint(const json& body, std::shared_ptr<const Grammar>* gra
   for (const char* field : {"grammar", "guided_grammar"}) {
     auto it = body.find(field);
     if (it == body.end() || it->is_null() || (it->is_string() && it->get_ref<const std::string&>().empty())) continue;
-    if (!it->is_string()) return Fail(err, field, fmt::format("'{}' must be a string of GBNF rules", field));
+    if (!it->is_string()) return SetBadValue(err, field, fmt::format("'{}' must be a string of GBNF rules", field));
     if (!take(field, it->get<std::string>())) return false;
   }
   if (auto it = body.find("guided_regex"); it != body.end() && !it->is_null() &&
                                             !(it->is_string() && it->get_ref<const std::string&>().empty())) {
-    if (!it->is_string()) return Fail(err, "guided_regex", "'guided_regex' must be a string");
+    if (!it->is_string()) return SetBadValue(err, "guided_regex", "'guided_regex' must be a string");
     auto g = RegexToGbnf(it->get<std::string>());
-    if (!g.ok()) return Fail(err, "guided_regex", g.status().message());
+    if (!g.ok()) return SetBadValue(err, "guided_regex", g.status().message());
     if (!take("guided_regex", *g)) return false;
   }
   if (auto it = body.find("guided_choice"); it != body.end() && !it->is_null() && !(it->is_array() && it->empty())) {
-    if (!it->is_array()) return Fail(err, "guided_choice", "'guided_choice' must be a list of strings");
+    if (!it->is_array()) return SetBadValue(err, "guided_choice", "'guided_choice' must be a list of strings");
     std::string rule = "root ::= ";
     for (size_t i = 0; i < it->size(); ++i) {
       const json& c = (*it)[i];
       if (!c.is_string() || c.get_ref<const std::string&>().empty()) {
-        return Fail(err, "guided_choice", "'guided_choice' must be a list of non-empty strings");
+        return SetBadValue(err, "guided_choice", "'guided_choice' must be a list of non-empty strings");
       }
       rule += (i ? " | " : "") + GbnfLiteral(c.get<std::string>());
     }
@@ -73,17 +60,17 @@ bool ParseOutputConstraint(const json& body, std::shared_ptr<const Grammar>* gra
     json parsed = v;
     if (v.is_string()) {  // (vLLM takes guided_json as text too)
       parsed = json::parse(v.get<std::string>(), nullptr, false);
-      if (parsed.is_discarded()) return Fail(err, field, fmt::format("'{}' is not valid JSON", field));
+      if (parsed.is_discarded()) return SetBadValue(err, field, fmt::format("'{}' is not valid JSON", field));
     }
     auto gbnf = JsonSchemaToGbnf(parsed);
-    if (!gbnf.ok()) return Fail(err, field, gbnf.status().message());
+    if (!gbnf.ok()) return SetBadValue(err, field, gbnf.status().message());
     return take(field, *gbnf);
   };
   for (const char* field : {"json_schema", "guided_json"}) {
     auto it = body.find(field);
     if (it == body.end() || it->is_null() || (it->is_object() && it->empty())) continue;
     if (!it->is_object() && !it->is_string() && !it->is_boolean()) {
-      return Fail(err, field, fmt::format("'{}' must be a JSON schema", field));
+      return SetBadValue(err, field, fmt::format("'{}' must be a JSON schema", field));
     }
     if (!schema(field, *it)) return false;
   }
@@ -95,17 +82,17 @@ bool ParseOutputConstraint(const json& body, std::shared_ptr<const Grammar>* gra
       // OpenAI: {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}.
       auto js = it->find("json_schema");
       if (js == it->end() || !js->is_object()) {
-        return Fail(err, "response_format", "response_format json_schema needs a 'json_schema' object");
+        return SetBadValue(err, "response_format", "response_format json_schema needs a 'json_schema' object");
       }
       auto sc = js->find("schema");
       if (!schema("response_format", sc == js->end() ? json::object() : *sc)) return false;
     } else if (type != "text") {
-      return Fail(err, "response_format", "response_format type must be text, json_object or json_schema");
+      return SetBadValue(err, "response_format", "response_format type must be text, json_object or json_schema");
     }
   }
   if (from.empty()) return true;
   auto g = Grammar::Parse(gbnf);
-  if (!g.ok()) return Fail(err, from, fmt::format("'{}': {}", from, g.status().message()));
+  if (!g.ok()) return SetBadValue(err, from, fmt::format("'{}': {}", from, g.status().message()));
   *grammar = std::move(g).value();
   return true;
 }
