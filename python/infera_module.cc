@@ -186,9 +186,12 @@ class LLM {
     auto lm = cli::LoadModelAndTokenizer(model, tokenizer, true);
     if (!lm.ok()) Raise(lm.status());
     lm_ = std::move(lm).value();
-    auto fmt = cli::ResolveChatFormat(*lm_.tokenizer, chat_template);
-    if (!fmt.ok()) Raise(fmt.status());
-    chat_format_ = *fmt;
+    // chat_template: a built-in format's name, "jinja", or a Jinja template
+    // itself (as vLLM's LLM.chat(chat_template=...) takes one).
+    const bool is_source = chat_template.find("{%") != std::string::npos || chat_template.find("{{") != std::string::npos;
+    auto tmpl = is_source ? ChatTemplate::FromJinja(chat_template) : cli::ResolveChatTemplate(*lm_.tokenizer, chat_template);
+    if (!tmpl.ok()) Raise(tmpl.status());
+    chat_template_ = *tmpl;
     cli::EngineFlags ef;
     ef.opts.max_num_seqs = max_num_seqs;
     ef.opts.max_model_len = max_model_len;
@@ -413,7 +416,9 @@ class LLM {
       msgs.push_back({role, d["content"].cast<std::string>()});
     }
     if (msgs.empty()) throw py::value_error("a conversation needs at least one message");
-    return EncodeChat(*lm_.tokenizer, chat_format_, msgs, add_generation_prompt);
+    auto ids = EncodeChat(*lm_.tokenizer, chat_template_, msgs, add_generation_prompt);
+    if (!ids.ok()) Raise(ids.status());
+    return std::move(ids).value();
   }
 
   std::unique_ptr<Stream> StreamOf(std::vector<int32_t> prompt, const py::object& params) {
@@ -523,7 +528,7 @@ class LLM {
 
   std::unique_ptr<KernelTable> kernels_;
   cli::LoadedModel lm_;
-  ChatFormat chat_format_ = ChatFormat::kPlain;
+  ChatTemplate chat_template_;
   std::unique_ptr<Engine> engine_;
   std::mutex mu_;  // one call drives the engine at a time
   // Outputs produced for a stream's request while another call stepped the

@@ -18,6 +18,8 @@ PKGS=(
   python3 python3-numpy python3-pybind11
   # a JSON Schema validator: checks constrained outputs in tests/e2e
   python3-jsonschema
+  # Jinja2: the reference renderer chat-template tests compare infera with
+  python3-jinja2
   # PyTorch: tools/train/distill.py (pruning recovery) and its test;
   # OpenBLAS so Debian's torch does not fall back to the reference BLAS
   python3-torch libopenblas0-pthread

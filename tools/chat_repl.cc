@@ -53,9 +53,12 @@ bool ReadLine(std::string* line, bool* interrupted) {
 }  // namespace
 
 int RunChatRepl(const Model& model, const Tokenizer& tok, const KernelTable& kernels, const ChatOptions& opts) {
-  auto resolved = ResolveChatFormat(tok, opts.chat_template);
+  auto resolved = ResolveChatTemplate(tok, opts.chat_template, opts.chat_template_file);
   if (!resolved.ok()) return ReportError(resolved.status());
-  const ChatFormat fmt = *resolved;
+  const ChatTemplate tmpl = *resolved;
+  const bool plain = !tmpl.is_jinja() && tmpl.builtin() == ChatFormat::kPlain;
+  // Built-in Mistral tokenizes turn by turn: never extended as text.
+  const bool append_only_text = tmpl.is_jinja() || tmpl.builtin() != ChatFormat::kMistral;
   // One sequence; blocks of one token, so the prefix cache reuses exactly
   // the tokens already computed. A new conversation starts a new engine
   // (nothing of the old one is reused).
@@ -75,15 +78,15 @@ int RunChatRepl(const Model& model, const Tokenizer& tok, const KernelTable& ker
   if (!start()) return ReportError(engine_status);
   const int32_t n_ctx = eo.max_model_len;
   InstallSigint();
-  std::fprintf(stderr, "chat (%s format): type a message; /help lists the commands, Ctrl-C stops a reply, Ctrl-D "
-               "quits\n", ChatFormatName(fmt));
+  std::fprintf(stderr, "chat (%s template): type a message; /help lists the commands, Ctrl-C stops a reply, Ctrl-D "
+               "quits\n", tmpl.Name().c_str());
 
   std::vector<ChatMessage> messages;
   if (!opts.system_prompt.empty()) messages.push_back({"system", opts.system_prompt});
   std::string rendered;          // text the model has seen (string-template formats)
   std::vector<int32_t> history;  // tokens the model has seen
   RequestParams rp = opts.params;
-  if (fmt == ChatFormat::kPlain) rp.stop.push_back("\nUser:");
+  if (plain) rp.stop.push_back("\nUser:");
   int turn = 0;
   for (;;) {
     std::fputs("\n> ", stdout);
@@ -125,13 +128,25 @@ int RunChatRepl(const Model& model, const Tokenizer& tok, const KernelTable& ker
     // text only, when the template is append-only (so the cached tokens stay
     // exactly as they were); otherwise the conversation re-encoded.
     std::vector<int32_t> prompt;
-    const std::string full = RenderChat(fmt, messages, true);
-    if (fmt != ChatFormat::kMistral && !history.empty() && full.compare(0, rendered.size(), rendered) == 0) {
+    auto full_or = RenderChatText(tok, tmpl, messages, true);
+    if (!full_or.ok()) {  // e.g. the template's raise_exception
+      std::fprintf(stderr, "[%s]\n", std::string(full_or.status().message()).c_str());
+      messages.pop_back();
+      continue;
+    }
+    const std::string full = std::move(full_or).value();
+    if (append_only_text && !history.empty() && full.compare(0, rendered.size(), rendered) == 0) {
       prompt = history;
       const auto more = tok.EncodeContinuation(std::string_view(full).substr(rendered.size()));
       prompt.insert(prompt.end(), more.begin(), more.end());
     } else {
-      prompt = EncodeChat(tok, fmt, messages, true);
+      auto ids = EncodeChat(tok, tmpl, messages, true);
+      if (!ids.ok()) {
+        std::fprintf(stderr, "[%s]\n", std::string(ids.status().message()).c_str());
+        messages.pop_back();
+        continue;
+      }
+      prompt = std::move(ids).value();
     }
     const int32_t room = n_ctx - static_cast<int32_t>(prompt.size());
     if (room <= 0) {

@@ -16,7 +16,8 @@ namespace infera::cli {
 struct ChatOptions {
   RequestParams params;       // per reply (max_tokens = -n)
   EngineOptions engine;       // threads, KV type, context (max_model_len)
-  std::string chat_template;  // "" = detect from the tokenizer
+  std::string chat_template;       // --chat-template ("" = the model's)
+  std::string chat_template_file;  // --chat-template-file
   std::string system_prompt;
   ModelRunnerFactory make_runner;  // a split model's (empty: the model's decoder)
 };

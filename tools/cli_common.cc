@@ -5,6 +5,7 @@
 
 #include "attention/kv_storage.h"
 #include "base/check.h"
+#include "base/file_util.h"
 #include "base/logging.h"
 #include "base/output_file.h"
 #include "base/paths.h"
@@ -112,24 +113,40 @@ int ResolveThreads(int requested) {
   return requested;
 }
 
-StatusOr<ChatFormat> ResolveChatFormat(const Tokenizer& tok, const std::string& override) {
-  ChatFormat fmt = ChatFormat::kPlain;
-  if (!override.empty()) {
-    if (!ParseChatFormat(override, &fmt)) {
-      return InvalidArgument("--chat-template must be one of plain, chatml, llama2, llama3, mistral, phi3, zephyr, "
-                             "gemma (got '" + override + "')");
+const char kChatTemplateHelp[] =
+    "chat template: jinja (the model's own, the default), or a built-in format: chatml, qwen3, llama2, llama3, "
+    "mistral, phi3, zephyr, tulu, gemma, plain";
+
+StatusOr<ChatTemplate> ResolveChatTemplate(const Tokenizer& tok, const std::string& name, const std::string& file) {
+  const std::string& model_template = tok.vocab().chat_template;
+  if (!file.empty()) {
+    if (!name.empty()) return InvalidArgument("--chat-template and --chat-template-file are exclusive");
+    ASSIGN_OR_RETURN(std::string source, ReadFileToString(file));
+    auto t = ChatTemplate::FromJinja(source);
+    if (!t.ok()) return InvalidArgument(fmt::format("--chat-template-file {}: {}", file, t.status().message()));
+    return t;
+  }
+  if (!name.empty() && name != "jinja") {
+    ChatFormat fmt = ChatFormat::kPlain;
+    if (!ParseChatFormat(name, &fmt)) {
+      return InvalidArgument(fmt::format("--chat-template must be jinja or one of plain, chatml, qwen3, llama2, llama3, "
+                                         "mistral, phi3, zephyr, tulu, gemma (got '{}')", name));
     }
-    return fmt;
+    return ChatTemplate(fmt);
   }
+  if (model_template.empty()) {
+    if (name == "jinja") return InvalidArgument("--chat-template jinja: the model has no chat template");
+    LOG_WARN("the model has no chat template; chats use a plain 'User:/Assistant:' format (--chat-template NAME "
+             "picks a built-in one, --chat-template-file a Jinja file)");
+    return ChatTemplate();
+  }
+  auto t = ChatTemplate::FromJinja(model_template);
+  if (t.ok()) return t;
+  if (name == "jinja") return InvalidArgument(fmt::format("the model's {}", t.status().message()));
   bool known = false;
-  fmt = DetectChatFormat(tok.vocab().chat_template, &known);
-  if (!known) {
-    LOG_WARN("{}; chats use a plain 'User:/Assistant:' format (--chat-template NAME picks one of chatml, llama2, "
-             "llama3, mistral, phi3, zephyr, gemma)",
-             tok.vocab().chat_template.empty() ? "the model has no chat template"
-                                               : "the model's chat template is not one infera recognizes");
-  }
-  return fmt;
+  const ChatFormat fmt = DetectChatFormat(model_template, &known);
+  LOG_WARN("the model's {}; using the built-in '{}' format instead", t.status().message(), ChatFormatName(fmt));
+  return ChatTemplate(fmt);
 }
 
 int32_t ChooseContextSize(const ModelConfig& c, int32_t requested) {

@@ -56,10 +56,15 @@ StatusOr<std::string> ReadTextArg(const std::string& path);
 // (oversubscribed threads wait on each other at every barrier).
 int ResolveThreads(int requested);
 
-// The chat format: `override` (a --chat-template name) if given, else the
-// one the model's template is recognized as. An unrecognized or missing
-// template warns once on stderr and falls back to the plain format.
-StatusOr<ChatFormat> ResolveChatFormat(const Tokenizer& tok, const std::string& override);
+// The chat template: `file` (--chat-template-file, a Jinja template) if
+// given; else `name` (--chat-template: a built-in format, or "jinja" for the
+// model's own template); else the model's Jinja template. A model template
+// that does not parse warns and falls back to the built-in format it is
+// recognized as; a model without one warns and uses the plain format.
+StatusOr<ChatTemplate> ResolveChatTemplate(const Tokenizer& tok, const std::string& name,
+                                           const std::string& file = "");
+// The --chat-template help text.
+extern const char kChatTemplateHelp[];
 
 // Context size: `requested` if > 0, else the model's training context capped
 // so that the f32 KV cache takes at most half of the available memory.

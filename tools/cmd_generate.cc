@@ -26,7 +26,7 @@ namespace infera::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string model, input, output, tokenizer, chat_template;
+  std::string model, input, output, tokenizer, chat_template, chat_template_file;
   int threads = 0;
   int max_n = 128;
   EngineFlags engine;
@@ -52,7 +52,8 @@ constexpr const char* kKnownFields[] = {
     "guided_choice", "response_format", "json_schema", "guided_json", "guided_regex"};
 
 // Reads the fields of one request; error text on bad input.
-std::string ParseRequest(const Json& j, const Tokenizer& tok, ChatFormat chat_format, int max_n, LineRequest* req) {
+std::string ParseRequest(const Json& j, const Tokenizer& tok, const ChatTemplate& chat_template, int max_n,
+                         LineRequest* req) {
   if (!j.is_object()) return "not a JSON object";
   RequestParams* p = &req->params;
   {
@@ -83,7 +84,9 @@ std::string ParseRequest(const Json& j, const Tokenizer& tok, ChatFormat chat_fo
       }
       msgs.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
     }
-    req->prompt = EncodeChat(tok, chat_format, msgs, true);
+    auto ids = EncodeChat(tok, chat_template, msgs, true);
+    if (!ids.ok()) return std::string(ids.status().message());
+    req->prompt = std::move(ids).value();
   } else {
     return "needs 'prompt' or 'messages'";
   }
@@ -186,8 +189,8 @@ int Generate(const GenerateArgs& a, const RuntimeOptions& rt_in) {
   if (Status st = ps.Ready(ModelPathOrDefault(a.model), lm.status(), *kernels, threads); !st.ok()) {
     return ReportError(st);
   }
-  auto chat_format = ResolveChatFormat(*lm->tokenizer, a.chat_template);
-  if (!chat_format.ok()) return ReportError(chat_format.status());
+  auto chat_template = ResolveChatTemplate(*lm->tokenizer, a.chat_template, a.chat_template_file);
+  if (!chat_template.ok()) return ReportError(chat_template.status());
   auto draft = LoadDraftModel(ef.draft_model, &ef.opts);
   if (!draft.ok()) return ReportError(draft.status());
   auto engine = Engine::Create(*lm->model, lm->tokenizer.get(), *kernels, ef.opts,
@@ -206,7 +209,7 @@ int Generate(const GenerateArgs& a, const RuntimeOptions& rt_in) {
     Json j = Json::parse(lines[i], nullptr, false);
     if (j.is_discarded()) return ReportError(where + ": not valid JSON");
     LineRequest& req = requests[i];
-    if (std::string e = ParseRequest(j, *lm->tokenizer, *chat_format, a.max_n, &req); !e.empty()) {
+    if (std::string e = ParseRequest(j, *lm->tokenizer, *chat_template, a.max_n, &req); !e.empty()) {
       return ReportError(where + ": " + e);
     }
     for (int32_t c = 0; c < req.n; ++c) {
@@ -322,9 +325,8 @@ CommandFn RegisterGenerate(CLI::App& app, const RuntimeOptions& rt) {
   app.add_option("--output", a->output, "JSONL: one result per input line, in input order")->required();
   app.add_option("-t,--threads", a->threads, "threads (0: the cores this process may use; more is capped)");
   app.add_option("--tokenizer", a->tokenizer, "tokenizer file (llama2.c checkpoints)");
-  app.add_option("--chat-template", a->chat_template,
-                 "chat format for 'messages': chatml, qwen3, llama2, llama3, mistral, phi3, zephyr, tulu, gemma, plain (default: "
-                 "from the model)");
+  app.add_option("--chat-template", a->chat_template, kChatTemplateHelp);
+  app.add_option("--chat-template-file", a->chat_template_file, "a Jinja chat template to use instead of the model's");
   app.add_option("--max-n", a->max_n, "largest n (choices per line) accepted");
   AddEngineFlags(app, &a->engine);
   AddParallelFlags(app, &a->parallel);

@@ -30,7 +30,7 @@ struct RunArgs {
   bool no_display_prompt = false;
   bool no_special = false;
   bool interactive = false;
-  std::string chat_template, system_prompt;
+  std::string chat_template, chat_template_file, system_prompt;
   std::vector<std::string> stop;
   SamplingParams sampling;
   int64_t seed = -1;
@@ -120,6 +120,7 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
     auto chat_draft = LoadDraftModel(a.draft_model, &co.engine);
     if (!chat_draft.ok()) return ReportError(chat_draft.status());
     co.chat_template = a.chat_template;
+    co.chat_template_file = a.chat_template_file;
     co.system_prompt = a.system_prompt;
     co.make_runner = ps.RunnerFactory(model, *kernels, n_ctx);
     return RunChatRepl(model, tok, *kernels, co);
@@ -235,7 +236,8 @@ CommandFn RegisterRun(CLI::App& app, const RuntimeOptions& rt) {
   app.add_flag("--no-display-prompt", a->no_display_prompt, "do not echo the prompt");
   app.add_flag("--no-special", a->no_special, "treat special-token text in the prompt as plain text");
   app.add_flag("-i,--interactive", a->interactive, "chat (the default without -p/-f on a terminal)");
-  app.add_option("--chat-template", a->chat_template, "chat format: chatml, qwen3, llama2, llama3, mistral, phi3, zephyr, tulu, gemma, plain (default: from the model)");
+  app.add_option("--chat-template", a->chat_template, kChatTemplateHelp);
+  app.add_option("--chat-template-file", a->chat_template_file, "a Jinja chat template to use instead of the model's");
   app.add_option("--system", a->system_prompt, "system prompt for the chat");
   app.add_option("--kv-cache-type", a->kv_cache_type, "f32 (default) or q8 (int8, a scale per token and KV head)");
   app.add_flag("--context-shift", a->context_shift,

@@ -33,7 +33,8 @@ namespace {
 
 struct ServeArgs {
   std::string model, model_positional, tokenizer, host = "127.0.0.1", served_model_name, api_key, api_key_file,
-      chat_template;
+      chat_template, chat_template_file;
+  bool trust_request_chat_template = false;
   bool api_key_given = false;  // --api-key on the command line (even "")
   std::vector<std::string> cors_origins;
   bool no_web_ui = false;
@@ -106,14 +107,14 @@ Status Load(const ServeArgs& a, EngineOptions eopts, const RuntimeOptions& rt, P
   auto lm = LoadModelAndTokenizer(a.model, a.tokenizer, true, ps.load_options());
   RETURN_IF_ERROR(ps.Ready(ModelPathOrDefault(a.model), lm.status(), k, rt.threads));
   out->lm = std::move(lm).value();
-  ASSIGN_OR_RETURN(ChatFormat fmt, ResolveChatFormat(*out->lm.tokenizer, a.chat_template));
+  ASSIGN_OR_RETURN(ChatTemplate tmpl, ResolveChatTemplate(*out->lm.tokenizer, a.chat_template, a.chat_template_file));
   ASSIGN_OR_RETURN(out->draft, LoadDraftModel(a.engine.draft_model, &eopts));
   ASSIGN_OR_RETURN(out->engine, AsyncEngine::Create(*out->lm.model, out->lm.tokenizer.get(), *out->kernels, eopts,
                                                     ps.RunnerFactory(*out->lm.model, *out->kernels,
                                                                      eopts.max_model_len)));
   backend->engine = out->engine.get();
   backend->tokenizer = out->lm.tokenizer.get();
-  backend->chat_format = fmt;
+  backend->chat_template = tmpl;
   // Embeddings pool as --pooling says, else as the file says (GGUF
   // pooling_type 1 mean, 2 CLS, 3 last), else by the last token: a causal
   // decoder's only position that has seen the whole input.
@@ -138,7 +139,7 @@ Status Load(const ServeArgs& a, EngineOptions eopts, const RuntimeOptions& rt, P
       if (e.is_regular_file(ec)) backend->model_bytes += e.file_size(ec);
     }
   }
-  LOG_INFO("serve: chat format {}", ChatFormatName(fmt));
+  LOG_INFO("serve: chat template {}", tmpl.Name());
   return Status::Ok();
 }
 
@@ -228,6 +229,7 @@ int Serve(const ServeArgs& args, const RuntimeOptions& rt_in) {
   }
   opts.cors_origins = a.cors_origins;
   opts.web_ui = !a.no_web_ui;
+  opts.trust_request_chat_template = a.trust_request_chat_template;
   if (Pooling p; !a.pooling.empty() && !server::ParsePooling(a.pooling, &p)) {
     return ReportError("--pooling '" + a.pooling + "': use mean, cls or last");
   }
@@ -343,8 +345,10 @@ CommandFn RegisterServe(CLI::App& app, const RuntimeOptions& rt) {
                  "pooling_type, else last)");
   app.add_flag("--no-web-ui", a->no_web_ui, "do not serve the web chat page at / (the API is unchanged)");
   app.add_option("--api-key-file", a->api_key_file, "read the API key from a file (keeps it out of the process list)");
-  app.add_option("--chat-template", a->chat_template,
-                 "chat format: chatml, qwen3, llama2, llama3, mistral, phi3, zephyr, tulu, gemma, plain (default: from the model)");
+  app.add_option("--chat-template", a->chat_template, kChatTemplateHelp);
+  app.add_option("--chat-template-file", a->chat_template_file, "a Jinja chat template to use instead of the model's");
+  app.add_flag("--trust-request-chat-template", a->trust_request_chat_template,
+               "accept a Jinja template per request (the 'chat_template' field); off: such requests get 400");
   app.add_option("-t,--threads", a->threads, "compute threads (0: the cores this process may use; more is capped)");
   app.add_option("--http-threads", a->http_threads, "I/O threads for HTTP (default 2)");
   app.add_option("--max-n", a->max_n, "largest n (choices per request) accepted (default 16)");

@@ -43,7 +43,7 @@ constexpr ForeignFlag kFlags[] = {
      "the KV cache is always in main memory in infera; ignoring {}"},
     {"--numa", Action::kDrop, Value::kRequired, nullptr, "infera does not place memory by NUMA node; ignoring {}"},
     {"--jinja", Action::kDrop, Value::kNone, nullptr,
-     "infera renders chat templates with its built-in formats (--chat-template NAME); ignoring {}"},
+     "infera runs the model's Jinja chat template by default; ignoring {}"},
     {"-hf -hfr --hf-repo -hff --hf-file -mu --model-url", Action::kRefuse, Value::kRequired, nullptr,
      "{}: infera does not download models; download the GGUF file and pass --model PATH"},
     // vLLM flags for features that are always on.

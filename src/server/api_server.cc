@@ -413,7 +413,8 @@ void ApiServer::HandleLogLevel(const HttpRequest& req, const std::shared_ptr<Res
 ParseContext ApiServer::MakeParseContext() const {
   ParseContext ctx;
   ctx.tokenizer = backend_.tokenizer;
-  ctx.chat_format = backend_.chat_format;
+  ctx.chat_template = backend_.chat_template;
+  ctx.trust_request_chat_template = opts_.trust_request_chat_template;
   ctx.limits.max_model_len = backend_.engine->max_model_len();
   ctx.limits.n_vocab = backend_.engine->n_vocab();
   ctx.limits.max_n = opts_.max_n;

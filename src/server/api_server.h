@@ -45,6 +45,7 @@ struct ApiServerOptions {
   std::vector<std::string> cors_origins;
   std::string version, commit;  // answered by GET /version
   bool web_ui = true;           // the chat page at GET /
+  bool trust_request_chat_template = false;  // a request's 'chat_template' replaces the model's
 };
 
 // What the API needs of a loaded model; owned by the caller, outliving the
@@ -52,7 +53,7 @@ struct ApiServerOptions {
 struct ApiBackend {
   AsyncEngine* engine = nullptr;  // its step observer is set by SetReady
   const Tokenizer* tokenizer = nullptr;
-  ChatFormat chat_format = ChatFormat::kPlain;
+  ChatTemplate chat_template;
   uint64_t model_bytes = 0;
   BuildInfo build;
   Pooling pooling = Pooling::kLast;  // /v1/embeddings (--pooling, or the model's metadata)

@@ -184,32 +184,55 @@ bool ParseMessages(const json& body, const ParseContext& ctx, CompletionSpec* ou
     auto content = m.find("content");
     if (content == m.end()) return r->Fail("messages", "each message needs a 'content'");
     if (!ContentText(*content, &cm.content, r)) return false;
+    if (auto n = m.find("name"); n != m.end() && n->is_string()) cm.extra["name"] = n->get<std::string>();
     chat.push_back(std::move(cm));
   }
   (void)body;
-  // vLLM's chat_template_kwargs: enable_thinking (Qwen3) is understood; any
-  // other argument would be silently ignored, so it is refused.
+  // vLLM's per-request chat_template: a Jinja template replacing the
+  // server's, only when the operator trusts requests with one.
+  ChatTemplate tmpl = ctx.chat_template;
+  if (const json* t = r->Find("chat_template"); t != nullptr && !t->is_null()) {
+    if (!t->is_string()) return r->Fail("chat_template", "'chat_template' must be a string");
+    if (!t->get<std::string>().empty()) {
+      if (!ctx.trust_request_chat_template) {
+        return r->Fail("chat_template", "per-request chat templates are off on this server (start it with "
+                                        "--trust-request-chat-template)");
+      }
+      auto parsed = ChatTemplate::FromJinja(t->get<std::string>());
+      if (!parsed.ok()) return r->Fail("chat_template", std::string(parsed.status().message()));
+      tmpl = *parsed;
+    }
+  }
+  // vLLM's chat_template_kwargs: a Jinja template gets every argument as a
+  // variable; the built-in formats understand enable_thinking (Qwen3) only,
+  // and refuse others rather than ignore them.
   ChatTemplateOptions chat_opts;
   if (const json* kw = r->Find("chat_template_kwargs")) {
     if (!kw->is_object()) return r->Fail("chat_template_kwargs", "'chat_template_kwargs' must be an object");
     for (auto it = kw->begin(); it != kw->end(); ++it) {
+      if (tmpl.is_jinja()) {
+        chat_opts.kwargs[it.key()] = nlohmann::ordered_json::parse(it->dump());
+        continue;
+      }
       if (it.key() == "enable_thinking" && it->is_boolean()) {
         chat_opts.enable_thinking = it->get<bool>();
       } else if (it.key() == "enable_thinking") {
         return r->Fail("chat_template_kwargs", "'enable_thinking' must be true or false");
       } else {
         return r->Fail("chat_template_kwargs",
-                       fmt::format("unsupported chat template argument '{}' (supported: enable_thinking)", it.key()));
+                       fmt::format("unsupported chat template argument '{}' (the built-in '{}' format takes "
+                                   "enable_thinking only)", it.key(), tmpl.Name()));
       }
     }
   }
   bool add_generation_prompt = true;
   r->Bool("add_generation_prompt", &add_generation_prompt);
   if (!r->ok()) return false;
-  std::vector<int32_t> ids = EncodeChat(*ctx.tokenizer, ctx.chat_format, chat, add_generation_prompt, chat_opts);
-  out->prompt_texts.push_back(ctx.tokenizer->Decode(ids, true));
-  out->prompts.push_back(std::move(ids));
-  if (ctx.chat_format == ChatFormat::kPlain) out->params.stop.push_back("\nUser:");
+  auto ids = EncodeChat(*ctx.tokenizer, tmpl, chat, add_generation_prompt, chat_opts);
+  if (!ids.ok()) return r->Fail("messages", std::string(ids.status().message()));
+  out->prompt_texts.push_back(ctx.tokenizer->Decode(*ids, true));
+  out->prompts.push_back(std::move(ids).value());
+  if (!tmpl.is_jinja() && tmpl.builtin() == ChatFormat::kPlain) out->params.stop.push_back("\nUser:");
   return true;
 }
 

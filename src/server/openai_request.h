@@ -62,7 +62,8 @@ struct CompletionSpec {
 
 struct ParseContext {
   const Tokenizer* tokenizer = nullptr;
-  ChatFormat chat_format = ChatFormat::kPlain;
+  ChatTemplate chat_template;               // the server's (--chat-template / the model's)
+  bool trust_request_chat_template = false;  // honour a request's own 'chat_template'
   ParseLimits limits;
 };
 

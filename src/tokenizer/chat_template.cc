@@ -180,16 +180,69 @@ std::string RenderChat(ChatFormat f, const std::vector<ChatMessage>& messages, b
   return s;
 }
 
-std::vector<int32_t> EncodeChat(const Tokenizer& tok, ChatFormat f, const std::vector<ChatMessage>& messages, bool gen,
-                                ChatTemplateOptions opts) {
+StatusOr<ChatTemplate> ChatTemplate::FromJinja(std::string_view source) {
+  ASSIGN_OR_RETURN(jinja::Template t, jinja::Template::Parse(source));
+  ChatTemplate out;
+  out.jinja_ = std::make_shared<const jinja::Template>(std::move(t));
+  return out;
+}
+
+std::string ChatTemplate::Name() const { return is_jinja() ? "jinja" : ChatFormatName(builtin_); }
+
+const std::string& ChatTemplate::jinja_source() const {
+  static const std::string kEmpty;
+  return is_jinja() ? jinja_->source() : kEmpty;
+}
+
+StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& messages, bool gen,
+                                           const ChatTemplateOptions& opts, const std::string& bos_text,
+                                           const std::string& eos_text) const {
+  if (!is_jinja()) return RenderChat(builtin_, messages, gen, opts);
+  nlohmann::ordered_json ctx = nlohmann::ordered_json::object();
+  nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
+  for (const ChatMessage& m : messages) {
+    nlohmann::ordered_json j = {{"role", m.role}, {"content", m.content}};
+    for (const auto& [k, v] : m.extra.items()) j[k] = v;
+    msgs.push_back(std::move(j));
+  }
+  // As transformers' apply_chat_template: kwargs first, then the fixed names.
+  for (const auto& [k, v] : opts.kwargs.items()) ctx[k] = v;
+  ctx["messages"] = std::move(msgs);
+  ctx["tools"] = opts.tools;
+  ctx["documents"] = nullptr;
+  ctx["add_generation_prompt"] = gen;
+  ctx["bos_token"] = bos_text;
+  ctx["eos_token"] = eos_text;
+  return jinja_->Render(ctx);
+}
+
+StatusOr<std::string> RenderChatText(const Tokenizer& tok, const ChatTemplate& tmpl,
+                                     const std::vector<ChatMessage>& messages, bool gen, ChatTemplateOptions opts) {
+  const Vocab& v = tok.vocab();
+  const auto piece = [&](int32_t id) { return id >= 0 && id < v.size() ? v.pieces[id] : std::string(); };
+  if (v.eos >= 0 && v.eos < v.size()) opts.eos_text = piece(v.eos);
+  return tmpl.Render(messages, gen, opts, piece(v.bos), piece(v.eos));
+}
+
+StatusOr<std::vector<int32_t>> EncodeChat(const Tokenizer& tok, const ChatTemplate& tmpl,
+                                          const std::vector<ChatMessage>& messages, bool gen,
+                                          ChatTemplateOptions opts) {
+  const Vocab& v = tok.vocab();
+  if (tmpl.is_jinja()) {
+    ASSIGN_OR_RETURN(std::string text, RenderChatText(tok, tmpl, messages, gen, opts));
+    std::vector<int32_t> ids = tok.Encode(text, false, true);
+    if (v.add_bos && v.bos >= 0 && (ids.empty() || ids[0] != v.bos)) ids.insert(ids.begin(), v.bos);
+    return ids;
+  }
+  const ChatFormat f = tmpl.builtin();
   if (f != ChatFormat::kMistral) {
     const bool bos_in_text = f == ChatFormat::kLlama3 || f == ChatFormat::kLlama2 || f == ChatFormat::kGemma;
     // Tulu's template starts with bos_token whatever add_bos says.
     const bool add_bos = f == ChatFormat::kTulu || tok.vocab().add_bos;
     std::vector<int32_t> ids;
     if (!bos_in_text && add_bos && tok.vocab().bos >= 0) ids.push_back(tok.vocab().bos);
-    if (tok.vocab().eos >= 0 && tok.vocab().eos < tok.vocab().size()) opts.eos_text = tok.vocab().pieces[tok.vocab().eos];
-    auto body = tok.Encode(RenderChat(f, messages, gen, opts), false, true);
+    ASSIGN_OR_RETURN(std::string text, RenderChatText(tok, tmpl, messages, gen, opts));
+    auto body = tok.Encode(text, false, true);
     ids.insert(ids.end(), body.begin(), body.end());
     return ids;
   }

@@ -3,6 +3,7 @@
 // each kind of bad input.
 #include <gtest/gtest.h>
 
+#include "base/file_util.h"
 #include "server/openai_request.h"
 #include "unit/test_util.h"
 
@@ -103,7 +104,7 @@ TEST_F(OpenAIRequestTest, ChatMessages) {
 // vLLM's chat_template_kwargs: enable_thinking reaches the template (Qwen3's
 // empty think block); anything else is refused, never ignored.
 TEST_F(OpenAIRequestTest, ChatTemplateKwargs) {
-  ctx_.chat_format = ChatFormat::kQwen3;
+  ctx_.chat_template = ChatTemplate(ChatFormat::kQwen3);
   const std::string msgs = R"("messages": [{"role": "user", "content": "Hi"}])";
   CompletionSpec think = Parse("{" + msgs + "}", true);
   CompletionSpec no_think = Parse("{" + msgs + R"(, "chat_template_kwargs": {"enable_thinking": false}})", true);
@@ -114,6 +115,38 @@ TEST_F(OpenAIRequestTest, ChatTemplateKwargs) {
   EXPECT_EQ(Error("{" + msgs + R"(, "chat_template_kwargs": {"enable_thinking": "no"}})", true).status, 400);
   EXPECT_EQ(Error("{" + msgs + R"(, "chat_template_kwargs": [1]})", true).status, 400);
   EXPECT_EQ(Error("{" + msgs + R"(, "chat_template_kwargs": {}})", true).status, 0);
+}
+
+// A Jinja template (Qwen3's own) gets every chat_template_kwargs member as
+// a variable; its raise_exception is a 400 naming 'messages'.
+TEST_F(OpenAIRequestTest, JinjaTemplateKwargsAndErrors) {
+  auto qwen3 = ReadFileToString(std::string(INFERA_TEST_DATA_DIR) + "/chat_templates/qwen3.jinja");
+  ASSERT_TRUE(qwen3.ok());
+  ctx_.chat_template = ChatTemplate::FromJinja(*qwen3).value();
+  const std::string msgs = R"("messages": [{"role": "user", "content": "Hi"}])";
+  EXPECT_EQ(Parse("{" + msgs + "}", true).prompt_texts[0].find("<think>"), std::string::npos);
+  CompletionSpec no_think = Parse("{" + msgs + R"(, "chat_template_kwargs": {"enable_thinking": false}})", true);
+  EXPECT_NE(no_think.prompt_texts[0].find("</think>"), std::string::npos) << no_think.prompt_texts[0];
+  EXPECT_EQ(Error("{" + msgs + R"(, "chat_template_kwargs": {"anything": [1, 2]}})", true).status, 0);
+
+  ctx_.chat_template = ChatTemplate::FromJinja("{{ raise_exception('roles must alternate') }}").value();
+  ApiError e = Error("{" + msgs + "}", true);
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.param, "messages");
+  EXPECT_NE(e.message.find("roles must alternate"), std::string::npos) << e.message;
+}
+
+// vLLM's per-request chat_template: refused unless the server trusts it.
+TEST_F(OpenAIRequestTest, PerRequestChatTemplate) {
+  const std::string body =
+      R"({"messages": [{"role": "user", "content": "Hi"}], "chat_template": "{% for m in messages %}<<{{ m.content | upper }}>>{% endfor %}"})";
+  ApiError e = Error(body, true);
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.param, "chat_template");
+  ctx_.trust_request_chat_template = true;
+  EXPECT_NE(Parse(body, true).prompt_texts[0].find("<<HI>>"), std::string::npos);
+  EXPECT_EQ(Error(R"({"messages": [{"role": "user", "content": "Hi"}], "chat_template": "{% if %}"})", true).param,
+            "chat_template");
 }
 
 TEST_F(OpenAIRequestTest, BadInputNamesTheParam) {
