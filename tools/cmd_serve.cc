@@ -33,7 +33,7 @@ namespace {
 
 struct ServeArgs {
   std::string model, model_positional, tokenizer, host = "127.0.0.1", served_model_name, api_key, api_key_file,
-      chat_template, chat_template_file;
+      chat_template, chat_template_file, tool_call_parser = "auto";
   bool trust_request_chat_template = false;
   bool api_key_given = false;  // --api-key on the command line (even "")
   std::vector<std::string> cors_origins;
@@ -115,6 +115,14 @@ Status Load(const ServeArgs& a, EngineOptions eopts, const RuntimeOptions& rt, P
   backend->engine = out->engine.get();
   backend->tokenizer = out->lm.tokenizer.get();
   backend->chat_template = tmpl;
+  if (a.tool_call_parser == "auto") {
+    backend->tool_format = server::DetectToolCallFormat(tmpl.jinja_source());
+  } else if (!server::ParseToolCallFormat(a.tool_call_parser, &backend->tool_format)) {
+    return InvalidArgument(fmt::format("--tool-call-parser must be auto, hermes, llama3_json, mistral or json (got '{}')",
+                                       a.tool_call_parser));
+  } else {
+    backend->tool_format_explicit = true;
+  }
   // Embeddings pool as --pooling says, else as the file says (GGUF
   // pooling_type 1 mean, 2 CLS, 3 last), else by the last token: a causal
   // decoder's only position that has seen the whole input.
@@ -139,7 +147,7 @@ Status Load(const ServeArgs& a, EngineOptions eopts, const RuntimeOptions& rt, P
       if (e.is_regular_file(ec)) backend->model_bytes += e.file_size(ec);
     }
   }
-  LOG_INFO("serve: chat template {}", tmpl.Name());
+  LOG_INFO("serve: chat template {}, tool calls as {}", tmpl.Name(), server::ToolCallFormatName(backend->tool_format));
   return Status::Ok();
 }
 
@@ -347,6 +355,9 @@ CommandFn RegisterServe(CLI::App& app, const RuntimeOptions& rt) {
   app.add_option("--api-key-file", a->api_key_file, "read the API key from a file (keeps it out of the process list)");
   app.add_option("--chat-template", a->chat_template, kChatTemplateHelp);
   app.add_option("--chat-template-file", a->chat_template_file, "a Jinja chat template to use instead of the model's");
+  app.add_option("--tool-call-parser", a->tool_call_parser,
+                 "how replies write tool calls: auto (from the chat template), hermes (<tool_call> JSON: Qwen, "
+                 "Hermes), llama3_json, mistral ([TOOL_CALLS]), json (a JSON list)");
   app.add_flag("--trust-request-chat-template", a->trust_request_chat_template,
                "accept a Jinja template per request (the 'chat_template' field); off: such requests get 400");
   app.add_option("-t,--threads", a->threads, "compute threads (0: the cores this process may use; more is capped)");

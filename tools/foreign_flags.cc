@@ -49,6 +49,8 @@ constexpr ForeignFlag kFlags[] = {
     // vLLM flags for features that are always on.
     {"--enable-chunked-prefill", Action::kDrop, Value::kNone, nullptr,
      "chunked prefill is always on in infera; ignoring {}"},
+    {"--enable-auto-tool-choice", Action::kDrop, Value::kNone, nullptr,
+     "infera parses tool calls whenever a request has tools (--tool-call-parser picks the format); ignoring {}"},
 };
 
 bool HasName(const char* names, const std::string& arg) {

@@ -72,6 +72,20 @@ std::string Interpreter::Capture(const Body& body) {
   return buf;
 }
 
+Value Interpreter::FilterBlockText(const Expr& filters, Value text) {
+  frames_.emplace_back();
+  frames_.back()["\x01filter_body"] = std::move(text);  // the placeholder the parser put under the filters
+  Value v;
+  try {
+    v = Eval(filters);
+  } catch (...) {
+    frames_.pop_back();
+    throw;
+  }
+  frames_.pop_back();
+  return v;
+}
+
 Interpreter::Flow Interpreter::ExecBody(const Body& body) {
   for (const NodePtr& n : body) {
     const Flow f = Exec(*n);
@@ -93,37 +107,13 @@ Interpreter::Flow Interpreter::Exec(const Node& n) {
     case Node::Kind::kFor: return ExecFor(n);
     case Node::Kind::kSet: ExecSet(n); return Flow::kNormal;
     case Node::Kind::kSetBlock: {
-      std::string text = Capture(n.bodies[0]);
-      Value v = Value::Str(std::move(text));
-      if (n.expr) {
-        frames_.emplace_back();
-        frames_.back()["\x01filter_body"] = v;
-        try {
-          v = Eval(*n.expr);
-        } catch (...) {
-          frames_.pop_back();
-          throw;
-        }
-        frames_.pop_back();
-      }
-      Assign(n.targets[0], std::move(v));
+      Value v = Value::Str(Capture(n.bodies[0]));
+      Assign(n.targets[0], n.expr ? FilterBlockText(*n.expr, std::move(v)) : std::move(v));
       return Flow::kNormal;
     }
-    case Node::Kind::kFilterBlock: {
-      std::string text = Capture(n.bodies[0]);
-      frames_.emplace_back();
-      frames_.back()["\x01filter_body"] = Value::Str(std::move(text));
-      Value v;
-      try {
-        v = Eval(*n.expr);
-      } catch (...) {
-        frames_.pop_back();
-        throw;
-      }
-      frames_.pop_back();
-      Append(v.ToString());
+    case Node::Kind::kFilterBlock:
+      Append(FilterBlockText(*n.expr, Value::Str(Capture(n.bodies[0]))).ToString());
       return Flow::kNormal;
-    }
     case Node::Kind::kMacro: Assign(n.name, MakeMacro(n)); return Flow::kNormal;
     case Node::Kind::kCallBlock: Fail(n.line, "call blocks are not supported");
     case Node::Kind::kBreak: return Flow::kBreak;

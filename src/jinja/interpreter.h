@@ -44,6 +44,8 @@ class Interpreter {
   void ExecSet(const Node& n);
   Value MakeMacro(const Node& n);
   std::string Capture(const Body& body);
+  // {% filter f %} / {% set x | f %}: the filter chain applied to `text`.
+  Value FilterBlockText(const Expr& filters, Value text);
 
   Value Eval(const Expr& e);
   Value EvalCall(const Expr& e);

@@ -414,6 +414,8 @@ ParseContext ApiServer::MakeParseContext() const {
   ParseContext ctx;
   ctx.tokenizer = backend_.tokenizer;
   ctx.chat_template = backend_.chat_template;
+  ctx.tool_format = backend_.tool_format;
+  ctx.tool_format_explicit = backend_.tool_format_explicit;
   ctx.trust_request_chat_template = opts_.trust_request_chat_template;
   ctx.limits.max_model_len = backend_.engine->max_model_len();
   ctx.limits.n_vocab = backend_.engine->n_vocab();

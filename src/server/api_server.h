@@ -54,6 +54,10 @@ struct ApiBackend {
   AsyncEngine* engine = nullptr;  // its step observer is set by SetReady
   const Tokenizer* tokenizer = nullptr;
   ChatTemplate chat_template;
+  // How replies write tool calls: --tool-call-parser (explicit), else
+  // recognized from the chat template.
+  ToolCallFormat tool_format = ToolCallFormat::kJson;
+  bool tool_format_explicit = false;
   uint64_t model_bytes = 0;
   BuildInfo build;
   Pooling pooling = Pooling::kLast;  // /v1/embeddings (--pooling, or the model's metadata)

@@ -227,6 +227,35 @@ void CompletionJob::SendChunk(size_t index, const std::string& text, const json&
   SendEvent(chunk);
 }
 
+uint64_t CompletionJob::ToolCallSeed(size_t index) const {
+  return std::hash<std::string>{}(id_) ^ (0x9E3779B97F4A7C15ull * (index + 1));
+}
+
+ParsedReply CompletionJob::ReplyWithTools(const Choice& c, size_t index) const {
+  if (spec_.tool_format == ToolCallFormat::kJson && !spec_.tool_named.empty()) {
+    // vLLM's named choice: the constrained reply is the arguments object.
+    ParsedReply r;
+    r.calls.push_back({"", spec_.tool_named, c.text});
+    r.calls[0].id = ParseToolCalls(ToolCallFormat::kJson, R"([{"name": "x"}])", ToolCallSeed(index)).calls[0].id;
+    return r;
+  }
+  return ParseToolCalls(spec_.tool_format, c.text, ToolCallSeed(index));
+}
+
+void CompletionJob::SendToolCalls(size_t index, const std::vector<ToolCall>& calls) {
+  json list = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    json call = ToolCallJson(calls[i]);
+    call["index"] = i;
+    list.push_back(std::move(call));
+  }
+  json chunk = {{"id", id_}, {"created", created_}, {"model", model_}, {"object", "chat.completion.chunk"}};
+  chunk["choices"] = json::array(
+      {{{"index", index}, {"logprobs", nullptr}, {"finish_reason", nullptr}, {"delta", {{"tool_calls", list}}}}});
+  if (spec_.include_usage) chunk["usage"] = nullptr;
+  SendEvent(chunk);
+}
+
 void CompletionJob::RecordTiming(Choice& c, const RequestOutput& o) {
   const auto now = Clock::now();
   auto secs = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
@@ -276,9 +305,16 @@ void CompletionJob::OnOutput(size_t index, const RequestOutput& o) {
     c.echo_sent = true;
   }
   if (spec_.stream) {
-    if (!o.text.empty() || !o.logprobs.empty() || (spec_.chat && !c.role_sent)) {
+    // With tools, text that may be a tool call is held back until the reply
+    // ends, then sent as tool_calls deltas.
+    std::string text = o.text;
+    if (spec_.parse_tool_calls) {
+      if (!c.tool_stream) c.tool_stream = std::make_shared<ToolCallStream>(spec_.tool_format, ToolCallSeed(index));
+      text = c.tool_stream->Feed(o.text);
+    }
+    if (!text.empty() || !o.logprobs.empty() || (spec_.chat && !c.role_sent)) {
       const json lp = spec_.logprobs && !o.logprobs.empty() ? LogprobsJson(c, o.logprobs) : json(nullptr);
-      SendChunk(index, o.text, lp, nullptr);
+      SendChunk(index, text, lp, nullptr);
     }
     if (obs_.log_prompts) c.log_text += o.text;
   } else {
@@ -292,7 +328,17 @@ void CompletionJob::OnOutput(size_t index, const RequestOutput& o) {
     error_ = o.error;
     unavailable_ = o.error_code == StatusCode::kUnavailable;
   }
-  if (spec_.stream && o.finish_reason != FinishReason::kError) SendChunk(index, "", nullptr, c.finish_reason);
+  if (spec_.stream && o.finish_reason != FinishReason::kError) {
+    if (spec_.parse_tool_calls && c.tool_stream) {
+      ParsedReply r = c.tool_stream->Finish();
+      if (!r.content.empty()) SendChunk(index, r.content, nullptr, nullptr);
+      if (!r.calls.empty()) {
+        SendToolCalls(index, r.calls);
+        if (o.finish_reason == FinishReason::kStop) c.finish_reason = "tool_calls";
+      }
+    }
+    SendChunk(index, "", nullptr, c.finish_reason);
+  }
   if (--remaining_ == 0) Finish();
 }
 
@@ -408,7 +454,18 @@ void CompletionJob::Finish() {
       lp = LogprobsJson(c, c.logprobs);
     }
     json choice = {{"index", i}, {"logprobs", lp}, {"finish_reason", c.finish_reason}};
-    if (spec_.chat) {
+    if (spec_.chat && spec_.parse_tool_calls) {
+      ParsedReply r = ReplyWithTools(c, i);
+      json message = {{"role", "assistant"}, {"content", r.content}, {"refusal", nullptr}};
+      if (!r.calls.empty()) {
+        if (r.content.empty()) message["content"] = nullptr;
+        json calls = json::array();
+        for (const ToolCall& t : r.calls) calls.push_back(ToolCallJson(t));
+        message["tool_calls"] = std::move(calls);
+        if (c.finish_reason != nullptr && std::string(c.finish_reason) == "stop") choice["finish_reason"] = "tool_calls";
+      }
+      choice["message"] = std::move(message);
+    } else if (spec_.chat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}};
     } else {
       choice["text"] = spec_.echo ? spec_.prompt_texts[c.prompt_index] + c.text : c.text;

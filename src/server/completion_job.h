@@ -66,6 +66,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     double queue_s = 0;
     bool siblings_submitted = false;  // first choice of a prompt: the other n - 1 were submitted
     std::string log_text;  // the output, kept for the log line with --log-prompts when streaming
+    std::shared_ptr<ToolCallStream> tool_stream;  // streaming with tools: holds back call text
   };
 
   // Submits choice `index` to the engine. Requires mu_.
@@ -74,6 +75,11 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   // prompt), or ends them if the client left or the engine refuses. Requires mu_.
   void SubmitSiblings(size_t first);
   void OnOutput(size_t index, const RequestOutput& o);
+  // Tool calls: the seed of choice `index`'s call ids; a finished reply split
+  // into content and calls; a streamed tool_calls delta.
+  uint64_t ToolCallSeed(size_t index) const;
+  ParsedReply ReplyWithTools(const Choice& c, size_t index) const;
+  void SendToolCalls(size_t index, const std::vector<ToolCall>& calls);
   // Latency and token metrics of one output of a choice. Requires mu_.
   void RecordTiming(Choice& c, const RequestOutput& o);
   // Requires mu_.

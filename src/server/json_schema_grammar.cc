@@ -30,7 +30,7 @@ json-array ::= "[" ws ( json-value ws ( "," ws json-value ws )* )? "]"
 
 class Converter {
  public:
-  explicit Converter(const json& root) : root_(root) {}
+  explicit Converter(const json& root, std::string prefix = "") : root_(root), prefix_(std::move(prefix)) {}
 
   StatusOr<std::string> Run() {
     ASSIGN_OR_RETURN(std::string top, Visit(root_, "#"));
@@ -39,13 +39,20 @@ class Converter {
     return out;
   }
 
+  // The top expression; the helper rules go to *rules (no primitives).
+  StatusOr<std::string> RunExpr(std::string* rules) {
+    ASSIGN_OR_RETURN(std::string top, Visit(root_, "#"));
+    for (const auto& [name, body] : rules_) *rules += name + " ::= " + body + "\n";
+    return top;
+  }
+
  private:
   Status Unsupported(const std::string& path, const std::string& what) const {
     return InvalidArgument(fmt::format("JSON schema at {}: {}", path, what));
   }
 
   std::string NewRule(const std::string& body) {
-    const std::string name = fmt::format("s{}", rules_.size());
+    const std::string name = fmt::format("{}s{}", prefix_, rules_.size());
     rules_.emplace_back(name, body);
     return name;
   }
@@ -346,6 +353,7 @@ class Converter {
   }
 
   const json& root_;
+  std::string prefix_;
   std::vector<std::pair<std::string, std::string>> rules_;
   std::map<std::string, std::string> refs_;
   int depth_ = 0;
@@ -354,5 +362,11 @@ class Converter {
 }  // namespace
 
 StatusOr<std::string> JsonSchemaToGbnf(const json& schema) { return Converter(schema).Run(); }
+
+StatusOr<std::string> JsonSchemaToGbnfExpr(const json& schema, const std::string& prefix, std::string* rules) {
+  return Converter(schema, prefix).RunExpr(rules);
+}
+
+const char* JsonGbnfPrimitives() { return kPrimitives; }
 
 }  // namespace infera::server

@@ -25,4 +25,12 @@ namespace infera::server {
 
 StatusOr<std::string> JsonSchemaToGbnf(const nlohmann::json& schema);
 
+// For grammars that embed several schemas: the GBNF expression for `schema`,
+// its helper rules (named `prefix`s0, `prefix`s1, ...) appended to *rules.
+// The rules refer to the primitives (ws, json-string, json-value, ...) that
+// JsonGbnfPrimitives() defines; add those once.
+StatusOr<std::string> JsonSchemaToGbnfExpr(const nlohmann::json& schema, const std::string& prefix,
+                                           std::string* rules);
+const char* JsonGbnfPrimitives();
+
 }  // namespace infera::server

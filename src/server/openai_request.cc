@@ -7,6 +7,7 @@
 
 #include "server/output_constraints.h"
 #include "server/request_fields.h"
+#include "sampling/grammar.h"
 
 namespace infera::server {
 
@@ -154,21 +155,48 @@ bool ContentText(const json& content, std::string* out, FieldReader* r) {
   return true;
 }
 
-bool ParseMessages(const json& body, const ParseContext& ctx, CompletionSpec* out, FieldReader* r) {
+// An assistant message's tool_calls, as the template sees them: OpenAI's
+// list with each function's arguments parsed from their JSON text into an
+// object (HF templates write `arguments | tojson`), as vLLM passes them.
+bool ToolCallsForTemplate(const nlohmann::ordered_json& calls, nlohmann::ordered_json* out, FieldReader* r) {
+  if (!calls.is_array()) return r->Fail("messages", "'tool_calls' must be a list");
+  *out = nlohmann::ordered_json::array();
+  for (const auto& c : calls) {
+    auto fn = c.is_object() ? c.find("function") : c.end();
+    if (!c.is_object() || fn == c.end() || !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string()) {
+      return r->Fail("messages", "each tool call needs a 'function' with a string 'name'");
+    }
+    nlohmann::ordered_json call = c;
+    if (auto args = fn->find("arguments"); args != fn->end() && args->is_string()) {
+      auto parsed = nlohmann::ordered_json::parse(args->get<std::string>(), nullptr, false);
+      if (!parsed.is_discarded() && parsed.is_object()) call["function"]["arguments"] = std::move(parsed);
+    }
+    out->push_back(std::move(call));
+  }
+  return true;
+}
+
+bool ParseMessages(const nlohmann::ordered_json& obody, const ToolRequest& treq, const ParseContext& ctx,
+                   CompletionSpec* out, FieldReader* r) {
   const json* msgs = r->Find("messages");
   if (msgs == nullptr) return r->Fail("messages", "'messages' is required");
   if (!msgs->is_array() || msgs->empty()) return r->Fail("messages", "'messages' must be a non-empty list");
+  const nlohmann::ordered_json* omsgs = obody.is_object() && obody.contains("messages") ? &obody["messages"] : nullptr;
   std::vector<ChatMessage> chat;
-  for (const json& m : *msgs) {
+  bool tool_turns = false;  // tool calls or tool results in the conversation
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const json& m = (*msgs)[i];
     if (!m.is_object()) return r->Fail("messages", "each message must be an object");
     auto role = m.find("role");
     if (role == m.end() || !role->is_string()) return r->Fail("messages", "each message needs a string 'role'");
     std::string name = role->get<std::string>();
     if (name == "developer") name = "system";
-    if (name != "system" && name != "user" && name != "assistant") {
-      return r->Fail("messages", fmt::format("unsupported message role '{}' (system, developer, user, assistant)",
+    if (name != "system" && name != "user" && name != "assistant" && name != "tool") {
+      return r->Fail("messages", fmt::format("unsupported message role '{}' (system, developer, user, assistant, tool)",
                                              role->get<std::string>()));
     }
+    ChatMessage cm;
+    cm.role = name;
     for (const auto& [key, value] : m.items()) {
       if (key == "role" || key == "content") continue;
       // The name is passed to the template, which (as every supported
@@ -176,21 +204,35 @@ bool ParseMessages(const json& body, const ParseContext& ctx, CompletionSpec* ou
       if (key == "name" && (value.is_string() || value.is_null())) continue;
       const bool empty = value.is_null() || ((value.is_array() || value.is_string()) && value.empty());
       if ((key == "refusal" || key == "tool_calls" || key == "reasoning_content") && empty) continue;
+      if (key == "tool_calls" && name == "assistant") {
+        if (omsgs == nullptr || !ToolCallsForTemplate((*omsgs)[i]["tool_calls"], &cm.extra["tool_calls"], r)) return false;
+        tool_turns = true;
+        continue;
+      }
+      if (key == "tool_call_id" && name == "tool" && value.is_string()) {
+        cm.extra["tool_call_id"] = value.get<std::string>();
+        continue;
+      }
+      if (key == "reasoning_content" && name == "assistant" && value.is_string() && ctx.chat_template.is_jinja()) {
+        cm.extra["reasoning_content"] = value.get<std::string>();
+        continue;
+      }
       return r->Fail("messages", fmt::format("message field '{}' is not supported{}", key,
                                              key == "name" ? " (it must be a string)" : ""));
     }
-    ChatMessage cm;
-    cm.role = name;
+    tool_turns |= name == "tool";
     auto content = m.find("content");
-    if (content == m.end()) return r->Fail("messages", "each message needs a 'content'");
-    if (!ContentText(*content, &cm.content, r)) return false;
+    const bool may_lack_content = name == "assistant" && cm.extra.contains("tool_calls");
+    if (content == m.end() && !may_lack_content) return r->Fail("messages", "each message needs a 'content'");
+    if (content != m.end() && !ContentText(*content, &cm.content, r)) return false;
+    if (may_lack_content && (content == m.end() || content->is_null())) cm.extra["content"] = nullptr;
     if (auto n = m.find("name"); n != m.end() && n->is_string()) cm.extra["name"] = n->get<std::string>();
     chat.push_back(std::move(cm));
   }
-  (void)body;
   // vLLM's per-request chat_template: a Jinja template replacing the
   // server's, only when the operator trusts requests with one.
   ChatTemplate tmpl = ctx.chat_template;
+  bool request_template = false;
   if (const json* t = r->Find("chat_template"); t != nullptr && !t->is_null()) {
     if (!t->is_string()) return r->Fail("chat_template", "'chat_template' must be a string");
     if (!t->get<std::string>().empty()) {
@@ -201,6 +243,7 @@ bool ParseMessages(const json& body, const ParseContext& ctx, CompletionSpec* ou
       auto parsed = ChatTemplate::FromJinja(t->get<std::string>());
       if (!parsed.ok()) return r->Fail("chat_template", std::string(parsed.status().message()));
       tmpl = *parsed;
+      request_template = true;
     }
   }
   // vLLM's chat_template_kwargs: a Jinja template gets every argument as a
@@ -223,6 +266,35 @@ bool ParseMessages(const json& body, const ParseContext& ctx, CompletionSpec* ou
                        fmt::format("unsupported chat template argument '{}' (the built-in '{}' format takes "
                                    "enable_thinking only)", it.key(), tmpl.Name()));
       }
+    }
+  }
+  // Tools go to the template, which tells the model how to call them; the
+  // reply is parsed back in the template's tool-call format.
+  if ((treq.any() || tool_turns) && !tmpl.is_jinja()) {
+    return r->Fail(treq.any() ? "tools" : "messages",
+                   fmt::format("tool calling needs a Jinja chat template (this server uses the built-in '{}' format; "
+                               "start it with the model's template or --chat-template-file)", tmpl.Name()));
+  }
+  if (treq.any()) {
+    chat_opts.tools = treq.tools_json;
+    const ToolCallFormat format = ctx.tool_format_explicit || !request_template
+                                      ? ctx.tool_format
+                                      : DetectToolCallFormat(tmpl.jinja_source());
+    if (treq.choice != ToolRequest::Choice::kNone) {
+      out->parse_tool_calls = true;
+      out->tool_format = format;
+    }
+    if (treq.choice == ToolRequest::Choice::kRequired || treq.choice == ToolRequest::Choice::kNamed) {
+      if (out->params.grammar) {
+        return r->Fail("tool_choice", "'tool_choice' and another output constraint (response_format, grammar, "
+                                      "guided_*) both constrain the output: give one");
+      }
+      auto gbnf = ToolCallGrammar(format, treq);
+      if (!gbnf.ok()) return r->Fail("tools", std::string(gbnf.status().message()));
+      auto g = Grammar::Parse(*gbnf);
+      if (!g.ok()) return r->Fail("tools", fmt::format("tools: {}", g.status().message()));
+      out->params.grammar = std::move(g).value();
+      out->tool_named = treq.choice == ToolRequest::Choice::kNamed ? treq.named : "";
     }
   }
   bool add_generation_prompt = true;
@@ -514,15 +586,19 @@ bool ParseCompletionRequest(const std::string& body_text, bool chat, const Parse
     r.Bool("echo", &out->echo);
   }
   if (r.ok() && !ParseOutputConstraint(body, &p.grammar, err)) return false;
-  if (const json* tools = r.Find("tools"); tools != nullptr && r.ok() && !(tools->is_array() && tools->empty())) {
-    r.Fail("tools", "tool calling is not supported yet");
-  }
-  if (const json* tc = r.Find("tool_choice"); tc != nullptr && r.ok() && *tc != "none" && *tc != "auto") {
-    r.Fail("tool_choice", "tool calling is not supported yet ('tool_choice' may only be \"none\" or \"auto\")");
+  ToolRequest treq;
+  nlohmann::ordered_json obody;  // the body with its key order (tool schemas reach the template as sent)
+  if (chat && r.ok()) {
+    obody = nlohmann::ordered_json::parse(body_text, nullptr, false);
+    if (Status st = ParseToolRequest(obody, &treq); !st.ok()) {
+      const std::string m(st.message());
+      const size_t colon = m.find(": ");
+      return r.Fail(m.substr(0, colon), m.substr(colon + 2));
+    }
   }
   if (!ParseStop(out, &r) || !ParseLogitBias(ctx, out, &r)) return false;
   if (!r.ok()) return false;
-  if (chat ? !ParseMessages(body, ctx, out, &r) : !ParsePrompt(ctx, out, &r)) return false;
+  if (chat ? !ParseMessages(obody, treq, ctx, out, &r) : !ParsePrompt(ctx, out, &r)) return false;
   if (!chat && p.max_tokens == 0 && !out->echo) {
     return r.Fail("max_tokens", "'max_tokens' must be at least 1 (0 only with 'echo', to score the prompt)");
   }

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "infera/engine.h"
+#include "server/tool_calls.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -58,12 +59,22 @@ struct CompletionSpec {
   bool include_usage = false;
   bool echo = false;
   bool logprobs = false;      // return log-probabilities (params.logprobs = top count)
+  // Chat with tools (tool_choice not "none"): the reply is parsed for calls
+  // in this format. tool_named: a named tool_choice (kJson replies are then
+  // that function's arguments).
+  bool parse_tool_calls = false;
+  ToolCallFormat tool_format = ToolCallFormat::kJson;
+  std::string tool_named;
 };
 
 struct ParseContext {
   const Tokenizer* tokenizer = nullptr;
   ChatTemplate chat_template;               // the server's (--chat-template / the model's)
   bool trust_request_chat_template = false;  // honour a request's own 'chat_template'
+  // How replies write tool calls (--tool-call-parser, else recognized from
+  // the server's template); explicit: also for per-request templates.
+  ToolCallFormat tool_format = ToolCallFormat::kJson;
+  bool tool_format_explicit = false;
   ParseLimits limits;
 };
 

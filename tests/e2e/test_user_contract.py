@@ -360,10 +360,11 @@ class ServerContractTest(unittest.TestCase):
                 st, b = self.complete(body, path)
                 self.assertEqual(st, 400, (field, path, b))
                 self.assertEqual(b["error"]["param"], field, b)
+        # The legacy function-calling fields (tools replaced them) are refused.
         st, b = self.complete({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
-                               "tools": [{"type": "function", "function": {"name": "f"}}]},
+                               "functions": [{"name": "f"}]},
                               "/v1/chat/completions")
-        self.assertEqual((st, b["error"]["param"]), (400, "tools"))
+        self.assertEqual((st, b["error"]["param"]), (400, "functions"))
         # Their no-op values are accepted.
         st, b = self.complete({"prompt": "In the beginning", "max_tokens": 2, "grammar": "", "best_of": 1,
                                "suffix": None, "skip_special_tokens": True, "response_format": {"type": "text"}})
