@@ -52,8 +52,9 @@ constexpr const char* kKnownFields[] = {
     "guided_choice", "response_format", "json_schema", "guided_json", "guided_regex"};
 
 // Reads the fields of one request; error text on bad input.
-std::string ParseRequest(const Json& j, const Tokenizer& tok, const ChatTemplate& chat_template, int max_n,
-                         LineRequest* req) {
+// `line`: the request's text (JSON schemas keep their properties' order).
+std::string ParseRequest(const Json& j, const std::string& line, const Tokenizer& tok,
+                         const ChatTemplate& chat_template, int max_n, LineRequest* req) {
   if (!j.is_object()) return "not a JSON object";
   RequestParams* p = &req->params;
   {
@@ -92,7 +93,7 @@ std::string ParseRequest(const Json& j, const Tokenizer& tok, const ChatTemplate
   }
   {
     server::ApiError err;
-    if (!server::ParseOutputConstraint(j, &p->grammar, &err)) return err.message;
+    if (!server::ParseOutputConstraint(nlohmann::ordered_json::parse(line), &p->grammar, &err)) return err.message;
   }
   std::string e;
   // max_tokens, or its other names (OpenAI chat, llama.cpp).
@@ -209,7 +210,7 @@ int Generate(const GenerateArgs& a, const RuntimeOptions& rt_in) {
     Json j = Json::parse(lines[i], nullptr, false);
     if (j.is_discarded()) return ReportError(where + ": not valid JSON");
     LineRequest& req = requests[i];
-    if (std::string e = ParseRequest(j, *lm->tokenizer, *chat_template, a.max_n, &req); !e.empty()) {
+    if (std::string e = ParseRequest(j, lines[i], *lm->tokenizer, *chat_template, a.max_n, &req); !e.empty()) {
       return ReportError(where + ": " + e);
     }
     for (int32_t c = 0; c < req.n; ++c) {

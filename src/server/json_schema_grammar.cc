@@ -9,7 +9,9 @@
 
 namespace infera::server {
 
-using nlohmann::json;
+// Ordered: a schema's properties are generated in the order it gives them
+// (as OpenAI's structured outputs keep them).
+using json = nlohmann::ordered_json;
 
 namespace {
 
@@ -282,8 +284,6 @@ class Converter {
         value_of[name] = v;
       }
     }
-    // (nlohmann::json orders object keys alphabetically: the schema's own
-    // order is not kept, so properties are generated in name order.)
     std::set<std::string> required;
     if (auto it = s.find("required"); it != s.end()) {
       if (!it->is_array()) return Unsupported(path, "'required' must be a list");

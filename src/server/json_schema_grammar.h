@@ -23,13 +23,15 @@
 
 namespace infera::server {
 
-StatusOr<std::string> JsonSchemaToGbnf(const nlohmann::json& schema);
+// Properties come in the schema's order when it is an ordered_json (parsed
+// from the request text); a plain nlohmann::json has lost that order.
+StatusOr<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schema);
 
 // For grammars that embed several schemas: the GBNF expression for `schema`,
 // its helper rules (named `prefix`s0, `prefix`s1, ...) appended to *rules.
 // The rules refer to the primitives (ws, json-string, json-value, ...) that
 // JsonGbnfPrimitives() defines; add those once.
-StatusOr<std::string> JsonSchemaToGbnfExpr(const nlohmann::json& schema, const std::string& prefix,
+StatusOr<std::string> JsonSchemaToGbnfExpr(const nlohmann::ordered_json& schema, const std::string& prefix,
                                            std::string* rules);
 const char* JsonGbnfPrimitives();
 

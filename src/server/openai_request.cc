@@ -585,11 +585,11 @@ bool ParseCompletionRequest(const std::string& body_text, bool chat, const Parse
     }
     r.Bool("echo", &out->echo);
   }
-  if (r.ok() && !ParseOutputConstraint(body, &p.grammar, err)) return false;
+  // The body with its key order: JSON schemas and tools keep their properties' order.
+  nlohmann::ordered_json obody = nlohmann::ordered_json::parse(body_text, nullptr, false);
+  if (r.ok() && !ParseOutputConstraint(obody, &p.grammar, err)) return false;
   ToolRequest treq;
-  nlohmann::ordered_json obody;  // the body with its key order (tool schemas reach the template as sent)
   if (chat && r.ok()) {
-    obody = nlohmann::ordered_json::parse(body_text, nullptr, false);
     if (Status st = ParseToolRequest(obody, &treq); !st.ok()) {
       const std::string m(st.message());
       const size_t colon = m.find(": ");

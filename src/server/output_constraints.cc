@@ -7,7 +7,7 @@
 
 namespace infera::server {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 const char kJsonObjectGbnf[] = R"(
 root    ::= "{" ws ( member ( "," ws member )* )? "}"

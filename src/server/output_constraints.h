@@ -21,6 +21,8 @@ extern const char kJsonObjectGbnf[];
 
 // Sets *grammar from the body's constraint fields (null if none). False with
 // *err (400 naming the field) on a bad or conflicting constraint.
-bool ParseOutputConstraint(const nlohmann::json& body, std::shared_ptr<const Grammar>* grammar, ApiError* err);
+// `body` ordered (parsed from the request text) keeps JSON schemas' property
+// order; a plain nlohmann::json converts, in key order.
+bool ParseOutputConstraint(const nlohmann::ordered_json& body, std::shared_ptr<const Grammar>* grammar, ApiError* err);
 
 }  // namespace infera::server

@@ -181,9 +181,9 @@ Status ParseToolRequest(const OJson& body, ToolRequest* out) {
       auto params = fn->find("parameters");
       if (params != fn->end() && !params->is_null()) {
         if (!params->is_object()) return InvalidArgument(fmt::format("tools: {}.function.parameters must be a JSON schema object", where));
-        spec.parameters = json::parse(params->dump());
+        spec.parameters = *params;
       } else {
-        spec.parameters = {{"type", "object"}};
+        spec.parameters = OJson{{"type", "object"}};
       }
       out->tools.push_back(std::move(spec));
     }

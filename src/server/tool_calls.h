@@ -30,7 +30,7 @@ ToolCallFormat DetectToolCallFormat(const std::string& template_source);
 
 struct ToolSpec {
   std::string name;
-  nlohmann::json parameters;  // JSON schema of the arguments ({"type": "object"} if none given)
+  nlohmann::ordered_json parameters;  // JSON schema of the arguments ({"type": "object"} if none given)
 };
 
 // A request's tools and tool_choice.

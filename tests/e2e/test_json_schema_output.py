@@ -30,7 +30,7 @@ SCHEMAS = [
                {"type": "string", "maxLength": 10}]},
     {"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
                                                          "kids": {"type": "array", "items": {"$ref": "#/$defs/node"},
-                                                                  "maxItems": 2}},
+                                                                  "maxItems": 1}},
                         "required": ["v"]}},
      "$ref": "#/$defs/node"},
     {"type": ["string", "null"], "maxLength": 8},

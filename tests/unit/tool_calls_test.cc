@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "sampling/grammar.h"
+#include "server/json_schema_grammar.h"
 
 namespace infera::server {
 namespace {
@@ -38,7 +39,7 @@ std::string ErrorField(const std::string& body) {
 TEST(ToolRequest, ParsesToolsAndChoice) {
   ToolRequest r = Request();
   ASSERT_EQ(r.tools.size(), 2u);
-  EXPECT_EQ(r.tools[1].parameters, nlohmann::json({{"type", "object"}}));
+  EXPECT_EQ(r.tools[1].parameters, OJson({{"type", "object"}}));
   EXPECT_EQ(r.choice, ToolRequest::Choice::kAuto);
   EXPECT_EQ(r.tools_json[0]["function"]["parameters"]["properties"].begin().key(), "city");  // order kept
   EXPECT_EQ(Request(R"({"tool_choice": {"type": "function", "function": {"name": "now"}}})").named, "now");
@@ -182,6 +183,24 @@ TEST(ToolCalls, GrammarAdmitsOnlyValidCallsInTheFormat) {
                                                                        "function": {"name": "get_weather"}}})"));
   ASSERT_TRUE(json_named.ok());
   EXPECT_TRUE(Matches(*json_named, R"({"city": "Oslo", "unit": "f"})"));  // vLLM's named: the arguments alone
+}
+
+}  // namespace
+}  // namespace infera::server
+
+namespace infera::server {
+namespace {
+
+// A schema's properties are generated in the order the request gives them
+// (OpenAI's structured outputs keep that order), not sorted.
+TEST(JsonSchemaGrammar, PropertiesKeepTheSchemasOrder) {
+  const auto schema = nlohmann::ordered_json::parse(
+      R"({"type": "object", "properties": {"zeta": {"type": "integer"}, "alpha": {"type": "integer"}},
+          "required": ["zeta", "alpha"]})");
+  auto gbnf = JsonSchemaToGbnf(schema);
+  ASSERT_TRUE(gbnf.ok()) << gbnf.status().ToString();
+  EXPECT_TRUE(Matches(*gbnf, R"({"zeta": 1, "alpha": 2})"));
+  EXPECT_FALSE(Matches(*gbnf, R"({"alpha": 2, "zeta": 1})"));
 }
 
 }  // namespace
