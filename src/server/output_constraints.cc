@@ -75,7 +75,11 @@ bool ParseOutputConstraint(const json& body, std::shared_ptr<const Grammar>* gra
     if (!schema(field, *it)) return false;
   }
   if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
-    const std::string type = it->is_object() ? it->value("type", "") : "";
+    auto type_it = it->is_object() ? it->find("type") : it->end();
+    if (type_it == it->end() || !type_it->is_string()) {
+      return SetBadValue(err, "response_format", "response_format needs a string 'type' (text, json_object or json_schema)");
+    }
+    const std::string type = type_it->get<std::string>();
     if (type == "json_object") {
       if (!take("response_format", kJsonObjectGbnf)) return false;
     } else if (type == "json_schema") {

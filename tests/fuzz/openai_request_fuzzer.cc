@@ -39,6 +39,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ctx.limits.max_model_len = 256;
   ctx.limits.n_vocab = g_tokenizer->n_vocab();
   ctx.limits.max_n = 4;
+  // Chat bodies go through a Jinja template that renders tools and tool
+  // calls (hermes format), and per-request templates are trusted, so the
+  // template interpreter and the tool-call paths are fuzzed too.
+  static const infera::ChatTemplate kTemplate =
+      infera::ChatTemplate::FromJinja(
+          "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}{% if m.tool_calls %}"
+          "<tool_call>{{ m.tool_calls | tojson }}</tool_call>{% endif %}<|im_end|>\n{% endfor %}"
+          "{% if tools %}{{ tools | tojson(indent=2) }}{% endif %}{% if add_generation_prompt %}"
+          "<|im_start|>assistant\n{% endif %}")
+          .value();
+  ctx.chat_template = kTemplate;
+  ctx.trust_request_chat_template = true;
+  ctx.tool_format = infera::server::DetectToolCallFormat(kTemplate.jinja_source());
   const bool chat = (data[0] & 1) != 0;
   const std::string body(reinterpret_cast<const char*>(data) + 1, size - 1);
   CompletionSpec spec;
