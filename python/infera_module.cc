@@ -221,7 +221,10 @@ class LLM {
 
   // messages: one conversation (a list of {"role", "content"} dicts) or a
   // list of them.
-  std::vector<PyRequestOutput> Chat(const py::list& messages, const py::object& params, bool add_generation_prompt) {
+  // tools / chat_template_kwargs: given to the Jinja chat template, as
+  // vLLM's LLM.chat passes them.
+  std::vector<PyRequestOutput> Chat(const py::list& messages, const py::object& params, bool add_generation_prompt,
+                                    const py::object& tools, const py::object& chat_template_kwargs) {
     std::vector<py::list> conversations;
     if (!messages.empty() && py::isinstance<py::list>(messages[0])) {
       for (const auto& c : messages) conversations.push_back(c.cast<py::list>());
@@ -229,7 +232,9 @@ class LLM {
       conversations.push_back(messages);
     }
     std::vector<std::vector<int32_t>> ids;
-    for (const py::list& conv : conversations) ids.push_back(EncodeConversation(conv, add_generation_prompt));
+    for (const py::list& conv : conversations) {
+      ids.push_back(EncodeConversation(conv, add_generation_prompt, tools, chat_template_kwargs));
+    }
     std::vector<std::optional<std::string>> shown(ids.size());
     return Run(ids, shown, ParamsFor(params, ids.size()));
   }
@@ -384,8 +389,9 @@ class LLM {
   std::unique_ptr<Stream> MakeStream(const std::string& prompt, const py::object& params) {
     return StreamOf(lm_.tokenizer->Encode(prompt, true, false), params);
   }
-  std::unique_ptr<Stream> MakeChatStream(const py::list& messages, const py::object& params) {
-    return StreamOf(EncodeConversation(messages, true), params);
+  std::unique_ptr<Stream> MakeChatStream(const py::list& messages, const py::object& params, const py::object& tools,
+                                         const py::object& chat_template_kwargs) {
+    return StreamOf(EncodeConversation(messages, true, tools, chat_template_kwargs), params);
   }
 
   std::vector<int32_t> Encode(const std::string& text, bool add_special) const {
@@ -400,23 +406,74 @@ class LLM {
   int max_model_len() const { return engine_->max_model_len(); }
 
  private:
-  std::vector<int32_t> EncodeConversation(const py::list& conv, bool add_generation_prompt) const {
+  // A Python value as ordered JSON (json.dumps keeps dict order).
+  static nlohmann::ordered_json ToJson(const py::handle& v) {
+    const std::string text = py::module_::import("json").attr("dumps")(v).cast<std::string>();
+    return nlohmann::ordered_json::parse(text);
+  }
+
+  std::vector<int32_t> EncodeConversation(const py::list& conv, bool add_generation_prompt, const py::object& tools,
+                                          const py::object& kwargs) const {
+    const bool jinja = chat_template_.is_jinja();
     std::vector<ChatMessage> msgs;
     for (const auto& m : conv) {
       if (!py::isinstance<py::dict>(m)) throw py::value_error("each message must be a dict with 'role' and 'content'");
       py::dict d = m.cast<py::dict>();
-      if (!d.contains("role") || !d.contains("content") || !py::isinstance<py::str>(d["role"]) ||
-          !py::isinstance<py::str>(d["content"])) {
-        throw py::value_error("each message needs a string 'role' and 'content'");
-      }
+      if (!d.contains("role") || !py::isinstance<py::str>(d["role"])) throw py::value_error("each message needs a string 'role'");
       const std::string role = d["role"].cast<std::string>();
-      if (role != "system" && role != "user" && role != "assistant") {
-        throw py::value_error("message role must be system, user or assistant, not '" + role + "'");
+      if (role != "system" && role != "user" && role != "assistant" && !(jinja && role == "tool")) {
+        throw py::value_error("message role must be system, user or assistant (tool with a Jinja template), not '" +
+                              role + "'");
       }
-      msgs.push_back({role, d["content"].cast<std::string>()});
+      ChatMessage cm;
+      cm.role = role;
+      const bool has_calls = d.contains("tool_calls") && !d["tool_calls"].is_none();
+      if (d.contains("content") && py::isinstance<py::str>(d["content"])) {
+        cm.content = d["content"].cast<std::string>();
+      } else if (!(role == "assistant" && has_calls && jinja && (!d.contains("content") || d["content"].is_none()))) {
+        throw py::value_error("each message needs a string 'content' (None only beside tool_calls)");
+      } else {
+        cm.extra["content"] = nullptr;
+      }
+      for (const auto& [k, v] : d) {
+        const std::string key = k.cast<std::string>();
+        if (key == "role" || key == "content") continue;
+        if (!jinja && key != "name") throw py::value_error("message field '" + key + "' needs a Jinja chat template");
+        cm.extra[key] = ToJson(v);
+      }
+      // Each call's arguments as an object, as HF templates expect (vLLM's conversion).
+      if (cm.extra.contains("tool_calls") && cm.extra["tool_calls"].is_array()) {
+        for (auto& call : cm.extra["tool_calls"]) {
+          if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
+          auto& args = call["function"]["arguments"];
+          if (!args.is_string()) continue;
+          auto parsed = nlohmann::ordered_json::parse(args.get<std::string>(), nullptr, false);
+          if (!parsed.is_discarded() && parsed.is_object()) args = std::move(parsed);
+        }
+      }
+      msgs.push_back(std::move(cm));
     }
     if (msgs.empty()) throw py::value_error("a conversation needs at least one message");
-    auto ids = EncodeChat(*lm_.tokenizer, chat_template_, msgs, add_generation_prompt);
+    ChatTemplateOptions opts;
+    if (!tools.is_none()) {
+      if (!jinja) throw py::value_error("tools need a Jinja chat template (the model's, or chat_template=...)");
+      if (!py::isinstance<py::list>(tools)) throw py::value_error("tools must be a list of tool dicts");
+      opts.tools = ToJson(tools);
+    }
+    if (!kwargs.is_none()) {
+      if (!py::isinstance<py::dict>(kwargs)) throw py::value_error("chat_template_kwargs must be a dict");
+      for (const auto& [k, v] : kwargs.cast<py::dict>()) {
+        const std::string key = k.cast<std::string>();
+        if (jinja) {
+          opts.kwargs[key] = ToJson(v);
+        } else if (key == "enable_thinking" && py::isinstance<py::bool_>(v)) {
+          opts.enable_thinking = v.cast<bool>();
+        } else {
+          throw py::value_error("the built-in chat format takes chat_template_kwargs enable_thinking only");
+        }
+      }
+    }
+    auto ids = EncodeChat(*lm_.tokenizer, chat_template_, msgs, add_generation_prompt, opts);
     if (!ids.ok()) Raise(ids.status());
     return std::move(ids).value();
   }
@@ -685,10 +742,12 @@ PYBIND11_MODULE(_infera, m) {
            py::arg("chat_template") = "", py::arg("cpu_isa") = "", py::arg("log_level") = "warn")
       .def("generate", &LLM::Generate, py::arg("prompts"), py::arg("sampling_params") = py::none())
       .def("chat", &LLM::Chat, py::arg("messages"), py::arg("sampling_params") = py::none(),
-           py::arg("add_generation_prompt") = true)
+           py::arg("add_generation_prompt") = true, py::kw_only(), py::arg("tools") = py::none(),
+           py::arg("chat_template_kwargs") = py::none())
       .def("stream", &LLM::MakeStream, py::arg("prompt"), py::arg("sampling_params") = py::none(),
            py::keep_alive<0, 1>())
       .def("stream_chat", &LLM::MakeChatStream, py::arg("messages"), py::arg("sampling_params") = py::none(),
+           py::kw_only(), py::arg("tools") = py::none(), py::arg("chat_template_kwargs") = py::none(),
            py::keep_alive<0, 1>())
       .def("embed", &LLM::Embed, py::arg("prompts"), py::kw_only(), py::arg("pooling") = py::none(),
            py::arg("normalize") = true)

@@ -87,6 +87,33 @@ class PythonApiTest(unittest.TestCase):
         two = self.llm.chat([msgs, [{"role": "user", "content": "Say amen."}]], greedy)
         self.assertEqual(two[0].outputs[0].text, out.text)
 
+    def test_chat_jinja_tools_and_kwargs(self):
+        # The bundled model's own template is Jinja (ChatML): tools and
+        # chat_template_kwargs reach it; a template given as text replaces it.
+        here = os.path.dirname(os.path.abspath(__file__))
+        with open(os.path.join(here, "..", "data", "chat_templates", "qwen2.5-instruct.jinja")) as f:
+            qwen = LLM(max_num_seqs=2, threads=2, chat_template=f.read())
+        tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+            "type": "object", "properties": {"city": {"type": "string"}}}}}]
+        msgs = [{"role": "user", "content": "Weather in Paris?"},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "get_weather",
+                                                                  "arguments": json.dumps({"city": "Paris"})}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "sunny"}]
+        p = SamplingParams(temperature=0, max_tokens=2)
+        with_tools = qwen.chat(msgs, p, tools=tools)[0]
+        text = qwen.decode(with_tools.prompt_token_ids)
+        self.assertIn('"name": "get_weather"', text)           # the tool signature (tojson)
+        self.assertIn('{"name": "get_weather", "arguments": {"city": "Paris"}}', text)  # the call, args as object
+        self.assertIn("<tool_response>\nsunny\n</tool_response>", text)
+        self.assertLess(len(qwen.chat(msgs[:1], p)[0].prompt_token_ids), len(with_tools.prompt_token_ids))
+        echo = LLM(max_num_seqs=2, threads=2,
+                   chat_template="{% for m in messages %}{{ m.content }}{% endfor %} {{ closing }}")
+        out = echo.chat([{"role": "user", "content": "In the beginning"}], p, chat_template_kwargs={"closing": "Amen"})
+        self.assertTrue(echo.decode(out[0].prompt_token_ids).endswith("Amen"))
+        with self.assertRaises(ValueError):
+            echo.chat([{"role": "user", "content": "x"}], p, tools={"not": "a list"})
+
     def test_stream_interleaved_with_generate_and_dropped(self):
         greedy = SamplingParams(temperature=0, max_tokens=20)
         want = self.llm.generate(PROMPTS[1], greedy)[0].outputs[0].text
