@@ -28,7 +28,9 @@ bool CallMethod(Interpreter& in, const Value& obj, const std::string& name, cons
 // range, namespace, dict, raise_exception, strftime_now.
 void AddGlobals(ValueDict* globals);
 
-// Python's str.strip() family on code points (Python's whitespace).
-std::string PyStrip(const std::string& s, const Value* chars, bool left, bool right);
+// For builtins: the argument at `pos` or named `name`, else `fallback`; a
+// string argument (throws JinjaError naming `what` if absent or not a string).
+Value Arg(const CallArgs& a, size_t pos, const char* name, const Value& fallback);
+const std::string& StrArg(const CallArgs& a, size_t pos, const char* name, const char* what);
 
 }  // namespace infera::jinja
