@@ -235,8 +235,7 @@ ParsedReply CompletionJob::ReplyWithTools(const Choice& c, size_t index) const {
   if (spec_.tool_format == ToolCallFormat::kJson && !spec_.tool_named.empty()) {
     // vLLM's named choice: the constrained reply is the arguments object.
     ParsedReply r;
-    r.calls.push_back({"", spec_.tool_named, c.text});
-    r.calls[0].id = ParseToolCalls(ToolCallFormat::kJson, R"([{"name": "x"}])", ToolCallSeed(index)).calls[0].id;
+    r.calls.push_back({ToolCallId(ToolCallFormat::kJson, ToolCallSeed(index), 0), spec_.tool_named, c.text});
     return r;
   }
   return ParseToolCalls(spec_.tool_format, c.text, ToolCallSeed(index));

@@ -38,7 +38,9 @@ bool ValidName(const std::string& n) {
   return true;
 }
 
-std::string CallId(ToolCallFormat f, uint64_t seed, size_t index) {
+}  // namespace
+
+std::string ToolCallId(ToolCallFormat f, uint64_t seed, size_t index) {
   static const char kAlnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
   uint64_t x = seed + 0x9E3779B97F4A7C15ull * (index + 1);
   std::string id = f == ToolCallFormat::kMistral ? "" : "call_";
@@ -53,6 +55,8 @@ std::string CallId(ToolCallFormat f, uint64_t seed, size_t index) {
   }
   return id;
 }
+
+namespace {
 
 // {"name": ..., "arguments" | "parameters": ...} -> a call; false if not one.
 bool CallFromJson(const json& j, ToolCall* out) {
@@ -326,7 +330,7 @@ ParsedReply ParseToolCalls(ToolCallFormat format, const std::string& text, uint6
       break;
     }
   }
-  for (size_t i = 0; i < out.calls.size(); ++i) out.calls[i].id = CallId(format, seed, i);
+  for (size_t i = 0; i < out.calls.size(); ++i) out.calls[i].id = ToolCallId(format, seed, i);
   if (!out.calls.empty() && Trim(out.content).empty()) out.content.clear();
   return out;
 }

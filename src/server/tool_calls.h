@@ -86,6 +86,10 @@ class ToolCallStream {
   bool started_ = false;  // any non-space text seen (llama3 / json calls start the reply)
 };
 
+// The id of call `index` of a reply: call_ + 24 alphanumerics (mistral: 9
+// alphanumerics, as its template requires), from `seed`.
+std::string ToolCallId(ToolCallFormat format, uint64_t seed, size_t index);
+
 // The OpenAI JSON of a call: {"id", "type": "function", "function": {"name", "arguments"}}.
 nlohmann::json ToolCallJson(const ToolCall& c);
 

@@ -69,6 +69,29 @@ class ToolCallsOtherFormatsTest(unittest.TestCase):
         call = self.run_format("mistral-large-2407.jinja", "mistral")
         self.assertRegex(call["id"], r"^[A-Za-z0-9]{9}$")  # as Mistral's template requires
 
+    def test_json_fallback_named_and_required(self):
+        # The bundled model's ChatML template teaches no tool format: vLLM's
+        # format-free JSON. Named: the reply is the arguments object itself.
+        srv = Server()
+        try:
+            self.assertTrue(any("tool calls as json" in line for line in srv.log))
+            msgs = [{"role": "user", "content": "Weather in Paris?"}]
+            st, b = srv.json("POST", CHAT, {"messages": msgs, "tools": TOOLS, "max_tokens": 60, "seed": 3,
+                                            "tool_choice": {"type": "function", "function": {"name": "get_weather"}}})
+            self.assertEqual(st, 200, b)
+            c = b["choices"][0]
+            self.assertEqual(c["finish_reason"], "tool_calls", c)
+            call = c["message"]["tool_calls"][0]
+            self.assertRegex(call["id"], r"^call_[A-Za-z0-9]{24}$")
+            self.assertEqual(call["function"]["name"], "get_weather")
+            self.assertIsInstance(json.loads(call["function"]["arguments"])["city"], str)
+            st, b = srv.json("POST", CHAT, {"messages": msgs, "tools": TOOLS, "tool_choice": "required",
+                                            "parallel_tool_calls": False, "max_tokens": 80, "seed": 3})
+            self.assertEqual(st, 200, b)
+            self.assertEqual(b["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "get_weather")
+        finally:
+            srv.stop()
+
     def test_builtin_format_refuses_tools(self):
         srv = Server("--chat-template", "chatml")
         try:
