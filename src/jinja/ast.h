@@ -57,7 +57,6 @@ struct Node {
     kSet,       // set targets = expr, or set targets[0].attr = expr
     kSetBlock,  // {% set targets[0] %}bodies[0]{% endset %}, optional filter
     kMacro,     // macro name(params = defaults): bodies[0]
-    kCallBlock, // {% call macro(args) %}bodies[0]{% endcall %}: expr is the call
     kFilterBlock,  // {% filter expr %}bodies[0]{% endfilter %}: expr filters kLiteral placeholder
     kBreak,
     kContinue,

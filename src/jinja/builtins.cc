@@ -284,9 +284,7 @@ bool CallMethod(Interpreter& in, const Value& obj, const std::string& name, cons
       const Value* v = key->is_string() ? obj.Find(key->str()) : nullptr;
       *out = v ? *v : Arg(a, 1, "default", Value::None());
     } else {
-      const Value* v = obj.Find(name);
-      if (v != nullptr && v->is_callable()) return false;  // a callable stored in the dict (loop.cycle)
-      return false;
+      return false;  // not a dict method: maybe a callable stored in the dict (loop.cycle)
     }
     return true;
   }

@@ -115,7 +115,6 @@ Interpreter::Flow Interpreter::Exec(const Node& n) {
       Append(FilterBlockText(*n.expr, Value::Str(Capture(n.bodies[0]))).ToString());
       return Flow::kNormal;
     case Node::Kind::kMacro: Assign(n.name, MakeMacro(n)); return Flow::kNormal;
-    case Node::Kind::kCallBlock: Fail(n.line, "call blocks are not supported");
     case Node::Kind::kBreak: return Flow::kBreak;
     case Node::Kind::kContinue: return Flow::kContinue;
     case Node::Kind::kDo: Eval(*n.expr); return Flow::kNormal;
@@ -160,8 +159,6 @@ Interpreter::Flow Interpreter::ExecFor(const Node& n) {
   }
   if (items.empty()) return ExecBody(n.else_body) == Flow::kBreak ? Flow::kBreak : Flow::kNormal;
   const int64_t len = static_cast<int64_t>(items.size());
-  Value cycle_items;  // loop.cycle(a, b, ...) picks by index
-  Flow result = Flow::kNormal;
   for (int64_t i = 0; i < len; ++i) {
     CountStep();
     frames_.emplace_back();
@@ -195,7 +192,7 @@ Interpreter::Flow Interpreter::ExecFor(const Node& n) {
     frames_.pop_back();
     if (f == Flow::kBreak) break;
   }
-  return result;
+  return Flow::kNormal;
 }
 
 void Interpreter::ExecSet(const Node& n) {
