@@ -30,6 +30,9 @@ PackFormat GetPackFormat(DType t) {
     case DType::kIQ4_NL: return {true, 4, 32, false, 7, true, false, true};
     case DType::kIQ4_XS: return {true, 4, 32, false, 7, false, false, true};
     case DType::kQ5_0: return {true, 5, 32, false, 4, true};
+    // IQ3_S: its grid values as Q5_0's 5-bit u = v + 16 (every v is odd in
+    // -15..15), f32 scales d * (1 + 2 * sc): the integer dots of Q5_0.
+    case DType::kIQ3_S: return {true, 5, 32, false, 4, false};
     case DType::kQ5_1: return {true, 5, 32, true, -1, true};
     case DType::kQ5_K: return {true, 5, 32, true, -1, false, true};
     case DType::kQ6_K: return {true, 6, 16, false, 5, false, true};

@@ -42,7 +42,8 @@ DType FallbackForShape(DType t, int64_t n_in) {
   switch (t) {
     case DType::kQ2_K:
     case DType::kQ3_K:
-    case DType::kIQ4_XS: f = DType::kIQ4_NL; break;
+    case DType::kIQ4_XS:
+    case DType::kIQ3_S: f = DType::kIQ4_NL; break;
     case DType::kQ4_K: f = DType::kQ5_0; break;
     case DType::kQ5_K: f = DType::kQ5_1; break;
     case DType::kQ6_K: f = DType::kQ8_0; break;

@@ -218,6 +218,7 @@ BlockFn BlockQuantizer(DType t) {
     case DType::kQ6_K: return Super<kquants::QuantizeQ6_K>;
     case DType::kIQ4_NL: return Super<kquants::QuantizeIq4Nl>;
     case DType::kIQ4_XS: return Super<kquants::QuantizeIq4Xs>;
+    case DType::kIQ3_S: return Super<kquants::QuantizeIq3s>;
     default: return nullptr;
   }
 }
@@ -296,6 +297,7 @@ uint32_t LlamaFileType(DType t) {
     case DType::kQ6_K: return 18;
     case DType::kIQ4_NL: return 25;
     case DType::kIQ4_XS: return 30;
+    case DType::kIQ3_S: return 26;
     case DType::kBF16: return 32;
     // infera's own types: llama.cpp's LLAMA_FTYPE_GUESSED ("not specified").
     case DType::kQ8_0S24:

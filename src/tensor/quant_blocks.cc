@@ -148,6 +148,15 @@ void DeqIq4Xs(const uint8_t* b, float* y) {
   }
 }
 
+void DeqIq3s(const uint8_t* b, float* y) {
+  int8_t v[32];
+  for (int ib = 0; ib < 8; ++ib) {
+    const float db = Iq3sSubScale(b, ib);
+    Iq3sGroupValues(b, ib, v);
+    for (int j = 0; j < 32; ++j) y[32 * ib + j] = db * static_cast<float>(v[j]);
+  }
+}
+
 // Q2_K: {u8 scales[16]; u8 qs[64]; f16 d; f16 dmin}. 16 sub-blocks of 16,
 // each with a 4-bit scale and 4-bit min; 2-bit quants.
 void DeqQ2_K(const uint8_t* b, float* y) {
@@ -277,6 +286,7 @@ BlockFn BlockDequantizer(DType t) {
     case DType::kW8A8: return DeqQ8_0;  // its blocks are Q8_0's
     case DType::kIQ4_NL: return DeqIq4Nl;
     case DType::kIQ4_XS: return DeqIq4Xs;
+    case DType::kIQ3_S: return DeqIq3s;
     case DType::kQ2_K: return DeqQ2_K;
     case DType::kQ3_K: return DeqQ3_K;
     case DType::kQ4_K: return DeqQ4_K;
@@ -287,6 +297,25 @@ BlockFn BlockDequantizer(DType t) {
 }
 
 }  // namespace
+
+float Iq3sSubScale(const uint8_t* b, int ib) {
+  const int sc = (b[106 + ib / 2] >> (4 * (ib % 2))) & 0x0F;
+  return Half(b) * static_cast<float>(1 + 2 * sc);
+}
+
+void Iq3sGroupValues(const uint8_t* b, int ib, int8_t* v) {
+  const uint8_t* qs = b + 2 + 8 * ib;
+  const uint8_t qh = b[66 + ib];
+  const uint8_t* signs = b + 74 + 4 * ib;
+  for (int k = 0; k < 8; ++k) {
+    const uint32_t g = kIq3sGrid[qs[k] | (((qh >> k) & 1) << 8)];
+    for (int j = 0; j < 4; ++j) {
+      const int e = 4 * k + j;
+      const int mag = static_cast<int>((g >> (8 * j)) & 0xFF);
+      v[e] = static_cast<int8_t>((signs[e / 8] >> (e % 8)) & 1 ? -mag : mag);
+    }
+  }
+}
 
 int64_t FirstW8A8RowWithMixedScales(const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_out) {
   for (int64_t r = 0; r < n_out; ++r) {

@@ -23,6 +23,18 @@ extern const int8_t kIq4nlValues[16];
 // in f32.
 float Iq4XsSubScale(const uint8_t* b, int ib);
 
+// IQ3_S (256 elements, 110 bytes): {f16 d; u8 qs[64]; u8 qh[8]; u8 signs[32];
+// u8 scales[4]}. Element 4k + j (k = 0..63, j = 0..3) is
+// d * (1 + 2 * sc) * grid byte j of kIq3sGrid[qs[k] | bit k % 8 of qh[k / 8]
+// << 8], negated where bit (4k + j) % 8 of signs[(4k + j) / 8] is set; sc is
+// the low (even 32-group) or high (odd) nibble of scales[k / 16].
+inline constexpr int kIq3sBlockBytes = 110;
+extern const uint32_t kIq3sGrid[512];
+// The scale of 32-group ib (0..7) of IQ3_S block b: d * (1 + 2 * sc), f32.
+float Iq3sSubScale(const uint8_t* b, int ib);
+// v [32]: the signed grid values (odd, -15..15) of 32-group ib of block b.
+void Iq3sGroupValues(const uint8_t* b, int ib, int8_t* v);
+
 // W8A8 (infera's type 201): Q8_0 blocks {f16 d; i8 qs[32]} in which every
 // block of a row has the same d (the row's scale, max |w| / 127), so the
 // kernels run whole rows of int8 with one scale. Rows must be at most

@@ -91,6 +91,18 @@ void UnIq4Xs(const uint8_t* b, uint8_t* u, float* s, float* m) {
   }
 }
 
+// IQ3_S: 8 groups of 32 signed odd values -15..15 (u = v + 16, 5-bit),
+// scale d * (1 + 2 * sc) each.
+void UnIq3s(const uint8_t* b, uint8_t* u, float* s, float* m) {
+  int8_t v[32];
+  for (int ib = 0; ib < 8; ++ib) {
+    Iq3sGroupValues(b, ib, v);
+    for (int j = 0; j < 32; ++j) u[32 * ib + j] = static_cast<uint8_t>(v[j] + 16);
+    s[2 * ib] = s[2 * ib + 1] = Iq3sSubScale(b, ib);
+    m[2 * ib] = m[2 * ib + 1] = 0;
+  }
+}
+
 // Q2_K: 16 groups of 16, 4-bit scale and min each; value d*sc*q - dmin*mn.
 void UnQ2_K(const uint8_t* b, uint8_t* u, float* s, float* m) {
   const uint8_t* scales = b;
@@ -232,6 +244,7 @@ UnpackRowFn ScalarUnpacker(DType t) {
     case DType::kW8A8: return UnpackRow<UnQ8_0, 32, 34>;
     case DType::kIQ4_NL: return UnpackRow<UnIq4Nl, 32, 18>;
     case DType::kIQ4_XS: return UnpackRow<UnIq4Xs, 256, 136>;
+    case DType::kIQ3_S: return UnpackRow<UnIq3s, 256, kIq3sBlockBytes>;
     case DType::kQ2_K: return UnpackRow<UnQ2_K, 256, 84>;
     case DType::kQ3_K: return UnpackRow<UnQ3_K, 256, 110>;
     case DType::kQ4_K: return UnpackRow<UnQ4_K, 256, 144>;

@@ -1,0 +1,246 @@
+// IQ3_S quantization, following llama.cpp's quantize_row_iq3_s_impl step by
+// step (float arithmetic in the same order) so that, given the same input and
+// importance matrix, the blocks agree byte for byte with llama-quantize's:
+// per 32-group, signs split off, a scale search over 19 trial scales in which
+// each 4-tuple of 3-bit magnitudes is snapped to the nearest codebook point
+// (kIq3sGrid; off-grid tuples go to the best of their precomputed nearest
+// grid neighbours, weighted), then the group scales coded as 4-bit odd
+// multiples of one f16 super-scale.
+#include <algorithm>
+#include <array>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "base/check.h"
+#include "quant/kquants.h"
+#include "quant/quant_search.h"
+#include "tensor/quant_blocks.h"
+
+namespace infera::kquants {
+namespace {
+
+constexpr int kMaxQ = 8;      // magnitudes 2l + 1, l = 0..7
+constexpr int kGroup = 32;    // elements per scale
+constexpr int kTuples = kGroup / 4;
+
+int GridByte(int g, int j) { return static_cast<int>((kIq3sGrid[g] >> (8 * j)) & 0xFF); }
+
+// The codebook's index: a 4-tuple of 3-bit levels l (l0 | l1 << 3 | ...) ->
+// its grid point, or for a tuple not in the codebook -(o + 1) with
+// neighbours[o] the count n and neighbours[o + 1 .. o + n] the grid points
+// nearest it (squared distance over the odd magnitudes; the points at the
+// three smallest distances, ties in index order), as llama.cpp's
+// iq3xs_init_impl builds them. Immutable once built; shared read-only.
+struct Iq3sIndex {
+  std::array<int, 4096> map{};
+  std::vector<uint16_t> neighbours;
+};
+
+Iq3sIndex BuildIndex() {
+  Iq3sIndex t;
+  t.map.fill(-1);
+  for (int g = 0; g < 512; ++g) {
+    int code = 0;
+    for (int j = 0; j < 4; ++j) code |= ((GridByte(g, j) - 1) / 2) << (3 * j);
+    t.map[code] = g;
+  }
+  std::vector<std::pair<int, int>> dist(512);  // (d2, grid index)
+  for (int code = 0; code < 4096; ++code) {
+    if (t.map[code] >= 0) continue;
+    int pos[4];
+    for (int j = 0; j < 4; ++j) pos[j] = 2 * ((code >> (3 * j)) & 7) + 1;
+    for (int g = 0; g < 512; ++g) {
+      int d2 = 0;
+      for (int j = 0; j < 4; ++j) d2 += (GridByte(g, j) - pos[j]) * (GridByte(g, j) - pos[j]);
+      dist[g] = {d2, g};
+    }
+    std::sort(dist.begin(), dist.end());
+    const size_t start = t.neighbours.size();
+    t.map[code] = -static_cast<int>(start + 1);
+    t.neighbours.push_back(0);
+    int d2 = dist[0].first, have = 1, n = 0;
+    for (const auto& [dd, g] : dist) {
+      if (dd > d2) {
+        if (have == 3) break;
+        d2 = dd;
+        ++have;
+      }
+      t.neighbours.push_back(static_cast<uint16_t>(g));
+      ++n;
+    }
+    t.neighbours[start] = static_cast<uint16_t>(n);
+  }
+  return t;
+}
+
+const Iq3sIndex& Index() {
+  static const Iq3sIndex index = BuildIndex();  // thread-safe initialization
+  return index;
+}
+
+// Of the neighbours nb (count, then grid points) of an off-grid tuple: the
+// one closest to xval [4] at `scale`, weighted by w [4]; its levels into L [4].
+int BestNeighbour(const uint16_t* nb, const float* xval, const float* w, float scale, int8_t* L) {
+  float best_d2 = FLT_MAX;
+  int best = -1;
+  for (int j = 1; j <= nb[0]; ++j) {
+    float d2 = 0;
+    for (int i = 0; i < 4; ++i) {
+      const float q = static_cast<float>(GridByte(nb[j], i));
+      const float diff = scale * q - xval[i];
+      d2 += w[i] * diff * diff;
+    }
+    if (d2 < best_d2) {
+      best_d2 = d2;
+      best = nb[j];
+    }
+  }
+  CHECK(best >= 0);
+  for (int i = 0; i < 4; ++i) L[i] = static_cast<int8_t>((GridByte(best, i) - 1) / 2);
+  return best;
+}
+
+int TupleCode(const int8_t* L) {
+  int code = 0;
+  for (int i = 0; i < 4; ++i) code |= L[i] << (3 * i);
+  return code;
+}
+
+// Levels of xval [4] at inverse scale id, clamped to 0..7, into L [4].
+void RoundTuple(const float* xval, float id, int8_t* L) {
+  for (int i = 0; i < 4; ++i) {
+    const int l = NearestInt(0.5f * (id * xval[i] - 1));
+    L[i] = static_cast<int8_t>(std::max(0, std::min(kMaxQ - 1, l)));
+  }
+}
+
+void WeightedFit(const float* weight, const float* xval, const int8_t* L, float* sumqx, float* sumq2) {
+  *sumqx = 0;
+  *sumq2 = 0;
+  for (int i = 0; i < kGroup; ++i) {
+    const float w = weight[i];
+    const float q = static_cast<float>(2 * L[i] + 1);
+    *sumqx += w * xval[i] * q;
+    *sumq2 += w * q * q;
+  }
+}
+
+}  // namespace
+
+void QuantizeIq3s(const float* x, const float* qw, uint8_t* block) {
+  const Iq3sIndex& index = Index();
+  const auto neighbours_of = [&](int code) { return index.neighbours.data() - index.map[code] - 1; };
+  std::memset(block, 0, kIq3sBlockBytes);
+  uint8_t* qs = block + 2;
+  uint8_t* qh = block + 66;
+  uint8_t* signs = block + 74;
+  float scales[8];
+  float weight[kGroup], waux[kGroup], xval[kGroup];
+  int8_t L[kGroup], Laux[kGroup];
+  bool on_grid[kTuples], on_grid_aux[kTuples];
+  uint8_t block_signs[kGroup / 8];
+  float max_scale = 0;
+  float sumx2 = 0;
+  for (int i = 0; i < 256; ++i) sumx2 += x[i] * x[i];
+  const float sigma2 = 2 * sumx2 / 256;
+  for (int ib = 0; ib < 8; ++ib) {
+    const float* xb = x + kGroup * ib;
+    if (qw != nullptr) {
+      for (int i = 0; i < kGroup; ++i) weight[i] = qw[kGroup * ib + i] * std::sqrt(sigma2 + xb[i] * xb[i]);
+    } else {
+      for (int i = 0; i < kGroup; ++i) weight[i] = xb[i] * xb[i];
+    }
+    for (int i = 0; i < kGroup; ++i) waux[i] = std::sqrt(weight[i]);
+    for (int k = 0; k < kGroup / 8; ++k) {
+      uint8_t s = 0;
+      for (int i = 0; i < 8; ++i) {
+        if (xb[8 * k + i] >= 0) {
+          xval[8 * k + i] = xb[8 * k + i];
+        } else {
+          xval[8 * k + i] = -xb[8 * k + i];
+          s |= static_cast<uint8_t>(1 << i);
+        }
+      }
+      block_signs[k] = s;
+    }
+    float max = xval[0];
+    for (int i = 1; i < kGroup; ++i) max = max > xval[i] ? max : xval[i];
+    std::memset(L, 0, sizeof(L));
+    if (max == 0) {
+      // An all-zero group keeps zero bytes (it decodes to +-d, the format's
+      // smallest magnitude). Deliberate difference: llama.cpp's quantizer
+      // (as of 2026) does not advance its qs / signs cursors here, so every
+      // later group of the block is stored one slot early and decodes wrong;
+      // infera writes each group in its own slot. Blocks without an all-zero
+      // group are byte-identical.
+      scales[ib] = 0;
+      qs += kTuples;
+      signs += kGroup / 8;
+      continue;
+    }
+    float best = 0;
+    float scale = max / (2 * kMaxQ - 1);
+    for (bool& b : on_grid) b = false;
+    for (int is = -9; is <= 9; ++is) {
+      const float id = (2 * kMaxQ - 1 + static_cast<float>(is) * 0.2f) / max;
+      const float this_scale = 1 / id;
+      for (int k = 0; k < kTuples; ++k) {
+        RoundTuple(xval + 4 * k, id, Laux + 4 * k);
+        const int code = TupleCode(Laux + 4 * k);
+        on_grid_aux[k] = index.map[code] >= 0;
+        if (!on_grid_aux[k]) BestNeighbour(neighbours_of(code), xval + 4 * k, waux + 4 * k, this_scale, Laux + 4 * k);
+      }
+      float sumqx, sumq2;
+      WeightedFit(weight, xval, Laux, &sumqx, &sumq2);
+      if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+        scale = sumqx / sumq2;
+        best = scale * sumqx;
+        std::memcpy(L, Laux, sizeof(L));
+        std::memcpy(on_grid, on_grid_aux, sizeof(on_grid));
+      }
+    }
+    const bool all_on_grid = std::all_of(on_grid, on_grid + kTuples, [](bool b) { return b; });
+    if (!all_on_grid && scale > 0) {  // re-snap every tuple at the chosen scale
+      const float id = 1 / scale;
+      for (int k = 0; k < kTuples; ++k) {
+        int8_t l[4];
+        RoundTuple(xval + 4 * k, id, l);
+        const int code = TupleCode(l);
+        int g = index.map[code];
+        if (g < 0) g = BestNeighbour(neighbours_of(code), xval + 4 * k, waux + 4 * k, scale, L + 4 * k);
+        for (int i = 0; i < 4; ++i) L[4 * k + i] = static_cast<int8_t>((GridByte(g, i) - 1) / 2);
+      }
+      float sumqx, sumq2;
+      WeightedFit(weight, xval, L, &sumqx, &sumq2);
+      if (sumq2 > 0) scale = sumqx / sumq2;
+    }
+    if (scale < 0) {  // cannot happen with these weights; kept as llama.cpp keeps it
+      scale = -scale;
+      for (uint8_t& s : block_signs) s = static_cast<uint8_t>(~s);
+    }
+    for (int k = 0; k < kTuples; ++k) {
+      const int g = index.map[TupleCode(L + 4 * k)];
+      CHECK(g >= 0);
+      qs[k] = static_cast<uint8_t>(g & 255);
+      qh[(ib * kTuples + k) / 8] |= static_cast<uint8_t>((g >> 8) << ((ib * kTuples + k) % 8));
+    }
+    qs += kTuples;
+    std::memcpy(signs, block_signs, sizeof(block_signs));
+    signs += sizeof(block_signs);
+    scales[ib] = scale;
+    max_scale = std::max(max_scale, scale);
+  }
+  if (max_scale == 0) return;
+  const float d = max_scale / 31;
+  PutHalf(block, d * 1.033f);
+  const float id = 1 / d;
+  for (int ib = 0; ib < 8; ib += 2) {
+    const int l1 = std::max(0, std::min(15, NearestInt(0.5f * (id * scales[ib] - 1))));
+    const int l2 = std::max(0, std::min(15, NearestInt(0.5f * (id * scales[ib + 1] - 1))));
+    block[106 + ib / 2] = static_cast<uint8_t>(l1 | (l2 << 4));
+  }
+}
+
+}  // namespace infera::kquants
