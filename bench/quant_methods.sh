@@ -21,7 +21,7 @@ WHICH="${1:-kjv}"
 DIR="${DIR:-/tmp/qm}/$WHICH"
 CTX="${CTX:-128}"
 CALIB_TOKENS="${CALIB_TOKENS:-16384}"
-TYPES="${TYPES:-q2_k q3_k q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k iq4_nl q8_0}"
+TYPES="${TYPES:-q2_k q3_k iq3_s q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k iq4_nl q8_0}"
 GPTQ_TYPES=" q2_k q3_k q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k iq4_nl q8_0 "
 mkdir -p "$DIR"
 case "$WHICH" in

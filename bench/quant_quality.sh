@@ -12,7 +12,7 @@ TEXT="${1:-$ROOT/models/kjv-7m/heldout.txt}"
 CTX="${2:-128}"
 CHUNKS="${3:-0}"
 DIR="${4:-/tmp/qq}"
-TYPES="f16 q8_0 q6_k q5_k_m q5_0 q4_k_m q4_k q4_0 iq4_nl q3_k_m q2_k"
+TYPES="f16 q8_0 q6_k q5_k_m q5_0 q4_k_m q4_k q4_0 iq4_nl q3_k_m iq3_s q2_k"
 mkdir -p "$DIR"
 CH=()
 [ "$CHUNKS" -gt 0 ] && CH=(--chunks "$CHUNKS")

@@ -9,10 +9,26 @@ import numpy as np
 # ggml type -> (name, elements per block, bytes per block)
 TYPES = {0: ("f32", 1, 4), 1: ("f16", 1, 2), 2: ("q4_0", 32, 18), 3: ("q4_1", 32, 20), 6: ("q5_0", 32, 22),
          7: ("q5_1", 32, 24), 8: ("q8_0", 32, 34), 10: ("q2_K", 256, 84), 11: ("q3_K", 256, 110),
-         12: ("q4_K", 256, 144), 13: ("q5_K", 256, 176), 14: ("q6_K", 256, 210), 20: ("iq4_nl", 32, 18), 23: ("iq4_xs", 256, 136),
+         12: ("q4_K", 256, 144), 13: ("q5_K", 256, 176), 14: ("q6_K", 256, 210), 20: ("iq4_nl", 32, 18), 21: ("iq3_s", 256, 110),
+         23: ("iq4_xs", 256, 136),
          26: ("i32", 1, 4), 30: ("bf16", 1, 2), 201: ("w8a8", 32, 34)}
 IQ4NL = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], dtype=np.float32)
 F32 = np.float32
+
+
+def _iq3s_grid():
+    """The IQ3_S codebook [512, 4] (odd magnitudes 1..15), parsed from the
+    C++ source's data file: the format's table, not an implementation."""
+    import os
+    import re
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "tensor", "iq3s_grid.inc")
+    with open(path) as f:
+        words = [int(v, 16) for v in re.findall(r"0x[0-9a-fA-F]{8}", f.read())]
+    assert len(words) == 512
+    return np.array([[(w >> (8 * j)) & 255 for j in range(4)] for w in words], dtype=np.int32)
+
+
+IQ3S_GRID = _iq3s_grid()
 
 
 def read_gguf_tensors(path):
@@ -98,6 +114,20 @@ def dequantize(t, raw):
             dl = (d * (ls - 32).astype(F32)).astype(F32)[:, None]
             qs = b[:, 8 + 16 * ib:24 + 16 * ib].astype(np.int32)
             y[:, 32 * ib:32 * ib + 32] = dl * IQ4NL[np.concatenate([qs & 15, qs >> 4], axis=1)]
+        return y.reshape(-1)
+    if name == "iq3_s":  # {f16 d; u8 qs[64]; u8 qh[8]; u8 signs[32]; u8 scales[4]}
+        d = _f16(b[:, 0:2])
+        y = np.zeros((nb, 256), dtype=F32)
+        for ib in range(8):
+            sc = (b[:, 106 + ib // 2].astype(np.int32) >> (4 * (ib % 2))) & 15
+            db = (d * (1 + 2 * sc).astype(F32)).astype(F32)[:, None]
+            for k in range(8):  # 4-tuple k of the group: 9-bit grid index
+                g = b[:, 2 + 8 * ib + k].astype(np.int32) | (((b[:, 66 + ib].astype(np.int32) >> k) & 1) << 8)
+                for j in range(4):
+                    e = 32 * ib + 4 * k + j
+                    neg = (b[:, 74 + e // 8].astype(np.int32) >> (e % 8)) & 1
+                    v = np.where(neg == 1, -IQ3S_GRID[g, j], IQ3S_GRID[g, j]).astype(F32)
+                    y[:, e] = db[:, 0] * v
         return y.reshape(-1)
     if name == "q4_1":
         d, m = _f16(b[:, 0:2])[:, None], _f16(b[:, 2:4])[:, None]
@@ -307,3 +337,131 @@ def smoothquant(w, x, alpha):
     v = (ws * inv[:, None]).astype(F32)
     q = np.clip(np.sign(v) * np.floor(np.abs(v) + F32(0.5)), -127, 127).astype(F32)
     return s, (q * d[:, None]).astype(F32)
+
+
+# --- IQ3_S quantization (llama.cpp's algorithm, float32 step by step) -------
+
+def _iq3s_index():
+    """code (4 x 3-bit levels) -> grid point, and for codes off the grid the
+    grid points at the three smallest squared distances (ties by index)."""
+    levels = (IQ3S_GRID - 1) // 2
+    codes = levels[:, 0] | (levels[:, 1] << 3) | (levels[:, 2] << 6) | (levels[:, 3] << 9)
+    on = {int(c): g for g, c in enumerate(codes)}
+    near = {}
+    for code in range(4096):
+        if code in on:
+            continue
+        pos = np.array([2 * ((code >> (3 * j)) & 7) + 1 for j in range(4)])
+        d2 = ((IQ3S_GRID - pos) ** 2).sum(axis=1)
+        order = np.lexsort((np.arange(512), d2))
+        keep = sorted(set(d2.tolist()))[:3]
+        near[code] = [int(g) for g in order if d2[g] <= keep[-1]]
+    return on, near
+
+
+_IQ3S_INDEX = None
+
+
+def _nearest_int(v):
+    return int(np.rint(F32(v)))
+
+
+def iq3s_quantize_block(x, qw=None):
+    """x [256] float32, qw [256] or None -> the 110 bytes of one IQ3_S block
+    (an all-zero 32-group keeps its own slot; see iq3s_quantize.cc)."""
+    global _IQ3S_INDEX
+    if _IQ3S_INDEX is None:
+        _IQ3S_INDEX = _iq3s_index()
+    on, near = _IQ3S_INDEX
+    x = [F32(v) for v in x]
+    out = bytearray(110)
+    sumx2 = F32(0)
+    for v in x:
+        sumx2 = F32(sumx2 + F32(v * v))
+    sigma2 = F32(F32(F32(2) * sumx2) / F32(256))
+    scales = [F32(0)] * 8
+    max_scale = F32(0)
+
+    def code_of(l4):
+        return l4[0] | (l4[1] << 3) | (l4[2] << 6) | (l4[3] << 9)
+
+    def best_neighbour(code, xv, wv, scale):
+        best, best_g = None, -1
+        for g in near[code]:
+            d2 = F32(0)
+            for i in range(4):
+                diff = F32(F32(scale * F32(IQ3S_GRID[g, i])) - xv[i])
+                d2 = F32(d2 + F32(F32(wv[i] * diff) * diff))
+            if best is None or d2 < best:
+                best, best_g = d2, g
+        return best_g, [int((IQ3S_GRID[best_g, i] - 1) // 2) for i in range(4)]
+
+    def fit(weight, xval, L):
+        sqx, sq2 = F32(0), F32(0)
+        for i in range(32):
+            q = F32(2 * L[i] + 1)
+            sqx = F32(sqx + F32(F32(weight[i] * xval[i]) * q))
+            sq2 = F32(sq2 + F32(F32(weight[i] * q) * q))
+        return sqx, sq2
+
+    for ib in range(8):
+        xb = x[32 * ib:32 * ib + 32]
+        if qw is not None:
+            weight = [F32(F32(qw[32 * ib + i]) * np.sqrt(F32(sigma2 + F32(v * v)))) for i, v in enumerate(xb)]
+        else:
+            weight = [F32(v * v) for v in xb]
+        waux = [np.sqrt(w) for w in weight]
+        xval = [abs(v) for v in xb]
+        signs = [sum(1 << i for i in range(8) if xb[8 * k + i] < 0) for k in range(4)]
+        mx = max(xval)
+        if mx == 0:
+            continue
+        best, scale = F32(0), F32(mx / F32(15))
+        L, on_grid = [0] * 32, [False] * 8
+        for is_ in range(-9, 10):
+            idv = F32(F32(F32(15) + F32(F32(is_) * F32(0.2))) / mx)
+            this_scale = F32(F32(1) / idv)
+            La, on_aux = [0] * 32, [True] * 8
+            for k in range(8):
+                l4 = [max(0, min(7, _nearest_int(F32(0.5) * F32(F32(idv * xval[4 * k + i]) - F32(1)))))
+                      for i in range(4)]
+                c = code_of(l4)
+                if c not in on:
+                    on_aux[k] = False
+                    _, l4 = best_neighbour(c, xval[4 * k:4 * k + 4], waux[4 * k:4 * k + 4], this_scale)
+                La[4 * k:4 * k + 4] = l4
+            sqx, sq2 = fit(weight, xval, La)
+            if sq2 > 0 and F32(sqx * sqx) > F32(best * sq2):
+                scale = F32(sqx / sq2)
+                best = F32(scale * sqx)
+                L, on_grid = La, on_aux
+        if not all(on_grid) and scale > 0:
+            idv = F32(F32(1) / scale)
+            L = list(L)
+            for k in range(8):
+                l4 = [max(0, min(7, _nearest_int(F32(0.5) * F32(F32(idv * xval[4 * k + i]) - F32(1)))))
+                      for i in range(4)]
+                c = code_of(l4)
+                g = on[c] if c in on else best_neighbour(c, xval[4 * k:4 * k + 4], waux[4 * k:4 * k + 4], scale)[0]
+                L[4 * k:4 * k + 4] = [int((IQ3S_GRID[g, i] - 1) // 2) for i in range(4)]
+            sqx, sq2 = fit(weight, xval, L)
+            if sq2 > 0:
+                scale = F32(sqx / sq2)
+        for k in range(8):
+            g = on[code_of(L[4 * k:4 * k + 4])]
+            out[2 + 8 * ib + k] = g & 255
+            out[66 + ib] |= (g >> 8) << k
+        for k in range(4):
+            out[74 + 4 * ib + k] = signs[k]
+        scales[ib] = scale
+        max_scale = max(max_scale, scale)
+    if max_scale == 0:
+        return bytes(out)
+    d = F32(max_scale / F32(31))
+    out[0:2] = np.array([F32(d * F32(1.033))], dtype="<f2").tobytes()
+    idv = F32(F32(1) / d)
+    for ib in range(0, 8, 2):
+        l1 = max(0, min(15, _nearest_int(F32(0.5) * F32(F32(idv * scales[ib]) - F32(1)))))
+        l2 = max(0, min(15, _nearest_int(F32(0.5) * F32(F32(idv * scales[ib + 1]) - F32(1)))))
+        out[106 + ib // 2] = l1 | (l2 << 4)
+    return bytes(out)

@@ -13,7 +13,7 @@
 // prune::InputStats records them), then the W8A8 rows of W diag(s)
 // dequantized [ROWS, COLS]. rtn: TYPE's importance-weighted rounding
 // (QuantizeRow with X's per-column sum of x^2, scaled to mean 1, as the
-// imatrix), outputs as gptq.
+// imatrix; TOKENS 0: the plain rounding, no imatrix), outputs as gptq.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -93,7 +93,7 @@ int Rtn(int argc, char** argv) {
   const uint64_t row_bytes = *RowBytes(*t, cols);
   std::vector<uint8_t> blocks(row_bytes * rows);
   for (int64_t r = 0; r < rows; ++r) {
-    QuantizeRow(*t, &w[r * cols], &blocks[r * row_bytes], cols, importance.data());
+    QuantizeRow(*t, &w[r * cols], &blocks[r * row_bytes], cols, tokens > 0 ? importance.data() : nullptr);
     DequantizeRow(*t, &blocks[r * row_bytes], &w[r * cols], cols);
   }
   return WriteBytes(argv[8], w.data(), w.size() * 4) && WriteBytes(argv[9], blocks.data(), blocks.size()) ? 0 : 1;
