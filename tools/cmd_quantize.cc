@@ -76,7 +76,11 @@ int Quantize(const QuantizeArgs& a, const RuntimeOptions& rt) {
   const auto target = ParseQuantTarget(a.type);
   if (!target) {
     return ReportError("--type must be one of w8a8, q8_0, q6_k, q5_k_m, q5_k_s, q5_k, q5_1, q5_0, q4_k_m, q4_k_s, q4_k, "
-                       "q4_1, q4_0, iq4_nl, iq4_xs, q3_k_m, q3_k, iq3_s, q2_k, f16, bf16, f32");
+                       "q4_1, q4_0, iq4_nl, iq4_xs, q3_k_m, q3_k, iq3_s, q2_k, iq2_xs, f16, bf16, f32");
+  }
+  if (target->base == DType::kIQ2_XS && a.imatrix.empty()) {
+    return ReportError("--type iq2_xs needs --imatrix FILE (2-bit codebook rounding without importances is too "
+                       "lossy; llama-quantize refuses it too)");
   }
   const bool gptq = a.method == "gptq";
   if (a.method != "rtn" && !gptq) return ReportError("--method must be rtn or gptq");
@@ -260,7 +264,7 @@ CommandFn RegisterQuantize(CLI::App& app, const RuntimeOptions& rt) {
   auto a = std::make_shared<QuantizeArgs>();
   app.add_option("paths", a->paths, "IN (GGUF, HF folder or llama2.c checkpoint) OUT.gguf")->required();
   app.add_option("--type", a->type,
-                 "a type (w8a8, q8_0, q6_k, q5_k, q5_1, q5_0, q4_k, q4_1, q4_0, iq4_nl, iq4_xs, q3_k, iq3_s, q2_k, f16, bf16, f32) or a "
+                 "a type (w8a8, q8_0, q6_k, q5_k, q5_1, q5_0, q4_k, q4_1, q4_0, iq4_nl, iq4_xs, q3_k, iq3_s, q2_k, iq2_xs, f16, bf16, f32) or a "
                  "llama.cpp mixture (q5_k_m, q5_k_s, q4_k_m, q4_k_s, q3_k_m)")->required();
   app.add_option("--keep", a->keep, "PATTERN=TYPE: store tensors whose name matches the glob in TYPE (repeatable)");
   app.add_flag("--pure", a->pure, "every weight matrix in --type, the output tensor too (llama-quantize --pure)");

@@ -33,6 +33,9 @@ PackFormat GetPackFormat(DType t) {
     // IQ3_S: its grid values as Q5_0's 5-bit u = v + 16 (every v is odd in
     // -15..15), f32 scales d * (1 + 2 * sc): the integer dots of Q5_0.
     case DType::kIQ3_S: return {true, 5, 32, false, 4, false};
+    // IQ2_XS: its values (+-8, +-25, +-43) as 8-bit u = v + 128, blocks of 16
+    // with f32 scales d * (0.5 + sc) * 0.25.
+    case DType::kIQ2_XS: return {true, 8, 16, false, 7, false};
     case DType::kQ5_1: return {true, 5, 32, true, -1, true};
     case DType::kQ5_K: return {true, 5, 32, true, -1, false, true};
     case DType::kQ6_K: return {true, 6, 16, false, 5, false, true};

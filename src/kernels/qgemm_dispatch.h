@@ -35,6 +35,7 @@ void DispatchPackFormat(const PackedMatrix& w, int64_t group, const QuantActs& a
              : Kernel::template Run<8, 32, false, true, false>(w, group, a, t0, nt, y);
   }
   if (f.bits == 5) return Kernel::template Run<5, 32, false, false, false>(w, group, a, t0, nt, y);  // IQ3_S
+  if (f.bits == 8) return Kernel::template Run<8, 16, false, false, false>(w, group, a, t0, nt, y);  // IQ2_XS
   if (f.bits == 4 && f.block == 32) {
     return m ? Kernel::template Run<4, 32, true, false, false>(w, group, a, t0, nt, y)
              : Kernel::template Run<4, 32, false, false, false>(w, group, a, t0, nt, y);

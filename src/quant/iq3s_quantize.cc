@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "quant/codebook_index.h"
 #include "quant/kquants.h"
 #include "quant/quant_search.h"
 #include "tensor/quant_blocks.h"
@@ -25,87 +26,19 @@ constexpr int kMaxQ = 8;      // magnitudes 2l + 1, l = 0..7
 constexpr int kGroup = 32;    // elements per scale
 constexpr int kTuples = kGroup / 4;
 
-int GridByte(int g, int j) { return static_cast<int>((kIq3sGrid[g] >> (8 * j)) & 0xFF); }
+using Iq3sIndex = CodebookIndex<4, 3>;
 
-// The codebook's index: a 4-tuple of 3-bit levels l (l0 | l1 << 3 | ...) ->
-// its grid point, or for a tuple not in the codebook -(o + 1) with
-// neighbours[o] the count n and neighbours[o + 1 .. o + n] the grid points
-// nearest it (squared distance over the odd magnitudes; the points at the
-// three smallest distances, ties in index order), as llama.cpp's
-// iq3xs_init_impl builds them. Immutable once built; shared read-only.
-struct Iq3sIndex {
-  std::array<int, 4096> map{};
-  std::vector<uint16_t> neighbours;
-};
-
-Iq3sIndex BuildIndex() {
-  Iq3sIndex t;
-  t.map.fill(-1);
-  for (int g = 0; g < 512; ++g) {
-    int code = 0;
-    for (int j = 0; j < 4; ++j) code |= ((GridByte(g, j) - 1) / 2) << (3 * j);
-    t.map[code] = g;
-  }
-  std::vector<std::pair<int, int>> dist(512);  // (d2, grid index)
-  for (int code = 0; code < 4096; ++code) {
-    if (t.map[code] >= 0) continue;
-    int pos[4];
-    for (int j = 0; j < 4; ++j) pos[j] = 2 * ((code >> (3 * j)) & 7) + 1;
-    for (int g = 0; g < 512; ++g) {
-      int d2 = 0;
-      for (int j = 0; j < 4; ++j) d2 += (GridByte(g, j) - pos[j]) * (GridByte(g, j) - pos[j]);
-      dist[g] = {d2, g};
-    }
-    std::sort(dist.begin(), dist.end());
-    const size_t start = t.neighbours.size();
-    t.map[code] = -static_cast<int>(start + 1);
-    t.neighbours.push_back(0);
-    int d2 = dist[0].first, have = 1, n = 0;
-    for (const auto& [dd, g] : dist) {
-      if (dd > d2) {
-        if (have == 3) break;
-        d2 = dd;
-        ++have;
-      }
-      t.neighbours.push_back(static_cast<uint16_t>(g));
-      ++n;
-    }
-    t.neighbours[start] = static_cast<uint16_t>(n);
-  }
-  return t;
-}
-
+// The codebook's points as levels (magnitude byte j of kIq3sGrid = 2 l_j + 1);
+// nearest points: those at the 3 smallest distances, as llama.cpp builds them.
 const Iq3sIndex& Index() {
-  static const Iq3sIndex index = BuildIndex();  // thread-safe initialization
+  static const Iq3sIndex index = [] {  // thread-safe initialization
+    std::vector<std::array<int8_t, 4>> points(512);
+    for (int g = 0; g < 512; ++g) {
+      for (int j = 0; j < 4; ++j) points[g][j] = static_cast<int8_t>((((kIq3sGrid[g] >> (8 * j)) & 0xFF) - 1) / 2);
+    }
+    return Iq3sIndex(points, kMaxQ, 3);
+  }();
   return index;
-}
-
-// Of the neighbours nb (count, then grid points) of an off-grid tuple: the
-// one closest to xval [4] at `scale`, weighted by w [4]; its levels into L [4].
-int BestNeighbour(const uint16_t* nb, const float* xval, const float* w, float scale, int8_t* L) {
-  float best_d2 = FLT_MAX;
-  int best = -1;
-  for (int j = 1; j <= nb[0]; ++j) {
-    float d2 = 0;
-    for (int i = 0; i < 4; ++i) {
-      const float q = static_cast<float>(GridByte(nb[j], i));
-      const float diff = scale * q - xval[i];
-      d2 += w[i] * diff * diff;
-    }
-    if (d2 < best_d2) {
-      best_d2 = d2;
-      best = nb[j];
-    }
-  }
-  CHECK(best >= 0);
-  for (int i = 0; i < 4; ++i) L[i] = static_cast<int8_t>((GridByte(best, i) - 1) / 2);
-  return best;
-}
-
-int TupleCode(const int8_t* L) {
-  int code = 0;
-  for (int i = 0; i < 4; ++i) code |= L[i] << (3 * i);
-  return code;
 }
 
 // Levels of xval [4] at inverse scale id, clamped to 0..7, into L [4].
@@ -131,7 +64,6 @@ void WeightedFit(const float* weight, const float* xval, const int8_t* L, float*
 
 void QuantizeIq3s(const float* x, const float* qw, uint8_t* block) {
   const Iq3sIndex& index = Index();
-  const auto neighbours_of = [&](int code) { return index.neighbours.data() - index.map[code] - 1; };
   std::memset(block, 0, kIq3sBlockBytes);
   uint8_t* qs = block + 2;
   uint8_t* qh = block + 66;
@@ -188,9 +120,9 @@ void QuantizeIq3s(const float* x, const float* qw, uint8_t* block) {
       const float this_scale = 1 / id;
       for (int k = 0; k < kTuples; ++k) {
         RoundTuple(xval + 4 * k, id, Laux + 4 * k);
-        const int code = TupleCode(Laux + 4 * k);
-        on_grid_aux[k] = index.map[code] >= 0;
-        if (!on_grid_aux[k]) BestNeighbour(neighbours_of(code), xval + 4 * k, waux + 4 * k, this_scale, Laux + 4 * k);
+        const int code = Iq3sIndex::Code(Laux + 4 * k);
+        on_grid_aux[k] = index.Point(code) >= 0;
+        if (!on_grid_aux[k]) index.BestNeighbour(code, xval + 4 * k, waux + 4 * k, this_scale, Laux + 4 * k);
       }
       float sumqx, sumq2;
       WeightedFit(weight, xval, Laux, &sumqx, &sumq2);
@@ -207,10 +139,10 @@ void QuantizeIq3s(const float* x, const float* qw, uint8_t* block) {
       for (int k = 0; k < kTuples; ++k) {
         int8_t l[4];
         RoundTuple(xval + 4 * k, id, l);
-        const int code = TupleCode(l);
-        int g = index.map[code];
-        if (g < 0) g = BestNeighbour(neighbours_of(code), xval + 4 * k, waux + 4 * k, scale, L + 4 * k);
-        for (int i = 0; i < 4; ++i) L[4 * k + i] = static_cast<int8_t>((GridByte(g, i) - 1) / 2);
+        const int code = Iq3sIndex::Code(l);
+        int g = index.Point(code);
+        if (g < 0) g = index.BestNeighbour(code, xval + 4 * k, waux + 4 * k, scale, L + 4 * k);
+        for (int i = 0; i < 4; ++i) L[4 * k + i] = index.Levels(g)[i];
       }
       float sumqx, sumq2;
       WeightedFit(weight, xval, L, &sumqx, &sumq2);
@@ -221,7 +153,7 @@ void QuantizeIq3s(const float* x, const float* qw, uint8_t* block) {
       for (uint8_t& s : block_signs) s = static_cast<uint8_t>(~s);
     }
     for (int k = 0; k < kTuples; ++k) {
-      const int g = index.map[TupleCode(L + 4 * k)];
+      const int g = index.Point(Iq3sIndex::Code(L + 4 * k));
       CHECK(g >= 0);
       qs[k] = static_cast<uint8_t>(g & 255);
       qh[(ib * kTuples + k) / 8] |= static_cast<uint8_t>((g >> 8) << ((ib * kTuples + k) % 8));

@@ -24,6 +24,8 @@ void QuantizeIq4Nl(const float* x, const float* qw, uint8_t* block);
 void QuantizeIq4Xs(const float* x, const float* qw, uint8_t* block);
 // x [256], qw [256] or null -> one IQ3_S block (iq3s_quantize.cc).
 void QuantizeIq3s(const float* x, const float* qw, uint8_t* block);
+// x [256], qw [256] or null -> one IQ2_XS block (iq2xs_quantize.cc).
+void QuantizeIq2Xs(const float* x, const float* qw, uint8_t* block);
 
 // Code packers: L [256] codes (Q2_K 0..3, Q3_K 0..7, Q4_K 0..15, Q5_K
 // 0..31, Q6_K 0..63) into the block's quant bits; the scales are untouched.

@@ -43,7 +43,8 @@ DType FallbackForShape(DType t, int64_t n_in) {
     case DType::kQ2_K:
     case DType::kQ3_K:
     case DType::kIQ4_XS:
-    case DType::kIQ3_S: f = DType::kIQ4_NL; break;
+    case DType::kIQ3_S:
+    case DType::kIQ2_XS: f = DType::kIQ4_NL; break;
     case DType::kQ4_K: f = DType::kQ5_0; break;
     case DType::kQ5_K: f = DType::kQ5_1; break;
     case DType::kQ6_K: f = DType::kQ8_0; break;
@@ -60,8 +61,14 @@ DType ChooseTensorType(const QuantTarget& t, const std::string& name, int64_t n_
   if (Contains(name, "ffn_gate_inp")) return DType::kF32;
   if (!pure && GetDTypeInfo(t.base).quantized) {
     const int layer = LayerIndex(name);
+    const bool iq2 = t.base == DType::kIQ2_XS;
     if (name == output_name) {
-      if (type != DType::kQ8_0 && type != DType::kW8A8) type = DType::kQ6_K;
+      // llama.cpp gives the 2-bit i-quant files a Q5_K output tensor.
+      if (type != DType::kQ8_0 && type != DType::kW8A8) type = iq2 ? DType::kQ5_K : DType::kQ6_K;
+    } else if (iq2 && Contains(name, "token_embd")) {
+      type = DType::kQ2_K;  // as llama.cpp: no imatrix covers the embeddings
+    } else if (iq2 && (Contains(name, "attn_v.weight") || (Contains(name, "ffn_down") && layer < n_layer / 8))) {
+      type = DType::kQ2_K;  // llama.cpp's IQ2_XS rule (its Q4_K for attn_v with GQA >= 4 is not applied)
     } else if (t.mixture && Contains(name, "attn_v.weight")) {
       if ((t.name == "q4_k_m" || t.name == "q5_k_m") && UseMoreBits(layer, n_layer)) type = DType::kQ6_K;
       else if (t.name == "q4_k_s" && layer < 4) type = DType::kQ5_K;

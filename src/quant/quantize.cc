@@ -219,6 +219,7 @@ BlockFn BlockQuantizer(DType t) {
     case DType::kIQ4_NL: return Super<kquants::QuantizeIq4Nl>;
     case DType::kIQ4_XS: return Super<kquants::QuantizeIq4Xs>;
     case DType::kIQ3_S: return Super<kquants::QuantizeIq3s>;
+    case DType::kIQ2_XS: return Super<kquants::QuantizeIq2Xs>;
     default: return nullptr;
   }
 }
@@ -298,6 +299,7 @@ uint32_t LlamaFileType(DType t) {
     case DType::kIQ4_NL: return 25;
     case DType::kIQ4_XS: return 30;
     case DType::kIQ3_S: return 26;
+    case DType::kIQ2_XS: return 20;
     case DType::kBF16: return 32;
     // infera's own types: llama.cpp's LLAMA_FTYPE_GUESSED ("not specified").
     case DType::kQ8_0S24:

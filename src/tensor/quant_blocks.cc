@@ -157,6 +157,15 @@ void DeqIq3s(const uint8_t* b, float* y) {
   }
 }
 
+void DeqIq2Xs(const uint8_t* b, float* y) {
+  int8_t v[16];
+  for (int g = 0; g < 16; ++g) {
+    const float db = Iq2xsSubScale(b, g);
+    Iq2xsGroupValues(b, g, v);
+    for (int j = 0; j < 16; ++j) y[16 * g + j] = db * static_cast<float>(v[j]);
+  }
+}
+
 // Q2_K: {u8 scales[16]; u8 qs[64]; f16 d; f16 dmin}. 16 sub-blocks of 16,
 // each with a 4-bit scale and 4-bit min; 2-bit quants.
 void DeqQ2_K(const uint8_t* b, float* y) {
@@ -287,6 +296,7 @@ BlockFn BlockDequantizer(DType t) {
     case DType::kIQ4_NL: return DeqIq4Nl;
     case DType::kIQ4_XS: return DeqIq4Xs;
     case DType::kIQ3_S: return DeqIq3s;
+    case DType::kIQ2_XS: return DeqIq2Xs;
     case DType::kQ2_K: return DeqQ2_K;
     case DType::kQ3_K: return DeqQ3_K;
     case DType::kQ4_K: return DeqQ4_K;
@@ -313,6 +323,25 @@ void Iq3sGroupValues(const uint8_t* b, int ib, int8_t* v) {
       const int e = 4 * k + j;
       const int mag = static_cast<int>((g >> (8 * j)) & 0xFF);
       v[e] = static_cast<int8_t>((signs[e / 8] >> (e % 8)) & 1 ? -mag : mag);
+    }
+  }
+}
+
+float Iq2xsSubScale(const uint8_t* b, int g) {
+  const int sc = (b[66 + g / 2] >> (4 * (g % 2))) & 0x0F;
+  return Half(b) * (0.5f + static_cast<float>(sc)) * 0.25f;
+}
+
+void Iq2xsGroupValues(const uint8_t* b, int g, int8_t* v) {
+  for (int h = 0; h < 2; ++h) {
+    uint16_t q;
+    std::memcpy(&q, b + 2 + 2 * (2 * g + h), 2);
+    const uint64_t grid = kIq2xsGrid[q & 511];
+    unsigned signs = q >> 9;
+    signs |= static_cast<unsigned>(__builtin_popcount(signs) & 1) << 7;  // even count of negatives
+    for (int j = 0; j < 8; ++j) {
+      const int mag = static_cast<int>((grid >> (8 * j)) & 0xFF);
+      v[8 * h + j] = static_cast<int8_t>((signs >> j) & 1 ? -mag : mag);
     }
   }
 }

@@ -35,6 +35,19 @@ float Iq3sSubScale(const uint8_t* b, int ib);
 // v [32]: the signed grid values (odd, -15..15) of 32-group ib of block b.
 void Iq3sGroupValues(const uint8_t* b, int ib, int8_t* v);
 
+// IQ2_XS (256 elements, 74 bytes): {f16 d; u16 qs[32]; u8 scales[8]}. qs[k]
+// (k = 0..31) covers elements 8k .. 8k+7: bits 0..8 index kIq2xsGrid (8
+// magnitude bytes 0x08 / 0x19 / 0x2b), bits 9..15 are the signs of elements
+// 0..6 (bit i set: negative), element 7's sign makes the count of negatives
+// even. 16-group g = k / 2 has scale d * (0.5 + sc) * 0.25, sc the low (even
+// g) or high (odd g) nibble of scales[g / 2].
+inline constexpr int kIq2xsBlockBytes = 74;
+extern const uint64_t kIq2xsGrid[512];
+// The scale of 16-group g (0..15) of IQ2_XS block b, f32.
+float Iq2xsSubScale(const uint8_t* b, int g);
+// v [16]: the signed grid values (+-8, +-25, +-43) of 16-group g of block b.
+void Iq2xsGroupValues(const uint8_t* b, int g, int8_t* v);
+
 // W8A8 (infera's type 201): Q8_0 blocks {f16 d; i8 qs[32]} in which every
 // block of a row has the same d (the row's scale, max |w| / 127), so the
 // kernels run whole rows of int8 with one scale. Rows must be at most

@@ -9,26 +9,28 @@ import numpy as np
 # ggml type -> (name, elements per block, bytes per block)
 TYPES = {0: ("f32", 1, 4), 1: ("f16", 1, 2), 2: ("q4_0", 32, 18), 3: ("q4_1", 32, 20), 6: ("q5_0", 32, 22),
          7: ("q5_1", 32, 24), 8: ("q8_0", 32, 34), 10: ("q2_K", 256, 84), 11: ("q3_K", 256, 110),
-         12: ("q4_K", 256, 144), 13: ("q5_K", 256, 176), 14: ("q6_K", 256, 210), 20: ("iq4_nl", 32, 18), 21: ("iq3_s", 256, 110),
+         12: ("q4_K", 256, 144), 13: ("q5_K", 256, 176), 14: ("q6_K", 256, 210), 17: ("iq2_xs", 256, 74), 20: ("iq4_nl", 32, 18),
+         21: ("iq3_s", 256, 110),
          23: ("iq4_xs", 256, 136),
          26: ("i32", 1, 4), 30: ("bf16", 1, 2), 201: ("w8a8", 32, 34)}
 IQ4NL = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], dtype=np.float32)
 F32 = np.float32
 
 
-def _iq3s_grid():
-    """The IQ3_S codebook [512, 4] (odd magnitudes 1..15), parsed from the
-    C++ source's data file: the format's table, not an implementation."""
+def _codebook(name, dim):
+    """A codebook [512, dim] of magnitude bytes, parsed from the C++ source's
+    data file: the format's table, not an implementation."""
     import os
     import re
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "tensor", "iq3s_grid.inc")
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "tensor", name)
     with open(path) as f:
-        words = [int(v, 16) for v in re.findall(r"0x[0-9a-fA-F]{8}", f.read())]
+        words = [int(v, 16) for v in re.findall(r"0x([0-9a-fA-F]{%d})\b" % (2 * dim), f.read())]
     assert len(words) == 512
-    return np.array([[(w >> (8 * j)) & 255 for j in range(4)] for w in words], dtype=np.int32)
+    return np.array([[(w >> (8 * j)) & 255 for j in range(dim)] for w in words], dtype=np.int32)
 
 
-IQ3S_GRID = _iq3s_grid()
+IQ3S_GRID = _codebook("iq3s_grid.inc", 4)   # odd magnitudes 1..15
+IQ2XS_GRID = _codebook("iq2xs_grid.inc", 8)  # 0x08, 0x19, 0x2b
 
 
 def read_gguf_tensors(path):
@@ -128,6 +130,25 @@ def dequantize(t, raw):
                     neg = (b[:, 74 + e // 8].astype(np.int32) >> (e % 8)) & 1
                     v = np.where(neg == 1, -IQ3S_GRID[g, j], IQ3S_GRID[g, j]).astype(F32)
                     y[:, e] = db[:, 0] * v
+        return y.reshape(-1)
+    if name == "iq2_xs":  # {f16 d; u16 qs[32]; u8 scales[8]}
+        d = _f16(b[:, 0:2])
+        qs = b[:, 2:66].copy().view("<u2").astype(np.int32)  # [nb, 32]
+        y = np.zeros((nb, 256), dtype=F32)
+        for g in range(16):
+            sc = (b[:, 66 + g // 2].astype(np.int32) >> (4 * (g % 2))) & 15
+            db = ((d * (F32(0.5) + sc.astype(F32))).astype(F32) * F32(0.25)).astype(F32)
+            for h in range(2):
+                q = qs[:, 2 * g + h]
+                signs = q >> 9
+                bits = np.zeros_like(signs)
+                for i in range(7):
+                    bits += (signs >> i) & 1
+                signs = signs | ((bits & 1) << 7)  # the eighth sign: an even count of negatives
+                for j in range(8):
+                    mag = IQ2XS_GRID[q & 511, j]
+                    v = np.where((signs >> j) & 1 == 1, -mag, mag).astype(F32)
+                    y[:, 16 * g + 8 * h + j] = db * v
         return y.reshape(-1)
     if name == "q4_1":
         d, m = _f16(b[:, 0:2])[:, None], _f16(b[:, 2:4])[:, None]
@@ -464,4 +485,137 @@ def iq3s_quantize_block(x, qw=None):
         l1 = max(0, min(15, _nearest_int(F32(0.5) * F32(F32(idv * scales[ib]) - F32(1)))))
         l2 = max(0, min(15, _nearest_int(F32(0.5) * F32(F32(idv * scales[ib + 1]) - F32(1)))))
         out[106 + ib // 2] = l1 | (l2 << 4)
+    return bytes(out)
+
+
+# --- IQ2_XS quantization (llama.cpp's algorithm, float32 step by step) ------
+
+def _iq2xs_index():
+    """code (8 x 2-bit levels 0..2) -> grid point, and for codes off the grid
+    the grid points at the two smallest squared distances (ties by index)."""
+    levels = np.select([IQ2XS_GRID == 8, IQ2XS_GRID == 25, IQ2XS_GRID == 43], [0, 1, 2], -1)
+    assert (levels >= 0).all()
+    codes = sum(levels[:, j] << (2 * j) for j in range(8))
+    on = {int(c): g for g, c in enumerate(codes)}
+    near = {}
+    import itertools
+    for ls in itertools.product(range(3), repeat=8):
+        code = sum(l << (2 * j) for j, l in enumerate(ls))
+        if code in on:
+            continue
+        d2 = (4 * (levels - np.array(ls)) ** 2).sum(axis=1)
+        order = np.lexsort((np.arange(512), d2))
+        keep = sorted(set(d2.tolist()))[:2]
+        near[code] = [int(g) for g in order if d2[g] <= keep[-1]]
+    return levels, on, near
+
+
+_IQ2XS_INDEX = None
+
+
+def iq2xs_quantize_block(x, qw=None):
+    """x [256] float32, qw [256] or None (every column weighs 1) -> the 74
+    bytes of one IQ2_XS block."""
+    global _IQ2XS_INDEX
+    if _IQ2XS_INDEX is None:
+        _IQ2XS_INDEX = _iq2xs_index()
+    levels, on, near = _IQ2XS_INDEX
+    x = [F32(v) for v in x]
+    sumx2 = F32(0)
+    for v in x:
+        sumx2 = F32(sumx2 + F32(v * v))
+    sigma2 = F32(sumx2 / F32(256))
+    q2 = [0] * 32
+    scales = [F32(0)] * 16
+    max_scale = F32(0)
+
+    def code_of(l8):
+        return sum(l << (2 * j) for j, l in enumerate(l8))
+
+    def snap(xv, idv):
+        return [max(0, min(2, int(np.rint(F32(F32(0.5) * F32(F32(idv * v) - F32(1))))))) for v in xv]
+
+    def best_neighbour(code, xv, wv, scale):
+        best, best_g = None, -1
+        for g in near[code]:
+            d2 = F32(0)
+            for i in range(8):
+                diff = F32(F32(scale * F32(2 * levels[g, i] + 1)) - xv[i])
+                d2 = F32(d2 + F32(F32(wv[i] * diff) * diff))
+            if best is None or d2 < best:
+                best, best_g = d2, g
+        return [int(v) for v in levels[best_g]]
+
+    def fit(weight, xval, L):
+        sqx, sq2 = F32(0), F32(0)
+        for i in range(16):
+            q = F32(2 * L[i] + 1)
+            sqx = F32(sqx + F32(F32(weight[i] * xval[i]) * q))
+            sq2 = F32(sq2 + F32(F32(weight[i] * q) * q))
+        return sqx, sq2
+
+    for ib in range(16):
+        xb = x[16 * ib:16 * ib + 16]
+        weight = [F32(F32(1 if qw is None else qw[16 * ib + i]) * np.sqrt(F32(sigma2 + F32(v * v))))
+                  for i, v in enumerate(xb)]
+        waux = [np.sqrt(w) for w in weight]
+        xval = [abs(v) for v in xb]
+        signs = []
+        for k in range(2):
+            s = sum(1 << i for i in range(8) if xb[8 * k + i] < 0)
+            if bin(s).count("1") % 2:
+                ax = [F32(F32(weight[8 * k + i] * xb[8 * k + i]) * xb[8 * k + i]) for i in range(8)]
+                imin = min(range(8), key=lambda i: (ax[i], i))
+                xval[8 * k + imin] = -xval[8 * k + imin]
+                s ^= 1 << imin
+            signs.append(s & 127)
+        mx = max(xval)
+        if mx < F32(1e-15):
+            continue
+        best, scale = F32(0), F32(mx / F32(5))
+        L, on_grid = [0] * 16, [True, True]
+        for is_ in range(-9, 10):
+            idv = F32(F32(F32(5) + F32(F32(is_) * F32(0.1))) / mx)
+            this_scale = F32(F32(1) / idv)
+            La, on_aux = [], [True, True]
+            for k in range(2):
+                l8 = snap(xval[8 * k:8 * k + 8], idv)
+                c = code_of(l8)
+                if c not in on:
+                    on_aux[k] = False
+                    l8 = best_neighbour(c, xval[8 * k:8 * k + 8], waux[8 * k:8 * k + 8], this_scale)
+                La += l8
+            sqx, sq2 = fit(weight, xval, La)
+            if sq2 > 0 and F32(sqx * sqx) > F32(best * sq2):
+                scale = F32(sqx / sq2)
+                best = F32(scale * sqx)
+                L, on_grid = La, on_aux
+        if not all(on_grid) and scale > 0:
+            idv = F32(F32(1) / scale)
+            L = list(L)
+            for k in range(2):
+                if on_grid[k]:
+                    continue
+                l8 = snap(xval[8 * k:8 * k + 8], idv)
+                c = code_of(l8)
+                if c not in on:
+                    l8 = best_neighbour(c, xval[8 * k:8 * k + 8], waux[8 * k:8 * k + 8], scale)
+                L[8 * k:8 * k + 8] = l8
+            sqx, sq2 = fit(weight, xval, L)
+            if sq2 > 0:
+                scale = F32(sqx / sq2)
+        for k in range(2):
+            q2[2 * ib + k] = on[code_of(L[8 * k:8 * k + 8])] | (signs[k] << 9)
+        scales[ib] = scale
+        max_scale = max(max_scale, scale)
+    out = bytearray(74)
+    if max_scale == 0:
+        return bytes(out)
+    d = F32(max_scale / F32(31))
+    out[0:2] = np.array([d], dtype="<f2").tobytes()
+    idv = F32(F32(1) / d)
+    for ib in range(16):
+        lv = max(0, min(15, int(np.rint(F32(F32(0.5) * F32(F32(idv * scales[ib]) - F32(1)))))))
+        out[66 + ib // 2] |= lv << (4 * (ib % 2))
+    out[2:66] = np.array(q2, dtype="<u2").tobytes()
     return bytes(out)

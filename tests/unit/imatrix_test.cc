@@ -99,7 +99,8 @@ TEST(Imatrix, WeightedQuantizersLowerTheWeightedError) {
   for (float& v : x) v = nd(rng);
   for (float& v : w) v = std::exp(2.0f * nd(rng));  // a few columns matter far more
   for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,
-                  DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS, DType::kIQ3_S}) {
+                  DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS, DType::kIQ3_S,
+                  DType::kIQ2_XS}) {
     const double plain = WeightedError(t, x, w, n, false), weighted = WeightedError(t, x, w, n, true);
     EXPECT_LT(weighted, 0.9 * plain) << DTypeName(t);
   }

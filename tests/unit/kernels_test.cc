@@ -27,7 +27,7 @@ using testing::RandomVec;
 
 const DType kFloatTypes[] = {DType::kF32, DType::kF16, DType::kBF16};
 const DType kQuantTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kIQ4_NL, DType::kIQ4_XS,
-                             DType::kIQ3_S, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kW8A8};
+                             DType::kIQ3_S, DType::kIQ2_XS, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kW8A8};
 
 // Offsets of the f16 scale fields inside one block of each type.
 std::vector<int> HalfFields(DType t) {

@@ -103,6 +103,18 @@ void UnIq3s(const uint8_t* b, uint8_t* u, float* s, float* m) {
   }
 }
 
+// IQ2_XS: 16 groups of 16 signed values +-8, +-25, +-43 (u = v + 128, as
+// Q8_0), scale d * (0.5 + sc) * 0.25 each.
+void UnIq2Xs(const uint8_t* b, uint8_t* u, float* s, float* m) {
+  int8_t v[16];
+  for (int g = 0; g < 16; ++g) {
+    Iq2xsGroupValues(b, g, v);
+    for (int j = 0; j < 16; ++j) u[16 * g + j] = static_cast<uint8_t>(v[j] + 128);
+    s[g] = Iq2xsSubScale(b, g);
+    m[g] = 0;
+  }
+}
+
 // Q2_K: 16 groups of 16, 4-bit scale and min each; value d*sc*q - dmin*mn.
 void UnQ2_K(const uint8_t* b, uint8_t* u, float* s, float* m) {
   const uint8_t* scales = b;
@@ -245,6 +257,7 @@ UnpackRowFn ScalarUnpacker(DType t) {
     case DType::kIQ4_NL: return UnpackRow<UnIq4Nl, 32, 18>;
     case DType::kIQ4_XS: return UnpackRow<UnIq4Xs, 256, 136>;
     case DType::kIQ3_S: return UnpackRow<UnIq3s, 256, kIq3sBlockBytes>;
+    case DType::kIQ2_XS: return UnpackRow<UnIq2Xs, 256, kIq2xsBlockBytes>;
     case DType::kQ2_K: return UnpackRow<UnQ2_K, 256, 84>;
     case DType::kQ3_K: return UnpackRow<UnQ3_K, 256, 110>;
     case DType::kQ4_K: return UnpackRow<UnQ4_K, 256, 144>;

@@ -1,0 +1,103 @@
+// The search structures behind llama.cpp's codebook quantizers (IQ3_S,
+// IQ2_XS), built as its iq3xs_init_impl / iq2xs_init_impl build them: a
+// codebook of points with kDim coordinates 2l + 1 (l a level 0 .. n_levels - 1,
+// coded in kBits bits: code = l0 | l1 << kBits | ...), the index from a code
+// to its point, and for codes off the codebook the points at the `nwant`
+// smallest squared distances (ties in point order). Immutable once built;
+// shared read-only between threads.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cfloat>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "base/check.h"
+
+namespace infera::kquants {
+
+template <int kDim, int kBits>
+class CodebookIndex {
+ public:
+  // points [n][kDim] levels; codes with a level >= n_levels are not indexed
+  // (the quantizers clamp levels below it).
+  CodebookIndex(const std::vector<std::array<int8_t, kDim>>& points, int n_levels, int nwant) : points_(points) {
+    map_.assign(size_t{1} << (kBits * kDim), kNotIndexed);
+    for (size_t p = 0; p < points_.size(); ++p) map_[Code(points_[p].data())] = static_cast<int>(p);
+    std::vector<std::pair<int, int>> dist(points_.size());  // (d2, point)
+    for (size_t code = 0; code < map_.size(); ++code) {
+      if (map_[code] != kNotIndexed) continue;
+      std::array<int8_t, kDim> l;
+      bool in_range = true;
+      for (int j = 0; j < kDim; ++j) {
+        l[j] = static_cast<int8_t>((code >> (kBits * j)) & ((1 << kBits) - 1));
+        in_range = in_range && l[j] < n_levels;
+      }
+      if (!in_range) continue;
+      for (size_t p = 0; p < points_.size(); ++p) {
+        int d2 = 0;
+        for (int j = 0; j < kDim; ++j) d2 += 4 * (points_[p][j] - l[j]) * (points_[p][j] - l[j]);
+        dist[p] = {d2, static_cast<int>(p)};
+      }
+      std::sort(dist.begin(), dist.end());
+      const size_t start = neighbours_.size();
+      map_[code] = -static_cast<int>(start + 1);
+      neighbours_.push_back(0);
+      int d2 = dist[0].first, have = 1, n = 0;
+      for (const auto& [dd, p] : dist) {
+        if (dd > d2) {
+          if (have == nwant) break;
+          d2 = dd;
+          ++have;
+        }
+        neighbours_.push_back(static_cast<uint16_t>(p));
+        ++n;
+      }
+      neighbours_[start] = static_cast<uint16_t>(n);
+    }
+  }
+
+  static int Code(const int8_t* l) {
+    int code = 0;
+    for (int j = 0; j < kDim; ++j) code |= l[j] << (kBits * j);
+    return code;
+  }
+  // The point of a code, or -1 when it is off the codebook.
+  int Point(int code) const { return map_[code] >= 0 ? map_[code] : -1; }
+  const std::array<int8_t, kDim>& Levels(int point) const { return points_[point]; }
+
+  // Of the nearest points of an off-codebook code: the one closest to
+  // xval [kDim] at `scale` (coordinates 2l + 1), weighted by w [kDim]; its
+  // levels into L [kDim]. As llama.cpp's iq*_find_best_neighbour.
+  int BestNeighbour(int code, const float* xval, const float* w, float scale, int8_t* L) const {
+    CHECK(map_[code] < 0 && map_[code] != kNotIndexed);
+    const uint16_t* nb = neighbours_.data() - map_[code] - 1;
+    float best_d2 = FLT_MAX;
+    int best = -1;
+    for (int j = 1; j <= nb[0]; ++j) {
+      float d2 = 0;
+      for (int i = 0; i < kDim; ++i) {
+        const float q = static_cast<float>(2 * points_[nb[j]][i] + 1);
+        const float diff = scale * q - xval[i];
+        d2 += w[i] * diff * diff;
+      }
+      if (d2 < best_d2) {
+        best_d2 = d2;
+        best = nb[j];
+      }
+    }
+    CHECK(best >= 0);
+    for (int i = 0; i < kDim; ++i) L[i] = points_[best][i];
+    return best;
+  }
+
+ private:
+  static constexpr int kNotIndexed = INT32_MIN;
+  std::vector<std::array<int8_t, kDim>> points_;
+  std::vector<int> map_;
+  std::vector<uint16_t> neighbours_;
+};
+
+}  // namespace infera::kquants
