@@ -21,7 +21,7 @@ WHICH="${1:-kjv}"
 DIR="${DIR:-/tmp/qm}/$WHICH"
 CTX="${CTX:-128}"
 CALIB_TOKENS="${CALIB_TOKENS:-16384}"
-TYPES="${TYPES:-q2_k q3_k iq3_s q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k iq4_nl q8_0}"
+TYPES="${TYPES:-iq2_xs q2_k q3_k iq3_s q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k iq4_nl q8_0}"
 GPTQ_TYPES=" q2_k q3_k q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k iq4_nl q8_0 "
 mkdir -p "$DIR"
 case "$WHICH" in
@@ -55,8 +55,8 @@ run() {  # name, quantize args...
 }
 METHODS=()
 for t in $TYPES; do
-  run "$t-rtn" --type "$t"
-  METHODS+=("$t-rtn")
+  # iq2_xs is written only with an importance matrix (as llama-quantize writes it).
+  [ "$t" = iq2_xs ] || { run "$t-rtn" --type "$t"; METHODS+=("$t-rtn"); }
   [ "$t" = q8_0 ] || { run "$t-imatrix" --type "$t" --imatrix "$DIR/imatrix.gguf"; METHODS+=("$t-imatrix"); }
   if [[ "$GPTQ_TYPES" == *" $t "* ]]; then
     g=(--method gptq --calib "$DIR/calib.txt" --calib-tokens "$CALIB_TOKENS" --calib-ctx "$CTX")
@@ -81,7 +81,8 @@ for n in names:
     r, e = load(n + ".json"), load(n + ".eval.json")
     if m == "rtn":
         rtn[t] = r["kld"]
+    vs = f"{r['kld'] / rtn[t]:.2f}×" if t in rtn else "—"
     size = os.path.getsize(os.path.join(d, n + ".gguf")) / 2**20
-    print(f"| {t} | {m} | {size:.2f} | {r['ppl']:.4f} | {r['kld']:.5f} | {r['kld'] / rtn[t]:.2f}× "
+    print(f"| {t} | {m} | {size:.2f} | {r['ppl']:.4f} | {r['kld']:.5f} | {vs} "
           f"| {100 * r['top1_agreement']:.2f} % | {100 * e['acc_norm']:.1f} % |")
 PY
