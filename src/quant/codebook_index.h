@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "quant/quant_search.h"
 
 namespace infera::kquants {
 
@@ -99,5 +100,28 @@ class CodebookIndex {
   std::vector<int> map_;
   std::vector<uint16_t> neighbours_;
 };
+
+// Levels of xval [kDim] at inverse scale id (coordinates 2l + 1), clamped to
+// 0 .. max_level - 1, into L [kDim].
+template <int kDim>
+void RoundTuple(const float* xval, float id, int max_level, int8_t* L) {
+  for (int i = 0; i < kDim; ++i) {
+    const int l = NearestInt(0.5f * (id * xval[i] - 1));
+    L[i] = static_cast<int8_t>(std::max(0, std::min(max_level - 1, l)));
+  }
+}
+
+// The weighted least-squares terms of levels L [n] against xval [n]:
+// sumqx = sum w x q, sumq2 = sum w q^2 with q = 2l + 1, in llama.cpp's order.
+inline void WeightedFit(int n, const float* weight, const float* xval, const int8_t* L, float* sumqx, float* sumq2) {
+  *sumqx = 0;
+  *sumq2 = 0;
+  for (int i = 0; i < n; ++i) {
+    const float w = weight[i];
+    const float q = static_cast<float>(2 * L[i] + 1);
+    *sumqx += w * xval[i] * q;
+    *sumq2 += w * q * q;
+  }
+}
 
 }  // namespace infera::kquants

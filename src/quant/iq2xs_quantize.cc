@@ -47,25 +47,6 @@ const Iq2xsIndex& Index() {
   return index;
 }
 
-// Levels of xval [8] at inverse scale id, clamped to 0..2, into L [8].
-void RoundTuple(const float* xval, float id, int8_t* L) {
-  for (int i = 0; i < 8; ++i) {
-    const int l = NearestInt(0.5f * (id * xval[i] - 1));
-    L[i] = static_cast<int8_t>(std::max(0, std::min(kMaxQ - 1, l)));
-  }
-}
-
-void WeightedFit(const float* weight, const float* xval, const int8_t* L, float* sumqx, float* sumq2) {
-  *sumqx = 0;
-  *sumq2 = 0;
-  for (int i = 0; i < kGroup; ++i) {
-    const float w = weight[i];
-    const float q = static_cast<float>(2 * L[i] + 1);
-    *sumqx += w * xval[i] * q;
-    *sumq2 += w * q * q;
-  }
-}
-
 }  // namespace
 
 void QuantizeIq2Xs(const float* x, const float* qw, uint8_t* block) {
@@ -128,13 +109,13 @@ void QuantizeIq2Xs(const float* x, const float* qw, uint8_t* block) {
       const float id = (2 * kMaxQ - 1 + static_cast<float>(is) * 0.1f) / max;
       const float this_scale = 1 / id;
       for (int k = 0; k < 2; ++k) {
-        RoundTuple(xval + 8 * k, id, Laux + 8 * k);
+        RoundTuple<8>(xval + 8 * k, id, kMaxQ, Laux + 8 * k);
         const int code = Iq2xsIndex::Code(Laux + 8 * k);
         on_grid_aux[k] = index.Point(code) >= 0;
         if (!on_grid_aux[k]) index.BestNeighbour(code, xval + 8 * k, waux + 8 * k, this_scale, Laux + 8 * k);
       }
       float sumqx, sumq2;
-      WeightedFit(weight, xval, Laux, &sumqx, &sumq2);
+      WeightedFit(kGroup, weight, xval, Laux, &sumqx, &sumq2);
       if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
         scale = sumqx / sumq2;
         best = scale * sumqx;
@@ -147,12 +128,12 @@ void QuantizeIq2Xs(const float* x, const float* qw, uint8_t* block) {
       const float id = 1 / scale;
       for (int k = 0; k < 2; ++k) {
         if (on_grid[k]) continue;
-        RoundTuple(xval + 8 * k, id, L + 8 * k);
+        RoundTuple<8>(xval + 8 * k, id, kMaxQ, L + 8 * k);
         const int code = Iq2xsIndex::Code(L + 8 * k);
         if (index.Point(code) < 0) index.BestNeighbour(code, xval + 8 * k, waux + 8 * k, scale, L + 8 * k);
       }
       float sumqx, sumq2;
-      WeightedFit(weight, xval, L, &sumqx, &sumq2);
+      WeightedFit(kGroup, weight, xval, L, &sumqx, &sumq2);
       if (sumq2 > 0) scale = sumqx / sumq2;
     }
     if (scale < 0) {  // kept as llama.cpp keeps it

@@ -41,25 +41,6 @@ const Iq3sIndex& Index() {
   return index;
 }
 
-// Levels of xval [4] at inverse scale id, clamped to 0..7, into L [4].
-void RoundTuple(const float* xval, float id, int8_t* L) {
-  for (int i = 0; i < 4; ++i) {
-    const int l = NearestInt(0.5f * (id * xval[i] - 1));
-    L[i] = static_cast<int8_t>(std::max(0, std::min(kMaxQ - 1, l)));
-  }
-}
-
-void WeightedFit(const float* weight, const float* xval, const int8_t* L, float* sumqx, float* sumq2) {
-  *sumqx = 0;
-  *sumq2 = 0;
-  for (int i = 0; i < kGroup; ++i) {
-    const float w = weight[i];
-    const float q = static_cast<float>(2 * L[i] + 1);
-    *sumqx += w * xval[i] * q;
-    *sumq2 += w * q * q;
-  }
-}
-
 }  // namespace
 
 void QuantizeIq3s(const float* x, const float* qw, uint8_t* block) {
@@ -119,13 +100,13 @@ void QuantizeIq3s(const float* x, const float* qw, uint8_t* block) {
       const float id = (2 * kMaxQ - 1 + static_cast<float>(is) * 0.2f) / max;
       const float this_scale = 1 / id;
       for (int k = 0; k < kTuples; ++k) {
-        RoundTuple(xval + 4 * k, id, Laux + 4 * k);
+        RoundTuple<4>(xval + 4 * k, id, kMaxQ, Laux + 4 * k);
         const int code = Iq3sIndex::Code(Laux + 4 * k);
         on_grid_aux[k] = index.Point(code) >= 0;
         if (!on_grid_aux[k]) index.BestNeighbour(code, xval + 4 * k, waux + 4 * k, this_scale, Laux + 4 * k);
       }
       float sumqx, sumq2;
-      WeightedFit(weight, xval, Laux, &sumqx, &sumq2);
+      WeightedFit(kGroup, weight, xval, Laux, &sumqx, &sumq2);
       if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
         scale = sumqx / sumq2;
         best = scale * sumqx;
@@ -138,14 +119,14 @@ void QuantizeIq3s(const float* x, const float* qw, uint8_t* block) {
       const float id = 1 / scale;
       for (int k = 0; k < kTuples; ++k) {
         int8_t l[4];
-        RoundTuple(xval + 4 * k, id, l);
+        RoundTuple<4>(xval + 4 * k, id, kMaxQ, l);
         const int code = Iq3sIndex::Code(l);
         int g = index.Point(code);
         if (g < 0) g = index.BestNeighbour(code, xval + 4 * k, waux + 4 * k, scale, L + 4 * k);
         for (int i = 0; i < 4; ++i) L[4 * k + i] = index.Levels(g)[i];
       }
       float sumqx, sumq2;
-      WeightedFit(weight, xval, L, &sumqx, &sumq2);
+      WeightedFit(kGroup, weight, xval, L, &sumqx, &sumq2);
       if (sumq2 > 0) scale = sumqx / sumq2;
     }
     if (scale < 0) {  // cannot happen with these weights; kept as llama.cpp keeps it

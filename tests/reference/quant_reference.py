@@ -360,6 +360,30 @@ def smoothquant(w, x, alpha):
     return s, (q * d[:, None]).astype(F32)
 
 
+def _codebook_fit(weight, xval, L):
+    """sum w x q and sum w q^2 (q = 2l + 1), float32 in llama.cpp's order."""
+    sqx, sq2 = F32(0), F32(0)
+    for i in range(len(L)):
+        q = F32(2 * L[i] + 1)
+        sqx = F32(sqx + F32(F32(weight[i] * xval[i]) * q))
+        sq2 = F32(sq2 + F32(F32(weight[i] * q) * q))
+    return sqx, sq2
+
+
+def _codebook_best(levels, candidates, xv, wv, scale):
+    """Of the candidate points (rows of levels): the one nearest xv at scale,
+    weighted by wv (the first on ties) -> (point, its levels)."""
+    best, best_g = None, -1
+    for g in candidates:
+        d2 = F32(0)
+        for i in range(levels.shape[1]):
+            diff = F32(F32(scale * F32(2 * levels[g, i] + 1)) - xv[i])
+            d2 = F32(d2 + F32(F32(wv[i] * diff) * diff))
+        if best is None or d2 < best:
+            best, best_g = d2, g
+    return best_g, [int(v) for v in levels[best_g]]
+
+
 # --- IQ3_S quantization (llama.cpp's algorithm, float32 step by step) -------
 
 def _iq3s_index():
@@ -406,24 +430,12 @@ def iq3s_quantize_block(x, qw=None):
     def code_of(l4):
         return l4[0] | (l4[1] << 3) | (l4[2] << 6) | (l4[3] << 9)
 
-    def best_neighbour(code, xv, wv, scale):
-        best, best_g = None, -1
-        for g in near[code]:
-            d2 = F32(0)
-            for i in range(4):
-                diff = F32(F32(scale * F32(IQ3S_GRID[g, i])) - xv[i])
-                d2 = F32(d2 + F32(F32(wv[i] * diff) * diff))
-            if best is None or d2 < best:
-                best, best_g = d2, g
-        return best_g, [int((IQ3S_GRID[best_g, i] - 1) // 2) for i in range(4)]
+    levels = (IQ3S_GRID - 1) // 2
 
-    def fit(weight, xval, L):
-        sqx, sq2 = F32(0), F32(0)
-        for i in range(32):
-            q = F32(2 * L[i] + 1)
-            sqx = F32(sqx + F32(F32(weight[i] * xval[i]) * q))
-            sq2 = F32(sq2 + F32(F32(weight[i] * q) * q))
-        return sqx, sq2
+    def best_neighbour(code, xv, wv, scale):
+        return _codebook_best(levels, near[code], xv, wv, scale)
+
+    fit = _codebook_fit
 
     for ib in range(8):
         xb = x[32 * ib:32 * ib + 32]
@@ -536,23 +548,9 @@ def iq2xs_quantize_block(x, qw=None):
         return [max(0, min(2, int(np.rint(F32(F32(0.5) * F32(F32(idv * v) - F32(1))))))) for v in xv]
 
     def best_neighbour(code, xv, wv, scale):
-        best, best_g = None, -1
-        for g in near[code]:
-            d2 = F32(0)
-            for i in range(8):
-                diff = F32(F32(scale * F32(2 * levels[g, i] + 1)) - xv[i])
-                d2 = F32(d2 + F32(F32(wv[i] * diff) * diff))
-            if best is None or d2 < best:
-                best, best_g = d2, g
-        return [int(v) for v in levels[best_g]]
+        return _codebook_best(levels, near[code], xv, wv, scale)[1]
 
-    def fit(weight, xval, L):
-        sqx, sq2 = F32(0), F32(0)
-        for i in range(16):
-            q = F32(2 * L[i] + 1)
-            sqx = F32(sqx + F32(F32(weight[i] * xval[i]) * q))
-            sq2 = F32(sq2 + F32(F32(weight[i] * q) * q))
-        return sqx, sq2
+    fit = _codebook_fit
 
     for ib in range(16):
         xb = x[16 * ib:16 * ib + 16]
