@@ -19,6 +19,29 @@
 
 namespace infera::kquants {
 
+// Levels of xval [kDim] at inverse scale id (coordinates 2l + 1), clamped to
+// 0 .. max_level - 1, into L [kDim].
+template <int kDim>
+void RoundTuple(const float* xval, float id, int max_level, int8_t* L) {
+  for (int i = 0; i < kDim; ++i) {
+    const int l = NearestInt(0.5f * (id * xval[i] - 1));
+    L[i] = static_cast<int8_t>(std::max(0, std::min(max_level - 1, l)));
+  }
+}
+
+// The weighted least-squares terms of levels L [n] against xval [n]:
+// sumqx = sum w x q, sumq2 = sum w q^2 with q = 2l + 1, in llama.cpp's order.
+inline void WeightedFit(int n, const float* weight, const float* xval, const int8_t* L, float* sumqx, float* sumq2) {
+  *sumqx = 0;
+  *sumq2 = 0;
+  for (int i = 0; i < n; ++i) {
+    const float w = weight[i];
+    const float q = static_cast<float>(2 * L[i] + 1);
+    *sumqx += w * xval[i] * q;
+    *sumq2 += w * q * q;
+  }
+}
+
 template <int kDim, int kBits>
 class CodebookIndex {
  public:
@@ -94,34 +117,68 @@ class CodebookIndex {
     return best;
   }
 
+  // How a quantizer's per-group scale search differs between the types.
+  struct Search {
+    float step;              // trial inverse scales (2 max_level - 1 + is * step) / max, is = -9 .. 9
+    bool initially_on_grid;  // the on-codebook flags before any trial is taken (llama.cpp's per-type choice)
+    bool resnap_all;         // afterwards re-snap every tuple (IQ3_S) or only the off-codebook ones (IQ2_XS)
+  };
+  // llama.cpp's scale search for one group of n_tuples tuples (at most
+  // kMaxGroup elements): each trial scale snaps every tuple of xval to the
+  // codebook (weights waux for the neighbour choice), the trial with the best
+  // weighted fit (weights weight) wins; if some tuple of the winner was off
+  // the codebook, the tuples are snapped again at the winning scale and the
+  // scale refitted. Levels into L [n_tuples * kDim]; returns the scale.
+  float SearchScale(int n_tuples, int max_level, float max, const Search& o, const float* weight, const float* waux,
+                    const float* xval, int8_t* L) const {
+    constexpr int kMaxGroup = 32;
+    const int n = n_tuples * kDim;
+    CHECK(n <= kMaxGroup);
+    int8_t Laux[kMaxGroup];
+    bool on_grid[kMaxGroup / kDim], on_grid_aux[kMaxGroup / kDim];
+    float best = 0;
+    float scale = max / static_cast<float>(2 * max_level - 1);
+    std::fill(on_grid, on_grid + n_tuples, o.initially_on_grid);
+    for (int is = -9; is <= 9; ++is) {
+      const float id = (static_cast<float>(2 * max_level - 1) + static_cast<float>(is) * o.step) / max;
+      const float this_scale = 1 / id;
+      for (int k = 0; k < n_tuples; ++k) {
+        RoundTuple<kDim>(xval + kDim * k, id, max_level, Laux + kDim * k);
+        const int code = Code(Laux + kDim * k);
+        on_grid_aux[k] = Point(code) >= 0;
+        if (!on_grid_aux[k]) BestNeighbour(code, xval + kDim * k, waux + kDim * k, this_scale, Laux + kDim * k);
+      }
+      float sumqx, sumq2;
+      WeightedFit(n, weight, xval, Laux, &sumqx, &sumq2);
+      if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+        scale = sumqx / sumq2;
+        best = scale * sumqx;
+        std::copy(Laux, Laux + n, L);
+        std::copy(on_grid_aux, on_grid_aux + n_tuples, on_grid);
+      }
+    }
+    if (std::all_of(on_grid, on_grid + n_tuples, [](bool b) { return b; }) || !(scale > 0)) return scale;
+    const float id = 1 / scale;
+    for (int k = 0; k < n_tuples; ++k) {
+      if (on_grid[k] && !o.resnap_all) continue;
+      int8_t l[kDim];
+      RoundTuple<kDim>(xval + kDim * k, id, max_level, l);
+      const int code = Code(l);
+      int p = Point(code);
+      if (p < 0) p = BestNeighbour(code, xval + kDim * k, waux + kDim * k, scale, l);
+      std::copy(points_[p].begin(), points_[p].end(), L + kDim * k);
+    }
+    float sumqx, sumq2;
+    WeightedFit(n, weight, xval, L, &sumqx, &sumq2);
+    if (sumq2 > 0) scale = sumqx / sumq2;
+    return scale;
+  }
+
  private:
   static constexpr int kNotIndexed = INT32_MIN;
   std::vector<std::array<int8_t, kDim>> points_;
   std::vector<int> map_;
   std::vector<uint16_t> neighbours_;
 };
-
-// Levels of xval [kDim] at inverse scale id (coordinates 2l + 1), clamped to
-// 0 .. max_level - 1, into L [kDim].
-template <int kDim>
-void RoundTuple(const float* xval, float id, int max_level, int8_t* L) {
-  for (int i = 0; i < kDim; ++i) {
-    const int l = NearestInt(0.5f * (id * xval[i] - 1));
-    L[i] = static_cast<int8_t>(std::max(0, std::min(max_level - 1, l)));
-  }
-}
-
-// The weighted least-squares terms of levels L [n] against xval [n]:
-// sumqx = sum w x q, sumq2 = sum w q^2 with q = 2l + 1, in llama.cpp's order.
-inline void WeightedFit(int n, const float* weight, const float* xval, const int8_t* L, float* sumqx, float* sumq2) {
-  *sumqx = 0;
-  *sumq2 = 0;
-  for (int i = 0; i < n; ++i) {
-    const float w = weight[i];
-    const float q = static_cast<float>(2 * L[i] + 1);
-    *sumqx += w * xval[i] * q;
-    *sumq2 += w * q * q;
-  }
-}
 
 }  // namespace infera::kquants

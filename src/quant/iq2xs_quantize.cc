@@ -55,8 +55,7 @@ void QuantizeIq2Xs(const float* x, const float* qw, uint8_t* block) {
   uint16_t q2[32] = {};
   float scales[16];
   float weight[kGroup], waux[kGroup], xval[kGroup];
-  int8_t L[kGroup], Laux[kGroup];
-  bool on_grid[2], on_grid_aux[2];
+  int8_t L[kGroup];
   uint8_t block_signs[2];
   float max_scale = 0;
   float sumx2 = 0;
@@ -102,40 +101,8 @@ void QuantizeIq2Xs(const float* x, const float* qw, uint8_t* block) {
       scales[ib] = 0;
       continue;
     }
-    float best = 0;
-    float scale = max / (2 * kMaxQ - 1);
-    on_grid[0] = on_grid[1] = true;
-    for (int is = -9; is <= 9; ++is) {
-      const float id = (2 * kMaxQ - 1 + static_cast<float>(is) * 0.1f) / max;
-      const float this_scale = 1 / id;
-      for (int k = 0; k < 2; ++k) {
-        RoundTuple<8>(xval + 8 * k, id, kMaxQ, Laux + 8 * k);
-        const int code = Iq2xsIndex::Code(Laux + 8 * k);
-        on_grid_aux[k] = index.Point(code) >= 0;
-        if (!on_grid_aux[k]) index.BestNeighbour(code, xval + 8 * k, waux + 8 * k, this_scale, Laux + 8 * k);
-      }
-      float sumqx, sumq2;
-      WeightedFit(kGroup, weight, xval, Laux, &sumqx, &sumq2);
-      if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-        scale = sumqx / sumq2;
-        best = scale * sumqx;
-        std::memcpy(L, Laux, sizeof(L));
-        on_grid[0] = on_grid_aux[0];
-        on_grid[1] = on_grid_aux[1];
-      }
-    }
-    if ((!on_grid[0] || !on_grid[1]) && scale > 0) {  // re-snap the off-codebook tuples at the chosen scale
-      const float id = 1 / scale;
-      for (int k = 0; k < 2; ++k) {
-        if (on_grid[k]) continue;
-        RoundTuple<8>(xval + 8 * k, id, kMaxQ, L + 8 * k);
-        const int code = Iq2xsIndex::Code(L + 8 * k);
-        if (index.Point(code) < 0) index.BestNeighbour(code, xval + 8 * k, waux + 8 * k, scale, L + 8 * k);
-      }
-      float sumqx, sumq2;
-      WeightedFit(kGroup, weight, xval, L, &sumqx, &sumq2);
-      if (sumq2 > 0) scale = sumqx / sumq2;
-    }
+    // Trial scales 0.1 apart; only the off-codebook tuples re-snapped after.
+    float scale = index.SearchScale(2, kMaxQ, max, {0.1f, true, false}, weight, waux, xval, L);
     if (scale < 0) {  // kept as llama.cpp keeps it
       scale = -scale;
       for (uint8_t& s : block_signs) s = static_cast<uint8_t>(~s & 127);

@@ -51,8 +51,7 @@ void QuantizeIq3s(const float* x, const float* qw, uint8_t* block) {
   uint8_t* signs = block + 74;
   float scales[8];
   float weight[kGroup], waux[kGroup], xval[kGroup];
-  int8_t L[kGroup], Laux[kGroup];
-  bool on_grid[kTuples], on_grid_aux[kTuples];
+  int8_t L[kGroup];
   uint8_t block_signs[kGroup / 8];
   float max_scale = 0;
   float sumx2 = 0;
@@ -93,42 +92,8 @@ void QuantizeIq3s(const float* x, const float* qw, uint8_t* block) {
       signs += kGroup / 8;
       continue;
     }
-    float best = 0;
-    float scale = max / (2 * kMaxQ - 1);
-    for (bool& b : on_grid) b = false;
-    for (int is = -9; is <= 9; ++is) {
-      const float id = (2 * kMaxQ - 1 + static_cast<float>(is) * 0.2f) / max;
-      const float this_scale = 1 / id;
-      for (int k = 0; k < kTuples; ++k) {
-        RoundTuple<4>(xval + 4 * k, id, kMaxQ, Laux + 4 * k);
-        const int code = Iq3sIndex::Code(Laux + 4 * k);
-        on_grid_aux[k] = index.Point(code) >= 0;
-        if (!on_grid_aux[k]) index.BestNeighbour(code, xval + 4 * k, waux + 4 * k, this_scale, Laux + 4 * k);
-      }
-      float sumqx, sumq2;
-      WeightedFit(kGroup, weight, xval, Laux, &sumqx, &sumq2);
-      if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-        scale = sumqx / sumq2;
-        best = scale * sumqx;
-        std::memcpy(L, Laux, sizeof(L));
-        std::memcpy(on_grid, on_grid_aux, sizeof(on_grid));
-      }
-    }
-    const bool all_on_grid = std::all_of(on_grid, on_grid + kTuples, [](bool b) { return b; });
-    if (!all_on_grid && scale > 0) {  // re-snap every tuple at the chosen scale
-      const float id = 1 / scale;
-      for (int k = 0; k < kTuples; ++k) {
-        int8_t l[4];
-        RoundTuple<4>(xval + 4 * k, id, kMaxQ, l);
-        const int code = Iq3sIndex::Code(l);
-        int g = index.Point(code);
-        if (g < 0) g = index.BestNeighbour(code, xval + 4 * k, waux + 4 * k, scale, L + 4 * k);
-        for (int i = 0; i < 4; ++i) L[4 * k + i] = index.Levels(g)[i];
-      }
-      float sumqx, sumq2;
-      WeightedFit(kGroup, weight, xval, L, &sumqx, &sumq2);
-      if (sumq2 > 0) scale = sumqx / sumq2;
-    }
+    // Trial scales 0.2 apart; every tuple re-snapped after.
+    float scale = index.SearchScale(kTuples, kMaxQ, max, {0.2f, false, true}, weight, waux, xval, L);
     if (scale < 0) {  // cannot happen with these weights; kept as llama.cpp keeps it
       scale = -scale;
       for (uint8_t& s : block_signs) s = static_cast<uint8_t>(~s);
