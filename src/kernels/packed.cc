@@ -30,12 +30,20 @@ PackFormat GetPackFormat(DType t) {
     case DType::kIQ4_NL: return {true, 4, 32, false, 7, true, false, true};
     case DType::kIQ4_XS: return {true, 4, 32, false, 7, false, false, true};
     case DType::kQ5_0: return {true, 5, 32, false, 4, true};
-    // IQ3_S: its grid values as Q5_0's 5-bit u = v + 16 (every v is odd in
-    // -15..15), f32 scales d * (1 + 2 * sc): the integer dots of Q5_0.
-    case DType::kIQ3_S: return {true, 5, 32, false, 4, false};
-    // IQ2_XS: its values (+-8, +-25, +-43) as 8-bit u = v + 128, blocks of 16
-    // with f32 scales d * (0.5 + sc) * 0.25.
-    case DType::kIQ2_XS: return {true, 8, 16, false, 7, false};
+    // IQ3_S: its 16 values (odd, -15..15) as 4-bit codes into kIq3sU, f32
+    // scales d * (1 + 2 * sc): IQ4_XS's kernels with another table.
+    case DType::kIQ3_S: {
+      PackFormat f{true, 4, 32, false, 7, false, false, true};
+      f.lut_u = kIq3sU;
+      return f;
+    }
+    // IQ2_XS: its six values (+-8, +-25, +-43) as 4-bit codes into kIq2xsU,
+    // blocks of 16 with f32 scales d * (0.5 + sc) * 0.25.
+    case DType::kIQ2_XS: {
+      PackFormat f{true, 4, 16, false, 7, false, false, true};
+      f.lut_u = kIq2xsU;
+      return f;
+    }
     case DType::kQ5_1: return {true, 5, 32, true, -1, true};
     case DType::kQ5_K: return {true, 5, 32, true, -1, false, true};
     case DType::kQ6_K: return {true, 6, 16, false, 5, false, true};
@@ -47,14 +55,13 @@ void AlignedFree::operator()(uint8_t* p) const { std::free(p); }
 
 namespace {
 
-// kIq4NlU inverted: u -> code, 0xFF where u is no IQ4_NL value.
-constexpr std::array<uint8_t, 256> Iq4NlCodes() {
+// A lookup table inverted: u -> its first code, 0xFF where u is in no entry.
+std::array<uint8_t, 256> LutCodes(const uint8_t* lut_u) {
   std::array<uint8_t, 256> codes{};
   for (auto& c : codes) c = 0xFF;
-  for (int i = 0; i < 16; ++i) codes[kIq4NlU[i]] = static_cast<uint8_t>(i);
+  for (int i = 15; i >= 0; --i) codes[lut_u[i]] = static_cast<uint8_t>(i);
   return codes;
 }
-constexpr std::array<uint8_t, 256> kIq4NlCodes = Iq4NlCodes();
 
 float F16At(const uint8_t* p, int i) {
   uint16_t h;
@@ -209,6 +216,7 @@ PackedMatrix PackedMatrix::Pack(DType t, const uint8_t* w, size_t row_bytes, int
   CHECK(pm.data_ != nullptr);
   std::memset(pm.data_.get(), 0, bytes);
   const UnpackRowFn unpack = reference::ScalarUnpacker(t);
+  const std::array<uint8_t, 256> lut_codes = LutCodes(pm.fmt_.lut_u);
   const PackFormat& f = pm.fmt_;
   const int64_t n_pad = RoundUpToUnit(n_in);
   std::vector<uint8_t> u(n_pad);
@@ -244,7 +252,7 @@ PackedMatrix PackedMatrix::Pack(DType t, const uint8_t* w, size_t row_bytes, int
       } else {
         if (f.lut) {  // u back to its code
           for (int e = 0; e < f.block; ++e) {
-            code[e] = kIq4NlCodes[ub[e]];
+            code[e] = lut_codes[ub[e]];
             CHECK(code[e] != 0xFF);
           }
           ub = code;

@@ -42,6 +42,19 @@
 
 namespace infera {
 
+// IQ4_NL's 16 non-linear values (tensor/quant_blocks.h kIq4nlValues) as the
+// packed u: value + 128, with shift 7.
+alignas(16) inline constexpr uint8_t kIq4NlU[16] = {1, 24, 45, 63, 79, 93, 106, 118,
+                                                    129, 141, 153, 166, 181, 197, 217, 241};
+// IQ3_S's 16 signed grid values -15, -13, ..., -1, 1, ..., 15 as the packed u
+// (value + 128).
+alignas(16) inline constexpr uint8_t kIq3sU[16] = {113, 115, 117, 119, 121, 123, 125, 127,
+                                                   129, 131, 133, 135, 137, 139, 141, 143};
+// IQ2_XS's six signed grid values -43, -25, -8, 8, 25, 43 as the packed u
+// (value + 128; codes 6..15 unused, u 128).
+alignas(16) inline constexpr uint8_t kIq2xsU[16] = {85, 103, 120, 136, 153, 171, 128, 128,
+                                                    128, 128, 128, 128, 128, 128, 128, 128};
+
 struct PackFormat {
   bool supported = false;
   int bits = 8;          // 4, 5, 6 or 8
@@ -54,8 +67,8 @@ struct PackFormat {
   // s = d * sc, m = -(dmin * mn), the unpacker's own f32 arithmetic. Q6_K
   // (no mins): d per super-block of 16 k-blocks, sc a signed byte.
   bool k_factored = false;
-  // IQ4_NL: the 4-bit values are codes, u = kIq4NlU[code] (a table lookup in
-  // the kernels: vpshufb), so its weights stay 4-bit.
+  // IQ4_NL, IQ4_XS, IQ2_XS: the 4-bit values are codes, u = lut_u[code] (a
+  // table lookup in the kernels: vpshufb), so their weights stay 4-bit.
   bool lut = false;
   // 2:4 sparse 8-bit (Q8_0 rows with at most two nonzeros per 4-group, or
   // Q8_0_S24): per k-block of 32, four windows of 8 elements, each one
@@ -78,6 +91,8 @@ struct PackFormat {
   // (KernelTable::qgemm_row). Activations are quantized per token
   // (QuantizeTokenRowFn), not per 32-block.
   bool row_scale = false;
+  // With lut: the code -> u table (16 entries, 16-byte aligned).
+  const uint8_t* lut_u = kIq4NlU;
 };
 
 // How Pack lays out a Q8_0 matrix: dense, 2:4 (every 4-group has at most
@@ -87,11 +102,6 @@ enum class SparseLayout { kDense, k24, kMask };
 // The six position pairs a 2:4 group can keep, in code order.
 inline constexpr uint8_t kPairs24[6][2] = {{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}};
 PackFormat GetPackFormat(DType t);
-
-// IQ4_NL's 16 non-linear values (tensor/quant_blocks.h kIq4nlValues) as the
-// packed u: value + 128, with shift 7.
-alignas(16) inline constexpr uint8_t kIq4NlU[16] = {1, 24, 45, 63, 79, 93, 106, 118,
-                                                    129, 141, 153, 166, 181, 197, 217, 241};
 
 struct AlignedFree {
   void operator()(uint8_t* p) const;
@@ -183,7 +193,7 @@ class PackedMatrix {
     const int e2 = e % half;
     const uint8_t byte = block[(e2 / 4) * 64 + 4 * r + e2 % 4];
     int u = e < half ? (byte & 0x0F) : (byte >> 4);
-    if (f.lut) return kIq4NlU[u];
+    if (f.lut) return f.lut_u[u];
     if (f.bits > 4) {
       const int h = f.bits - 4;
       const uint8_t high = block[f.block * 8 + 4 * r + e % 4];

@@ -18,7 +18,8 @@ void DispatchPackFormat(const PackedMatrix& w, int64_t group, const QuantActs& a
     return f.bits == 4 ? Kernel::template Run<4, 32, true, false, true>(w, group, a, t0, nt, y)
                        : Kernel::template Run<5, 32, true, false, true>(w, group, a, t0, nt, y);
   }
-  if (f.lut) {  // IQ4_NL (f16 scales), IQ4_XS (f32: d * (ls - 32))
+  if (f.lut) {  // IQ4_NL (f16 scales), IQ4_XS / IQ3_S (f32 scales), IQ2_XS (16-blocks); each its own table
+    if (f.block == 16) return Kernel::template Run<4, 16, false, false, false, true>(w, group, a, t0, nt, y);
     return f.f16_scales ? Kernel::template Run<4, 32, false, true, false, true>(w, group, a, t0, nt, y)
                         : Kernel::template Run<4, 32, false, false, false, true>(w, group, a, t0, nt, y);
   }
@@ -34,8 +35,6 @@ void DispatchPackFormat(const PackedMatrix& w, int64_t group, const QuantActs& a
     return m ? Kernel::template Run<8, 32, true, true, false>(w, group, a, t0, nt, y)
              : Kernel::template Run<8, 32, false, true, false>(w, group, a, t0, nt, y);
   }
-  if (f.bits == 5) return Kernel::template Run<5, 32, false, false, false>(w, group, a, t0, nt, y);  // IQ3_S
-  if (f.bits == 8) return Kernel::template Run<8, 16, false, false, false>(w, group, a, t0, nt, y);  // IQ2_XS
   if (f.bits == 4 && f.block == 32) {
     return m ? Kernel::template Run<4, 32, true, false, false>(w, group, a, t0, nt, y)
              : Kernel::template Run<4, 32, false, false, false>(w, group, a, t0, nt, y);

@@ -165,8 +165,13 @@ TEST_P(KernelIsaTest, AttendHeadMatchesReferenceExactly) {
 // The packed form (via the scalar unpackers) means the same weights as the
 // GGUF blocks: s * (u - 2^shift) + m == dequantized value, for every row,
 // including a last group padded with zero rows.
-TEST(PackedMatrix, Iq4NlTableIsTheFormatsValuesPlus128) {
-  for (int i = 0; i < 16; ++i) EXPECT_EQ(int{kIq4NlU[i]}, kIq4nlValues[i] + 128) << i;
+TEST(PackedMatrix, LutTablesAreTheFormatsValuesPlus128) {
+  const int iq2xs[6] = {-43, -25, -8, 8, 25, 43};
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_EQ(int{kIq4NlU[i]}, kIq4nlValues[i] + 128) << i;
+    EXPECT_EQ(int{kIq3sU[i]}, 2 * i - 15 + 128) << i;
+    EXPECT_EQ(int{kIq2xsU[i]}, (i < 6 ? iq2xs[i] : 0) + 128) << i;
+  }
 }
 
 TEST(PackedMatrix, PacksEveryTypeFaithfully) {
@@ -188,8 +193,8 @@ TEST(PackedMatrix, PacksEveryTypeFaithfully) {
         for (int64_t e = 0; e < n; ++e) {
           const uint8_t* blk = pm.Block(row / 16, e / f.block);
           const int u = PackedMatrix::Quant(f, blk, r, static_cast<int>(e % f.block));
-          if (row >= rows) {  // padding: zero bytes (IQ4_NL: code 0), zero scale
-            ASSERT_EQ(u, f.lut ? int{kIq4NlU[0]} : 0);
+          if (row >= rows) {  // padding: zero bytes (lookup types: code 0), zero scale
+            ASSERT_EQ(u, f.lut ? int{f.lut_u[0]} : 0);
             ASSERT_EQ(pm.Scale(row / 16, e / f.block, r), 0.0f);
             continue;
           }

@@ -91,13 +91,13 @@ void UnIq4Xs(const uint8_t* b, uint8_t* u, float* s, float* m) {
   }
 }
 
-// IQ3_S: 8 groups of 32 signed odd values -15..15 (u = v + 16, 5-bit),
+// IQ3_S: 8 groups of 32 signed odd values -15..15 (u = v + 128, as IQ4_NL),
 // scale d * (1 + 2 * sc) each.
 void UnIq3s(const uint8_t* b, uint8_t* u, float* s, float* m) {
   int8_t v[32];
   for (int ib = 0; ib < 8; ++ib) {
     Iq3sGroupValues(b, ib, v);
-    for (int j = 0; j < 32; ++j) u[32 * ib + j] = static_cast<uint8_t>(v[j] + 16);
+    for (int j = 0; j < 32; ++j) u[32 * ib + j] = static_cast<uint8_t>(v[j] + 128);
     s[2 * ib] = s[2 * ib + 1] = Iq3sSubScale(b, ib);
     m[2 * ib] = m[2 * ib + 1] = 0;
   }

@@ -39,7 +39,7 @@ void QGemm256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t
   const int64_t nb = w.n_blocks();
   const __m256i lo4 = _mm256_set1_epi8(0x0F);
   [[maybe_unused]] const __m256i table =
-      _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(kIq4NlU)));
+      _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(w.format().lut_u)));
   const __m256i ones = _mm256_set1_epi16(1), sixteen = _mm256_set1_epi16(16);
   V16x acc[kT], macc[kT];
   for (int t = 0; t < kT; ++t) acc[t] = macc[t] = {_mm256_setzero_ps(), _mm256_setzero_ps()};

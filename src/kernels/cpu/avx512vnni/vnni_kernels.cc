@@ -29,7 +29,7 @@ void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0
   constexpr size_t sbytes = Geometry::kScaleBytes;
   const int64_t nb = w.n_blocks();
   const __m512i lo = _mm512_set1_epi8(0x0F);
-  [[maybe_unused]] const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kIq4NlU)));
+  [[maybe_unused]] const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(w.format().lut_u)));
   __m512 acc[kT], macc[kT];
   const int8_t* q[kT];
   const int32_t* bias[kT];
