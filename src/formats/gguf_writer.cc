@@ -151,8 +151,10 @@ Status GgufWriter::Write(const std::string& path) const {
     const auto& t = tensors_[k];
     const void* data = t.owned_index == SIZE_MAX ? t.data : owned_[t.owned_index].data();
     ok = std::fwrite(data, 1, t.nbytes, f) == t.nbytes;
+    // Every tensor, the last included, is padded to the alignment: ggml's
+    // reader reads the data section as the sum of padded sizes and refuses a
+    // file that ends early (gguf-py and ggml write it so).
     uint64_t pad = (alignment_ - t.nbytes % alignment_) % alignment_;
-    if (k + 1 == tensors_.size()) pad = 0;  // no trailing padding after the last tensor
     while (ok && pad > 0) {
       size_t n = std::min<uint64_t>(pad, sizeof(kZeros));
       ok = std::fwrite(kZeros, 1, n, f) == n;

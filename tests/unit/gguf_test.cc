@@ -105,6 +105,21 @@ TEST(Gguf, WriterReaderRoundTrip) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>((*f)->FindTensor("t2")->data) % 32, 0u);
 }
 
+// ggml reads the data section as the sum of the tensors' padded sizes, the
+// last one's too: a file that ends after an unpadded last tensor is refused
+// by llama.cpp (it was, for infera's imatrix files).
+TEST(Gguf, WriterPadsTheLastTensor) {
+  GgufWriter w;
+  w.SetString("general.architecture", "llama");
+  const float one = 1.0f;
+  w.AddTensor("last", DType::kF32, {1}, &one, 4);
+  const std::string path = testing::TempDir() + "/pad.gguf";
+  ASSERT_TRUE(w.Write(path).ok());
+  auto f = GgufFile::Open(path);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ((*f)->file_size() % 32, 0u);  // 4 bytes of data, then 28 of padding
+}
+
 TEST(Gguf, ValidHandMadeFileParses) {
   auto f = ParseBytes(MakeFile({{"w", {4, 2}, 0, 0}, {"v", {32}, 8, 32}}, 32 + 34).b);
   ASSERT_TRUE(f.ok()) << f.status().ToString();
