@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Byte identity of infera's quantizers with llama.cpp's llama-quantize (issue
 # 20): quantizes tinystories-3m's F32 weights (../shared) with both tools,
-# every type with --pure (iq2_xs: with the default rules), without and with one importance matrix (made by
+# every type with --pure (iq2_xs: with the default rules), without and with one importance matrix
+# (GGUF; two types also with the legacy .dat file) (made by
 # `infera imatrix`, given to both), and compares every tensor's bytes.
 # llama.cpp is built by bench/build_llamacpp.sh; nothing of it is committed.
 #
@@ -17,13 +18,16 @@ F32="$TS/tinystories-3m-f32.gguf"
 mkdir -p "$DIR"
 head -c 100000 "$ROOT/../shared/data/eval/tinystories/tinystories_197k.txt" > "$DIR/calib.txt"
 "$INFERA" imatrix -m "$F32" -f "$DIR/calib.txt" --ctx 128 -o "$DIR/im.gguf" 2>&1 | tail -n 1
+"$INFERA" imatrix -m "$F32" -f "$DIR/calib.txt" --ctx 128 -o "$DIR/im.dat" 2>&1 | tail -n 1  # the legacy format
 PAIRS=()
 for t in $TYPES; do
-  for w in plain imatrix; do
+  for w in plain imatrix dat; do
     [ "$t" = iq2_xs ] && [ "$w" = plain ] && continue  # both tools require an imatrix for it
-    [ "$t" = q8_0 ] && [ "$w" = imatrix ] && continue  # no weighted algorithm
+    [ "$t" = q8_0 ] && [ "$w" != plain ] && continue  # no weighted algorithm
+    [ "$w" = dat ] && [ "$t" != q4_k ] && [ "$t" != iq3_s ] && continue  # the legacy file: two types suffice
     im=()
     [ "$w" = imatrix ] && im=(--imatrix "$DIR/im.gguf")
+    [ "$w" = dat ] && im=(--imatrix "$DIR/im.dat")
     # iq2_xs with the tools' default rules (no imatrix covers token_embd, which they make Q2_K).
     pure=(--pure)
     [ "$t" = iq2_xs ] && pure=()
@@ -55,5 +59,5 @@ for p in pairs:
             continue
         _, _, ts = qr.TYPES[typ]
         blocks += sum(raw[i:i + ts] != o[2][i:i + ts] for i in range(0, len(raw), ts))
-    print(f"| {t} | {'yes' if w == 'imatrix' else 'no'} | {total} | {same} | {blocks} |")
+    print(f"| {t} | {dict(plain='no', imatrix='GGUF', dat='legacy .dat')[w]} | {total} | {same} | {blocks} |")
 PY

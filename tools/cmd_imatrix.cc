@@ -107,15 +107,22 @@ int RunImatrix(const ImatrixArgs& a, const RuntimeOptions& rt) {
   const Model& model = *lm->model;
   const int32_t n_train = model.config.n_ctx_train;
   if (n_train > 0 && a.ctx > n_train) return ReportError(fmt::format("--ctx {} is beyond the trained context {}", a.ctx, n_train));
-  const std::vector<int32_t> tokens = lm->tokenizer->Encode(*text, /*add_special=*/false, /*parse_special=*/false);
-  const int32_t bos = lm->tokenizer->vocab().bos;
-  auto chunks = CalibrationChunks(tokens, 0, tokens.size(), a.ctx, bos);
-  // Only whole chunks, as llama-imatrix: a short tail would weigh its few
-  // tokens like the rest.
-  while (!chunks.empty() && static_cast<int>(chunks.back().size()) < a.ctx) chunks.pop_back();
+  // Chunks as llama-imatrix cuts them, so that both tools see the same
+  // tokens: the text tokenized with the vocabulary's special tokens (BOS
+  // first where it adds one), cut into whole chunks of ctx tokens, each
+  // chunk's first token replaced by BOS. A short tail is dropped (it would
+  // weigh its few tokens like the rest).
+  const std::vector<int32_t> tokens = lm->tokenizer->Encode(*text, /*add_special=*/true, /*parse_special=*/false);
+  const int32_t bos = lm->tokenizer->vocab().add_bos ? lm->tokenizer->vocab().bos : -1;
+  std::vector<std::vector<int32_t>> chunks;
+  for (size_t at = 0; at + static_cast<size_t>(a.ctx) <= tokens.size(); at += static_cast<size_t>(a.ctx)) {
+    chunks.emplace_back(tokens.begin() + static_cast<std::ptrdiff_t>(at),
+                        tokens.begin() + static_cast<std::ptrdiff_t>(at) + a.ctx);
+    if (bos >= 0) chunks.back()[0] = bos;
+  }
   if (chunks.empty()) {
     return ReportError(fmt::format("{} has {} tokens; --ctx {} needs at least {}", a.calib, tokens.size(), a.ctx,
-                                   a.ctx - (bos >= 0 ? 1 : 0)));
+                                   a.ctx));
   }
   if (a.chunks > 0 && static_cast<size_t>(a.chunks) < chunks.size()) chunks.resize(static_cast<size_t>(a.chunks));
 

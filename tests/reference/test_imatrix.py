@@ -80,12 +80,13 @@ class ImatrixValuesTest(unittest.TestCase):
             for out in ("im.gguf", "im.dat"):
                 r = run("imatrix", "-m", folder, "-f", calib, "--ctx", str(ctx), "-o", os.path.join(d, out))
                 self.assertEqual(r.returncode, 0, r.stderr)
-            r = run("tokenize", "-m", folder, "--file", calib)
+            r = run("tokenize", "-m", folder, "--file", calib, "--add-special")
             self.assertEqual(r.returncode, 0, r.stderr)
             tokens = [int(t) for t in r.stdout.split()]
-            # Whole chunks of ctx tokens, BOS (1) first.
-            body = ctx - 1
-            chunks = [[1] + tokens[i:i + body] for i in range(0, len(tokens) - body + 1, body)]
+            self.assertEqual(tokens[0], 1)
+            # As llama-imatrix cuts them: whole chunks of ctx tokens of the text
+            # tokenized with BOS, each chunk's first token replaced by BOS (1).
+            chunks = [[1] + tokens[i + 1:i + ctx] for i in range(0, len(tokens) - ctx + 1, ctx)]
             self.assertGreaterEqual(len(chunks), 3)
             sums, counts = {}, {}
 
