@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <thread>
 
@@ -23,14 +26,25 @@ namespace {
 // ([n_in], or [n_stack * n_in]: one slice per stacked matrix; empty: none).
 // Rows are independent: split them over all cores (the K-quant searches are
 // slow). Each output row depends only on its input row, so the bytes do not
-// depend on the thread count.
-std::vector<uint8_t> Recode(const WeightMatrix& m, DType to, const std::vector<float>& importance, int64_t n_stack) {
+// depend on the thread count. Into a block type, a NaN or infinite input
+// weight is an error (the formats cannot hold it, and their searches assume
+// finite values): the first such row, or -1, in *bad_row.
+std::vector<uint8_t> Recode(const WeightMatrix& m, DType to, const std::vector<float>& importance, int64_t n_stack,
+                            int64_t* bad_row) {
   const uint64_t out_row = *RowBytes(to, m.n_in);
   std::vector<uint8_t> out(out_row * m.n_out);
+  std::atomic<int64_t> first_bad{INT64_MAX};
+  const bool quantized = GetDTypeInfo(to).quantized;
   auto run = [&](int64_t r0, int64_t r1) {
     std::vector<float> row(m.n_in);
     for (int64_t r = r0; r < r1; ++r) {
       DequantizeRow(m.type, m.data + r * m.row_bytes, row.data(), m.n_in);
+      if (quantized && !std::all_of(row.begin(), row.end(), [](float v) { return std::isfinite(v); })) {
+        int64_t cur = first_bad.load();
+        while (r < cur && !first_bad.compare_exchange_weak(cur, r)) {
+        }
+        return;
+      }
       const float* qw = nullptr;
       if (!importance.empty()) {
         const int64_t slice = n_stack > 0 ? r / (m.n_out / n_stack) : 0;
@@ -45,6 +59,7 @@ std::vector<uint8_t> Recode(const WeightMatrix& m, DType to, const std::vector<f
   for (int64_t t = 1; t < n_threads; ++t) threads.emplace_back(run, std::min(m.n_out, t * per), std::min(m.n_out, (t + 1) * per));
   run(0, std::min(m.n_out, per));
   for (auto& th : threads) th.join();
+  *bad_row = first_bad.load() == INT64_MAX ? -1 : first_bad.load();
   return out;
 }
 
@@ -102,7 +117,13 @@ StatusOr<ModelWriteSummary> WriteModelGguf(const LoadedModel& lm, const TypeChoo
         return InvalidArgument(fmt::format("{}: importance data has {} values, the tensor needs {}", name,
                                            importance.size(), x.n_in * std::max<int64_t>(1, n_stack)));
       }
-      gw.AddTensorCopy(name, to, ne, Recode(x, to, importance, n_stack));
+      int64_t bad_row = -1;
+      std::vector<uint8_t> bytes = Recode(x, to, importance, n_stack, &bad_row);
+      if (bad_row >= 0) {
+        return InvalidArgument(fmt::format("{}: row {} holds a NaN or infinite weight; refusing to quantize it",
+                                           name, bad_row));
+      }
+      gw.AddTensorCopy(name, to, ne, std::move(bytes));
     }
     sum.bytes += *RowBytes(to, x.n_in) * x.n_out;
     sum.elements += static_cast<uint64_t>(x.n_in) * x.n_out;

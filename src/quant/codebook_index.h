@@ -112,7 +112,7 @@ class CodebookIndex {
         best = nb[j];
       }
     }
-    CHECK(best >= 0);
+    if (best < 0) best = nb[1];  // every distance NaN (non-finite input): any point, not a crash
     for (int i = 0; i < kDim; ++i) L[i] = points_[best][i];
     return best;
   }

@@ -80,6 +80,29 @@ class QuantizeTest(unittest.TestCase):
                                capture_output=True, text=True)
             self.assertEqual(r.returncode, 2)
 
+    def test_non_finite_weights_are_refused(self):
+        """A NaN weight: one clear line, exit 2, nothing written, for the
+        plain types and for the codebook searches (which used to abort)."""
+        import struct
+        src = os.path.join(TS3M, "tinystories-3m-f32.gguf")
+        with tempfile.TemporaryDirectory() as d:
+            raw = qr.read_gguf_tensors(src)["blk.0.ffn_down.weight"][2]
+            with open(src, "rb") as f:
+                data = bytearray(f.read())
+            off = data.find(raw)
+            data[off + 40:off + 44] = struct.pack("<f", float("nan"))
+            bad = os.path.join(d, "nan.gguf")
+            with open(bad, "wb") as f:
+                f.write(data)
+            for t in ("q4_0", "q4_k", "iq3_s"):
+                out = os.path.join(d, t + ".gguf")
+                r = subprocess.run([INFERA, "quantize", bad, out, "--type", t], capture_output=True, text=True)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                errors = [l for l in r.stderr.splitlines() if "error" in l]  # (progress lines come first)
+                self.assertEqual(len(errors), 1, r.stderr)
+                self.assertIn("blk.0.ffn_down.weight: row 0 holds a NaN", errors[0])
+                self.assertFalse(os.path.exists(out))
+
 
 if __name__ == "__main__":
     unittest.main()
