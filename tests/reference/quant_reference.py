@@ -384,6 +384,58 @@ def _codebook_best(levels, candidates, xv, wv, scale):
     return best_g, [int(v) for v in levels[best_g]]
 
 
+def _codebook_search(levels, on, near, bits, max_level, mx, step, initially_on, resnap_all, weight, waux, xval):
+    """llama.cpp's per-group scale search of the codebook quantizers, float32
+    step by step: 19 trial scales (2 max_level - 1 + is * step) / mx, each
+    tuple snapped to the codebook (off it: the best of its nearest points),
+    the best weighted fit kept; then, if a tuple of the winner was off the
+    codebook, the tuples (all, or only those off it) snapped again at the
+    winning scale and the scale refitted. -> (scale, levels L)."""
+    dim = levels.shape[1]
+    n_tuples = len(xval) // dim
+
+    def snap(xv, idv):
+        return [max(0, min(max_level - 1, _nearest_int(F32(0.5) * F32(F32(idv * v) - F32(1))))) for v in xv]
+
+    def code_of(ls):
+        return sum(l << (bits * j) for j, l in enumerate(ls))
+
+    def point(xv, wv, idv, scale):
+        ls = snap(xv, idv)
+        c = code_of(ls)
+        if c in on:
+            return on[c], True
+        return _codebook_best(levels, near[c], xv, wv, scale)[0], False
+
+    best, scale = F32(0), F32(mx / F32(2 * max_level - 1))
+    L, on_grid = [0] * len(xval), [initially_on] * n_tuples
+    for is_ in range(-9, 10):
+        idv = F32(F32(F32(2 * max_level - 1) + F32(F32(is_) * F32(step))) / mx)
+        this_scale = F32(F32(1) / idv)
+        La, on_aux = [], []
+        for k in range(n_tuples):
+            g, hit = point(xval[dim * k:dim * k + dim], waux[dim * k:dim * k + dim], idv, this_scale)
+            La += [int(v) for v in levels[g]]
+            on_aux.append(hit)
+        sqx, sq2 = _codebook_fit(weight, xval, La)
+        if sq2 > 0 and F32(sqx * sqx) > F32(best * sq2):
+            scale = F32(sqx / sq2)
+            best = F32(scale * sqx)
+            L, on_grid = La, on_aux
+    if not all(on_grid) and scale > 0:
+        idv = F32(F32(1) / scale)
+        L = list(L)
+        for k in range(n_tuples):
+            if on_grid[k] and not resnap_all:
+                continue
+            g, _ = point(xval[dim * k:dim * k + dim], waux[dim * k:dim * k + dim], idv, scale)
+            L[dim * k:dim * k + dim] = [int(v) for v in levels[g]]
+        sqx, sq2 = _codebook_fit(weight, xval, L)
+        if sq2 > 0:
+            scale = F32(sqx / sq2)
+    return scale, L
+
+
 # --- IQ3_S quantization (llama.cpp's algorithm, float32 step by step) -------
 
 def _iq3s_index():
@@ -432,11 +484,6 @@ def iq3s_quantize_block(x, qw=None):
 
     levels = (IQ3S_GRID - 1) // 2
 
-    def best_neighbour(code, xv, wv, scale):
-        return _codebook_best(levels, near[code], xv, wv, scale)
-
-    fit = _codebook_fit
-
     for ib in range(8):
         xb = x[32 * ib:32 * ib + 32]
         if qw is not None:
@@ -449,37 +496,7 @@ def iq3s_quantize_block(x, qw=None):
         mx = max(xval)
         if mx == 0:
             continue
-        best, scale = F32(0), F32(mx / F32(15))
-        L, on_grid = [0] * 32, [False] * 8
-        for is_ in range(-9, 10):
-            idv = F32(F32(F32(15) + F32(F32(is_) * F32(0.2))) / mx)
-            this_scale = F32(F32(1) / idv)
-            La, on_aux = [0] * 32, [True] * 8
-            for k in range(8):
-                l4 = [max(0, min(7, _nearest_int(F32(0.5) * F32(F32(idv * xval[4 * k + i]) - F32(1)))))
-                      for i in range(4)]
-                c = code_of(l4)
-                if c not in on:
-                    on_aux[k] = False
-                    _, l4 = best_neighbour(c, xval[4 * k:4 * k + 4], waux[4 * k:4 * k + 4], this_scale)
-                La[4 * k:4 * k + 4] = l4
-            sqx, sq2 = fit(weight, xval, La)
-            if sq2 > 0 and F32(sqx * sqx) > F32(best * sq2):
-                scale = F32(sqx / sq2)
-                best = F32(scale * sqx)
-                L, on_grid = La, on_aux
-        if not all(on_grid) and scale > 0:
-            idv = F32(F32(1) / scale)
-            L = list(L)
-            for k in range(8):
-                l4 = [max(0, min(7, _nearest_int(F32(0.5) * F32(F32(idv * xval[4 * k + i]) - F32(1)))))
-                      for i in range(4)]
-                c = code_of(l4)
-                g = on[c] if c in on else best_neighbour(c, xval[4 * k:4 * k + 4], waux[4 * k:4 * k + 4], scale)[0]
-                L[4 * k:4 * k + 4] = [int((IQ3S_GRID[g, i] - 1) // 2) for i in range(4)]
-            sqx, sq2 = fit(weight, xval, L)
-            if sq2 > 0:
-                scale = F32(sqx / sq2)
+        scale, L = _codebook_search(levels, on, near, 3, 8, mx, 0.2, False, True, weight, waux, xval)
         for k in range(8):
             g = on[code_of(L[4 * k:4 * k + 4])]
             out[2 + 8 * ib + k] = g & 255
@@ -544,14 +561,6 @@ def iq2xs_quantize_block(x, qw=None):
     def code_of(l8):
         return sum(l << (2 * j) for j, l in enumerate(l8))
 
-    def snap(xv, idv):
-        return [max(0, min(2, int(np.rint(F32(F32(0.5) * F32(F32(idv * v) - F32(1))))))) for v in xv]
-
-    def best_neighbour(code, xv, wv, scale):
-        return _codebook_best(levels, near[code], xv, wv, scale)[1]
-
-    fit = _codebook_fit
-
     for ib in range(16):
         xb = x[16 * ib:16 * ib + 16]
         weight = [F32(F32(1 if qw is None else qw[16 * ib + i]) * np.sqrt(F32(sigma2 + F32(v * v))))
@@ -570,38 +579,7 @@ def iq2xs_quantize_block(x, qw=None):
         mx = max(xval)
         if mx < F32(1e-15):
             continue
-        best, scale = F32(0), F32(mx / F32(5))
-        L, on_grid = [0] * 16, [True, True]
-        for is_ in range(-9, 10):
-            idv = F32(F32(F32(5) + F32(F32(is_) * F32(0.1))) / mx)
-            this_scale = F32(F32(1) / idv)
-            La, on_aux = [], [True, True]
-            for k in range(2):
-                l8 = snap(xval[8 * k:8 * k + 8], idv)
-                c = code_of(l8)
-                if c not in on:
-                    on_aux[k] = False
-                    l8 = best_neighbour(c, xval[8 * k:8 * k + 8], waux[8 * k:8 * k + 8], this_scale)
-                La += l8
-            sqx, sq2 = fit(weight, xval, La)
-            if sq2 > 0 and F32(sqx * sqx) > F32(best * sq2):
-                scale = F32(sqx / sq2)
-                best = F32(scale * sqx)
-                L, on_grid = La, on_aux
-        if not all(on_grid) and scale > 0:
-            idv = F32(F32(1) / scale)
-            L = list(L)
-            for k in range(2):
-                if on_grid[k]:
-                    continue
-                l8 = snap(xval[8 * k:8 * k + 8], idv)
-                c = code_of(l8)
-                if c not in on:
-                    l8 = best_neighbour(c, xval[8 * k:8 * k + 8], waux[8 * k:8 * k + 8], scale)
-                L[8 * k:8 * k + 8] = l8
-            sqx, sq2 = fit(weight, xval, L)
-            if sq2 > 0:
-                scale = F32(sqx / sq2)
+        scale, L = _codebook_search(levels, on, near, 2, 3, mx, 0.1, True, False, weight, waux, xval)
         for k in range(2):
             q2[2 * ib + k] = on[code_of(L[8 * k:8 * k + 8])] | (signs[k] << 9)
         scales[ib] = scale
