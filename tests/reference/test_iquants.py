@@ -58,6 +58,16 @@ class IQuantsTest(unittest.TestCase):
             self.assertEqual(np.abs(deq[2]).max(), 0)
             self.check_blocks(qtype, w, x)  # importance-weighted
 
+    def check_dump(self, d, out, tensors, qtype):
+        """blk.0.ffn_down.weight is qtype, and infera dequantizes it exactly as
+        the numpy block reader does."""
+        typ, _, raw = tensors["blk.0.ffn_down.weight"]
+        self.assertEqual(qr.TYPES[typ][0], qtype)
+        dump = os.path.join(d, "t.f32")
+        subprocess.run([INFERA, "dump-tensor", "-m", out, "--tensor", "blk.0.ffn_down.weight", "--out", dump],
+                       check=True, capture_output=True)
+        np.testing.assert_array_equal(np.fromfile(dump, dtype="<f4"), qr.dequantize(typ, raw))
+
     def test_iq2_xs_model(self):
         with tempfile.TemporaryDirectory() as d:
             im, out = os.path.join(d, "im.gguf"), os.path.join(d, "iq2xs.gguf")
@@ -76,12 +86,7 @@ class IQuantsTest(unittest.TestCase):
             self.assertEqual(qr.TYPES[t["output.weight"][0]][0], "q5_K")
             self.assertEqual(qr.TYPES[t["token_embd.weight"][0]][0], "q2_K")
             self.assertEqual(qr.TYPES[t["blk.0.attn_v.weight"][0]][0], "q2_K")
-            typ, ne, raw = t["blk.0.ffn_down.weight"]
-            self.assertEqual(qr.TYPES[typ][0], "iq2_xs")
-            dump = os.path.join(d, "t.f32")
-            subprocess.run([INFERA, "dump-tensor", "-m", out, "--tensor", "blk.0.ffn_down.weight", "--out", dump],
-                           check=True, capture_output=True)
-            np.testing.assert_array_equal(np.fromfile(dump, dtype="<f4"), qr.dequantize(typ, raw))
+            self.check_dump(d, out, t, "iq2_xs")
             ppl = {n: perplexity(m) for n, m in (("iq2_xs", out),
                                                   ("q2_k", os.path.join(TS3M, "tinystories-3m-q2_k.gguf")))}
             # 6.219 vs (pure) Q2_K's 6.544 when written, at 2.48 vs 2.63 bits per weight.
@@ -93,20 +98,9 @@ class IQuantsTest(unittest.TestCase):
             r = subprocess.run([INFERA, "quantize", os.path.join(TS3M, "tinystories-3m-f32.gguf"), out, "--type",
                                 "iq3_s", "--pure"], capture_output=True, text=True)
             self.assertEqual(r.returncode, 0, r.stderr)
-            t = qr.read_gguf_tensors(out)
-            typ, ne, raw = t["blk.0.ffn_down.weight"]
-            self.assertEqual(qr.TYPES[typ][0], "iq3_s")
-            dump = os.path.join(d, "t.f32")
-            subprocess.run([INFERA, "dump-tensor", "-m", out, "--tensor", "blk.0.ffn_down.weight", "--out", dump],
-                           check=True, capture_output=True)
-            np.testing.assert_array_equal(np.fromfile(dump, dtype="<f4"), qr.dequantize(typ, raw))
-            ppl = {}
-            for name, model in (("iq3_s", out), ("q3_k", os.path.join(TS3M, "tinystories-3m-q3_k.gguf")),
-                                ("f32", os.path.join(TS3M, "tinystories-3m-f32.gguf"))):
-                r = subprocess.run([INFERA, "perplexity", "-m", model, "-f", os.path.join(TS3M, "heldout.txt"), "--ctx",
-                                    "128", "--chunks", "20", "--json"], capture_output=True, text=True)
-                self.assertEqual(r.returncode, 0, r.stderr)
-                ppl[name] = json.loads(r.stdout)["ppl"]
+            self.check_dump(d, out, qr.read_gguf_tensors(out), "iq3_s")
+            ppl = {n: perplexity(m) for n, m in (("iq3_s", out), ("q3_k", os.path.join(TS3M, "tinystories-3m-q3_k.gguf")),
+                                                  ("f32", os.path.join(TS3M, "tinystories-3m-f32.gguf")))}
             # Every tensor IQ3_S (--pure): 6.000 vs pure Q3_K's 5.970 and F32's
             # 5.858 when written (5.936 with the output tensor in Q6_K).
             self.assertLess(ppl["iq3_s"], 1.01 * ppl["q3_k"], ppl)
