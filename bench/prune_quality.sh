@@ -12,7 +12,11 @@
 # (FFN 25 % + heads 25 %) before and after distillation
 # (tools/train/distill.py, DISTILL_STEPS steps on the calibration text).
 #
+# sparsegpt-auto is SparseGPT with --damp auto (the damping chosen per matrix
+# on held-out calibration chunks); sparsegpt uses the paper's 1 %.
+#
 #   bench/prune_quality.sh [DIR=/tmp/pq] [DISTILL_STEPS=400]
+#   ONLY=REGEX: only the rows whose label matches (the dense row always runs)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 INFERA="${INFERA:-$ROOT/build/tools/infera}"
@@ -41,17 +45,22 @@ print(json.dumps(dict(model=name, label=label, ppl=p["ppl"], kld=p.get("kld"), t
 PY
     echo "$name $1: $(tail -1 "$OUT")" >&2
   }
+  want() { [[ -z "${ONLY:-}" || "$1" =~ $ONLY ]]; }
   measure dense "$dense"
-  for method in magnitude wanda sparsegpt; do
+  for method in magnitude wanda sparsegpt sparsegpt-auto; do
     for pat in "unstructured --sparsity 0.5" "unstructured --sparsity 0.7" "2:4" "4:8"; do
       local tag
       tag="$method-$(echo "$pat" | tr ' :' '__' | sed 's/--sparsity_//;s/unstructured_/u/')"
+      want "$tag" || continue
+      local how=(--method "$method")
+      [[ $method == sparsegpt-auto ]] && how=(--method sparsegpt --damp auto)
       # shellcheck disable=SC2086  # the pattern's options split into words on purpose
-      "$INFERA" --log-level warn prune "$dense" "$d/$tag.gguf" --method "$method" --pattern $pat --calib "$calib" \
+      "$INFERA" --log-level warn prune "$dense" "$d/$tag.gguf" "${how[@]}" --pattern $pat --calib "$calib" \
         --calib-tokens 8192 2>/dev/null
       measure "$tag" "$d/$tag.gguf"
     done
   done
+  want structured-25 || return 0
   # 2:4 stored as q8_0_s24 (kernels skip the zeros) against dense Q8_0.
   "$INFERA" --log-level warn quantize "$dense" "$d/dense-q8_0.gguf" --type q8_0 --pure 2>/dev/null
   measure dense-q8_0 "$d/dense-q8_0.gguf"

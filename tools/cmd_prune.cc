@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -23,6 +25,7 @@
 #include "base/logging.h"
 #include "base/output_file.h"
 #include "model/tensor_schema.h"
+#include "prune/damp_selection.h"
 #include "prune/model_pruning.h"
 #include "prune/sparsity.h"
 #include "quant/policy.h"
@@ -48,7 +51,8 @@ struct PruneArgs {
   double head_ratio = -1, ffn_ratio = -1;
   int steps = 1;
   double max_ppl_increase = -1;  // percent; < 0: no limit
-  double damp = 0.01;
+  std::string damp = "0.01";  // a number, or "auto"
+  double damp_value = 0.01;   // parsed from damp; < 0: auto
   int block_size = 128;
   int threads = 0;
   std::string report;
@@ -65,9 +69,14 @@ bool Skipped(const std::vector<std::string>& skip, const std::string& name) {
   return false;
 }
 
-// Prunes one matrix with `stats` of its input (null: magnitude).
-Status PruneMatrix(const LayerMatrix& lm, const std::string& method, const prune::InputStats* stats, double sparsity,
-                   const prune::Pattern& pattern, const PruneArgs& a, int threads) {
+// Prunes one matrix with `stats` of its input (null: magnitude). SparseGPT
+// with --damp auto also gets `check`, statistics of other calibration chunks
+// than `stats`' (null: no choice, the default damping): the damping is chosen
+// by the error on those, then the matrix is pruned with both halves' Hessian.
+// Returns the damping used (0 when not SparseGPT).
+StatusOr<double> PruneMatrix(const LayerMatrix& lm, const std::string& method, const prune::InputStats* stats,
+                             const prune::InputStats* check, double sparsity, const prune::Pattern& pattern,
+                             const PruneArgs& a, int threads) {
   WeightMatrix& m = *lm.m;
   float* w = const_cast<float*>(reinterpret_cast<const float*>(m.data));
   if (method == "sparsegpt" && stats != nullptr) {
@@ -75,15 +84,23 @@ Status PruneMatrix(const LayerMatrix& lm, const std::string& method, const prune
     o.sparsity = sparsity;
     o.pattern = pattern;
     o.block_size = a.block_size;
-    o.damp = a.damp;
-    Status st = prune::SparseGpt(w, m.n_out, m.n_in, stats->hessian(), o, threads);
+    o.damp = a.damp_value >= 0 ? a.damp_value : 0.01;
+    std::vector<double> h = stats->hessian();
+    if (a.damp_value < 0 && check != nullptr) {
+      const std::vector<double> h_check = check->hessian();
+      auto choice = prune::ChooseSparseGptDamp(w, m.n_out, m.n_in, h, h_check, o, prune::AutoDampCandidates(), threads);
+      if (!choice.ok()) return Status(choice.status().code(), lm.name + ": " + choice.status().message());
+      o.damp = choice->damp;
+      for (size_t i = 0; i < h.size(); ++i) h[i] += h_check[i];
+    }
+    Status st = prune::SparseGpt(w, m.n_out, m.n_in, std::move(h), o, threads);
     if (!st.ok()) return Status(st.code(), lm.name + ": " + st.message());
-    return Status::Ok();
+    return o.damp;
   }
   const auto score = prune::WeightScores(w, m.n_out, m.n_in, method == "magnitude" || stats == nullptr
                                                                    ? nullptr : stats->sq_norm().data());
   prune::PruneByScore(w, score.data(), m.n_out, m.n_in, sparsity, pattern);
-  return Status::Ok();
+  return 0.0;
 }
 
 struct PruneContext {
@@ -93,6 +110,9 @@ struct PruneContext {
   prune::Pattern pattern;
   std::unique_ptr<Calibrator> calibrator;
   std::vector<std::vector<int32_t>> calib, holdout;
+  // --damp auto: calib split in two (even and odd chunks).
+  std::vector<std::vector<int32_t>> calib_even, calib_odd;
+  std::map<std::string, double> damp_used;  // SparseGPT: tensor -> damping
   int threads = 1;
 };
 
@@ -103,12 +123,17 @@ Status PrunePass(PruneContext& ctx, double sparsity) {
   const bool calibrated = a.method != "magnitude";
   const auto t0 = std::chrono::steady_clock::now();
   int warned_experts = 0;
+  const bool sparsegpt = a.method == "sparsegpt";
+  const bool split = sparsegpt && a.damp_value < 0;
   for (int l = 0; l < n_layer; ++l) {
-    std::unique_ptr<StatsCollector> stats;
+    std::unique_ptr<StatsCollector> stats, check;
     if (calibrated) {
-      stats = std::make_unique<StatsCollector>(std::vector<int>{l}, std::vector<LinearInput>{},
-                                               a.method == "sparsegpt");
-      RETURN_IF_ERROR(ctx.calibrator->Run(ctx.calib, stats.get()));
+      stats = std::make_unique<StatsCollector>(std::vector<int>{l}, std::vector<LinearInput>{}, sparsegpt);
+      RETURN_IF_ERROR(ctx.calibrator->Run(split ? ctx.calib_even : ctx.calib, stats.get()));
+    }
+    if (split) {
+      check = std::make_unique<StatsCollector>(std::vector<int>{l}, std::vector<LinearInput>{}, true);
+      RETURN_IF_ERROR(ctx.calibrator->Run(ctx.calib_odd, check.get()));
     }
     for (const LayerMatrix& lm : ctx.mats) {
       if (lm.layer != l) continue;
@@ -117,7 +142,11 @@ Status PrunePass(PruneContext& ctx, double sparsity) {
         LOG_WARN("{}: no calibration token reached it; pruned by magnitude (further such tensors not reported)",
                  lm.name);
       }
-      RETURN_IF_ERROR(PruneMatrix(lm, a.method, s, sparsity, ctx.pattern, a, ctx.threads));
+      const prune::InputStats* c = check ? check->Find(l, lm.input, lm.expert) : nullptr;
+      if (s == nullptr && c != nullptr) std::swap(s, c);  // an expert reached by one half only
+      auto damp = PruneMatrix(lm, a.method, s, c, sparsity, ctx.pattern, a, ctx.threads);
+      if (!damp.ok()) return damp.status();
+      if (sparsegpt && s != nullptr) ctx.damp_used[lm.name] = *damp;
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "\rprune: %s %s %.0f %%: layer %d/%d, %.1f s", a.method.c_str(), ctx.pattern.Name().c_str(),
@@ -144,7 +173,7 @@ void Restore(const std::vector<LayerMatrix>& mats, const std::vector<std::vector
   }
 }
 
-int Prune(const PruneArgs& a, const RuntimeOptions& rt_in) {
+int Prune(PruneArgs a, const RuntimeOptions& rt_in) {
   if (a.paths.size() != 2) return ReportError("usage: infera prune IN OUT.gguf --method M --sparsity S");
   const bool structured = !a.structured.empty();
   const bool heads = a.structured == "heads" || a.structured == "both";
@@ -179,8 +208,17 @@ int Prune(const PruneArgs& a, const RuntimeOptions& rt_in) {
     return ReportError("--steps applies to unstructured pruning (an N:M pattern or a structure is one step)");
   }
   if (a.max_ppl_increase >= 0 && a.steps == 1) return ReportError("--max-ppl-increase needs --steps K > 1");
-  if (!(a.damp > 0 && a.damp < 10) || a.block_size <= 0 || a.block_size % 64 != 0) {
-    return ReportError("--damp must be in (0, 10) and --block-size a positive multiple of 64");
+  if (a.damp == "auto") {
+    a.damp_value = -1;
+  } else {
+    char* end = nullptr;
+    a.damp_value = std::strtod(a.damp.c_str(), &end);
+    if (a.damp.empty() || *end != '\0' || !(a.damp_value > 0 && a.damp_value < 10)) {
+      return ReportError("--damp must be a number in (0, 10) or auto, not '" + a.damp + "'");
+    }
+  }
+  if (a.block_size <= 0 || a.block_size % 64 != 0) {
+    return ReportError("--block-size must be a positive multiple of 64");
   }
   const bool needs_calib = structured || a.method != "magnitude" || a.steps > 1;
   if (needs_calib && a.calib.empty()) {
@@ -210,7 +248,7 @@ int Prune(const PruneArgs& a, const RuntimeOptions& rt_in) {
   std::map<std::string, DType> stored;
   for (const auto& m : prune::LayerMatrices(&model)) stored[m.name] = m.m->type;
   if (Status st = prune::MakeLayerMatricesF32(&model); !st.ok()) return ReportError(st);
-  PruneContext ctx{a, model, {}, *pattern, nullptr, {}, {}, ResolveThreads(a.threads)};
+  PruneContext ctx{a, model, {}, *pattern, nullptr, {}, {}, {}, {}, {}, ResolveThreads(a.threads)};
   for (const auto& m : prune::LayerMatrices(&model)) {
     if (Skipped(a.skip, m.name)) continue;
     if (!structured) {
@@ -240,6 +278,13 @@ int Prune(const PruneArgs& a, const RuntimeOptions& rt_in) {
     const int32_t bos = lm->tokenizer->vocab().bos;
     ctx.calib = CalibrationChunks(tokens, 0, a.calib_tokens, n_ctx, bos);
     ctx.holdout = CalibrationChunks(tokens, a.calib_tokens, a.calib_tokens + holdout, n_ctx, bos);
+    if (a.method == "sparsegpt" && a.damp_value < 0 && !structured) {
+      if (ctx.calib.size() < 2) {
+        return ReportError(fmt::format("--damp auto needs at least two calibration chunks of {} tokens; "
+                                       "raise --calib-tokens to {} or lower --calib-ctx", n_ctx, 2 * n_ctx));
+      }
+      for (size_t i = 0; i < ctx.calib.size(); ++i) (i % 2 ? ctx.calib_odd : ctx.calib_even).push_back(ctx.calib[i]);
+    }
     auto k = SelectKernels(rt_in);
     if (!k.ok()) return ReportError(k.status());
     kernels = *k;
@@ -316,6 +361,14 @@ int Prune(const PruneArgs& a, const RuntimeOptions& rt_in) {
       reached = target;
     }
     report["method"] = a.method;
+    if (!ctx.damp_used.empty()) {
+      report["sparsegpt_damp"] = ctx.damp_used;
+      std::map<double, int> counts;
+      for (const auto& [name, d] : ctx.damp_used) ++counts[d];
+      std::string summary;
+      for (const auto& [d, n] : counts) summary += fmt::format("{}{} x {}", summary.empty() ? "" : ", ", n, d);
+      std::fprintf(stderr, "prune: SparseGPT damping%s: %s\n", a.damp_value < 0 ? " (auto)" : "", summary.c_str());
+    }
     report["pattern"] = ctx.pattern.Name();
     report["sparsity"] = reached;
     if (dense_ppl) {
@@ -394,7 +447,8 @@ CommandFn RegisterPrune(CLI::App& app, const RuntimeOptions& rt) {
   app.add_option("--steps", a->steps, "reach --sparsity in K equal increments, measuring hold-out perplexity");
   app.add_option("--max-ppl-increase", a->max_ppl_increase,
                  "with --steps: stop before the hold-out perplexity rises more than P percent");
-  app.add_option("--damp", a->damp, "SparseGPT damping, a fraction of the mean Hessian diagonal (default 0.01)");
+  app.add_option("--damp", a->damp, "SparseGPT damping, a fraction of the mean Hessian diagonal (default 0.01), or auto: per "
+                 "matrix the one of 0.01, 0.03, 0.1, 0.3 that best reproduces held-out calibration inputs");
   app.add_option("--block-size", a->block_size, "SparseGPT columns per block (default 128)");
   app.add_option("-t,--threads", a->threads, "threads (0: the cores this process may use)");
   app.add_flag("--dense-output", a->dense_output,

@@ -163,6 +163,22 @@ class PruneTest(unittest.TestCase):
         for z in report["tensor_sparsity"].values():
             self.assertAlmostEqual(z, report["sparsity"], delta=0.003)
 
+    def test_sparsegpt_damp_auto(self):
+        out = self.out("sparsegpt-auto.gguf")
+        rep = out + ".json"
+        r = run_ok("prune", F32, out, "--method", "sparsegpt", "--damp", "auto", "--calib", self.calib,
+                   "--calib-tokens", "2048", "--report", rep)
+        self.assertIn("SparseGPT damping (auto)", r.stderr.decode())
+        with open(rep) as f:
+            report = json.load(f)
+        self.assertEqual(len(report["sparsegpt_damp"]), 28)
+        self.assertTrue(set(report["sparsegpt_damp"].values()) <= {0.01, 0.03, 0.1, 0.3}, report["sparsegpt_damp"])
+        for z in report["tensor_sparsity"].values():
+            self.assertAlmostEqual(z, 0.5, delta=0.002)
+        mag = self.out("magnitude-for-auto.gguf")
+        run_ok("prune", F32, mag, "--method", "magnitude")
+        self.assertLess(ppl(out) - self.dense_ppl, 0.75 * (ppl(mag) - self.dense_ppl))
+
     def test_bad_input(self):
         text_short = self.out("short.txt")
         with open(text_short, "w") as f:
@@ -181,6 +197,10 @@ class PruneTest(unittest.TestCase):
             (["--structured", "ffn", "--ratio", "1.0", "--calib", self.calib], "--ratio"),
             (["--method", "magnitude", "--outtype", "q9_9"], "--outtype"),
             (["--method", "magnitude", "--steps", "3"], "--calib"),
+            (["--method", "sparsegpt", "--damp", "foo", "--calib", self.calib], "--damp"),
+            (["--method", "sparsegpt", "--damp", "0", "--calib", self.calib], "--damp"),
+            (["--method", "sparsegpt", "--damp", "auto", "--calib", self.calib, "--calib-tokens", "100",
+              "--calib-ctx", "128"], "two calibration chunks"),
         ]
         for args, msg in cases:
             with self.subTest(args=args):

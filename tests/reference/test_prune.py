@@ -16,7 +16,7 @@ import prune_reference as ref  # noqa: E402
 HARNESS = os.environ.get("PRUNE_HARNESS", "build/tests/prune_harness")
 
 
-def run(method, w, x, sparsity, pattern):
+def run(method, w, x, sparsity, pattern, stdout=False):
     with tempfile.TemporaryDirectory() as d:
         wp, xp, op = (os.path.join(d, f) for f in ("w.f32", "x.f32", "out.f32"))
         w.astype("<f4").tofile(wp)
@@ -25,7 +25,8 @@ def run(method, w, x, sparsity, pattern):
                             str(x.shape[0]), op], capture_output=True, text=True)
         if r.returncode != 0:
             return None, r.stderr
-        return np.fromfile(op, dtype="<f4").reshape(w.shape), r.stderr
+        out = np.fromfile(op, dtype="<f4").reshape(w.shape)
+        return out, (r.stdout if stdout else r.stderr)
 
 
 def case(seed, rows, cols, tokens):
@@ -80,6 +81,34 @@ class PruneReferenceTest(unittest.TestCase):
                         if m:
                             groups = (got.reshape(rows, cols // m, m) != 0).sum(axis=2)
                             self.assertTrue((groups <= n).all())
+
+    def test_sparsegpt_damp_auto(self):
+        # --damp auto: each candidate prunes with the even tokens' Hessian and
+        # is scored by ||(W - W') X_odd^T||^2, computed here from X itself;
+        # the argmin then prunes with all of X. Few tokens per input channel
+        # (the over-fitting case) and many.
+        for seed, (rows, cols, tokens) in enumerate([(16, 128, 160), (12, 64, 2000), (8, 136, 300)]):
+            w, x = case(300 + seed, rows, cols, tokens)
+            for name, n, m in PATTERNS:
+                with self.subTest(shape=(rows, cols, tokens), pattern=name):
+                    got, out = run("sparsegpt-auto", w, x, 0.5, name, stdout=True)
+                    self.assertIsNotNone(got, out)
+                    lines = dict(line.split(" ", 1) for line in out.strip().splitlines())
+                    errors = [float(e) for e in lines["errors"].split()]
+                    want_errors = []
+                    for damp in (0.01, 0.03, 0.1, 0.3):
+                        trial = ref.sparsegpt(w, x[0::2], 0.5, n, m, damp=damp)
+                        want_errors.append(float(np.sum((x[1::2].astype(np.float64) @ (w - trial).T.astype(np.float64)) ** 2)))
+                    np.testing.assert_allclose(errors, want_errors, rtol=1e-4)
+                    damp = (0.01, 0.03, 0.1, 0.3)[int(np.argmin(want_errors))]
+                    self.assertEqual(float(lines["damp"]), damp)
+                    if tokens >= 20 * cols:  # plenty of data: the paper's 1 % is best
+                        self.assertEqual(damp, 0.01)
+                    if tokens < 2 * cols:  # fewer odd tokens than inputs: regularize more
+                        self.assertGreater(damp, 0.01)
+                    want = ref.sparsegpt(w, x, 0.5, n, m, damp=damp)
+                    np.testing.assert_array_equal(got == 0, want == 0)
+                    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
 
     def test_sparsegpt_beats_magnitude_on_output_error(self):
         w, x = case(7, 32, 256, 512)

@@ -4,8 +4,11 @@
 //
 //   prune_harness METHOD ROWS COLS SPARSITY PATTERN W.f32 X.f32 TOKENS OUT.f32
 //
-// METHOD: magnitude | wanda | sparsegpt; X [TOKENS, COLS] (ignored for
-// magnitude); OUT [ROWS, COLS].
+// METHOD: magnitude | wanda | sparsegpt | sparsegpt-auto; X [TOKENS, COLS]
+// (ignored for magnitude); OUT [ROWS, COLS]. sparsegpt-auto is `--damp
+// auto`: the damping is chosen with the Hessian of X's even rows, scored on
+// the odd rows, then W is pruned with all of X; it prints "damp D" and the
+// candidates' errors to stdout.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -13,6 +16,7 @@
 
 #include "unit/harness_io.h"
 
+#include "prune/damp_selection.h"
 #include "prune/input_stats.h"
 #include "prune/sparsity.h"
 
@@ -39,6 +43,30 @@ int main(int argc, char** argv) {
     return 2;
   }
   InputStats stats(cols, method == "sparsegpt");
+  if (method == "sparsegpt-auto") {
+    const std::vector<float> x = ReadF32(argv[7], tokens * cols);
+    InputStats fit(cols, true), check(cols, true);
+    for (int64_t t = 0; t < tokens; ++t) (t % 2 ? check : fit).Add(&x[t * cols], 1);
+    SparseGptOptions o;
+    o.sparsity = sparsity;
+    o.pattern = *pattern;
+    auto choice = ChooseSparseGptDamp(w.data(), rows, cols, fit.hessian(), check.hessian(), o, AutoDampCandidates(), 2);
+    if (!choice.ok()) {
+      std::fprintf(stderr, "%s\n", choice.status().message().c_str());
+      return 2;
+    }
+    std::printf("damp %.17g\nerrors", choice->damp);
+    for (double e : choice->errors) std::printf(" %.17g", e);
+    std::printf("\n");
+    o.damp = choice->damp;
+    stats = InputStats(cols, true);
+    stats.Add(x.data(), tokens);
+    if (auto st = SparseGpt(w.data(), rows, cols, stats.hessian(), o, 2); !st.ok()) {
+      std::fprintf(stderr, "%s\n", st.message().c_str());
+      return 2;
+    }
+    return WriteBytes(argv[9], w.data(), w.size() * sizeof(float)) ? 0 : 1;
+  }
   if (method != "magnitude") {
     std::vector<float> x = ReadF32(argv[7], tokens * cols);
     stats.Add(x.data(), tokens);
