@@ -18,8 +18,8 @@ PackFormat GetPackFormat(DType t) {
     case DType::kQ4_0: return {true, 4, 32, false, 3, true};
     case DType::kQ4_1: return {true, 4, 32, true, -1, true};
     case DType::kQ4_K: return {true, 4, 32, true, -1, false, true};
-    case DType::kQ2_K: return {true, 4, 16, true, -1};
-    case DType::kQ3_K: return {true, 4, 16, false, 2};
+    case DType::kQ2_K: return {true, 2, 16, true, -1, false, true};
+    case DType::kQ3_K: return {true, 3, 16, false, 2, false, true};
     case DType::kQ8_0: return {true, 8, 32, false, 7, true};
     case DType::kW8A8: {
       PackFormat f{true, 8, 32, false, 7, true};
@@ -79,14 +79,23 @@ float F32At(const uint8_t* p, int i) {
 
 float PackedMatrix::Scale(int64_t group, int64_t b, int r) const {
   const uint8_t* p = Scales(group, b);
-  if (fmt_.k_factored) {  // Q6_K's sub-scales are signed
-    const float sc = fmt_.has_min ? static_cast<float>(p[r]) : static_cast<float>(static_cast<int8_t>(p[r]));
+  if (fmt_.k_factored && fmt_.bits == 3) {  // Q3_K: 6-bit, offset 32
+    const int sc = ((p[r % 8] >> (r >= 8 ? 4 : 0)) & 15) | ((p[8 + r / 4] >> (2 * (r % 4))) & 3) << 4;
+    return F16At(SuperScales(group, b), r) * static_cast<float>(sc - 32);
+  }
+  if (fmt_.k_factored) {  // Q6_K's sub-scales are signed; Q2_K's the low nibble
+    const float sc = nibble_scales() ? static_cast<float>(p[r] & 0x0F)
+                     : fmt_.has_min  ? static_cast<float>(p[r])
+                                     : static_cast<float>(static_cast<int8_t>(p[r]));
     return F16At(SuperScales(group, b), r) * sc;
   }
   return fmt_.f16_scales ? F16At(p, r) : F32At(p, r);
 }
 
 float PackedMatrix::Min(int64_t group, int64_t b, int r) const {
+  if (nibble_scales()) {
+    return -(F16At(SuperScales(group, b), kRows + r) * static_cast<float>(Scales(group, b)[r] >> 4));
+  }
   const uint8_t* p = Scales(group, b) + scale_bytes();
   if (fmt_.k_factored) return -(F16At(SuperScales(group, b), kRows + r) * static_cast<float>(p[r]));
   return fmt_.f16_scales ? F16At(p, r) : F32At(p, r);
@@ -249,6 +258,12 @@ PackedMatrix PackedMatrix::Pack(DType t, const uint8_t* w, size_t row_bytes, int
         }
       } else if (f.bits == 8) {
         for (int e = 0; e < f.block; ++e) blk[(e / 4) * 64 + 4 * r + e % 4] = ub[e];
+      } else if (f.bits == 2 || f.bits == 3) {
+        for (int e = 0; e < f.block; ++e) {
+          CHECK(ub[e] < (1 << f.bits));
+          blk[4 * r + e % 4] |= static_cast<uint8_t>((ub[e] & 3) << (2 * (e / 4)));
+          if (f.bits == 3) blk[64 + 4 * (r % 8) + e % 4] |= static_cast<uint8_t>((ub[e] >> 2) << ((r >= 8 ? 4 : 0) + e / 4));
+        }
       } else {
         if (f.lut) {  // u back to its code
           for (int e = 0; e < f.block; ++e) {
@@ -268,7 +283,24 @@ PackedMatrix PackedMatrix::Pack(DType t, const uint8_t* w, size_t row_bytes, int
       }
       const float s = s16[b * f.block / 16], m = m16[b * f.block / 16];
       uint8_t* sp = const_cast<uint8_t*>(pm.Scales(g, b));
-      if (f.k_factored && !f.has_min) {  // Q6_K: int8 sc [16] at 192, d at 208
+      if (pm.nibble_scales()) {  // Q2_K: scale bytes [16] at 0, d at 80, dmin at 82
+        const uint8_t* hdr = w + row * row_bytes + (b / 16) * GetDTypeInfo(t).type_size;
+        sp[r] = hdr[b % 16];
+        uint8_t* sup = const_cast<uint8_t*>(pm.SuperScales(g, b));
+        std::memcpy(sup + 2 * r, hdr + 80, 2);
+        std::memcpy(sup + 2 * (kRows + r), hdr + 82, 2);
+        CHECK(pm.Scale(g, b, r) == s || (s != s));
+        CHECK(pm.Min(g, b, r) == m || (m != m));
+      } else if (f.k_factored && f.bits == 3) {  // Q3_K: 6-bit sc packed at 96, d at 108
+        const uint8_t* hdr = w + row * row_bytes + (b / 16) * GetDTypeInfo(t).type_size;
+        const int j = static_cast<int>(b % 16);
+        const int low = j < 8 ? (hdr[96 + j] & 0x0F) : (hdr[96 + j - 8] >> 4);
+        const int high = (hdr[96 + 8 + j % 4] >> (2 * (j / 4))) & 3;
+        sp[r % 8] |= static_cast<uint8_t>(low << (r >= 8 ? 4 : 0));
+        sp[8 + r / 4] |= static_cast<uint8_t>(high << (2 * (r % 4)));
+        std::memcpy(const_cast<uint8_t*>(pm.SuperScales(g, b)) + 2 * r, hdr + 108, 2);
+        CHECK(pm.Scale(g, b, r) == s || (s != s));
+      } else if (f.k_factored && !f.has_min) {  // Q6_K: int8 sc [16] at 192, d at 208
         const uint8_t* hdr = w + row * row_bytes + (b / 16) * GetDTypeInfo(t).type_size;
         sp[r] = hdr[192 + b % 16];
         std::memcpy(const_cast<uint8_t*>(pm.SuperScales(g, b)) + 2 * r, hdr + 208, 2);

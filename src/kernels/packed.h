@@ -5,7 +5,7 @@
 // tile. The layout is defined here (portable), the same for every ISA.
 //
 // Every quantized GGUF type maps onto: weight = s * (u - 2^shift) + m with u
-// an unsigned 4-, 5-, 6- or 8-bit integer, and s, m one float each per row
+// an unsigned 2-, 4-, 5-, 6- or 8-bit integer, and s, m one float each per row
 // and k-block of `block` (16 or 32) elements (m = 0 unless has_min).
 //
 // Layout: rows in groups of 16 (zero rows pad the last group); per group,
@@ -16,6 +16,13 @@
 //   quants  block * 16 * bits / 8 bytes, as 64-byte chunks; chunk c holds
 //           4 elements of each row (row r at bytes 4r .. 4r+3):
 //             8-bit: elements 4c .. 4c+3 of the block
+//             2-bit (Q2_K, blocks of 16: one chunk): byte 4r + j holds, at
+//                    bits [2v, 2v + 2), element 4v + j
+//             3-bit (Q3_K, blocks of 16: 96 bytes, so every other block's
+//                    chunk is only 32-byte aligned): the low 2 bits as 2-bit,
+//                    then 32 bytes of high bits: byte 4 (r % 8) + j holds
+//                    at bit v (rows 0-7) or 4 + v (rows 8-15) that of
+//                    element 4v + j
 //             4-bit: low nibbles elements 4c .. 4c+3, high nibbles elements
 //                    block/2 + 4c .. block/2 + 4c + 3
 //             IQ4_NL (lut): the 4-bit codes as 4-bit; u = kIq4NlU[code]
@@ -29,7 +36,13 @@
 // as the file stores them for Q4_K / Q5_K (units of 8 k-blocks: their quants,
 // then sc [16] u8 and mn [16] u8 per k-block, then d [16] and dmin [16] f16)
 // and Q6_K (units of 16 k-blocks: quants, sc [16] i8 per k-block, d [16] f16
-// and 32 bytes of padding); else f32 (Q2_K, Q3_K).
+// and 32 bytes of padding) and Q2_K (units of 16 k-blocks: quants, then per
+// k-block the file's scale bytes sc | mn << 4 [16], then d [16] and dmin [16]
+// f16: 2.625 bits per weight, the file's size) and Q3_K (units of 16
+// k-blocks: quants, then per k-block the 6-bit sub-scales sc (12 bytes: byte
+// r % 8 holds sc & 15 of row r in its low (r < 8) or high nibble, byte
+// 8 + r / 4 holds sc >> 4 at bits [2 (r % 4), +2); s = d * (sc - 32)), then
+// d [16] f16 and 32 bytes of padding: 3.5 bits per weight, the file 3.44).
 #pragma once
 
 #include <cstddef>
@@ -57,7 +70,7 @@ alignas(16) inline constexpr uint8_t kIq2xsU[16] = {85, 103, 120, 136, 153, 171,
 
 struct PackFormat {
   bool supported = false;
-  int bits = 8;          // 4, 5, 6 or 8
+  int bits = 8;          // 2, 4, 5, 6 or 8
   int block = 32;        // 16 or 32 elements per scale
   bool has_min = false;
   int shift = -1;        // weight offset 2^shift; -1: none
@@ -65,7 +78,9 @@ struct PackFormat {
   // Q4_K / Q5_K: s and m stored as the file has them, d and dmin (f16) per
   // super-block of 8 k-blocks and a 6-bit sub-scale / sub-min per k-block:
   // s = d * sc, m = -(dmin * mn), the unpacker's own f32 arithmetic. Q6_K
-  // (no mins): d per super-block of 16 k-blocks, sc a signed byte.
+  // (no mins): d per super-block of 16 k-blocks, sc a signed byte. Q2_K
+  // (2-bit): d and dmin per super-block of 16 k-blocks, sc and mn the two
+  // nibbles of one byte (as the file has them).
   bool k_factored = false;
   // IQ4_NL, IQ4_XS, IQ2_XS: the 4-bit values are codes, u = lut_u[code] (a
   // table lookup in the kernels: vpshufb), so their weights stay 4-bit.
@@ -122,7 +137,12 @@ class PackedMatrix {
   size_t scale_bytes() const {
     return static_cast<size_t>(fmt_.k_factored ? 1 : fmt_.f16_scales ? 2 : 4) * kRows;
   }
-  size_t scale_stride() const { return scale_bytes() * (fmt_.has_min ? 2 : 1); }
+  // Q2_K's sub-scale and sub-min share a byte; Q3_K's 6-bit sub-scales take
+  // 12 bytes per k-block.
+  size_t scale_stride() const {
+    return fmt_.k_factored && fmt_.bits == 3 ? 12 : scale_bytes() * (fmt_.has_min && !nibble_scales() ? 2 : 1);
+  }
+  bool nibble_scales() const { return fmt_.k_factored && fmt_.bits == 2; }
   // k-blocks per unit (log2): 8 for factored scales (a super-block); 2 when
   // one block's scales alone would leave the next block's quants off 64-byte
   // alignment (f16 s without m: 32 bytes); else 1.
@@ -189,6 +209,11 @@ class PackedMatrix {
       return 128;
     }
     if (f.bits == 8) return block[(e / 4) * 64 + 4 * r + e % 4];
+    if (f.bits == 2) return (block[4 * r + e % 4] >> (2 * (e / 4))) & 3;
+    if (f.bits == 3) {
+      const int high = (block[64 + 4 * (r % 8) + e % 4] >> ((r >= 8 ? 4 : 0) + e / 4)) & 1;
+      return ((block[4 * r + e % 4] >> (2 * (e / 4))) & 3) | high << 2;
+    }
     const int half = f.block / 2;
     const int e2 = e % half;
     const uint8_t byte = block[(e2 / 4) * 64 + 4 * r + e2 % 4];
@@ -221,7 +246,8 @@ template <int kBits, int kBlock, bool kMin, bool kF16, bool kFactored = false>
 struct PackedGeometry {
   static constexpr size_t kQuantBytes = static_cast<size_t>(kBlock) * 16 * kBits / 8;
   static constexpr size_t kScaleBytes = kFactored ? 16 : kF16 ? 32 : 64;
-  static constexpr size_t kScaleStride = kScaleBytes * (kMin ? 2 : 1);
+  static constexpr size_t kScaleStride =
+      kFactored && kBits == 3 ? 12 : kScaleBytes * (kMin && !(kFactored && kBits == 2) ? 2 : 1);
   static constexpr int kUnitShift = kFactored ? (kBlock == 16 ? 4 : 3) : kF16 && !kMin ? 1 : 0;
   static constexpr int64_t kPer = int64_t{1} << kUnitShift;
   static constexpr size_t kUnitBytes = kPer * (kQuantBytes + kScaleStride) + (kFactored ? 64 : 0);

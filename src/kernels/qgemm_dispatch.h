@@ -3,6 +3,7 @@
 // matrix's PackFormat (GetPackFormat's formats; kernels instantiate only these).
 #pragma once
 
+#include "base/check.h"
 #include "kernels/kernels.h"
 
 namespace infera {
@@ -13,7 +14,9 @@ template <typename Kernel>
 void DispatchPackFormat(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
   const PackFormat& f = w.format();
   const bool m = f.has_min;
-  if (f.k_factored) {  // Q4_K, Q5_K: blocks of 32 with mins; Q6_K: 6-bit blocks of 16
+  if (f.k_factored) {  // Q4_K, Q5_K: blocks of 32 with mins; Q6_K: 6-bit blocks of 16; Q2_K 2-bit, Q3_K 3-bit
+    if (f.bits == 2) return Kernel::template Run<2, 16, true, false, true>(w, group, a, t0, nt, y);
+    if (f.bits == 3) return Kernel::template Run<3, 16, false, false, true>(w, group, a, t0, nt, y);
     if (!m) return Kernel::template Run<6, 16, false, false, true>(w, group, a, t0, nt, y);
     return f.bits == 4 ? Kernel::template Run<4, 32, true, false, true>(w, group, a, t0, nt, y)
                        : Kernel::template Run<5, 32, true, false, true>(w, group, a, t0, nt, y);
@@ -35,13 +38,9 @@ void DispatchPackFormat(const PackedMatrix& w, int64_t group, const QuantActs& a
     return m ? Kernel::template Run<8, 32, true, true, false>(w, group, a, t0, nt, y)
              : Kernel::template Run<8, 32, false, true, false>(w, group, a, t0, nt, y);
   }
-  if (f.bits == 4 && f.block == 32) {
-    return m ? Kernel::template Run<4, 32, true, false, false>(w, group, a, t0, nt, y)
-             : Kernel::template Run<4, 32, false, false, false>(w, group, a, t0, nt, y);
-  }
-  // Q2_K (with mins), Q3_K: 4-bit blocks of 16, f32 scales.
-  return m ? Kernel::template Run<4, 16, true, false, false>(w, group, a, t0, nt, y)
-           : Kernel::template Run<4, 16, false, false, false>(w, group, a, t0, nt, y);
+  CHECK(f.bits == 4 && f.block == 32);  // 4-bit blocks of 32 with f32 scales: the last layout
+  return m ? Kernel::template Run<4, 32, true, false, false>(w, group, a, t0, nt, y)
+           : Kernel::template Run<4, 32, false, false, false>(w, group, a, t0, nt, y);
 }
 
 }  // namespace

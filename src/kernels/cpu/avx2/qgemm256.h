@@ -31,7 +31,7 @@ inline __m256 LoadScales8(const uint8_t* p) {
 // (kVnni): vpdpbusd on the bytes as they are, exact without splitting.
 template <bool kVnni, int kBits, int kBlock, bool kMin, bool kF16, bool kFac, bool kLut, int kT>
 void QGemm256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, float* y) {
-  constexpr int kChunks = kBits == 8 ? kBlock / 4 : kBlock / 8;
+  constexpr int kChunks = kBits == 8 ? kBlock / 4 : kBits <= 3 ? 0 : kBlock / 8;
   constexpr int kHigh = kBits == 5 || kBits == 6 ? kBits - 4 : 0;  // bits in the high-bit chunk
   using Geometry = PackedGeometry<kBits, kBlock, kMin, kF16, kFac>;
   constexpr int kHalf = kF16 ? 16 : 32;  // bytes of 8 scales
@@ -48,6 +48,37 @@ void QGemm256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t
     if constexpr (kT == 1) Geometry::PrefetchAhead(blk);  // decode
     __m256i isum[kT][2];
     for (int t = 0; t < kT; ++t) isum[t][0] = isum[t][1] = _mm256_set1_epi32(a.Bias(t0 + t)[b]);
+    if constexpr (kBits <= 3) {  // Q2_K, Q3_K: a 2-bit chunk per block of 16; vector v at bits [2v, 2v + 2)
+      const __m256i three = _mm256_set1_epi8(3);
+      [[maybe_unused]] const __m256i four = _mm256_set1_epi8(4);
+      for (int h = 0; h < 2; ++h) {
+        const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(blk + 32 * h));
+        [[maybe_unused]] __m256i x;  // Q3_K: the high bits of rows 8h.. at bits 0-3
+        if constexpr (kBits == 3) {
+          x = _mm256_load_si256(reinterpret_cast<const __m256i*>(blk + 64));
+          if (h == 1) x = _mm256_srli_epi16(x, 4);
+        }
+        for (int v = 0; v < 4; ++v) {
+          __m256i u = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * v), three);
+          if constexpr (kBits == 3) {  // u <= 7
+            const __m256i hv = v < 2 ? _mm256_slli_epi16(x, 2 - v) : _mm256_srli_epi16(x, v - 2);
+            u = _mm256_or_si256(u, _mm256_and_si256(hv, four));
+          }
+          for (int t = 0; t < kT; ++t) {
+            int32_t a4;
+            std::memcpy(&a4, a.Q(t0 + t) + b * kBlock + 4 * v, 4);
+            if constexpr (kVnni) {
+#if defined(__AVXVNNI__)
+              isum[t][h] = _mm256_dpbusd_avx_epi32(isum[t][h], u, _mm256_set1_epi32(a4));
+#endif
+            } else {  // u <= 7: vpmaddubsw cannot saturate
+              isum[t][h] = _mm256_add_epi32(isum[t][h],
+                                            _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_set1_epi32(a4)), ones));
+            }
+          }
+        }
+      }
+    }
     for (int c = 0; c < kChunks; ++c) {
       for (int h = 0; h < 2; ++h) {
         const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(blk + 64 * c + 32 * h));
@@ -114,12 +145,39 @@ void QGemm256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t
         // Sub-scales: unsigned with mins (Q4_K, Q5_K), signed without (Q6_K).
         return _mm256_cvtepi32_ps(kMin ? _mm256_cvtepu8_epi32(v) : _mm256_cvtepi8_epi32(v));
       };
+      if constexpr (kBits == 3) {  // Q3_K: 6-bit sc, low nibbles at r % 8, high 2 bits at 8 + r / 4
+        uint32_t hi4;
+        std::memcpy(&hi4, sp + 8, 4);
+        const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sp)));
+        const __m256i hi = _mm256_set1_epi32(static_cast<int32_t>(hi4));
+        const __m256i fifteen = _mm256_set1_epi32(15), three32 = _mm256_set1_epi32(3), off = _mm256_set1_epi32(32);
+        const __m256i sh = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+        const __m256i sc_lo = _mm256_sub_epi32(
+            _mm256_or_si256(_mm256_and_si256(lo, fifteen),
+                            _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(hi, sh), three32), 4)), off);
+        const __m256i sc_hi = _mm256_sub_epi32(
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(lo, 4), fifteen),
+                            _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(hi, _mm256_add_epi32(sh, _mm256_set1_epi32(16))), three32), 4)),
+            off);
+        s_lo = _mm256_mul_ps(LoadScales8<true>(super), _mm256_cvtepi32_ps(sc_lo));
+        s_hi = _mm256_mul_ps(LoadScales8<true>(super + 16), _mm256_cvtepi32_ps(sc_hi));
+      } else if constexpr (kBits == 2) {  // Q2_K: sc | mn << 4 in one byte
+        const __m256 neg = _mm256_set1_ps(-0.0f);
+        const __m256i fifteen = _mm256_set1_epi32(15);
+        const __m256i v_lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sp)));
+        const __m256i v_hi = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sp + 8)));
+        s_lo = _mm256_mul_ps(LoadScales8<true>(super), _mm256_cvtepi32_ps(_mm256_and_si256(v_lo, fifteen)));
+        s_hi = _mm256_mul_ps(LoadScales8<true>(super + 16), _mm256_cvtepi32_ps(_mm256_and_si256(v_hi, fifteen)));
+        m_lo = _mm256_xor_ps(_mm256_mul_ps(LoadScales8<true>(super + 32), _mm256_cvtepi32_ps(_mm256_srli_epi32(v_lo, 4))), neg);
+        m_hi = _mm256_xor_ps(_mm256_mul_ps(LoadScales8<true>(super + 48), _mm256_cvtepi32_ps(_mm256_srli_epi32(v_hi, 4))), neg);
+      } else {
       s_lo = _mm256_mul_ps(LoadScales8<true>(super), u8(sp));
       s_hi = _mm256_mul_ps(LoadScales8<true>(super + 16), u8(sp + 8));
       if constexpr (kMin) {
         const __m256 neg = _mm256_set1_ps(-0.0f);
         m_lo = _mm256_xor_ps(_mm256_mul_ps(LoadScales8<true>(super + 32), u8(sp + 16)), neg);
         m_hi = _mm256_xor_ps(_mm256_mul_ps(LoadScales8<true>(super + 48), u8(sp + 24)), neg);
+      }
       }
     } else {
       s_lo = LoadScales8<kF16>(sp);
