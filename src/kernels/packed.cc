@@ -28,12 +28,14 @@ PackFormat GetPackFormat(DType t) {
     }
     case DType::kQ8_0S24: return {true, 5, 32, false, 7, true, false, false, true};
     case DType::kIQ4_NL: return {true, 4, 32, false, 7, true, false, true};
-    case DType::kIQ4_XS: return {true, 4, 32, false, 7, false, false, true};
+    // IQ4_XS, IQ3_S: factored as the file has them, d per super-block and
+    // an int8 sub-scale (ls - 32, 1 + 2 sc) per 32.
+    case DType::kIQ4_XS: return {true, 4, 32, false, 7, false, true, true};
     case DType::kQ5_0: return {true, 5, 32, false, 4, true};
-    // IQ3_S: its 16 values (odd, -15..15) as 4-bit codes into kIq3sU, f32
-    // scales d * (1 + 2 * sc): IQ4_XS's kernels with another table.
+    // IQ3_S: its 16 values (odd, -15..15) as 4-bit codes into kIq3sU, scales
+    // d * (1 + 2 * sc) factored: IQ4_XS's kernels with another table.
     case DType::kIQ3_S: {
-      PackFormat f{true, 4, 32, false, 7, false, false, true};
+      PackFormat f{true, 4, 32, false, 7, false, true, true};
       f.lut_u = kIq3sU;
       return f;
     }
@@ -299,6 +301,13 @@ PackedMatrix PackedMatrix::Pack(DType t, const uint8_t* w, size_t row_bytes, int
         sp[r % 8] |= static_cast<uint8_t>(low << (r >= 8 ? 4 : 0));
         sp[8 + r / 4] |= static_cast<uint8_t>(high << (2 * (r % 4)));
         std::memcpy(const_cast<uint8_t*>(pm.SuperScales(g, b)) + 2 * r, hdr + 108, 2);
+        CHECK(pm.Scale(g, b, r) == s || (s != s));
+      } else if (f.k_factored && f.lut) {  // IQ4_XS, IQ3_S: f16 d at 0, an int sub-scale per 32
+        const uint8_t* hdr = w + row * row_bytes + (b / 8) * GetDTypeInfo(t).type_size;
+        const int sc = t == DType::kIQ4_XS ? Iq4XsSubScaleInt(hdr, static_cast<int>(b % 8))
+                                           : Iq3sSubScaleInt(hdr, static_cast<int>(b % 8));
+        sp[r] = static_cast<uint8_t>(static_cast<int8_t>(sc));
+        std::memcpy(const_cast<uint8_t*>(pm.SuperScales(g, b)) + 2 * r, hdr, 2);
         CHECK(pm.Scale(g, b, r) == s || (s != s));
       } else if (f.k_factored && !f.has_min) {  // Q6_K: int8 sc [16] at 192, d at 208
         const uint8_t* hdr = w + row * row_bytes + (b / 16) * GetDTypeInfo(t).type_size;

@@ -38,11 +38,14 @@
 // and Q6_K (units of 16 k-blocks: quants, sc [16] i8 per k-block, d [16] f16
 // and 32 bytes of padding) and Q2_K (units of 16 k-blocks: quants, then per
 // k-block the file's scale bytes sc | mn << 4 [16], then d [16] and dmin [16]
-// f16: 2.625 bits per weight, the file's size) and Q3_K (units of 16
+// f16: 2.625 bits per weight, the file's size), IQ4_XS and IQ3_S (units of 8
+// k-blocks: quants, the int8 sub-scale [16] per k-block (ls - 32; 1 + 2 sc),
+// d [16] f16 and 32 bytes of padding) and Q3_K (units of 16
 // k-blocks: quants, then per k-block the 6-bit sub-scales sc (12 bytes: byte
 // r % 8 holds sc & 15 of row r in its low (r < 8) or high nibble, byte
 // 8 + r / 4 holds sc >> 4 at bits [2 (r % 4), +2); s = d * (sc - 32)), then
-// d [16] f16 and 32 bytes of padding: 3.5 bits per weight, the file 3.44).
+// d [16] f16 and 32 bytes of padding: 3.5 bits per weight, the file 3.44);
+// else f32 (IQ2_XS).
 #pragma once
 
 #include <cstddef>

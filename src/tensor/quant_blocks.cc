@@ -308,10 +308,9 @@ BlockFn BlockDequantizer(DType t) {
 
 }  // namespace
 
-float Iq3sSubScale(const uint8_t* b, int ib) {
-  const int sc = (b[106 + ib / 2] >> (4 * (ib % 2))) & 0x0F;
-  return Half(b) * static_cast<float>(1 + 2 * sc);
-}
+int Iq3sSubScaleInt(const uint8_t* b, int ib) { return 1 + 2 * ((b[106 + ib / 2] >> (4 * (ib % 2))) & 0x0F); }
+
+float Iq3sSubScale(const uint8_t* b, int ib) { return Half(b) * static_cast<float>(Iq3sSubScaleInt(b, ib)); }
 
 void Iq3sGroupValues(const uint8_t* b, int ib, int8_t* v) {
   const uint8_t* qs = b + 2 + 8 * ib;
@@ -356,12 +355,13 @@ int64_t FirstW8A8RowWithMixedScales(const uint8_t* w, size_t row_bytes, int64_t 
   return -1;
 }
 
-float Iq4XsSubScale(const uint8_t* b, int ib) {
+int Iq4XsSubScaleInt(const uint8_t* b, int ib) {
   uint16_t sh;
   std::memcpy(&sh, b + 2, 2);
-  const int ls = ((b[4 + ib / 2] >> (4 * (ib % 2))) & 0x0F) | (((sh >> (2 * ib)) & 3) << 4);
-  return Half(b) * static_cast<float>(ls - 32);
+  return (((b[4 + ib / 2] >> (4 * (ib % 2))) & 0x0F) | (((sh >> (2 * ib)) & 3) << 4)) - 32;
 }
+
+float Iq4XsSubScale(const uint8_t* b, int ib) { return Half(b) * static_cast<float>(Iq4XsSubScaleInt(b, ib)); }
 
 bool CanDequantize(DType t) {
   return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || BlockDequantizer(t) != nullptr;

@@ -20,8 +20,9 @@ void DequantizeRow(DType t, const uint8_t* src, float* dst, int64_t n);
 extern const int8_t kIq4nlValues[16];
 
 // IQ4_XS block b (136 bytes): the scale of sub-block ib (0..7), d * (ls - 32)
-// in f32.
+// in f32; ls - 32 (-32..31) alone.
 float Iq4XsSubScale(const uint8_t* b, int ib);
+int Iq4XsSubScaleInt(const uint8_t* b, int ib);
 
 // IQ3_S (256 elements, 110 bytes): {f16 d; u8 qs[64]; u8 qh[8]; u8 signs[32];
 // u8 scales[4]}. Element 4k + j (k = 0..63, j = 0..3) is
@@ -30,8 +31,10 @@ float Iq4XsSubScale(const uint8_t* b, int ib);
 // the low (even 32-group) or high (odd) nibble of scales[k / 16].
 inline constexpr int kIq3sBlockBytes = 110;
 extern const uint32_t kIq3sGrid[512];
-// The scale of 32-group ib (0..7) of IQ3_S block b: d * (1 + 2 * sc), f32.
+// The scale of 32-group ib (0..7) of IQ3_S block b: d * (1 + 2 * sc), f32;
+// 1 + 2 * sc (1..31) alone.
 float Iq3sSubScale(const uint8_t* b, int ib);
+int Iq3sSubScaleInt(const uint8_t* b, int ib);
 // v [32]: the signed grid values (odd, -15..15) of 32-group ib of block b.
 void Iq3sGroupValues(const uint8_t* b, int ib, int8_t* v);
 

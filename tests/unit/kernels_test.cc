@@ -176,11 +176,12 @@ TEST(PackedMatrix, LutTablesAreTheFormatsValuesPlus128) {
 
 // The packed layout holds no more than the file's blocks (f16 or factored
 // scales as the file stores them), so decode reads no more bytes than the
-// file has; the codebook types, IQ4_XS and W8A8 are wider (docs/design.md).
+// file has; the codebook types (IQ3_S 1.27x, IQ2_XS) and W8A8 are wider
+// (docs/design.md).
 TEST(PackedMatrix, LeanTypesAreAtMostTheFileSize) {
   std::mt19937 rng(5);
   for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,
-                  DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL}) {
+                  DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS}) {
     const int64_t rows = 32, n = 1024;
     auto w = RandomWeights(t, rows, n, rng);
     const size_t file = *RowBytes(t, n) * rows;
