@@ -150,15 +150,15 @@ void QGemm256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t
         std::memcpy(&hi4, sp + 8, 4);
         const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sp)));
         const __m256i hi = _mm256_set1_epi32(static_cast<int32_t>(hi4));
-        const __m256i fifteen = _mm256_set1_epi32(15), three32 = _mm256_set1_epi32(3), off = _mm256_set1_epi32(32);
-        const __m256i sh = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
-        const __m256i sc_lo = _mm256_sub_epi32(
-            _mm256_or_si256(_mm256_and_si256(lo, fifteen),
-                            _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(hi, sh), three32), 4)), off);
-        const __m256i sc_hi = _mm256_sub_epi32(
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(lo, 4), fifteen),
-                            _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(hi, _mm256_add_epi32(sh, _mm256_set1_epi32(16))), three32), 4)),
-            off);
+        // sc - 32 of rows 8h .. 8h + 7: low nibbles from byte i (shifted by 4h), 2 high bits at 2 (8h + i).
+        auto sub_scales = [&](int h) {
+          const __m256i low = _mm256_and_si256(h ? _mm256_srli_epi32(lo, 4) : lo, _mm256_set1_epi32(15));
+          const __m256i sh = _mm256_setr_epi32(16 * h, 16 * h + 2, 16 * h + 4, 16 * h + 6, 16 * h + 8, 16 * h + 10,
+                                               16 * h + 12, 16 * h + 14);
+          const __m256i high = _mm256_and_si256(_mm256_srlv_epi32(hi, sh), _mm256_set1_epi32(3));
+          return _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
+        };
+        const __m256i sc_lo = sub_scales(0), sc_hi = sub_scales(1);
         s_lo = _mm256_mul_ps(LoadScales8<true>(super), _mm256_cvtepi32_ps(sc_lo));
         s_hi = _mm256_mul_ps(LoadScales8<true>(super + 16), _mm256_cvtepi32_ps(sc_hi));
       } else if constexpr (kBits == 2) {  // Q2_K: sc | mn << 4 in one byte
@@ -171,13 +171,13 @@ void QGemm256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t
         m_lo = _mm256_xor_ps(_mm256_mul_ps(LoadScales8<true>(super + 32), _mm256_cvtepi32_ps(_mm256_srli_epi32(v_lo, 4))), neg);
         m_hi = _mm256_xor_ps(_mm256_mul_ps(LoadScales8<true>(super + 48), _mm256_cvtepi32_ps(_mm256_srli_epi32(v_hi, 4))), neg);
       } else {
-      s_lo = _mm256_mul_ps(LoadScales8<true>(super), u8(sp));
-      s_hi = _mm256_mul_ps(LoadScales8<true>(super + 16), u8(sp + 8));
-      if constexpr (kMin) {
-        const __m256 neg = _mm256_set1_ps(-0.0f);
-        m_lo = _mm256_xor_ps(_mm256_mul_ps(LoadScales8<true>(super + 32), u8(sp + 16)), neg);
-        m_hi = _mm256_xor_ps(_mm256_mul_ps(LoadScales8<true>(super + 48), u8(sp + 24)), neg);
-      }
+        s_lo = _mm256_mul_ps(LoadScales8<true>(super), u8(sp));
+        s_hi = _mm256_mul_ps(LoadScales8<true>(super + 16), u8(sp + 8));
+        if constexpr (kMin) {
+          const __m256 neg = _mm256_set1_ps(-0.0f);
+          m_lo = _mm256_xor_ps(_mm256_mul_ps(LoadScales8<true>(super + 32), u8(sp + 16)), neg);
+          m_hi = _mm256_xor_ps(_mm256_mul_ps(LoadScales8<true>(super + 48), u8(sp + 24)), neg);
+        }
       }
     } else {
       s_lo = LoadScales8<kF16>(sp);
