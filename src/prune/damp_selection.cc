@@ -1,11 +1,11 @@
 #include "prune/damp_selection.h"
 
 #include <algorithm>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "base/check.h"
+#include "prune/for_rows.h"
 
 namespace infera::prune {
 
@@ -17,13 +17,11 @@ const std::vector<double>& AutoDampCandidates() {
 double ReconstructionError(const float* w0, const float* w1, int64_t rows, int64_t cols, const std::vector<double>& h,
                            int threads) {
   CHECK(h.size() == static_cast<size_t>(cols * cols));
-  // Rows are independent: sum over rows of d_r^T H d_r, in row slices.
-  const int n = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, rows / 8)));
-  std::vector<double> part(static_cast<size_t>(n), 0.0);
-  auto slice = [&](int t) {
+  // Rows are independent: d_r^T H d_r per row, summed in row order (the same
+  // total for any thread count).
+  std::vector<double> row_err(static_cast<size_t>(rows), 0.0);
+  ForRows(rows, threads, [&](int64_t r0, int64_t r1) {
     std::vector<double> d(static_cast<size_t>(cols));
-    const int64_t r0 = rows * t / n, r1 = rows * (t + 1) / n;
-    double sum = 0;
     for (int64_t r = r0; r < r1; ++r) {
       for (int64_t c = 0; c < cols; ++c) {
         d[c] = static_cast<double>(w0[r * cols + c]) - static_cast<double>(w1[r * cols + c]);
@@ -33,17 +31,12 @@ double ReconstructionError(const float* w0, const float* w1, int64_t rows, int64
         const double* hi = &h[i * cols];
         double dot = 0;
         for (int64_t j = 0; j < cols; ++j) dot += hi[j] * d[j];
-        sum += d[i] * dot;
+        row_err[r] += d[i] * dot;
       }
     }
-    part[t] = sum;
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < n; ++t) pool.emplace_back(slice, t);
-  slice(0);
-  for (auto& th : pool) th.join();
+  });
   double total = 0;
-  for (double p : part) total += p;
+  for (double e : row_err) total += e;
   return total;
 }
 

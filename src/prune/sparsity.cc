@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "base/check.h"
 #include "base/cholesky.h"
+#include "prune/for_rows.h"
 
 namespace infera::prune {
 namespace {
@@ -20,21 +20,6 @@ void PruneLowest(float* w, const double* score, int64_t* idx, int64_t len, int64
   auto less = [score](int64_t a, int64_t b) { return score[a] < score[b] || (score[a] == score[b] && a < b); };
   if (k < len) std::nth_element(idx, idx + k - 1, idx + len, less);
   for (int64_t i = 0; i < std::min(k, len); ++i) w[idx[i]] = 0.0f;
-}
-
-// Runs fn(r0, r1) over [0, rows) on `threads` threads.
-template <typename Fn>
-void ForRows(int64_t rows, int threads, Fn&& fn) {
-  const int64_t n = std::max<int64_t>(1, std::min<int64_t>(threads, rows / 8));
-  if (n == 1) {
-    fn(int64_t{0}, rows);
-    return;
-  }
-  std::vector<std::thread> pool;
-  const int64_t per = (rows + n - 1) / n;
-  for (int64_t t = 1; t < n; ++t) pool.emplace_back([&, t] { fn(std::min(rows, t * per), std::min(rows, (t + 1) * per)); });
-  fn(0, std::min(rows, per));
-  for (auto& th : pool) th.join();
 }
 
 }  // namespace
