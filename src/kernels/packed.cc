@@ -40,9 +40,11 @@ PackFormat GetPackFormat(DType t) {
       return f;
     }
     // IQ2_XS: its six values (+-8, +-25, +-43) as 4-bit codes into kIq2xsU,
-    // blocks of 16 with f32 scales d * (0.5 + sc) * 0.25.
+    // blocks of 16, scales factored as the file has them: d per super-block
+    // and 1 + 2 * sc per 16 (s = d * (1 + 2 sc) * 0.125, the file's
+    // d * (0.5 + sc) * 0.25 exactly).
     case DType::kIQ2_XS: {
-      PackFormat f{true, 4, 16, false, 7, false, false, true};
+      PackFormat f{true, 4, 16, false, 7, false, true, true};
       f.lut_u = kIq2xsU;
       return f;
     }
@@ -89,7 +91,8 @@ float PackedMatrix::Scale(int64_t group, int64_t b, int r) const {
     const float sc = nibble_scales() ? static_cast<float>(p[r] & 0x0F)
                      : fmt_.has_min  ? static_cast<float>(p[r])
                                      : static_cast<float>(static_cast<int8_t>(p[r]));
-    return F16At(SuperScales(group, b), r) * sc;
+    const float s = F16At(SuperScales(group, b), r) * sc;
+    return eighth_scales() ? s * 0.125f : s;
   }
   return fmt_.f16_scales ? F16At(p, r) : F32At(p, r);
 }
@@ -302,10 +305,13 @@ PackedMatrix PackedMatrix::Pack(DType t, const uint8_t* w, size_t row_bytes, int
         sp[8 + r / 4] |= static_cast<uint8_t>(high << (2 * (r % 4)));
         std::memcpy(const_cast<uint8_t*>(pm.SuperScales(g, b)) + 2 * r, hdr + 108, 2);
         CHECK(pm.Scale(g, b, r) == s || (s != s));
-      } else if (f.k_factored && f.lut) {  // IQ4_XS, IQ3_S: f16 d at 0, an int sub-scale per 32
-        const uint8_t* hdr = w + row * row_bytes + (b / 8) * GetDTypeInfo(t).type_size;
-        const int sc = t == DType::kIQ4_XS ? Iq4XsSubScaleInt(hdr, static_cast<int>(b % 8))
-                                           : Iq3sSubScaleInt(hdr, static_cast<int>(b % 8));
+      } else if (f.k_factored && f.lut) {  // IQ4_XS, IQ3_S, IQ2_XS: f16 d at 0, an int sub-scale per k-block
+        const int per = 256 / f.block;  // k-blocks per super-block
+        const uint8_t* hdr = w + row * row_bytes + (b / per) * GetDTypeInfo(t).type_size;
+        const int j = static_cast<int>(b % per);
+        const int sc = t == DType::kIQ4_XS ? Iq4XsSubScaleInt(hdr, j)
+                       : t == DType::kIQ3_S ? Iq3sSubScaleInt(hdr, j)
+                                            : Iq2xsSubScaleInt(hdr, j);
         sp[r] = static_cast<uint8_t>(static_cast<int8_t>(sc));
         std::memcpy(const_cast<uint8_t*>(pm.SuperScales(g, b)) + 2 * r, hdr, 2);
         CHECK(pm.Scale(g, b, r) == s || (s != s));

@@ -40,12 +40,14 @@
 // k-block the file's scale bytes sc | mn << 4 [16], then d [16] and dmin [16]
 // f16: 2.625 bits per weight, the file's size), IQ4_XS and IQ3_S (units of 8
 // k-blocks: quants, the int8 sub-scale [16] per k-block (ls - 32; 1 + 2 sc),
-// d [16] f16 and 32 bytes of padding) and Q3_K (units of 16
+// d [16] f16 and 32 bytes of padding; IQ2_XS the same in units of 16
+// k-blocks of 16, its sub-scale 1 + 2 sc and s = d * (1 + 2 sc) * 0.125:
+// 4.625 bits per weight, the file 2.3125) and Q3_K (units of 16
 // k-blocks: quants, then per k-block the 6-bit sub-scales sc (12 bytes: byte
 // r % 8 holds sc & 15 of row r in its low (r < 8) or high nibble, byte
 // 8 + r / 4 holds sc >> 4 at bits [2 (r % 4), +2); s = d * (sc - 32)), then
 // d [16] f16 and 32 bytes of padding: 3.5 bits per weight, the file 3.44);
-// else f32 (IQ2_XS).
+// else f32 (no GGUF type is packed so since IQ2_XS was factored).
 #pragma once
 
 #include <cstddef>
@@ -85,7 +87,7 @@ struct PackFormat {
   // (2-bit): d and dmin per super-block of 16 k-blocks, sc and mn the two
   // nibbles of one byte (as the file has them).
   bool k_factored = false;
-  // IQ4_NL, IQ4_XS, IQ2_XS: the 4-bit values are codes, u = lut_u[code] (a
+  // IQ4_NL, IQ4_XS, IQ3_S, IQ2_XS: the 4-bit values are codes, u = lut_u[code] (a
   // table lookup in the kernels: vpshufb), so their weights stay 4-bit.
   bool lut = false;
   // 2:4 sparse 8-bit (Q8_0 rows with at most two nonzeros per 4-group, or
@@ -146,6 +148,8 @@ class PackedMatrix {
     return fmt_.k_factored && fmt_.bits == 3 ? 12 : scale_bytes() * (fmt_.has_min && !nibble_scales() ? 2 : 1);
   }
   bool nibble_scales() const { return fmt_.k_factored && fmt_.bits == 2; }
+  // IQ2_XS: s = d * sc * 0.125 (sc = 1 + 2 * the file's 4-bit scale).
+  bool eighth_scales() const { return fmt_.k_factored && fmt_.lut && fmt_.block == 16; }
   // k-blocks per unit (log2): 8 for factored scales (a super-block); 2 when
   // one block's scales alone would leave the next block's quants off 64-byte
   // alignment (f16 s without m: 32 bytes); else 1.

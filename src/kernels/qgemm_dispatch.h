@@ -17,15 +17,13 @@ void DispatchPackFormat(const PackedMatrix& w, int64_t group, const QuantActs& a
   if (f.k_factored) {  // Q4_K, Q5_K: blocks of 32 with mins; Q6_K: 6-bit blocks of 16; Q2_K 2-bit, Q3_K 3-bit
     if (f.bits == 2) return Kernel::template Run<2, 16, true, false, true>(w, group, a, t0, nt, y);
     if (f.bits == 3) return Kernel::template Run<3, 16, false, false, true>(w, group, a, t0, nt, y);
+    if (f.lut && f.block == 16) return Kernel::template Run<4, 16, false, false, true, true>(w, group, a, t0, nt, y);  // IQ2_XS
     if (f.lut) return Kernel::template Run<4, 32, false, false, true, true>(w, group, a, t0, nt, y);  // IQ4_XS, IQ3_S
     if (!m) return Kernel::template Run<6, 16, false, false, true>(w, group, a, t0, nt, y);
     return f.bits == 4 ? Kernel::template Run<4, 32, true, false, true>(w, group, a, t0, nt, y)
                        : Kernel::template Run<5, 32, true, false, true>(w, group, a, t0, nt, y);
   }
-  if (f.lut) {  // IQ4_NL (f16 scales), IQ2_XS (16-blocks, f32 scales); each its own table
-    if (f.block == 16) return Kernel::template Run<4, 16, false, false, false, true>(w, group, a, t0, nt, y);
-    return Kernel::template Run<4, 32, false, true, false, true>(w, group, a, t0, nt, y);
-  }
+  if (f.lut) return Kernel::template Run<4, 32, false, true, false, true>(w, group, a, t0, nt, y);  // IQ4_NL
   if (f.f16_scales) {
     if (f.bits == 4) {
       return m ? Kernel::template Run<4, 32, true, true, false>(w, group, a, t0, nt, y)

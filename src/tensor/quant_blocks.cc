@@ -326,6 +326,8 @@ void Iq3sGroupValues(const uint8_t* b, int ib, int8_t* v) {
   }
 }
 
+int Iq2xsSubScaleInt(const uint8_t* b, int g) { return 1 + 2 * ((b[66 + g / 2] >> (4 * (g % 2))) & 0x0F); }
+
 float Iq2xsSubScale(const uint8_t* b, int g) {
   const int sc = (b[66 + g / 2] >> (4 * (g % 2))) & 0x0F;
   return Half(b) * (0.5f + static_cast<float>(sc)) * 0.25f;

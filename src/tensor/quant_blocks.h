@@ -46,8 +46,11 @@ void Iq3sGroupValues(const uint8_t* b, int ib, int8_t* v);
 // g) or high (odd g) nibble of scales[g / 2].
 inline constexpr int kIq2xsBlockBytes = 74;
 extern const uint64_t kIq2xsGrid[512];
-// The scale of 16-group g (0..15) of IQ2_XS block b, f32.
+// The scale of 16-group g (0..15) of IQ2_XS block b, f32; 1 + 2 * sc
+// (1..31) alone: the scale is (d * (1 + 2 * sc)) * 0.125 exactly (powers of
+// two commute with rounding).
 float Iq2xsSubScale(const uint8_t* b, int g);
+int Iq2xsSubScaleInt(const uint8_t* b, int g);
 // v [16]: the signed grid values (+-8, +-25, +-43) of 16-group g of block b.
 void Iq2xsGroupValues(const uint8_t* b, int g, int8_t* v);
 

@@ -173,6 +173,10 @@ void QGemm256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t
       } else {
         s_lo = _mm256_mul_ps(LoadScales8<true>(super), u8(sp));
         s_hi = _mm256_mul_ps(LoadScales8<true>(super + 16), u8(sp + 8));
+        if constexpr (kLut && kBlock == 16) {  // IQ2_XS
+          s_lo = _mm256_mul_ps(s_lo, _mm256_set1_ps(0.125f));
+          s_hi = _mm256_mul_ps(s_hi, _mm256_set1_ps(0.125f));
+        }
         if constexpr (kMin) {
           const __m256 neg = _mm256_set1_ps(-0.0f);
           m_lo = _mm256_xor_ps(_mm256_mul_ps(LoadScales8<true>(super + 32), u8(sp + 16)), neg);

@@ -117,6 +117,7 @@ void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0
                           _mm512_set1_ps(-0.0f));
       } else {
         s = _mm512_mul_ps(LoadScales<true>(super), u8(sp));
+        if constexpr (kLut && kBlock == 16) s = _mm512_mul_ps(s, _mm512_set1_ps(0.125f));  // IQ2_XS
         if constexpr (kMin) {
           m = _mm512_xor_ps(_mm512_mul_ps(LoadScales<true>(super + 32), u8(sp + 16)), _mm512_set1_ps(-0.0f));
         }
