@@ -10,7 +10,11 @@
 # and top-1 agreement against the dense model, file size, and decode /
 # prefill speed (infera bench -p 128 -n 64). Then structured pruning
 # (FFN 25 % + heads 25 %) before and after distillation
-# (tools/train/distill.py, DISTILL_STEPS steps on the calibration text).
+# (tools/train/distill.py, DISTILL_STEPS steps): tinystories-3m on its
+# calibration text; kjv-7m on its training corpus (tools/train/corpus.py, the
+# Debian package bible-kjv that tools/train/install-train-deps.sh installs;
+# without it, the calibration text) with early stopping on the calibration
+# text (--val: the student with the lowest KL to the teacher there is kept).
 #
 # sparsegpt-auto is SparseGPT with --damp auto (the damping chosen per matrix
 # on held-out calibration chunks); sparsegpt uses the paper's 1 %.
@@ -27,8 +31,8 @@ mkdir -p "$DIR"
 OUT="$DIR/results.jsonl"
 : > "$OUT"
 
-run_model() {  # name dense calib eval
-  local name=$1 dense=$2 calib=$3 eval=$4 d="$DIR/$1"
+run_model() {  # name dense calib eval [distill text [distill validation text]]
+  local name=$1 dense=$2 calib=$3 eval=$4 d="$DIR/$1" dtext=${5:-$3} dval=${6:-}
   mkdir -p "$d"
   "$INFERA" perplexity -m "$dense" -f "$eval" -c 128 --chunks 40 --kl-divergence-base "$d/base.kld" >/dev/null 2>&1
   measure() {  # label model [extra json]
@@ -72,8 +76,10 @@ PY
     --calib-tokens 8192 2>/dev/null
   measure structured-25 "$d/structured.gguf"
   rm -rf "$d/structured-distilled.gguf.work"
-  /usr/bin/python3 "$ROOT/tools/train/distill.py" --teacher "$dense" --student "$d/structured.gguf" --text "$calib" \
-    --out "$d/structured-distilled.gguf" --steps "$STEPS" --infera "$INFERA" 2>"$d/distill.log"
+  local val=()
+  [[ -n $dval ]] && val=(--val "$dval")
+  /usr/bin/python3 "$ROOT/tools/train/distill.py" --teacher "$dense" --student "$d/structured.gguf" --text "$dtext" \
+    "${val[@]}" --out "$d/structured-distilled.gguf" --steps "$STEPS" --infera "$INFERA" 2>"$d/distill.log"
   measure structured-25-distilled "$d/structured-distilled.gguf" "{\"distill_steps\": $STEPS}"
 }
 
@@ -84,7 +90,14 @@ KJV="$ROOT/models/kjv-7m"
 n=$(wc -c < "$KJV/heldout.txt")
 head -c $((n * 6 / 10)) "$KJV/heldout.txt" > "$DIR/kjv-calib.txt"
 tail -c +$((n * 6 / 10 + 1)) "$KJV/heldout.txt" > "$DIR/kjv-eval.txt"
-run_model kjv-7m "$KJV/kjv-7m.gguf" "$DIR/kjv-calib.txt" "$DIR/kjv-eval.txt"
+kjv_train=("$DIR/kjv-calib.txt")
+if command -v bible >/dev/null; then
+  /usr/bin/python3 "$ROOT/tools/train/corpus.py" --write-train "$DIR/kjv-train.txt" >/dev/null
+  kjv_train=("$DIR/kjv-train.txt" "$DIR/kjv-calib.txt")
+else
+  echo "prune_quality: no 'bible' program (package bible-kjv): kjv-7m distils on its calibration text" >&2
+fi
+run_model kjv-7m "$KJV/kjv-7m.gguf" "$DIR/kjv-calib.txt" "$DIR/kjv-eval.txt" "${kjv_train[@]}"
 
 /usr/bin/python3 - "$OUT" <<'PY'
 import json, sys

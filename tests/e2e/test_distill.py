@@ -1,7 +1,8 @@
 """tools/train/distill.py: a 2:4-pruned tinystories-3m student trained
 against the dense teacher keeps its zeros exactly, keeps the file's
 metadata and tensor types, runs in infera with a lower perplexity than
-before, and resumes from its checkpoint; bad input is refused."""
+before, and resumes from its checkpoint; early stopping on held-out text
+writes the best student; bad input is refused."""
 import json
 import os
 import subprocess
@@ -69,6 +70,43 @@ class DistillTest(unittest.TestCase):
             info = infera("info", out, "--sparsity")
             self.assertIn(b"pruning:           magnitude, 2:4", info.stdout)
             self.assertLess(ppl(out), ppl(student))
+
+    def test_early_stopping_keeps_the_best_student(self):
+        """--val: a run whose training only hurts (a learning rate far too
+        high) stops after --patience measurements and writes the student as
+        given, byte for byte; a normal run writes its best later step."""
+        with tempfile.TemporaryDirectory() as d:
+            with open(HELDOUT) as f:
+                text = f.read()
+            train, val = os.path.join(d, "train.txt"), os.path.join(d, "val.txt")
+            with open(train, "w") as f:
+                f.write(text[len(text) // 2:])
+            with open(val, "w") as f:
+                f.write(text[len(text) // 4:len(text) // 2])
+            student = os.path.join(d, "pruned.gguf")
+            r = infera("prune", F32, student, "--method", "magnitude", "--pattern", "2:4")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            common = ["--teacher", F32, "--student", student, "--text", train, "--val", val, "--batch", "4",
+                      "--seq", "64", "--val-tokens", "1024", "--val-every", "2"]
+            out = os.path.join(d, "hurt.gguf")
+            r = distill(*common, "--out", out, "--lr", "0.5", "--steps", "40", "--patience", "2")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("stopping early at step 4", r.stderr)
+            self.assertIn("the student as given", r.stderr)
+            before, after = qr.read_gguf_tensors(student), qr.read_gguf_tensors(out)
+            for name in before:
+                self.assertEqual(before[name][2], after[name][2], name)
+            out = os.path.join(d, "better.gguf")
+            r = distill(*common, "--out", out, "--lr", "1e-3", "--steps", "6")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            kls = [float(x.split("validation KL ")[1].split()[0])
+                   for x in r.stderr.split("\n") if x.startswith("distill: step")]
+            self.assertEqual(len(kls), 4)  # steps 0, 2, 4, 6
+            best = kls.index(min(kls))
+            self.assertGreater(best, 0, r.stderr)
+            self.assertIn(f"writing the step-{2 * best} student", r.stderr)
+            r = distill(*common, "--out", out, "--val-every", "0")
+            self.assertEqual(r.returncode, 2)
 
     def test_bad_input(self):
         with tempfile.TemporaryDirectory() as d:

@@ -47,7 +47,16 @@ def split(chapters):
 
 
 if __name__ == "__main__":
+    import argparse
+    ap = argparse.ArgumentParser(description="Counts the corpus, or writes its training part (e.g. for distill.py).")
+    ap.add_argument("--write-train", metavar="FILE",
+                    help="write the training chapters as the model saw them (SentencePiece's nmt_nfkc turned "
+                         "newlines into spaces: one line, single spaces, like models/kjv-7m/heldout.txt)")
+    a = ap.parse_args()
     ch = kjv_chapters()
     tr, he = split(ch)
+    if a.write_train:
+        with open(a.write_train, "w") as f:
+            f.write(" ".join(" ".join(tr).split()))
     print(len(ch), "chapters;", len(tr), "train,", len(he), "held out;",
           sum(len(t.split()) for t in tr), "train words")
