@@ -27,6 +27,9 @@ PackFormat GetPackFormat(DType t) {
       return f;
     }
     case DType::kQ8_0S24: return {true, 5, 32, false, 7, true, false, false, true};
+    // 4:8 sparse Q8_0: packed as the Q8_0 it stands for (by masks where the
+    // CPU has the sparse-mask kernels, else dense).
+    case DType::kQ8_0S48: return {true, 8, 32, false, 7, true};
     case DType::kIQ4_NL: return {true, 4, 32, false, 7, true, false, true};
     // IQ4_XS, IQ3_S: factored as the file has them, d per super-block and
     // an int8 sub-scale (ls - 32, 1 + 2 sc) per 32.
@@ -118,12 +121,18 @@ bool PackedMatrix::IsSparse24(DType t, const uint8_t* w, size_t row_bytes, int64
 }
 
 double PackedMatrix::ZeroFraction(DType t, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_out) {
-  if (t != DType::kQ8_0 || n_in <= 0 || n_out <= 0) return 0.0;
+  if ((t != DType::kQ8_0 && t != DType::kQ8_0S48) || n_in <= 0 || n_out <= 0) return 0.0;
+  const int block_bytes = t == DType::kQ8_0 ? 34 : kQ8_0S48Bytes;
   int64_t zeros = 0;
+  uint8_t dense[34];
   for (int64_t r = 0; r < n_out; ++r) {
     for (int64_t b = 0; b < n_in / 32; ++b) {
-      const uint8_t* q = w + r * row_bytes + b * 34 + 2;
-      for (int j = 0; j < 32; ++j) zeros += q[j] == 0;
+      const uint8_t* blk = w + r * row_bytes + b * block_bytes;
+      if (t == DType::kQ8_0S48) {
+        ExpandQ8_0S48Block(blk, dense);
+        blk = dense;
+      }
+      for (int j = 0; j < 32; ++j) zeros += blk[2 + j] == 0;
     }
   }
   return static_cast<double>(zeros) / static_cast<double>(n_in * n_out);
@@ -210,11 +219,21 @@ PackedMatrix PackedMatrix::Pack(DType t, const uint8_t* w, size_t row_bytes, int
   PackedMatrix pm;
   pm.type_ = t;
   if (layout == SparseLayout::kMask) {
-    CHECK(t == DType::kQ8_0 && n_in % 32 == 0);
+    CHECK((t == DType::kQ8_0 || t == DType::kQ8_0S48) && n_in % 32 == 0);
     pm.fmt_ = GetPackFormat(DType::kQ8_0);
     pm.fmt_.sparse_mask = true;
     pm.n_in_ = n_in;
     pm.n_out_ = n_out;
+    if (t == DType::kQ8_0S48) {  // through the Q8_0 blocks it stands for (a temporary copy)
+      const int64_t nb = n_in / 32;
+      std::vector<uint8_t> q8(static_cast<size_t>(n_out * nb * 34));
+      for (int64_t r = 0; r < n_out; ++r) {
+        for (int64_t b = 0; b < nb; ++b) {
+          ExpandQ8_0S48Block(w + r * row_bytes + b * kQ8_0S48Bytes, q8.data() + (r * nb + b) * 34);
+        }
+      }
+      return PackMask(std::move(pm), q8.data(), static_cast<size_t>(nb * 34));
+    }
     return PackMask(std::move(pm), w, row_bytes);
   }
   const bool sparse24 = layout == SparseLayout::k24;

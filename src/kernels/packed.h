@@ -182,7 +182,7 @@ class PackedMatrix {
                            SparseLayout layout = SparseLayout::kDense);
   // Whether every block of W (Q8_0 or Q8_0_S24) is 2:4 sparse.
   static bool IsSparse24(DType t, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_out);
-  // The fraction of zero quants of a Q8_0 matrix (0 for other types).
+  // The fraction of zero quants of a Q8_0 or Q8_0_S48 matrix (0 for other types).
   static double ZeroFraction(DType t, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_out);
   // Sparse-mask layout: the start of a group's blocks.
   const uint8_t* Group(int64_t group) const { return data_.get() + group_offset_[group]; }

@@ -52,6 +52,13 @@ void QuantQ8_0S24(const float* x, uint8_t* b) {
   CompressQ8_0Block24(dense, b);
 }
 
+// Q8_0_S48: Q8_0's quants, the four largest of each 8-group kept.
+void QuantQ8_0S48(const float* x, uint8_t* b) {
+  uint8_t dense[34];
+  QuantQ8_0(x, dense);
+  CompressQ8_0Block48(dense, b);
+}
+
 // Q4_0: d = max / -8; q = min(15, (int8)(x / d + 8.5)).
 void QuantQ4_0(const float* x, uint8_t* b) {
   const float d = kquants::SignedAbsMax(x, 32) / -8.0f;
@@ -207,6 +214,7 @@ BlockFn BlockQuantizer(DType t) {
   switch (t) {
     case DType::kQ8_0: return Unweighted<QuantQ8_0>;
     case DType::kQ8_0S24: return Unweighted<QuantQ8_0S24>;
+    case DType::kQ8_0S48: return Unweighted<QuantQ8_0S48>;
     case DType::kQ4_0: return Legacy<QuantQ4_0, QuantQ4_0Weighted>;
     case DType::kQ4_1: return Legacy<QuantQ4_1, QuantQ4_1Weighted>;
     case DType::kQ5_0: return Legacy<QuantQ5_0, QuantQ5_0Weighted>;
@@ -303,6 +311,7 @@ uint32_t LlamaFileType(DType t) {
     case DType::kBF16: return 32;
     // infera's own types: llama.cpp's LLAMA_FTYPE_GUESSED ("not specified").
     case DType::kQ8_0S24:
+    case DType::kQ8_0S48:
     case DType::kW8A8: return 1024;
     default: return 0;
   }

@@ -23,6 +23,9 @@ enum class DType : uint32_t {
   // per row (every block of a row holds the same d), run as whole-row int8
   // weights against per-token int8 activations (SmoothQuant's scheme).
   kW8A8 = 201,
+  // infera's own (docs/pruning.md): Q8_0 with 4:8 structured sparsity, the
+  // kept half of each block stored with a position mask per 8 elements.
+  kQ8_0S48 = 202,
 };
 
 struct DTypeInfo {

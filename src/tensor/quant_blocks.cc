@@ -44,6 +44,47 @@ void CompressQ8_0Block24(const uint8_t* b, uint8_t* s) {
   }
 }
 
+bool Q8_0BlockIs48(const uint8_t* b) {
+  for (int g = 0; g < 4; ++g) {
+    int nz = 0;
+    for (int j = 0; j < 8; ++j) nz += b[2 + 8 * g + j] != 0;
+    if (nz > 4) return false;
+  }
+  return true;
+}
+
+void CompressQ8_0Block48(const uint8_t* b, uint8_t* s) {
+  s[0] = b[0];
+  s[1] = b[1];
+  for (int g = 0; g < 4; ++g) {
+    const int8_t* q = reinterpret_cast<const int8_t*>(b + 2 + 8 * g);
+    auto mag = [&](int j) { return q[j] < 0 ? -static_cast<int>(q[j]) : static_cast<int>(q[j]); };
+    // Position j is kept when fewer than four others outrank it (a larger
+    // |q|, or an equal one at a lower position).
+    uint8_t mask = 0;
+    for (int j = 0; j < 8; ++j) {
+      int above = 0;
+      for (int k = 0; k < 8; ++k) above += mag(k) > mag(j) || (mag(k) == mag(j) && k < j);
+      if (above < 4) mask |= static_cast<uint8_t>(1u << j);
+    }
+    s[2 + g] = mask;
+    for (int j = 0, i = 0; j < 8; ++j) {
+      if (mask >> j & 1) s[6 + 4 * g + i++] = static_cast<uint8_t>(q[j]);
+    }
+  }
+}
+
+void ExpandQ8_0S48Block(const uint8_t* s, uint8_t* b) {
+  b[0] = s[0];
+  b[1] = s[1];
+  for (int j = 0; j < 32; ++j) b[2 + j] = 0;
+  for (int g = 0; g < 4; ++g) {
+    for (int j = 0, i = 0; j < 8 && i < 4; ++j) {
+      if (s[2 + g] >> j & 1) b[2 + 8 * g + j] = s[6 + 4 * g + i++];
+    }
+  }
+}
+
 void ExpandQ8_0S24Block(const uint8_t* s, uint8_t* b) {
   b[0] = s[0];
   b[1] = s[1];
@@ -121,6 +162,12 @@ void DeqQ8_0(const uint8_t* b, float* y) {
 void DeqQ8_0S24(const uint8_t* b, float* y) {
   uint8_t dense[34];
   ExpandQ8_0S24Block(b, dense);
+  DeqQ8_0(dense, y);
+}
+
+void DeqQ8_0S48(const uint8_t* b, float* y) {
+  uint8_t dense[34];
+  ExpandQ8_0S48Block(b, dense);
   DeqQ8_0(dense, y);
 }
 
@@ -292,6 +339,7 @@ BlockFn BlockDequantizer(DType t) {
     case DType::kQ5_1: return DeqQ5_1;
     case DType::kQ8_0: return DeqQ8_0;
     case DType::kQ8_0S24: return DeqQ8_0S24;
+    case DType::kQ8_0S48: return DeqQ8_0S48;
     case DType::kW8A8: return DeqQ8_0;  // its blocks are Q8_0's
     case DType::kIQ4_NL: return DeqIq4Nl;
     case DType::kIQ4_XS: return DeqIq4Xs;

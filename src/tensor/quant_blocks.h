@@ -79,4 +79,19 @@ void CompressQ8_0Block24(const uint8_t* q8_0, uint8_t* s24);
 // Q8_0_S24 block -> the Q8_0 block (34 bytes) it stands for.
 void ExpandQ8_0S24Block(const uint8_t* s24, uint8_t* q8_0);
 
+// Q8_0_S48 (infera's type 202): Q8_0 with 4:8 sparsity. Per 32 elements
+// {f16 d; u8 mask[4]; i8 qs[16]} (22 bytes, 5.5 bits per weight): 8-group g
+// (elements 8g .. 8g+7) keeps the positions whose bits are set in mask[g]
+// (four of them as written); their values are d * qs[4g .. 4g+3] in position
+// order; the other elements are zero. A mask with more than four bits set
+// (a damaged file) keeps its four lowest positions.
+inline constexpr int kQ8_0S48Bytes = 22;
+// Whether a Q8_0 block (34 bytes) has at most four nonzero quants per 8-group.
+bool Q8_0BlockIs48(const uint8_t* q8_0);
+// Q8_0 block -> Q8_0_S48 block: each 8-group keeps its four largest |q|
+// (ties: the lower position).
+void CompressQ8_0Block48(const uint8_t* q8_0, uint8_t* s48);
+// Q8_0_S48 block -> the Q8_0 block (34 bytes) it stands for.
+void ExpandQ8_0S48Block(const uint8_t* s48, uint8_t* q8_0);
+
 }  // namespace infera

@@ -124,6 +124,27 @@ class PruneTest(unittest.TestCase):
         self.assertIn("pruning:", info)
         self.assertLess(ppl(out), 1.5 * self.dense_ppl)
 
+    def test_nm_patterns_in_q8_0_are_stored_compressed(self):
+        """2:4 and 4:8 in Q8_0 are written as infera's q8_0_s24 / q8_0_s48
+        (5.5 bits per weight) and run exactly as the plain Q8_0 file with the
+        zeros that --dense-output writes."""
+        for pattern, typ in (("2:4", "q8_0_s24"), ("4:8", "q8_0_s48")):
+            packed, plain = self.out(f"nm-{typ}.gguf"), self.out(f"nm-{typ}-dense.gguf")
+            args = ["--method", "magnitude", "--pattern", pattern, "--outtype", "q8_0"]
+            run_ok("prune", F32, packed, *args)
+            run_ok("prune", F32, plain, *args, "--dense-output")
+            self.assertLess(os.path.getsize(packed), 0.8 * os.path.getsize(plain), pattern)
+            info = run_ok("info", packed, "--sparsity").stdout.decode()
+            for name in ("ffn_down", "attn_q"):
+                self.assertRegex(info, rf"blk\.0\.{name}\.weight\s+{typ}\s+.*50\.0 %")
+            info = run_ok("info", plain, "--sparsity").stdout.decode()
+            self.assertRegex(info, r"blk\.0\.ffn_down\.weight\s+q8_0\s+.*50\.0 %")
+            for isa in ("scalar", "avx2", None):  # dense packing, and the sparse layouts where the CPU has them
+                isa_args = ["--cpu-isa", isa] if isa else []
+                r = [run_ok(*isa_args, "perplexity", "-m", m, "-f", HELDOUT, "-c", "128", "--chunks", "8", "--json")
+                     for m in (packed, plain)]
+                self.assertEqual(json.loads(r[0].stdout)["ppl"], json.loads(r[1].stdout)["ppl"], (pattern, isa))
+
     def test_structured_writes_a_smaller_model(self):
         out = self.out("structured.gguf")
         rep = out + ".json"

@@ -496,16 +496,9 @@ TEST_P(KernelIsaTest, SparseMaskMatchesDenseQ8_0Exactly) {
         for (int j = 0; j < 32; ++j) {
           if (zeros >= 0 && u(rng) < zeros) q[j] = 0;
         }
-        for (int g = 0; zeros < 0 && g < 4; ++g) {  // 4 of every 8 zeroed
-          for (int dropped = 0; dropped < 4;) {
-            const int pos = static_cast<int>(rng() % 8);
-            if (q[8 * g + pos] != 0) {
-              q[8 * g + pos] = 0;
-              ++dropped;
-            } else if (u(rng) < 0.05) {
-              ++dropped;
-            }
-          }
+        for (int g = 0; zeros < 0 && g < 4; ++g) {  // at most 4 of every 8 nonzero
+          auto nonzero = [&] { return 8 - static_cast<int>(std::count(q + 8 * g, q + 8 * g + 8, uint8_t{0})); };
+          while (nonzero() > 4) q[8 * g + rng() % 8] = 0;
         }
       }
       const size_t rb = blocks * 34;
@@ -521,16 +514,70 @@ TEST_P(KernelIsaTest, SparseMaskMatchesDenseQ8_0Exactly) {
       WeightMatrix wd{DType::kQ8_0, n_in, n_out, w.data(), rb, &dense};
       WeightMatrix wm{DType::kQ8_0, n_in, n_out, w.data(), rb, &mask};
       Matmul(ref, pool, wd, x.data(), m, want.data());
-      for (const KernelTable* table : {&k, &ref}) {
-        Matmul(*table, pool, wm, x.data(), m, got.data());
-        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << "zeros " << zeros << " n_in " << n_in;
-        for (int64_t t : {0L, 5L, 8L}) {
-          Matmul(*table, pool, wm, x.data() + t * n_in, 1, one.data());
-          ASSERT_EQ(std::memcmp(one.data(), want.data() + t * n_out, n_out * 4), 0) << "token " << t;
+      // 4:8: the infera Q8_0_S48 blocks hold the same values; packed by
+      // masks and dense they run as the Q8_0 matrix does.
+      std::vector<uint8_t> s48;
+      std::vector<PackedMatrix> s48_packs;
+      const size_t rbs = blocks * kQ8_0S48Bytes;
+      if (zeros < 0) {
+        s48.resize(n_out * rbs);
+        for (int64_t b = 0; b < n_out * blocks; ++b) {
+          ASSERT_TRUE(Q8_0BlockIs48(w.data() + b * 34));
+          CompressQ8_0Block48(w.data() + b * 34, s48.data() + b * kQ8_0S48Bytes);
+        }
+        std::vector<float> a(n_in), c(n_in);
+        for (int64_t r = 0; r < n_out; ++r) {
+          DequantizeRow(DType::kQ8_0, w.data() + r * rb, a.data(), n_in);
+          DequantizeRow(DType::kQ8_0S48, s48.data() + r * rbs, c.data(), n_in);
+          ASSERT_EQ(std::memcmp(a.data(), c.data(), n_in * 4), 0) << "row " << r;
+        }
+        EXPECT_DOUBLE_EQ(PackedMatrix::ZeroFraction(DType::kQ8_0S48, s48.data(), rbs, n_in, n_out),
+                         PackedMatrix::ZeroFraction(DType::kQ8_0, w.data(), rb, n_in, n_out));
+        s48_packs.push_back(PackedMatrix::Pack(DType::kQ8_0S48, s48.data(), rbs, n_in, n_out, SparseLayout::kMask));
+        s48_packs.push_back(PackedMatrix::Pack(DType::kQ8_0S48, s48.data(), rbs, n_in, n_out));
+        ASSERT_TRUE(s48_packs[0].format().sparse_mask && !s48_packs[1].format().sparse_mask);
+      }
+      std::vector<WeightMatrix> runs = {wm};
+      for (const PackedMatrix& pm : s48_packs) runs.push_back({DType::kQ8_0S48, n_in, n_out, s48.data(), rbs, &pm});
+      for (const WeightMatrix& wr : runs) {
+        for (const KernelTable* table : {&k, &ref}) {
+          Matmul(*table, pool, wr, x.data(), m, got.data());
+          ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << "zeros " << zeros << " n_in " << n_in;
+          for (int64_t t : {0L, 5L, 8L}) {
+            Matmul(*table, pool, wr, x.data() + t * n_in, 1, one.data());
+            ASSERT_EQ(std::memcmp(one.data(), want.data() + t * n_out, n_out * 4), 0) << "token " << t;
+          }
         }
       }
     }
   }
+}
+
+// Q8_0_S48 blocks: a dense Q8_0 block keeps the four largest |q| of each
+// 8-group (ties: the lower position); a damaged mask (more than four bits)
+// keeps its four lowest positions, an empty one none.
+TEST(Q8_0S48, CompressKeepsTheLargestAndExpandToleratesDamage) {
+  uint8_t q8[34] = {0x00, 0x3C};  // d = 1
+  const int8_t vals[32] = {5, -9, 1, 9, 0, 2, -3, 7,   1, 1, 1, 1, 1, 1, 1, 1,
+                           0, 0, 0, 0, 0, 0, 0, -128,  127, -127, 0, 4, 0, 0, 0, 3};
+  std::memcpy(q8 + 2, vals, 32);
+  EXPECT_FALSE(Q8_0BlockIs48(q8));
+  uint8_t s48[kQ8_0S48Bytes], back[34];
+  CompressQ8_0Block48(q8, s48);
+  EXPECT_EQ(s48[2], 0b10001011);  // |-9|, |9|, |7|, |5|
+  EXPECT_EQ(s48[3], 0b00001111);  // ties: the lowest four positions
+  EXPECT_EQ(s48[4], 0b10000111);  // -128 and the three lowest zeros
+  EXPECT_EQ(s48[5], 0b10001011);
+  ExpandQ8_0S48Block(s48, back);
+  const int8_t want[32] = {5, -9, 0, 9, 0, 0, 0, 7,   1, 1, 1, 1, 0, 0, 0, 0,
+                           0, 0, 0, 0, 0, 0, 0, -128,  127, -127, 0, 4, 0, 0, 0, 3};
+  EXPECT_EQ(std::memcmp(back + 2, want, 32), 0);
+  EXPECT_TRUE(Q8_0BlockIs48(back));
+  s48[2] = 0xFF;
+  s48[3] = 0x00;
+  ExpandQ8_0S48Block(s48, back);
+  const int8_t damaged[16] = {5, -9, 9, 7, 0, 0, 0, 0,   0, 0, 0, 0, 0, 0, 0, 0};
+  EXPECT_EQ(std::memcmp(back + 2, damaged, 16), 0);
 }
 
 // One op over several matrices with one input (Q/K/V, gate/up) gives each

@@ -68,6 +68,12 @@ void UnQ8_0S24(const uint8_t* b, uint8_t* u, float* s, float* m) {
   UnQ8_0(dense, u, s, m);
 }
 
+void UnQ8_0S48(const uint8_t* b, uint8_t* u, float* s, float* m) {
+  uint8_t dense[34];
+  ExpandQ8_0S48Block(b, dense);
+  UnQ8_0(dense, u, s, m);
+}
+
 void UnIq4Nl(const uint8_t* b, uint8_t* u, float* s, float* m) {
   for (int j = 0; j < 16; ++j) {
     u[j] = static_cast<uint8_t>(kIq4nlValues[b[2 + j] & 0x0F] + 128);
@@ -253,6 +259,7 @@ UnpackRowFn ScalarUnpacker(DType t) {
     case DType::kQ5_1: return UnpackRow<UnQ5_1, 32, 24>;
     case DType::kQ8_0: return UnpackRow<UnQ8_0, 32, 34>;
     case DType::kQ8_0S24: return UnpackRow<UnQ8_0S24, 32, 22>;
+    case DType::kQ8_0S48: return UnpackRow<UnQ8_0S48, 32, 22>;
     case DType::kW8A8: return UnpackRow<UnQ8_0, 32, 34>;
     case DType::kIQ4_NL: return UnpackRow<UnIq4Nl, 32, 18>;
     case DType::kIQ4_XS: return UnpackRow<UnIq4Xs, 256, 136>;
