@@ -9,14 +9,22 @@ namespace infera {
 
 const int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
-bool Q8_0BlockIs24(const uint8_t* b) {
-  for (int g = 0; g < 8; ++g) {
+namespace {
+
+// Whether a Q8_0 block has at most n nonzero quants in each group of m.
+bool Q8_0BlockIsNM(const uint8_t* b, int n, int m) {
+  for (int g = 0; g < 32 / m; ++g) {
     int nz = 0;
-    for (int j = 0; j < 4; ++j) nz += b[2 + 4 * g + j] != 0;
-    if (nz > 2) return false;
+    for (int j = 0; j < m; ++j) nz += b[2 + m * g + j] != 0;
+    if (nz > n) return false;
   }
   return true;
 }
+
+}  // namespace
+
+bool Q8_0BlockIs24(const uint8_t* b) { return Q8_0BlockIsNM(b, 2, 4); }
+bool Q8_0BlockIs48(const uint8_t* b) { return Q8_0BlockIsNM(b, 4, 8); }
 
 void CompressQ8_0Block24(const uint8_t* b, uint8_t* s) {
   s[0] = b[0];
@@ -42,15 +50,6 @@ void CompressQ8_0Block24(const uint8_t* b, uint8_t* s) {
     s[6 + 2 * g] = static_cast<uint8_t>(q[p0]);
     s[6 + 2 * g + 1] = static_cast<uint8_t>(q[p1]);
   }
-}
-
-bool Q8_0BlockIs48(const uint8_t* b) {
-  for (int g = 0; g < 4; ++g) {
-    int nz = 0;
-    for (int j = 0; j < 8; ++j) nz += b[2 + 8 * g + j] != 0;
-    if (nz > 4) return false;
-  }
-  return true;
 }
 
 void CompressQ8_0Block48(const uint8_t* b, uint8_t* s) {
