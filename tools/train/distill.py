@@ -64,27 +64,25 @@ def windows(tokens, seq, batch, rng, bos):
     return torch.from_numpy(out)
 
 
+def windows_of(tokens, seq, bos, max_windows):
+    """[n, seq]: consecutive BOS-first windows of a text (n <= max_windows),
+    the same ones every time they are asked for."""
+    body = seq - 1
+    n = min(max_windows, (len(tokens) - 1) // body)
+    return torch.from_numpy(np.stack([np.concatenate([[bos], tokens[i * body:(i + 1) * body]]) for i in range(n)]))
+
+
 @torch.no_grad()
 def heldout_ppl(model, tokens, seq, bos, max_chunks=40):
     """llama-perplexity's measure: chunks BOS-first, the second half scored."""
     nll, n = 0.0, 0
-    body = seq - 1
-    for c in range(min(max_chunks, (len(tokens) - 1) // body)):
-        x = torch.from_numpy(np.concatenate([[bos], tokens[c * body:(c + 1) * body]])[None, :])
-        logp = F.log_softmax(model(x)[0].float(), dim=-1)
-        first = seq // 2
-        tgt = x[0, first + 1:]
+    first = seq // 2
+    for x in windows_of(tokens, seq, bos, max_chunks):
+        logp = F.log_softmax(model(x[None, :])[0].float(), dim=-1)
+        tgt = x[first + 1:]
         nll -= logp[first:seq - 1].gather(1, tgt[:, None]).sum().item()
         n += len(tgt)
     return math.exp(nll / n)
-
-
-def val_windows(tokens, seq, bos, max_tokens):
-    """[n, seq] consecutive BOS-first windows of the validation text, at most
-    max_tokens tokens in all: the same windows at every measurement."""
-    body = seq - 1
-    n = min(max(1, max_tokens // seq), len(tokens) // body)
-    return torch.from_numpy(np.stack([np.concatenate([[bos], tokens[i * body:(i + 1) * body]]) for i in range(n)]))
 
 
 @torch.no_grad()
@@ -177,7 +175,7 @@ def main():
         vt = tokenize(a.infera, a.student, a.val)
         if len(vt) < a.seq:
             fail(f"{a.val} has {len(vt)} tokens; --seq {a.seq} needs at least {a.seq}")
-        val = val_windows(vt, a.seq, bos, a.val_tokens)
+        val = windows_of(vt, a.seq, bos, max(1, a.val_tokens // a.seq))
     # Early-stopping state: the best validation KL so far, its step, and how
     # many measurements since; the best student itself is in best.pt.
     step, rng = 0, np.random.default_rng(a.seed)
