@@ -83,8 +83,8 @@ MATMUL_BENCH(kAvx512, kQ4_K, 9, Verify9_Avx512_Q4_K);
 
 // Attention over N cached positions of one m360 KV group (3 query heads,
 // head_dim 64, kv_dim 320) in a paged layout: one decode query (naive
-// reference vs tiled), and a prefill block of 10 consecutive queries (30
-// rows) at the end of the context (tiled; per query it reads each K/V row
+// reference vs tiled), and prefill blocks of 10 and 32 consecutive queries
+// (30 and 96 rows) at the end of the context (tiled; per query it reads each K/V row
 // once per block instead of once per query).
 void RunAttention(benchmark::State& state, bool flash, int nq) {
   const int32_t n = static_cast<int32_t>(state.range(0));
@@ -132,9 +132,11 @@ void RunAttention(benchmark::State& state, bool flash, int nq) {
 void Attention_Naive(benchmark::State& s) { RunAttention(s, false, 1); }
 void Attention_Tiled(benchmark::State& s) { RunAttention(s, true, 1); }
 void Attention_TiledBlock10(benchmark::State& s) { RunAttention(s, true, 10); }
+void Attention_TiledBlock32(benchmark::State& s) { RunAttention(s, true, 32); }  // a prefill block
 BENCHMARK(Attention_Naive)->Arg(512)->Arg(2048)->Arg(8192)->Arg(16384);
 BENCHMARK(Attention_Tiled)->Arg(512)->Arg(2048)->Arg(8192)->Arg(16384)->Arg(131072);
 BENCHMARK(Attention_TiledBlock10)->Arg(512)->Arg(2048)->Arg(8192);
+BENCHMARK(Attention_TiledBlock32)->Arg(512)->Arg(4096);
 
 // The core's f32 multiply-add peak: 16 independent chains of 16-lane fused
 // multiply-adds (more than latency x throughput on any current x86 core), no

@@ -144,7 +144,7 @@ void AttendBatch(const KernelTable& k, ThreadPool& pool, KvStorage& kv, int laye
       float* running = ws.thread[thread].data();
       FlashStateInit(b, running);
       for (int32_t c = c0; c < c1; ++c) {
-        FlashMerge(b, c, ws.chunk_states.data() + size_t(piece0[it] + (c - c0)) * state, running);
+        FlashMerge(k, b, c, ws.chunk_states.data() + size_t(piece0[it] + (c - c0)) * state, running);
       }
       FlashFinalize(b, running, out_of(it), qd);
     }

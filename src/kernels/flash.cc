@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/flash_generic.h"
 
 namespace infera {
 
@@ -38,27 +37,10 @@ void FlashStateInit(const FlashBlock& b, float* running) {
   std::fill(s.l, s.l + b.rows(), 0.0f);
 }
 
-void FlashMerge(const FlashBlock& b, int32_t c, const float* chunk_state, float* running) {
-  const int hd = b.head_dim;
+void FlashMerge(const KernelTable& k, const FlashBlock& b, int32_t c, const float* chunk_state, float* running) {
   const StateView r = View(b, running);
   const StateView cs = View(b, const_cast<float*>(chunk_state));
-  int ia = 0, ib = 0;
-  FlashTokensOverlapping(b, c * kFlashChunk, (c + 1) * kFlashChunk - 1, &ia, &ib);
-  for (int row = ia * b.g; row < ib * b.g; ++row) {
-    float* o = r.o + int64_t(row) * hd;
-    const float* oc = cs.o + int64_t(row) * hd;
-    if (r.l[row] == 0) {  // before the first chunk (a chunk's sum is >= 1)
-      r.m[row] = cs.m[row];
-      r.l[row] = cs.l[row];
-      std::memcpy(o, oc, sizeof(float) * hd);
-      continue;
-    }
-    const float mx = std::max(r.m[row], cs.m[row]);
-    const float a = ExpNonPositive(r.m[row] - mx), e = ExpNonPositive(cs.m[row] - mx);
-    r.l[row] = r.l[row] * a + cs.l[row] * e;
-    for (int d = 0; d < hd; ++d) o[d] = o[d] * a + oc[d] * e;
-    r.m[row] = mx;
-  }
+  k.flash_merge(b, c * kFlashChunk, (c + 1) * kFlashChunk - 1, cs.m, cs.l, cs.o, r.m, r.l, r.o);
 }
 
 void FlashFinalize(const FlashBlock& b, const float* running, float* out, int64_t out_stride) {
@@ -85,7 +67,7 @@ void FlashAttendBlock(const KernelTable& k, const FlashBlock& b, float* out, int
   FlashStateInit(b, running);
   for (int32_t c = c0; c < c1; ++c) {
     FlashRunChunk(k, b, c, chunk, kernel_scratch);
-    FlashMerge(b, c, chunk, running);
+    FlashMerge(k, b, c, chunk, running);
   }
   FlashFinalize(b, running, out, out_stride);
 }

@@ -18,6 +18,7 @@
 namespace infera {
 
 inline constexpr int32_t kFlashChunk = 256;
+static_assert(kFlashChunk % kFlashStep == 0, "chunks hold whole softmax steps");
 
 // The chunks [*c0, *c1) (chunk c covers [c * kFlashChunk, (c + 1) *
 // kFlashChunk)) that some token of b sees.
@@ -35,7 +36,7 @@ void FlashStateInit(const FlashBlock& b, float* running);
 // Left-folds chunk c's state into `running` for the rows of tokens that see
 // chunk c: a first chunk is copied, later ones combined as
 // m' = max(m, mc), l' = l * e^(m - m') + lc * e^(mc - m'), o the same way.
-void FlashMerge(const FlashBlock& b, int32_t c, const float* chunk_state, float* running);
+void FlashMerge(const KernelTable& k, const FlashBlock& b, int32_t c, const float* chunk_state, float* running);
 // out row r = o_r / l_r at out + i * out_stride + h * head_dim (token i,
 // head h); zeros of either sign come out as +0.
 void FlashFinalize(const FlashBlock& b, const float* running, float* out, int64_t out_stride);

@@ -1,8 +1,8 @@
 // Tiled attention with online softmax ("flash" attention), the defining
 // scalar form every ISA reproduces bit for bit (see FlashChunkFn in
 // kernels.h). A block of query tokens of one sequence whose g query heads
-// share one KV head goes through the cached positions in tiles of kFlashTile
-// positions aligned to multiples of kFlashTile, so every K/V row is loaded
+// share one KV head goes through the cached positions in steps of kFlashStep
+// positions aligned to multiples of kFlashStep, so every K/V row is loaded
 // once per block rather than once per query. Memory is O(rows · head_dim),
 // never a score row of the whole context.
 //
@@ -85,35 +85,23 @@ const T* FlashKTile(const T* k, const int32_t* slots, int j0, int j1, int hd, T*
 }
 
 // dots[j] = dot(q, k_j) for the 16 lanes of a K tile kt [hd][16] (the
-// tiled kernel's dot: four interleaved FMA chains, (a0 + a1) + (a2 + a3)),
-// written lane-wise so that compilers vectorize it.
+// tiled kernel's dot: one fused multiply-add chain per lane in increasing
+// d), written lane-wise so that compilers vectorize it.
 template <typename T>
 void FlashTileDots(const float* q, const T* kt, int hd, float* dots) {
-  float a0[kFlashTile] = {}, a1[kFlashTile] = {}, a2[kFlashTile] = {}, a3[kFlashTile] = {};
-  int d = 0;
-  for (; d + 4 <= hd; d += 4) {
-    const float q0 = q[d], q1 = q[d + 1], q2 = q[d + 2], q3 = q[d + 3];
-    const T* k0 = kt + d * kFlashTile;
-    for (int j = 0; j < kFlashTile; ++j) {
-      a0[j] = std::fma(q0, static_cast<float>(k0[j]), a0[j]);
-      a1[j] = std::fma(q1, static_cast<float>(k0[kFlashTile + j]), a1[j]);
-      a2[j] = std::fma(q2, static_cast<float>(k0[2 * kFlashTile + j]), a2[j]);
-      a3[j] = std::fma(q3, static_cast<float>(k0[3 * kFlashTile + j]), a3[j]);
-    }
+  float a[kFlashTile] = {};
+  for (int d = 0; d < hd; ++d) {
+    const float qd = q[d];
+    const T* kd = kt + d * kFlashTile;
+    for (int j = 0; j < kFlashTile; ++j) a[j] = std::fma(qd, static_cast<float>(kd[j]), a[j]);
   }
-  float* tail[3] = {a0, a1, a2};
-  for (int c = 0; d + c < hd; ++c) {
-    const float qd = q[d + c];
-    const T* kr = kt + (d + c) * kFlashTile;
-    for (int j = 0; j < kFlashTile; ++j) tail[c][j] = std::fma(qd, static_cast<float>(kr[j]), tail[c][j]);
-  }
-  for (int j = 0; j < kFlashTile; ++j) dots[j] = (a0[j] + a1[j]) + (a2[j] + a3[j]);
+  std::memcpy(dots, a, sizeof(a));
 }
 
-// The defining chunk kernel (FlashChunkFn): tile by tile, and in each tile
+// The defining chunk kernel (FlashChunkFn): step by step, and in each step
 // row by row (every row's operations are those of FlashChunkFn in order;
-// the rows of a tile share its K and V from L1).
-// Scratch: a gathered K tile (16 * head_dim floats).
+// the rows of a step share its K and V from L1).
+// Scratch: the step's gathered K tiles (kFlashStep * head_dim floats).
 inline void FlashChunkGeneric(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l, float* o,
                               float* scratch) {
   const int hd = b.head_dim, g = b.g;
@@ -127,24 +115,37 @@ inline void FlashChunkGeneric(const FlashBlock& b, int32_t lo, int32_t hi, float
     std::memset(o + static_cast<int64_t>(r) * hd, 0, sizeof(float) * hd);
   }
   const int32_t ulo = std::max(lo, b.first[ia]), uhi = std::min(hi, b.last[ib - 1]);
-  float s[kFlashTile], p[kFlashTile];
-  for (int32_t t0 = ulo - ulo % kFlashTile; t0 <= uhi; t0 += kFlashTile) {
-    const int j0 = std::max(0, ulo - t0), j1 = std::min(kFlashTile - 1, uhi - t0);
+  const int64_t tile_floats = static_cast<int64_t>(kFlashTile) * hd;
+  float s[kFlashStep], p[kFlashStep];
+  const float* kt[kFlashStepTiles];
+  const int8_t* kt8[kFlashStepTiles];
+  for (int32_t t0 = ulo - ulo % kFlashStep; t0 <= uhi; t0 += kFlashStep) {
+    const int j0 = std::max(0, ulo - t0), j1 = std::min(kFlashStep - 1, uhi - t0);
     const int32_t* slots = b.slots + t0;
-    const float* kt = q8 ? nullptr : FlashKTile(b.k, slots, j0, j1, hd, scratch);
-    const int8_t* kt8 = q8 ? FlashKTile(b.k8, slots, j0, j1, hd, reinterpret_cast<int8_t*>(scratch)) : nullptr;
+    for (int c = 0; c < kFlashStepTiles; ++c) {  // the K tiles holding lanes [j0, j1]
+      const int c0 = c * kFlashTile, a = std::max(j0, c0) - c0, z = std::min(j1, c0 + kFlashTile - 1) - c0;
+      kt[c] = nullptr;
+      kt8[c] = nullptr;
+      if (a > z) continue;
+      float* buf = scratch + c * tile_floats;
+      if (q8) kt8[c] = FlashKTile(b.k8, slots + c0, a, z, hd, reinterpret_cast<int8_t*>(buf));
+      else kt[c] = FlashKTile(b.k, slots + c0, a, z, hd, buf);
+    }
     for (int i = ia; i < ib; ++i) {
       const int32_t a = std::max(lo, b.first[i]), z = std::min(hi, b.last[i]);
-      if (z < t0 || a > t0 + kFlashTile - 1) continue;  // the row does not see this tile
-      const int r0 = std::max(0, a - t0), r1 = std::min(kFlashTile - 1, z - t0);
+      if (z < t0 || a > t0 + kFlashStep - 1) continue;  // the row does not see this step
+      const int r0 = std::max(0, a - t0), r1 = std::min(kFlashStep - 1, z - t0);
       for (int h = 0; h < g; ++h) {
         const int r = i * g + h;
         const float* q = b.q + i * b.q_stride + h * hd;
         float* orow = o + static_cast<int64_t>(r) * hd;
-        if (q8) FlashTileDots(q, kt8, hd, s);
-        else FlashTileDots(q, kt, hd, s);
+        for (int c = 0; c < kFlashStepTiles; ++c) {  // dots of the tiles the row sees
+          if (r1 < c * kFlashTile || r0 > c * kFlashTile + kFlashTile - 1) continue;
+          if (q8) FlashTileDots(q, kt8[c], hd, s + c * kFlashTile);
+          else FlashTileDots(q, kt[c], hd, s + c * kFlashTile);
+        }
         float mx = m[r];
-        for (int j = 0; j < kFlashTile; ++j) {
+        for (int j = 0; j < kFlashStep; ++j) {
           if (j < r0 || j > r1) {
             s[j] = -INFINITY;
             continue;
@@ -152,9 +153,9 @@ inline void FlashChunkGeneric(const FlashBlock& b, int32_t lo, int32_t hi, float
           s[j] = SoftCap(q8 ? s[j] * (b.ks[slots[j]] * b.scale) : s[j] * b.scale, b.softcap);
           mx = std::max(mx, s[j]);
         }
-        const float corr = ExpNonPositive(m[r] - mx);  // 0 on the row's first tile
-        for (int j = 0; j < kFlashTile; ++j) p[j] = ExpNonPositive(s[j] - mx);  // masked: 0
-        l[r] = l[r] * corr + Reduce16(p);
+        const float corr = ExpNonPositive(m[r] - mx);  // 0 on the row's first step
+        for (int j = 0; j < kFlashStep; ++j) p[j] = ExpNonPositive(s[j] - mx);  // masked: 0
+        l[r] = l[r] * corr + Reduce64(p);
         for (int d = 0; d < hd; ++d) orow[d] *= corr;
         for (int j = r0; j <= r1; ++j) {
           const int64_t row = static_cast<int64_t>(slots[j]) * hd;
@@ -168,6 +169,29 @@ inline void FlashChunkGeneric(const FlashBlock& b, int32_t lo, int32_t hi, float
         m[r] = mx;
       }
     }
+  }
+}
+
+// The defining merge (FlashMergeFn).
+inline void FlashMergeGeneric(const FlashBlock& b, int32_t lo, int32_t hi, const float* mc, const float* lc,
+                              const float* oc, float* m, float* l, float* o) {
+  const int hd = b.head_dim;
+  int ia = 0, ib = 0;
+  FlashTokensOverlapping(b, lo, hi, &ia, &ib);
+  for (int row = ia * b.g; row < ib * b.g; ++row) {
+    float* orow = o + static_cast<int64_t>(row) * hd;
+    const float* ocrow = oc + static_cast<int64_t>(row) * hd;
+    if (l[row] == 0) {  // before the first chunk (a chunk's sum is >= 1)
+      m[row] = mc[row];
+      l[row] = lc[row];
+      std::memcpy(orow, ocrow, sizeof(float) * hd);
+      continue;
+    }
+    const float mx = std::max(m[row], mc[row]);
+    const float a = ExpNonPositive(m[row] - mx), e = ExpNonPositive(mc[row] - mx);
+    l[row] = l[row] * a + lc[row] * e;
+    for (int d = 0; d < hd; ++d) orow[d] = orow[d] * a + ocrow[d] * e;
+    m[row] = mx;
   }
 }
 

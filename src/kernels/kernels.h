@@ -57,8 +57,14 @@ inline constexpr int kMaxRowTileTokens = 8;
 // group once per block of tokens and runs the dense kernel on it.
 using ExpandSparseFn = void (*)(const PackedMatrix& w, int64_t group, PackedMatrix* dense);
 
-// Positions per attention tile; tiles start at multiples of it.
+// Slots per group of the K layout below (and the vector width of one K
+// load in the tiled kernel).
 inline constexpr int kFlashTile = 16;
+// Positions per online-softmax step of the tiled kernel (kFlashStepTiles
+// K groups); steps start at multiples of it. One running-max / rescale
+// update per row and step, so its cost is shared by 64 positions.
+inline constexpr int kFlashStepTiles = 4;
+inline constexpr int kFlashStep = kFlashStepTiles * kFlashTile;
 
 // The KV cache layout the tiled kernel reads, per KV head: K in groups of
 // kFlashTile slots, each group transposed ([head_dim][kFlashTile]: one
@@ -110,21 +116,28 @@ inline void FlashTokensOverlapping(const FlashBlock& b, int32_t lo, int32_t hi, 
 // The attention state of every row of the tokens overlapping [lo, hi], over
 // the positions of that range each sees, starting afresh: running max m [R],
 // sum l [R] and unnormalized output o [R, head_dim] (R = b.rows(); other rows
-// untouched). Per row and tile of kFlashTile positions (tiles start at
-// multiples of kFlashTile):
-//   dot(q, k) = (a0 + a1) + (a2 + a3), a_c accumulating q[d] * k[d] with
-//     fused multiply-adds over d ≡ c (mod 4) in increasing d;
+// untouched). Per row and step of kFlashStep positions (steps start at
+// multiples of kFlashStep):
+//   dot(q, k) = one chain of fused multiply-adds q[d] * k[d] in increasing
+//     d, from 0;
 //   s = SoftCap(dot(q, k) * scale) (int8: dot(q, float(k8)) * (ks * scale));
 //     positions outside the row's range -inf;
 //   mx = max(m, s), corr = ExpNonPositive(m - mx), p = ExpNonPositive(s - mx),
-//   l = l * corr + Reduce16(p), o *= corr, then over the row's positions j
+//   l = l * corr + Reduce64(p), o *= corr, then over the row's positions j
 //   in order o = fma(p_j, v_j, o) (int8: fma(p_j * vs_j, float(v8_j), o));
 //   m = mx.
 // Scratch: FlashChunkScratchFloats(R, head_dim) floats.
 using FlashChunkFn = void (*)(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l, float* o,
                               float* scratch);
+// Left-folds one chunk's state (mc, lc, oc) into the running state (m, l,
+// o) for every row of the tokens overlapping [lo, hi]: a row with l = 0
+// (before its first chunk) takes the chunk's state; otherwise
+// mx = max(m, mc), a = ExpNonPositive(m - mx), e = ExpNonPositive(mc - mx),
+// l = l * a + lc * e, o = o * a + oc * e (no fused multiply-add), m = mx.
+using FlashMergeFn = void (*)(const FlashBlock& b, int32_t lo, int32_t hi, const float* mc, const float* lc,
+                              const float* oc, float* m, float* l, float* o);
 inline size_t FlashChunkScratchFloats(int rows, int head_dim) {
-  return size_t(rows) * (kFlashTile + 1) + 2 * kFlashTile + size_t(kFlashTile) * head_dim;
+  return size_t(rows) * (kFlashStep + 1) + 2 * kFlashStep + size_t(kFlashStep + kFlashTile) * head_dim;
 }
 
 struct KernelTable {
@@ -168,6 +181,7 @@ struct KernelTable {
   // Tiled online-softmax attention of a block of query tokens over one
   // chunk of positions (FlashChunkFn; flash.h drives it).
   FlashChunkFn flash_chunk = nullptr;
+  FlashMergeFn flash_merge = nullptr;
   const char* flash_variant = "scalar";
 
   FloatTileFn FloatTileFor(DType t) const;
@@ -234,6 +248,13 @@ inline float Reduce16(const float* v) {
   for (int i = 0; i < 8; ++i) h[i] = v[i] + v[i + 8];
   for (int i = 0; i < 4; ++i) q[i] = h[i] + h[i + 4];
   return (q[0] + q[2]) + (q[1] + q[3]);
+}
+// The sum of 64 lanes: (v_i + v_i+16) + (v_i+32 + v_i+48) lane-wise, then
+// Reduce16.
+inline float Reduce64(const float* v) {
+  float t[16];
+  for (int i = 0; i < 16; ++i) t[i] = (v[i] + v[i + 16]) + (v[i + 32] + v[i + 48]);
+  return Reduce16(t);
 }
 
 // Element-wise ops (single-threaded, called per row).

@@ -477,7 +477,10 @@ sys.exit(0 if s.recv(64) == b"ok\\n" else 1)
         small = ("--max-num-seqs", "1", "--max-queue", "1", "--ready-max-waiting", "0")
         self.replicas = [Replica(*small), Replica(), Replica()]
         self.nginx = Nginx(self.replicas, "--max-fails", "0")
-        body = {"prompt": "And it came to pass", "max_tokens": 64, "ignore_eos": True}
+        # 160 tokens: each request holds the small replica long enough (a
+        # waiting request's window) that a 5 ms poll sees it even when the
+        # machine is busy with other tests.
+        body = {"prompt": "And it came to pass", "max_tokens": 160, "ignore_eos": True}
         saw_overloaded = threading.Event()
 
         def watch():
@@ -485,7 +488,7 @@ sys.exit(0 if s.recv(64) == b"ok\\n" else 1)
                 st, _, data = self.replicas[0].server.request("GET", "/ready")
                 if st == 503 and json.loads(data)["status"] == "overloaded":
                     saw_overloaded.set()
-                time.sleep(0.02)
+                time.sleep(0.005)
         stop = threading.Event()
         watcher = threading.Thread(target=watch)
         watcher.start()

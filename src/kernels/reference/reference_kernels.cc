@@ -165,6 +165,7 @@ void Fill(KernelTable* t) {
   t->axpy_f32 = AxpyF32;
   t->attend_head = AttendHeadComposed<DotF32, AxpyF32>;
   t->flash_chunk = FlashChunkGeneric;
+  t->flash_merge = FlashMergeGeneric;
 }
 
 }  // namespace infera::reference

@@ -179,6 +179,7 @@ void Fill(KernelTable* t) {
   t->axpy_f32 = AxpyF32;
   t->attend_head = AttendHeadComposed<DotF32, AxpyF32>;
   t->flash_chunk = FlashChunkGeneric;
+  t->flash_merge = FlashMergeGeneric;  // inline FMAs in ExpNonPositive (no libm call)
   t->flash_variant = "avx2-generic";
 }
 

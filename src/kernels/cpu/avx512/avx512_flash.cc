@@ -2,12 +2,13 @@
 // operations in the same order per row as FlashChunkGeneric, with the block's
 // rows register-blocked against each tile's K/V.
 //
-// Per tile of 16 positions (one group of the transposed K layout when the
-// KV blocks hold a multiple of 16 slots): scores of up to 6 rows at once, one
-// vector load of K per dimension shared by every row (4 accumulators per row:
-// the reference's four chains), so a row's 16 scores land in one register;
-// the online-softmax update there; then the values, 4 rows × 64 output
-// elements at a time, one broadcast probability per row and position.
+// Per step of 64 positions (four groups of the transposed K layout when the
+// KV blocks hold a multiple of 16 slots): scores of up to 6 rows at once,
+// four vector loads of K per dimension shared by every row (one accumulator
+// per row and group: the reference's single chain), so a row's 64 scores
+// land in four registers; one online-softmax update per row there; then the
+// values, 4 rows × 64 output elements at a time, one broadcast probability
+// per row and position.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -45,59 +46,55 @@ inline __m512 ExpNonPositive16(__m512 x_in) {
   return _mm512_maskz_mov_ps(keep, _mm512_castsi512_ps(bits));
 }
 
-// One tile's K, transposed ([head_dim][16], f32 or int8) and the factor
-// each lane's dot is multiplied by (scale; int8: ks_j * scale). One tile's V:
-// row pointers (f32 or int8) and, for int8, each lane's scale.
-struct Tile {
-  const float* kf = nullptr;
-  const int8_t* k8 = nullptr;
-  __m512 kscale;
-  const float* vf[kFlashTile];
-  const int8_t* v8[kFlashTile];
-  __m512 vscale;
+// One step's K, kFlashStepTiles tiles transposed ([head_dim][16], f32 or
+// int8; a zero tile for tiles no lane of the step reads), and the factor
+// each lane's dot is multiplied by (scale; int8: ks_j * scale). Its V: row
+// pointers (f32 or int8) and, for int8, each lane's scale.
+struct Step {
+  const float* kf[kFlashStepTiles] = {};
+  const int8_t* k8[kFlashStepTiles] = {};
+  __m512 kscale[kFlashStepTiles];
+  const float* vf[kFlashStep];
+  const int8_t* v8[kFlashStep];
+  __m512 vscale[kFlashStepTiles];
 };
 
 template <bool kQ8>
-inline __m512 LoadK(const Tile& t, int d) {
+inline __m512 LoadK(const Step& t, int c, int d) {
   if constexpr (kQ8) {
-    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.k8 + d * 16))));
+    return _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.k8[c] + d * 16))));
   } else {
-    return _mm512_loadu_ps(t.kf + d * 16);
+    return _mm512_loadu_ps(t.kf[c] + d * 16);
   }
 }
 
-// s[r] = the scaled scores of rows q[0 .. kR) against the tile's 16 slots.
+// s[r][c] = the scaled scores of rows q[0 .. kR) against tile c's 16 slots:
+// one FMA chain per row and tile (4 K loads shared by kR broadcasts per d).
 template <int kR, bool kQ8>
-void Scores(const float* const* q, const Tile& t, int hd, __m512* s) {
-  __m512 acc[kR][4];
+void Scores(const float* const* q, const Step& t, int hd, __m512 (*s)[kFlashStepTiles]) {
+  __m512 acc[kR][kFlashStepTiles];
   for (int r = 0; r < kR; ++r) {
-    for (int c = 0; c < 4; ++c) acc[r][c] = _mm512_setzero_ps();
+    for (int c = 0; c < kFlashStepTiles; ++c) acc[r][c] = _mm512_setzero_ps();
   }
-  int d = 0;
-  for (; d + 4 <= hd; d += 4) {
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) {
-      const __m512 kv = LoadK<kQ8>(t, d + c);
-      for (int r = 0; r < kR; ++r) acc[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(q[r][d + c]), kv, acc[r][c]);
+  for (int d = 0; d < hd; ++d) {
+    __m512 kv[kFlashStepTiles];
+    for (int c = 0; c < kFlashStepTiles; ++c) kv[c] = LoadK<kQ8>(t, c, d);
+    for (int r = 0; r < kR; ++r) {
+      const __m512 qd = _mm512_set1_ps(q[r][d]);
+      for (int c = 0; c < kFlashStepTiles; ++c) acc[r][c] = _mm512_fmadd_ps(qd, kv[c], acc[r][c]);
     }
   }
-#pragma GCC unroll 4
-  for (int c = 0; c < 4; ++c) {  // head_dim % 4 left: constant indices keep acc in registers
-    if (d + c >= hd) break;
-    const __m512 kv = LoadK<kQ8>(t, d + c);
-    for (int r = 0; r < kR; ++r) acc[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(q[r][d + c]), kv, acc[r][c]);
-  }
   for (int r = 0; r < kR; ++r) {
-    const __m512 dot = _mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]), _mm512_add_ps(acc[r][2], acc[r][3]));
-    s[r] = _mm512_mul_ps(dot, t.kscale);
+    for (int c = 0; c < kFlashStepTiles; ++c) s[r][c] = _mm512_mul_ps(acc[r][c], t.kscale[c]);
   }
 }
 
-// o rows (kR of them) = o * corr, then += p_j * v_j for tile lanes j in
+// o rows (kR of them) = o * corr, then += p_j * v_j for step lanes j in
 // [j0, j1], in order, on kC 16-float chunks of each row from element d0; the
 // last chunk takes the lanes in `tail`. int8: p already holds p_j * vs_j.
 template <int kR, int kC, bool kQ8>
-void ValuesChunks(float* const* orow, const float* corr, const float* p, const Tile& t, int j0, int j1, int d0,
+void ValuesChunks(float* const* orow, const float* corr, const float* p, const Step& t, int j0, int j1, int d0,
                   __mmask16 tail) {
   __m512 acc[kR][kC];
   for (int r = 0; r < kR; ++r) {
@@ -118,7 +115,7 @@ void ValuesChunks(float* const* orow, const float* corr, const float* p, const T
       }
     }
     for (int r = 0; r < kR; ++r) {
-      const __m512 pj = _mm512_set1_ps(p[r * kFlashTile + j]);
+      const __m512 pj = _mm512_set1_ps(p[r * kFlashStep + j]);
       for (int c4 = 0; c4 < kC; ++c4) acc[r][c4] = _mm512_fmadd_ps(pj, v[c4], acc[r][c4]);
     }
   }
@@ -131,7 +128,7 @@ void ValuesChunks(float* const* orow, const float* corr, const float* p, const T
 }
 
 template <int kR, bool kQ8>
-void Values(float* const* orow, const float* corr, const float* p, const Tile& t, int j0, int j1, int hd) {
+void Values(float* const* orow, const float* corr, const float* p, const Step& t, int j0, int j1, int hd) {
   for (int d0 = 0; d0 < hd; d0 += 64) {
     const int nc = std::min(4, (hd - d0 + 15) / 16);
     const __mmask16 tail = FirstLanes(hd - d0 - 16 * (nc - 1));
@@ -144,16 +141,17 @@ void Values(float* const* orow, const float* corr, const float* p, const Tile& t
   }
 }
 
-// Fills `t` for the tile at t0 whose lanes [j0, j1] are read (K in place
-// or gathered into kbuf: FlashKTile; unread lanes' V rows: any row, times
-// p = 0).
+// Fills `t` for the step at t0 whose lanes [j0, j1] are read: K tiles in
+// place or gathered into kbuf (FlashKTile), `zeros` [hd][16] for tiles with
+// no read lane; unread lanes' V rows: any row, times p = 0.
 template <bool kQ8>
-void LoadTile(const FlashBlock& b, int32_t t0, int j0, int j1, float* kbuf, float* lane_buf, Tile* t) {
+void LoadStep(const FlashBlock& b, int32_t t0, int j0, int j1, float* kbuf, const float* zeros, float* lane_buf,
+              Step* t) {
   const int hd = b.head_dim;
   const int32_t* slots = b.slots + t0;
   float* ks = lane_buf;
-  float* vs = lane_buf + kFlashTile;
-  for (int j = 0; j < kFlashTile; ++j) {
+  float* vs = lane_buf + kFlashStep;
+  for (int j = 0; j < kFlashStep; ++j) {
     const bool seen = j >= j0 && j <= j1;
     const int64_t slot = seen ? slots[j] : slots[j0];
     if constexpr (kQ8) {
@@ -164,13 +162,18 @@ void LoadTile(const FlashBlock& b, int32_t t0, int j0, int j1, float* kbuf, floa
       t->vf[j] = b.v + slot * hd;
     }
   }
-  if constexpr (kQ8) {
-    t->kscale = _mm512_mul_ps(_mm512_loadu_ps(ks), _mm512_set1_ps(b.scale));
-    t->vscale = _mm512_loadu_ps(vs);
-    t->k8 = FlashKTile(b.k8, slots, j0, j1, hd, reinterpret_cast<int8_t*>(kbuf));
-  } else {
-    t->kscale = _mm512_set1_ps(b.scale);
-    t->kf = FlashKTile(b.k, slots, j0, j1, hd, kbuf);
+  for (int c = 0; c < kFlashStepTiles; ++c) {
+    const int c0 = c * kFlashTile, a = std::max(j0, c0) - c0, z = std::min(j1, c0 + kFlashTile - 1) - c0;
+    float* buf = kbuf + int64_t(c) * kFlashTile * hd;
+    if constexpr (kQ8) {
+      t->kscale[c] = _mm512_mul_ps(_mm512_loadu_ps(ks + c0), _mm512_set1_ps(b.scale));
+      t->vscale[c] = _mm512_loadu_ps(vs + c0);
+      t->k8[c] = a > z ? reinterpret_cast<const int8_t*>(zeros)
+                       : FlashKTile(b.k8, slots + c0, a, z, hd, reinterpret_cast<int8_t*>(buf));
+    } else {
+      t->kscale[c] = _mm512_set1_ps(b.scale);
+      t->kf[c] = a > z ? zeros : FlashKTile(b.k, slots + c0, a, z, hd, buf);
+    }
   }
 }
 
@@ -186,10 +189,12 @@ void FlashChunk(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l,
   FlashTokensOverlapping(b, lo, hi, &ia, &ib);
   if (ia >= ib) return;
   const int R = b.rows();
-  float* S = scratch;                          // [R][16] probabilities (int8: times vs)
-  float* corr = S + int64_t(R) * kFlashTile;   // [R]
-  float* lane_buf = corr + R;                  // [2][16] int8 K and V lane scales
-  float* kbuf = lane_buf + 2 * kFlashTile;     // [hd][16] a gathered K tile
+  float* S = scratch;                                    // [R][64] probabilities (int8: times vs)
+  float* corr = S + int64_t(R) * kFlashStep;             // [R]
+  float* lane_buf = corr + R;                            // [2][64] int8 K and V lane scales
+  float* kbuf = lane_buf + 2 * kFlashStep;               // [4][hd][16] gathered K tiles
+  float* zeros = kbuf + int64_t(kFlashStep) * hd;        // [hd][16] the K of unread tiles
+  bool zeroed = false;
   for (int r = ia * g; r < ib * g; ++r) {
     m[r] = -INFINITY;
     l[r] = 0;
@@ -199,23 +204,26 @@ void FlashChunk(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l,
   const int32_t ulo = std::max(lo, b.first[ia]), uhi = std::min(hi, b.last[ib - 1]);
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   int ta = ia, tb = ia;
-  Tile t;
-  for (int32_t t0 = ulo - ulo % kFlashTile; t0 <= uhi; t0 += kFlashTile) {
-    // Tokens that see part of this tile: those whose range ends at or after
-    // t0 and starts at or before t0 + 15 (both bounds move forward).
+  Step t;
+  for (int32_t t0 = ulo - ulo % kFlashStep; t0 <= uhi; t0 += kFlashStep) {
+    // Tokens that see part of this step: those whose range ends at or after
+    // t0 and starts at or before t0 + 63 (both bounds move forward).
     while (ta < ib && std::min(hi, b.last[ta]) < t0) ++ta;
-    while (tb < ib && std::max(lo, b.first[tb]) <= t0 + kFlashTile - 1) ++tb;
+    while (tb < ib && std::max(lo, b.first[tb]) <= t0 + kFlashStep - 1) ++tb;
     if (ta >= tb) continue;
-    const int32_t plo = std::max(ulo, t0), phi = std::min(uhi, t0 + kFlashTile - 1);
+    const int32_t plo = std::max(ulo, t0), phi = std::min(uhi, t0 + kFlashStep - 1);
     const int j0 = plo - t0, j1 = phi - t0;
-    LoadTile<kQ8>(b, t0, j0, j1, kbuf, lane_buf, &t);
+    if (!zeroed && (j0 >= kFlashTile || j1 < kFlashStep - kFlashTile)) {
+      std::fill(zeros, zeros + int64_t(kFlashTile) * hd, 0.0f);
+      zeroed = true;
+    }
+    LoadStep<kQ8>(b, t0, j0, j1, kbuf, zeros, lane_buf, &t);
     const int r0 = ta * g, r1 = tb * g;
-    const __m512i pos = _mm512_add_epi32(lane, _mm512_set1_epi32(t0));
     // Scores and the online softmax.
     ForRowGroups(r0, r1, kScoreRows, [&](int rg, int nr) {
       const float* q[kScoreRows];
       for (int i = 0; i < nr; ++i) q[i] = qrow(rg + i);
-      __m512 sc[kScoreRows];
+      __m512 sc[kScoreRows][kFlashStepTiles];
       switch (nr) {
         case 1: Scores<1, kQ8>(q, t, hd, sc); break;
         case 2: Scores<2, kQ8>(q, t, hd, sc); break;
@@ -226,22 +234,33 @@ void FlashChunk(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l,
       }
       for (int k = 0; k < nr; ++k) {
         const int r = rg + k, i = r / g;
-        const int32_t a = std::max(lo, b.first[i]), z = std::min(hi, b.last[i]);
-        float* s = S + int64_t(r) * kFlashTile;
-        __m512 sv = sc[k];
-        if (b.softcap > 0) {
-          _mm512_storeu_ps(s, sv);
-          for (int j = 0; j < kFlashTile; ++j) s[j] = SoftCap(s[j], b.softcap);
-          sv = _mm512_loadu_ps(s);
+        const __m512i a = _mm512_set1_epi32(std::max(lo, b.first[i]) - t0);
+        const __m512i z = _mm512_set1_epi32(std::min(hi, b.last[i]) - t0);
+        float* s = S + int64_t(r) * kFlashStep;
+        __m512 sv[kFlashStepTiles];
+        __m512 vmax = _mm512_set1_ps(-INFINITY);
+        for (int c = 0; c < kFlashStepTiles; ++c) {
+          sv[c] = sc[k][c];
+          if (b.softcap > 0) {
+            _mm512_storeu_ps(s, sv[c]);
+            for (int j = 0; j < kFlashTile; ++j) s[j] = SoftCap(s[j], b.softcap);
+            sv[c] = _mm512_loadu_ps(s);
+          }
+          const __m512i pos = _mm512_add_epi32(lane, _mm512_set1_epi32(c * kFlashTile));
+          const __mmask16 valid =
+              _mm512_cmp_epi32_mask(pos, a, _MM_CMPINT_NLT) & _mm512_cmp_epi32_mask(pos, z, _MM_CMPINT_LE);
+          sv[c] = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), valid, sv[c]);
+          vmax = _mm512_max_ps(vmax, sv[c]);
         }
-        const __mmask16 valid = _mm512_cmp_epi32_mask(pos, _mm512_set1_epi32(a), _MM_CMPINT_NLT) &
-                                _mm512_cmp_epi32_mask(pos, _mm512_set1_epi32(z), _MM_CMPINT_LE);
-        sv = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), valid, sv);
-        const float mx = std::max(m[r], _mm512_reduce_max_ps(sv));
+        const float mx = std::max(m[r], _mm512_reduce_max_ps(vmax));
         corr[r] = ExpNonPositive(m[r] - mx);
-        const __m512 p = ExpNonPositive16(_mm512_sub_ps(sv, _mm512_set1_ps(mx)));
-        l[r] = l[r] * corr[r] + Sum(p);
-        _mm512_storeu_ps(s, kQ8 ? _mm512_mul_ps(p, t.vscale) : p);
+        const __m512 mxv = _mm512_set1_ps(mx);
+        __m512 p[kFlashStepTiles];
+        for (int c = 0; c < kFlashStepTiles; ++c) {
+          p[c] = ExpNonPositive16(_mm512_sub_ps(sv[c], mxv));
+          _mm512_storeu_ps(s + c * kFlashTile, kQ8 ? _mm512_mul_ps(p[c], t.vscale[c]) : p[c]);
+        }
+        l[r] = l[r] * corr[r] + Sum(_mm512_add_ps(_mm512_add_ps(p[0], p[1]), _mm512_add_ps(p[2], p[3])));
         m[r] = mx;
       }
     });
@@ -249,7 +268,7 @@ void FlashChunk(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l,
     ForRowGroups(r0, r1, kValueRows, [&](int rg, int nr) {
       float* out[kValueRows];
       for (int i = 0; i < nr; ++i) out[i] = o + int64_t(rg + i) * hd;
-      const float* p = S + int64_t(rg) * kFlashTile;
+      const float* p = S + int64_t(rg) * kFlashStep;
       switch (nr) {
         case 1: Values<1, kQ8>(out, corr + rg, p, t, j0, j1, hd); break;
         case 2: Values<2, kQ8>(out, corr + rg, p, t, j0, j1, hd); break;
@@ -269,6 +288,7 @@ void FlashChunkAny(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float*
 
 void FillFlash(KernelTable* t) {
   t->flash_chunk = FlashChunkAny;
+  t->flash_merge = FlashMergeGeneric;  // inline FMAs in ExpNonPositive (no libm call)
   t->flash_variant = "avx512-tiled";
 }
 
