@@ -39,6 +39,12 @@ struct LoadedModel {
   std::unique_ptr<Tokenizer> tokenizer;  // may be null if need_tokenizer=false
 };
 
+// lo with the weights packed for kernel table k (ModelLoadOptions::kernel_isa).
+inline ModelLoadOptions ForKernels(ModelLoadOptions lo, const KernelTable& k) {
+  lo.kernel_isa = k.isa;
+  return lo;
+}
+
 // model_path empty: the bundled default model.
 // A split model (--tp / --pp): `lo` names this rank's shard.
 StatusOr<LoadedModel> LoadModelAndTokenizer(const std::string& model_path, const std::string& tokenizer_path,

@@ -68,7 +68,7 @@ int BenchParallel(const BenchArgs& a, const RuntimeOptions& rt, ParallelSession&
   if (a.n_prompt < 1 || a.n_gen < 1) return ReportError("--parallel needs -p and -n of at least 1");
   auto kernels = SelectKernels(rt);
   if (!kernels.ok()) return ReportError(kernels.status());
-  auto lm = LoadModelAndTokenizer(a.model, "", false, ps.load_options());
+  auto lm = LoadModelAndTokenizer(a.model, "", false, ForKernels(ps.load_options(), *kernels));
   if (Status st = ps.Ready(ModelPathOrDefault(a.model), lm.status(), *kernels, a.threads); !st.ok()) {
     return ReportError(st);
   }
@@ -157,7 +157,7 @@ int Bench(const BenchArgs& args, const RuntimeOptions& rt_in) {
   RuntimeOptions rt = rt_in;
   auto kernels = SelectKernels(rt);
   if (!kernels.ok()) return ReportError(kernels.status());
-  auto lm = LoadModelAndTokenizer(a.model, "", false, ps.load_options());
+  auto lm = LoadModelAndTokenizer(a.model, "", false, ForKernels(ps.load_options(), *kernels));
   if (Status st = ps.Ready(ModelPathOrDefault(a.model), lm.status(), *kernels, a.threads); !st.ok()) {
     return ReportError(st);
   }

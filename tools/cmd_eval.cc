@@ -74,7 +74,7 @@ int RunEval(const EvalArgs& a, const RuntimeOptions& rt) {
 
   auto kernels = SelectKernels(rt);
   if (!kernels.ok()) return ReportError(kernels.status());
-  auto lm = LoadModelAndTokenizer(a.model, "", true);
+  auto lm = LoadModelAndTokenizer(a.model, "", true, ForKernels({}, *kernels));
   if (!lm.ok()) return ReportError(lm.status());
   const Model& model = *lm->model;
   const Tokenizer& tok = *lm->tokenizer;

@@ -186,7 +186,7 @@ int Generate(const GenerateArgs& a, const RuntimeOptions& rt_in) {
       pos = end + 1;
     }
   }
-  auto lm = LoadModelAndTokenizer(a.model, a.tokenizer, true, ps.load_options());
+  auto lm = LoadModelAndTokenizer(a.model, a.tokenizer, true, ForKernels(ps.load_options(), *kernels));
   if (Status st = ps.Ready(ModelPathOrDefault(a.model), lm.status(), *kernels, threads); !st.ok()) {
     return ReportError(st);
   }

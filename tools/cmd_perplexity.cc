@@ -89,7 +89,7 @@ int Perplexity(const PplArgs& args, const RuntimeOptions& rt_in) {
   if (!text.ok()) return ReportError(text.status());
   auto kernels = SelectKernels(rt);
   if (!kernels.ok()) return ReportError(kernels.status());
-  auto lm = LoadModelAndTokenizer(a.model, "", true, ps.load_options());
+  auto lm = LoadModelAndTokenizer(a.model, "", true, ForKernels(ps.load_options(), *kernels));
   if (Status st = ps.Ready(ModelPathOrDefault(a.model), lm.status(), *kernels, a.threads); !st.ok()) {
     return ReportError(st);
   }

@@ -78,7 +78,7 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
   if (ps.rank() != 0) return ps.RunWorker(ModelPathOrDefault(a.model), rt);
   auto kernels = SelectKernels(rt);
   if (!kernels.ok()) return ReportError(kernels.status());
-  auto lm = LoadModelAndTokenizer(a.model, a.tokenizer, true, ps.load_options());
+  auto lm = LoadModelAndTokenizer(a.model, a.tokenizer, true, ForKernels(ps.load_options(), *kernels));
   if (Status st = ps.Ready(ModelPathOrDefault(a.model), lm.status(), *kernels, threads); !st.ok()) {
     return ReportError(st);
   }

@@ -104,7 +104,7 @@ Status Load(const ServeArgs& a, EngineOptions eopts, const RuntimeOptions& rt, P
             server::ApiBackend* backend) {
   ASSIGN_OR_RETURN(KernelTable k, SelectKernels(rt));
   out->kernels = std::make_unique<KernelTable>(k);
-  auto lm = LoadModelAndTokenizer(a.model, a.tokenizer, true, ps.load_options());
+  auto lm = LoadModelAndTokenizer(a.model, a.tokenizer, true, ForKernels(ps.load_options(), k));
   RETURN_IF_ERROR(ps.Ready(ModelPathOrDefault(a.model), lm.status(), k, rt.threads));
   out->lm = std::move(lm).value();
   ASSIGN_OR_RETURN(ChatTemplate tmpl, ResolveChatTemplate(*out->lm.tokenizer, a.chat_template, a.chat_template_file));

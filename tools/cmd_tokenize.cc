@@ -142,7 +142,7 @@ int EvalLogits(const EvalArgs& a, const RuntimeOptions& rt) {
   if (chunk <= 0) return ReportError("--mode must be full, incremental or chunk:N");
   auto kernels = SelectKernels(rt);
   if (!kernels.ok()) return ReportError(kernels.status());
-  auto lm = LoadModelAndTokenizer(a.model, "", false);
+  auto lm = LoadModelAndTokenizer(a.model, "", false, ForKernels({}, *kernels));
   if (!lm.ok()) return ReportError(lm.status());
   if (a.greedy < 0) return ReportError("--greedy must be >= 0");
   // The serving engine with one sequence, `chunk` tokens per step.

@@ -227,7 +227,7 @@ int ParallelSession::RunWorker(const std::string& model_path, const RuntimeOptio
     return ReportError(k.status());
   }
   std::unique_ptr<Model> m;
-  Status st = LoadAndAgree(model_path, load_, *world_, &m);
+  Status st = LoadAndAgree(model_path, ForKernels(load_, *k), *world_, &m);
   if (st.ok()) st = ServeSteps(*m, *k, Threads(rt.threads), *world_, *tp_);
   if (!st.ok()) {
     LOG_ERROR("parallel: rank {} stopped: {}", rank(), st.ToString());

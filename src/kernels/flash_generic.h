@@ -17,37 +17,13 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/exp_generic.h"
 #include "kernels/kernels.h"
 
 namespace infera {
 // Internal linkage on purpose: every ISA file compiles its own copy with its
 // own flags (one shared inline copy could be an AVX-512 one run on any CPU).
 namespace {
-
-// exp(x) for x <= 0 (softmax arguments), to about 2 ulp: x = n ln2 + r with
-// |r| <= ln2/2, a degree-6 polynomial for e^r, then 2^n from the exponent
-// bits. Plain element-wise arithmetic with explicit FMAs and no branch (the
-// cut-off is a select), so a compiler vectorizes a loop of it and every ISA
-// still computes the same bits.
-inline float ExpNonPositive(float x_in) {
-  const float x = std::max(x_in, -87.0f);  // (also -inf) below the normal range: 0 at the end
-  const float n = std::nearbyint(x * 1.44269504088896341f);
-  float r = std::fma(n, -0.693145751953125f, x);  // ln2 split in two for accuracy
-  r = std::fma(n, -1.428606765330187045e-06f, r);
-  float p = 1.0f / 720.0f;
-  p = std::fma(p, r, 1.0f / 120.0f);
-  p = std::fma(p, r, 1.0f / 24.0f);
-  p = std::fma(p, r, 1.0f / 6.0f);
-  p = std::fma(p, r, 0.5f);
-  p = std::fma(p, r, 1.0f);
-  p = std::fma(p, r, 1.0f);
-  int32_t bits;
-  std::memcpy(&bits, &p, 4);
-  bits += static_cast<int32_t>(n) << 23;
-  float out;
-  std::memcpy(&out, &bits, 4);
-  return x_in > -87.0f ? out : 0.0f;
-}
 
 // Quantizes one head's row x [n] to int8 with one scale (amax / 127):
 // store(i, q_i) for each element; returns the scale.

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "base/check.h"
+#include "kernels/exp_generic.h"
 #include "kernels/cpu/avx2/avx2_kernels.h"
 #include "kernels/cpu/avxvnni/avxvnni_kernels.h"
 #include "kernels/cpu/avx512/avx512_kernels.h"
@@ -252,9 +253,7 @@ void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps) {
   for (int64_t i = 0; i < n; ++i) y[i] = w[i] * (x[i] * scale);
 }
 
-void SiluMul(float* g, const float* u, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
-}
+void SiluMul(float* g, const float* u, int64_t n) { SiluMulGeneric(g, u, n); }
 
 void GeluTanhMul(float* g, const float* u, int64_t n) {
   constexpr float kSqrt2OverPi = 0.7978845608028654f;

@@ -182,6 +182,9 @@ struct KernelTable {
   // chunk of positions (FlashChunkFn; flash.h drives it).
   FlashChunkFn flash_chunk = nullptr;
   FlashMergeFn flash_merge = nullptr;
+  // g[i] = silu(g[i]) * u[i] (exp_generic.h's SiluMulGeneric, the same bits
+  // as SiluMul below on every ISA).
+  void (*silu_mul)(float* g, const float* u, int64_t n) = nullptr;
   const char* flash_variant = "scalar";
 
   FloatTileFn FloatTileFor(DType t) const;
@@ -260,7 +263,7 @@ inline float Reduce64(const float* v) {
 // Element-wise ops (single-threaded, called per row).
 // y[i] = x[i] / rms(x) * w[i]; accumulates in double.
 void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps);
-// g[i] = silu(g[i]) * u[i]
+// g[i] = silu(g[i]) * u[i] (the portable reference of KernelTable::silu_mul)
 void SiluMul(float* g, const float* u, int64_t n);
 // g[i] = gelu(g[i]) * u[i] with GELU's tanh approximation
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Gemma's gelu_pytorch_tanh).

@@ -314,7 +314,7 @@ void DecoderRunner::GatedActivation(float* gate, const float* up, int32_t rows, 
       float* g = gate + size_t(r) * width;
       const float* u = up + size_t(r) * width;
       if (c_.activation == Activation::kGeluTanh) GeluTanhMul(g, u, width);
-      else SiluMul(g, u, width);
+      else kernels_.silu_mul(g, u, width);
     }
   });
 }

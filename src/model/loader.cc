@@ -47,9 +47,11 @@ std::string SummarizeTypes(const ModelConfig& c, const ModelWeights& w) {
   return counts.size() == 1 ? best : best + " (mostly)";
 }
 
-// Plans the shard of a split load into *shard and points opts at it.
+// Plans the shard of a split load into *shard and points opts at it; passes
+// the kernel ISA on.
 Status PlanLoad(const ModelConfig& c, const TensorLookup& lookup, const ModelLoadOptions& lo, ShardSpec* shard,
                 WeightLoadOptions* opts) {
+  opts->kernel_isa = lo.kernel_isa;
   if (lo.layout.world_size() == 1) return Status::Ok();
   ASSIGN_OR_RETURN(*shard, PlanShard(c, lookup, lo.layout, lo.rank));
   opts->shard = shard;

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "base/cpu_features.h"
 #include "infera/status.h"
 #include "model/model.h"
 #include "model/shard.h"
@@ -15,6 +16,10 @@ struct ModelLoadOptions {
   // A split model (--tp / --pp): load only world rank `rank`'s shard.
   ParallelLayout layout;
   int rank = 0;
+  // The kernel ISA the weights will run on (KernelTable::isa): matrices take
+  // the sparse layouts (2:4, mask) only where that ISA has their kernels,
+  // so a forced lower ISA (--cpu-isa avx2) packs them dense.
+  CpuIsa kernel_isa = CpuIsa::kAvx512;
 };
 
 StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& path, const ModelLoadOptions& opts = {});

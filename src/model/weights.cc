@@ -353,14 +353,16 @@ class Builder {
     // 2:4 sparse Q8_0 matrices (or Q8_0_S24 ones) take the 2:4 layout where
     // a kernel skips their zeros (AVX-512 VNNI); Q8_0 matrices with at least
     // kMaskMinZeros zeros the sparse-mask layout (AVX-512 VBMI2 + VNNI);
-    // everything else, and everything elsewhere, is dense.
+    // everything else, and everything elsewhere (or for kernels of a lower
+    // ISA than AVX-512: opts.kernel_isa), is dense.
     const CpuFeatures cpu = DetectCpuFeatures();
+    const bool vnni = cpu.avx512vnni && static_cast<int>(opts_.kernel_isa) >= static_cast<int>(CpuIsa::kAvx512);
     std::atomic<int> n_sparse{0}, n_mask{0};
     auto layout_of = [&](const WeightMatrix& m) {
-      if (cpu.avx512vnni && PackedMatrix::IsSparse24(m.type, m.data, m.row_bytes, m.n_in, m.n_out)) {
+      if (vnni && PackedMatrix::IsSparse24(m.type, m.data, m.row_bytes, m.n_in, m.n_out)) {
         return SparseLayout::k24;
       }
-      if (cpu.avx512vnni && cpu.avx512vbmi2 &&
+      if (vnni && cpu.avx512vbmi2 &&
           PackedMatrix::ZeroFraction(m.type, m.data, m.row_bytes, m.n_in, m.n_out) >= kMaskMinZeros) {
         return SparseLayout::kMask;
       }

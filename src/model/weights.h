@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "formats/tensor_view.h"
+#include "base/cpu_features.h"
 #include "infera/status.h"
 #include "kernels/kernels.h"
 #include "model/config.h"
@@ -80,6 +81,8 @@ struct WeightLoadOptions {
   // ones (copied), its vocabulary rows of the output. Null: everything.
   // Shapes are checked against the whole model's config.
   const ShardSpec* shard = nullptr;
+  // The kernel ISA the packed matrices are for (ModelLoadOptions::kernel_isa).
+  CpuIsa kernel_isa = CpuIsa::kAvx512;
 };
 
 StatusOr<std::unique_ptr<ModelWeights>> BuildWeights(const ModelConfig& c, const TensorLookup& lookup,

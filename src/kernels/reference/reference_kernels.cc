@@ -166,6 +166,7 @@ void Fill(KernelTable* t) {
   t->attend_head = AttendHeadComposed<DotF32, AxpyF32>;
   t->flash_chunk = FlashChunkGeneric;
   t->flash_merge = FlashMergeGeneric;
+  t->silu_mul = SiluMulGeneric;
 }
 
 }  // namespace infera::reference

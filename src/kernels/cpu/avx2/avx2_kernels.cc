@@ -180,6 +180,7 @@ void Fill(KernelTable* t) {
   t->attend_head = AttendHeadComposed<DotF32, AxpyF32>;
   t->flash_chunk = FlashChunkGeneric;
   t->flash_merge = FlashMergeGeneric;  // inline FMAs in ExpNonPositive (no libm call)
+  t->silu_mul = SiluMulGeneric;        // vectorized with this file's flags
   t->flash_variant = "avx2-generic";
 }
 

@@ -289,6 +289,7 @@ void FlashChunkAny(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float*
 void FillFlash(KernelTable* t) {
   t->flash_chunk = FlashChunkAny;
   t->flash_merge = FlashMergeGeneric;  // inline FMAs in ExpNonPositive (no libm call)
+  t->silu_mul = SiluMulGeneric;        // vectorized with this file's flags
   t->flash_variant = "avx512-tiled";
 }
 
