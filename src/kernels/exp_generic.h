@@ -15,13 +15,12 @@ namespace infera {
 // own flags (one shared inline copy could be an AVX-512 one run on any CPU).
 namespace {
 
-// exp(x) for x <= 0 (softmax arguments), to about 2 ulp: x = n ln2 + r with
+// exp(x) for x in [-87, 88], to about 2 ulp: x = n ln2 + r with
 // |r| <= ln2/2, a degree-6 polynomial for e^r, then 2^n from the exponent
-// bits. Plain element-wise arithmetic with explicit FMAs and no branch (the
-// cut-off is a select), so a compiler vectorizes a loop of it and every ISA
-// still computes the same bits.
-inline float ExpNonPositive(float x_in) {
-  const float x = std::max(x_in, -87.0f);  // (also -inf) below the normal range: 0 at the end
+// bits. Plain element-wise arithmetic with explicit FMAs and no branch, so a
+// compiler vectorizes a loop of it and every ISA still computes the same
+// bits.
+inline float ExpInRange(float x) {
   const float n = std::nearbyint(x * 1.44269504088896341f);
   float r = std::fma(n, -0.693145751953125f, x);  // ln2 split in two for accuracy
   r = std::fma(n, -1.428606765330187045e-06f, r);
@@ -37,29 +36,19 @@ inline float ExpNonPositive(float x_in) {
   bits += static_cast<int32_t>(n) << 23;
   float out;
   std::memcpy(&out, &bits, 4);
+  return out;
+}
+
+// exp(x) for x <= 0 (softmax arguments): 0 below -87 (and for -inf); the
+// cut-off is a select.
+inline float ExpNonPositive(float x_in) {
+  const float out = ExpInRange(std::max(x_in, -87.0f));
   return x_in > -87.0f ? out : 0.0f;
 }
 
-// exp(x) for any x, to about 2 ulp: ExpNonPositive's polynomial on x
-// clamped to [-87, 88]; 0 below -87, +inf above 88 (and for +inf), NaN
-// gives 0.
+// exp(x) for any x: 0 below -87, +inf above 88 (and for +inf), NaN gives 0.
 inline float ExpClamped(float x_in) {
-  const float x = std::min(std::max(x_in, -87.0f), 88.0f);
-  const float n = std::nearbyint(x * 1.44269504088896341f);
-  float r = std::fma(n, -0.693145751953125f, x);
-  r = std::fma(n, -1.428606765330187045e-06f, r);
-  float p = 1.0f / 720.0f;
-  p = std::fma(p, r, 1.0f / 120.0f);
-  p = std::fma(p, r, 1.0f / 24.0f);
-  p = std::fma(p, r, 1.0f / 6.0f);
-  p = std::fma(p, r, 0.5f);
-  p = std::fma(p, r, 1.0f);
-  p = std::fma(p, r, 1.0f);
-  int32_t bits;
-  std::memcpy(&bits, &p, 4);
-  bits += static_cast<int32_t>(n) << 23;
-  float out;
-  std::memcpy(&out, &bits, 4);
+  float out = ExpInRange(std::min(std::max(x_in, -87.0f), 88.0f));
   out = x_in > 88.0f ? INFINITY : out;
   return x_in > -87.0f ? out : 0.0f;
 }
