@@ -29,7 +29,8 @@ void WriteKv(KvStorage& kv, int layer, int32_t slot, const float* k, const float
 namespace {
 
 // Query rows (tokens × the query heads of one KV head) per tiled block: the
-// block's state and a tile of K/V stay in L1 while every row uses the tile.
+// block's state and a step of K/V (64 positions: 2 × 16 KB at head_dim 64,
+// f32) stay in L1 / L2 while every row uses the step.
 constexpr int kFlashRows = 32;
 
 void Grow(std::vector<float>& v, size_t n) {
