@@ -41,13 +41,18 @@ if [ "$cmd" = up ]; then
     ip -n "$ns" addr add "$addr/24" dev "infera_v$i"
     ip -n "$ns" link set "infera_v$i" up
     ip -n "$ns" link set lo up
+    mkdir -p "$dir/tmp-$ns"
     echo "$addr slots=1" >> "$dir/hostfile"
     echo "  $addr) ns=$ns ;;" >> "$dir/rsh"
   done
   {
     echo '  *) echo "rsh: unknown host $host" >&2; exit 1 ;;'
     echo 'esac'
-    echo 'exec ip netns exec "$ns" sh -c "$*"'
+    # Each host its own TMPDIR, as real hosts have their own /tmp: the
+    # daemons' session directories (TMPDIR/ompi.HOSTNAME.UID/...) would
+    # otherwise be one path for every host (same hostname), and two daemons
+    # creating it at once failed with "File exists" (orte_init).
+    echo 'exec ip netns exec "$ns" env TMPDIR="'"$dir"'/tmp-$ns" sh -c "$*"'
   } >> "$dir/rsh"
   chmod +x "$dir/rsh"
 elif [ "$cmd" = down ]; then
