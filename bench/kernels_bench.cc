@@ -86,7 +86,7 @@ MATMUL_BENCH(kAvx512, kQ4_K, 9, Verify9_Avx512_Q4_K);
 // reference vs tiled), and prefill blocks of 10 and 32 consecutive queries
 // (30 and 96 rows) at the end of the context (tiled; per query it reads each K/V row
 // once per block instead of once per query).
-void RunAttention(benchmark::State& state, bool flash, int nq) {
+void RunAttention(benchmark::State& state, bool flash, int nq, bool bf16 = false) {
   const int32_t n = static_cast<int32_t>(state.range(0));
   const int g = 3, hd = 64;
   const int64_t stride = hd;  // one KV head's cache (random values: K's tiled layout needs no care)
@@ -112,7 +112,8 @@ void RunAttention(benchmark::State& state, bool flash, int nq) {
   b.v = vc.data();
   b.scale = 0.125f;
   std::vector<float> scratch(flash ? FlashBlockScratchFloats(b.rows(), hd) : n);
-  const KernelTable k = MakeBestKernelTable();
+  KernelTable k = MakeBestKernelTable();
+  k.attn_bf16 = bf16;
   for (auto _ : state) {
     if (flash) {
       FlashAttendBlock(k, b, out.data(), b.q_stride, scratch.data());
@@ -133,10 +134,15 @@ void Attention_Naive(benchmark::State& s) { RunAttention(s, false, 1); }
 void Attention_Tiled(benchmark::State& s) { RunAttention(s, true, 1); }
 void Attention_TiledBlock10(benchmark::State& s) { RunAttention(s, true, 10); }
 void Attention_TiledBlock32(benchmark::State& s) { RunAttention(s, true, 32); }  // a prefill block
+// The same with bf16 products (--attn-dtype bf16).
+void Attention_TiledBf16(benchmark::State& s) { RunAttention(s, true, 1, true); }
+void Attention_TiledBf16Block32(benchmark::State& s) { RunAttention(s, true, 32, true); }
 BENCHMARK(Attention_Naive)->Arg(512)->Arg(2048)->Arg(8192)->Arg(16384);
 BENCHMARK(Attention_Tiled)->Arg(512)->Arg(2048)->Arg(8192)->Arg(16384)->Arg(131072);
 BENCHMARK(Attention_TiledBlock10)->Arg(512)->Arg(2048)->Arg(8192);
 BENCHMARK(Attention_TiledBlock32)->Arg(512)->Arg(4096);
+BENCHMARK(Attention_TiledBf16)->Arg(512)->Arg(16384);
+BENCHMARK(Attention_TiledBf16Block32)->Arg(512)->Arg(4096);
 
 // The core's f32 multiply-add peak: 16 independent chains of 16-lane fused
 // multiply-adds (more than latency x throughput on any current x86 core), no

@@ -29,6 +29,7 @@ int ReportError(const std::string& message);
 struct RuntimeOptions {
   int threads = 0;            // 0: the usable cores (ThreadPool::DefaultThreadCount)
   std::string cpu_isa;        // "", "scalar", "avx2", "avx512"
+  std::string attn_dtype = "f32";  // "f32" or "bf16": attention's products (KernelTable::attn_bf16)
 };
 
 // Kernel table for the requested (or best) ISA; logs the choice.

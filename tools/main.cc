@@ -26,13 +26,17 @@ int main(int argc, char** argv) {
                  "text|json|auto (auto: json for `serve` when stderr is not a terminal, else text)");
   cli::RuntimeOptions rt;
   app.add_option("--cpu-isa", rt.cpu_isa, "force a kernel ISA: scalar, avx2, avx512 (default: best available)");
+  app.add_option("--attn-dtype", rt.attn_dtype,
+                 "attention's products: f32, or bf16 (queries, K, V and probabilities rounded to bf16, sums in f32; "
+                 "faster long prompts with AVX512-BF16; f32 KV caches only)")
+      ->check(CLI::IsMember({"f32", "bf16"}));
 
   // Every option's default value shows in --help.
   app.option_defaults()->always_capture_default();
   std::map<CLI::App*, cli::CommandFn> commands;
   auto add = [&](const char* name, const char* help, cli::CommandFn (*reg)(CLI::App&, const cli::RuntimeOptions&)) {
     CLI::App* sub = app.add_subcommand(name, help);
-    sub->fallthrough();  // global options (--log-level, --log-format, --cpu-isa) may follow the subcommand
+    sub->fallthrough();  // global options (--log-level, --log-format, --cpu-isa, --attn-dtype) may follow the subcommand
     commands[sub] = reg(*sub, rt);
   };
   add("run", "generate text from a prompt", cli::RegisterRun);

@@ -12,6 +12,7 @@
 #include "kernels/cpu/avx512/avx512_kernels.h"
 #include "kernels/cpu/avx512vnni/vnni_kernels.h"
 #include "kernels/cpu/avx512vbmi2/sparse_mask_kernels.h"
+#include "kernels/cpu/avx512bf16/bf16_kernels.h"
 #include "kernels/reference/reference_kernels.h"
 
 namespace infera {
@@ -39,6 +40,7 @@ KernelTable MakeKernelTable(CpuIsa isa) {
     avx512::Fill(&t);
     if (f.avx512vnni) avx512vnni::Fill(&t);
     if (f.avx512vnni && f.avx512vbmi2) avx512vbmi2::Fill(&t);
+    if (f.avx512bf16) avx512bf16::Fill(&t);
   }
   return t;
 }

@@ -126,6 +126,17 @@ inline void FlashTokensOverlapping(const FlashBlock& b, int32_t lo, int32_t hi, 
 //   l = l * corr + Reduce64(p), o *= corr, then over the row's positions j
 //   in order o = fma(p_j, v_j, o) (int8: fma(p_j * vs_j, float(v8_j), o));
 //   m = mx.
+// The bf16 form (KernelTable::flash_chunk_bf16, f32 caches only): q, k, v
+// and p are rounded to bf16 (bf16_generic.h's Bf16Round) and their products
+// summed as VDPBF16PS lanes (DotBf16Pair):
+//   dot(q, k) = from 0, over d = 0, 2, 4, ...: DotBf16Pair(dot, q[d], k[d],
+//     q[d + 1], k[d + 1]) (element head_dim of an odd head: 0);
+//   s, mx, corr as above; p = bf16(ExpNonPositive(s - mx)),
+//   l = l * corr + Reduce64(p), o *= corr, then over the pairs of positions
+//   (j, j + 1), j even, covering the row's positions of the step, in order,
+//   o = DotBf16Pair(o, p_j, v_j, p_j+1, v_j+1) (a position the row does not
+//   see: p = 0 and v any finite value, which can change only the sign of a
+//   zero in the state, and outputs' zeros come out as +0).
 // Scratch: FlashChunkScratchFloats(R, head_dim) floats.
 using FlashChunkFn = void (*)(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l, float* o,
                               float* scratch);
@@ -137,7 +148,7 @@ using FlashChunkFn = void (*)(const FlashBlock& b, int32_t lo, int32_t hi, float
 using FlashMergeFn = void (*)(const FlashBlock& b, int32_t lo, int32_t hi, const float* mc, const float* lc,
                               const float* oc, float* m, float* l, float* o);
 inline size_t FlashChunkScratchFloats(int rows, int head_dim) {
-  return size_t(rows) * (kFlashStep + 1) + 2 * kFlashStep + size_t(kFlashStep + kFlashTile) * head_dim;
+  return size_t(rows) * (kFlashStep + 2 + head_dim / 2) + size_t(4 * kFlashStep + kFlashTile) * (head_dim + 16);
 }
 
 struct KernelTable {
@@ -182,6 +193,12 @@ struct KernelTable {
   // chunk of positions (FlashChunkFn; flash.h drives it).
   FlashChunkFn flash_chunk = nullptr;
   FlashMergeFn flash_merge = nullptr;
+  // The same with bf16 products (FlashChunkFn's bf16 form; f32 caches).
+  FlashChunkFn flash_chunk_bf16 = nullptr;
+  const char* flash_bf16_variant = "scalar";
+  // Attention over f32 caches runs flash_chunk_bf16 (`--attn-dtype bf16`;
+  // int8 caches keep flash_chunk). Set once at start-up.
+  bool attn_bf16 = false;
   // g[i] = silu(g[i]) * u[i] (exp_generic.h's SiluMulGeneric, the same bits
   // as SiluMul below on every ISA).
   void (*silu_mul)(float* g, const float* u, int64_t n) = nullptr;

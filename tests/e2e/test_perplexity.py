@@ -54,6 +54,26 @@ class PerplexityTest(unittest.TestCase):
                        "--kl-divergence-base", base, "--kl-divergence")
             self.assertEqual(r.returncode, 2)
 
+    def test_bf16_attention_products_stay_within_tolerance(self):
+        """--attn-dtype bf16 (queries, K, V and probabilities rounded to
+        bf16) against f32 products on the same model and text at its whole
+        trained context (256 positions, four softmax steps): KL divergence
+        < 1e-4 (measured 2.4e-6), top-1 agreement > 0.98, perplexity within
+        0.5 %."""
+        text = os.path.join(TS3M, "heldout.txt")
+        model = os.path.join(TS3M, "tinystories-3m-f32.gguf")
+        with tempfile.TemporaryDirectory() as d:
+            base = os.path.join(d, "base.kld")
+            f32 = ppl("-m", model, "-f", text, "--ctx", "256", "--chunks", "8", "--kl-divergence-base", base)
+            bf16 = ppl("--attn-dtype", "bf16", "-m", model, "-f", text, "--ctx", "256", "--chunks", "8",
+                       "--kl-divergence-base", base, "--kl-divergence")
+            self.assertGreater(bf16["kld"], 0)  # the rounding shows
+            self.assertLess(bf16["kld"], 1e-4)
+            self.assertGreater(bf16["top1_agreement"], 0.98)
+            self.assertLess(abs(bf16["ppl"] - f32["ppl"]) / f32["ppl"], 0.005)
+            print(f"bf16 products: ppl {bf16['ppl']:.4f} vs {f32['ppl']:.4f}, KLD {bf16['kld']:.2e}, "
+                  f"top-1 {bf16['top1_agreement']:.4f}")
+
     @unittest.skipUnless(os.path.exists(STORIES), "../shared not present")
     def test_wikitext_and_tinystories_give_finite_values(self):
         for model, text in ((STORIES, shared("data", "eval", "tinystories", "tinystories_197k.txt")),

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/attend_generic.h"
+#include "kernels/flash_bf16_generic.h"
 #include "kernels/flash_generic.h"
 #include "tensor/fp16.h"
 
@@ -166,6 +167,8 @@ void Fill(KernelTable* t) {
   t->attend_head = AttendHeadComposed<DotF32, AxpyF32>;
   t->flash_chunk = FlashChunkGeneric;
   t->flash_merge = FlashMergeGeneric;
+  t->flash_chunk_bf16 = FlashChunkGenericBf16;
+  t->flash_bf16_variant = "scalar (bf16 emulated)";
   t->silu_mul = SiluMulGeneric;
 }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/attend_generic.h"
+#include "kernels/flash_bf16_generic.h"
 #include "kernels/flash_generic.h"
 #include "kernels/cpu/avx2/qgemm256.h"
 #include "kernels/qgemm_dispatch.h"
@@ -182,6 +183,8 @@ void Fill(KernelTable* t) {
   t->flash_merge = FlashMergeGeneric;  // inline FMAs in ExpNonPositive (no libm call)
   t->silu_mul = SiluMulGeneric;        // vectorized with this file's flags
   t->flash_variant = "avx2-generic";
+  t->flash_chunk_bf16 = FlashChunkGenericBf16;
+  t->flash_bf16_variant = "avx2-generic (bf16 emulated)";
 }
 
 }  // namespace infera::avx2

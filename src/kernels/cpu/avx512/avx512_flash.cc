@@ -15,7 +15,9 @@
 #include <cmath>
 
 #include "kernels/cpu/avx512/avx512_kernels.h"
+#include "kernels/cpu/avx512/exp512.h"
 #include "kernels/cpu/avx512/reduce512.h"
+#include "kernels/flash_bf16_generic.h"
 #include "kernels/flash_generic.h"
 
 namespace infera::avx512 {
@@ -25,26 +27,6 @@ constexpr int kScoreRows = 6;  // rows per score block: 24 accumulators
 constexpr int kValueRows = 4;  // rows per value block: 16 accumulators
 
 inline __mmask16 FirstLanes(int n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1); }
-
-// ExpNonPositive on 16 lanes, operation for operation.
-inline __m512 ExpNonPositive16(__m512 x_in) {
-  const __m512 lim = _mm512_set1_ps(-87.0f);
-  const __m512 x = _mm512_max_ps(x_in, lim);
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-0.693145751953125f), x);
-  r = _mm512_fmadd_ps(n, _mm512_set1_ps(-1.428606765330187045e-06f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 720.0f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  const __m512i bits = _mm512_add_epi32(_mm512_castps_si512(p), _mm512_slli_epi32(_mm512_cvtps_epi32(n), 23));
-  const __mmask16 keep = _mm512_cmp_ps_mask(x_in, lim, _CMP_GT_OQ);
-  return _mm512_maskz_mov_ps(keep, _mm512_castsi512_ps(bits));
-}
 
 // One step's K, kFlashStepTiles tiles transposed ([head_dim][16], f32 or
 // int8; a zero tile for tiles no lane of the step reads), and the factor
@@ -291,6 +273,8 @@ void FillFlash(KernelTable* t) {
   t->flash_merge = FlashMergeGeneric;  // inline FMAs in ExpNonPositive (no libm call)
   t->silu_mul = SiluMulGeneric;        // vectorized with this file's flags
   t->flash_variant = "avx512-tiled";
+  t->flash_chunk_bf16 = FlashChunkGenericBf16;  // vectorized with this file's flags
+  t->flash_bf16_variant = "avx512-generic (bf16 emulated)";
 }
 
 }  // namespace infera::avx512

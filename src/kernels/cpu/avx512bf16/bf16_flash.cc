@@ -1,0 +1,315 @@
+// The tiled attention chunk kernel with bf16 products (FlashChunkFn's bf16
+// form) in AVX512-BF16: the operations of FlashChunkGenericBf16 per row, in
+// its order, with VDPBF16PS doing two products per lane.
+//
+// Per step of 64 positions the f32 cache's K and V are rounded once into
+// pair layouts every row of the block then reads from L1:
+//   K: per tile of 16 lanes and pair of dimensions (d, d + 1), one vector of
+//      16 dwords (k_j[d], k_j[d + 1]): scores of 6 rows × 64 lanes as in the
+//      f32 kernel, one VDPBF16PS per row, tile and pair of dimensions;
+//   V: per pair of positions (j, j + 1) and 16 output elements, one vector
+//      of 16 dwords (v_j[e], v_j+1[e]): one broadcast dword of probabilities
+//      (p_j, p_j+1) per row and pair.
+// Queries are rounded once per call, probabilities once per step and row.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cpu/avx512/exp512.h"
+#include "kernels/cpu/avx512/reduce512.h"
+#include "kernels/cpu/avx512bf16/bf16_kernels.h"
+#include "kernels/flash_generic.h"
+
+namespace infera::avx512bf16 {
+namespace {
+
+using avx512::ExpNonPositive16;
+using avx512::Sum;
+
+constexpr int kScoreRows = 6;  // rows per score block: 24 accumulators
+constexpr int kValueRows = 4;  // rows per value block: 16 accumulators
+
+inline __mmask16 FirstLanes(int n) { return n <= 0 ? 0 : n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1); }
+
+// The bf16 words of lo [16] and hi [16] interleaved: dword i = (lo[i], hi[i])
+// (lo in the low half, the pair's even element).
+inline __m512i PairUp(__m512 lo, __m512 hi) {
+  alignas(64) static constexpr uint16_t kInterleave[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
+                                                           21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
+                                                           11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i words = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));  // words 0..15 lo, 16..31 hi
+  return _mm512_permutexvar_epi16(_mm512_load_si512(kInterleave), words);
+}
+
+// f32 probabilities rounded to bf16 and back.
+inline __m512 Widen(__m256i bf16) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bf16), 16)); }
+
+inline __m512 Dp(__m512 acc, __m512i a, __m512i b) {
+  return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh>(a), reinterpret_cast<__m512bh>(b));
+}
+
+// s[r][c] = scores of rows with query pairs qp[r] [hd2] against tile c of
+// the step's K pairs kp [4][hd2][16], times scale.
+template <int kR>
+void Scores(const uint32_t *const *qp, const uint32_t *kp, int hd2, float scale, __m512 (*s)[kFlashStepTiles]) {
+  __m512 acc[kR][kFlashStepTiles];
+  for (int r = 0; r < kR; ++r) {
+    for (int c = 0; c < kFlashStepTiles; ++c) acc[r][c] = _mm512_setzero_ps();
+  }
+  const int64_t tile = int64_t(hd2) * 16;
+  for (int dp = 0; dp < hd2; ++dp) {
+    __m512i kv[kFlashStepTiles];
+    for (int c = 0; c < kFlashStepTiles; ++c) kv[c] = _mm512_load_si512(kp + c * tile + dp * 16);
+    for (int r = 0; r < kR; ++r) {
+      const __m512i qd = _mm512_set1_epi32(static_cast<int>(qp[r][dp]));
+      for (int c = 0; c < kFlashStepTiles; ++c) acc[r][c] = Dp(acc[r][c], qd, kv[c]);
+    }
+  }
+  const __m512 sc = _mm512_set1_ps(scale);
+  for (int r = 0; r < kR; ++r) {
+    for (int c = 0; c < kFlashStepTiles; ++c) s[r][c] = _mm512_mul_ps(acc[r][c], sc);
+  }
+}
+
+// o rows (kR) = o * corr, then over the pairs [jp0, jp1] of the step's V
+// pairs vp [32][nch][16] dwords, o = dp(o, (p_j, p_j+1), (v_j, v_j+1)) on
+// kC 16-float chunks from chunk c0; pp rows of 32 probability dwords.
+template <int kR, int kC>
+void ValuesChunks(float *const *orow, const float *corr, const uint32_t *const *pp, const uint32_t *vp, int nch,
+                  int jp0, int jp1, int c0, int hd) {
+  __m512 acc[kR][kC];
+  __mmask16 m[kC];
+  for (int c = 0; c < kC; ++c) m[c] = FirstLanes(hd - 16 * (c0 + c));
+  for (int r = 0; r < kR; ++r) {
+    const __m512 cr = _mm512_set1_ps(corr[r]);
+    for (int c = 0; c < kC; ++c) acc[r][c] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m[c], orow[r] + 16 * (c0 + c)), cr);
+  }
+  for (int jp = jp0; jp <= jp1; ++jp) {
+    __m512i v[kC];
+    for (int c = 0; c < kC; ++c) v[c] = _mm512_load_si512(vp + (int64_t(jp) * nch + c0 + c) * 16);
+    for (int r = 0; r < kR; ++r) {
+      const __m512i pj = _mm512_set1_epi32(static_cast<int>(pp[r][jp]));
+      for (int c = 0; c < kC; ++c) acc[r][c] = Dp(acc[r][c], pj, v[c]);
+    }
+  }
+  for (int r = 0; r < kR; ++r) {
+    for (int c = 0; c < kC; ++c) _mm512_mask_storeu_ps(orow[r] + 16 * (c0 + c), m[c], acc[r][c]);
+  }
+}
+
+template <int kR>
+void Values(float *const *orow, const float *corr, const uint32_t *const *pp, const uint32_t *vp, int nch, int jp0,
+            int jp1, int hd) {
+  for (int c0 = 0; c0 < nch; c0 += 4) {
+    switch (std::min(4, nch - c0)) {
+      case 1:
+        ValuesChunks<kR, 1>(orow, corr, pp, vp, nch, jp0, jp1, c0, hd);
+        break;
+      case 2:
+        ValuesChunks<kR, 2>(orow, corr, pp, vp, nch, jp0, jp1, c0, hd);
+        break;
+      case 3:
+        ValuesChunks<kR, 3>(orow, corr, pp, vp, nch, jp0, jp1, c0, hd);
+        break;
+      default:
+        ValuesChunks<kR, 4>(orow, corr, pp, vp, nch, jp0, jp1, c0, hd);
+        break;
+    }
+  }
+}
+
+inline uint32_t *AlignUp(float *p) {
+  const uintptr_t u = (reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t(63);
+  return reinterpret_cast<uint32_t *>(u);
+}
+
+// Prefetches the K groups and V rows of the positions [t0, t1] into L2 so
+// that the next step's rounding does not wait on L3 / memory (it reads them
+// in one burst, unlike the f32 kernel, whose loads spread over its
+// arithmetic).
+inline void PrefetchPositions(const FlashBlock& b, int32_t t0, int32_t t1) {
+  const int hd = b.head_dim;
+  const int64_t row_bytes = int64_t(hd) * 4;
+  for (int32_t t = t0; t <= t1; ++t) {
+    const char* v = reinterpret_cast<const char*>(b.v + int64_t(b.slots[t]) * hd);
+    for (int64_t o = 0; o < row_bytes; o += 64) _mm_prefetch(v + o, _MM_HINT_T1);
+    if (t == t0 || b.slots[t] % kFlashTile == 0) {  // the K group of this slot: hd lines of 64 bytes
+      const char* k = reinterpret_cast<const char*>(b.k + FlashKIndex(b.slots[t] - b.slots[t] % kFlashTile, 0, hd));
+      for (int d = 0; d < hd; ++d) _mm_prefetch(k + int64_t(d) * 64, _MM_HINT_T1);
+    }
+  }
+}
+
+template <typename Fn>
+void ForRowGroups(int r0, int r1, int n, Fn &&fn) {
+  for (int r = r0; r < r1; r += n) fn(r, std::min(n, r1 - r));
+}
+
+void FlashChunkBf16(const FlashBlock &b, int32_t lo, int32_t hi, float *m, float *l, float *o, float *scratch) {
+  const int hd = b.head_dim, g = b.g;
+  const int hd2 = (hd + 1) / 2, nch = (hd + 15) / 16;
+  int ia = 0, ib = 0;
+  FlashTokensOverlapping(b, lo, hi, &ia, &ib);
+  if (ia >= ib) return;
+  const int R = b.rows();
+  // Scratch (FlashChunkScratchFloats): pair buffers 64-byte aligned.
+  uint32_t *kp = AlignUp(scratch);                                              // [4][hd2][16] K pairs
+  uint32_t *vp = kp + int64_t(kFlashStepTiles) * hd2 * 16;                      // [32][nch][16] V pairs
+  uint32_t *qp = vp + int64_t(kFlashStep / 2) * nch * 16;                       // [R][hd2] query pairs
+  uint32_t *pp = qp + int64_t(R) * hd2;                                         // [R][32] probability pairs
+  float *corr = reinterpret_cast<float *>(pp + int64_t(R) * (kFlashStep / 2));  // [R]
+  float *kbuf = corr + R;                                                       // [4][hd][16] gathered K tiles
+  for (int r = ia * g; r < ib * g; ++r) {
+    m[r] = -INFINITY;
+    l[r] = 0;
+    std::fill(o + int64_t(r) * hd, o + int64_t(r + 1) * hd, 0.0f);
+    const float *q = b.q + (r / g) * b.q_stride + (r % g) * hd;
+    for (int d0 = 0; d0 < hd; d0 += 32) {  // 32 consecutive floats -> 16 pairs
+      const __m512 a = _mm512_maskz_loadu_ps(FirstLanes(hd - d0), q + d0);
+      const __m512 z = _mm512_maskz_loadu_ps(FirstLanes(hd - d0 - 16), q + d0 + 16);
+      const __m512i w = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(z, a));
+      _mm512_mask_storeu_epi32(qp + int64_t(r) * hd2 + d0 / 2, FirstLanes(hd2 - d0 / 2), w);
+    }
+  }
+  const int32_t ulo = std::max(lo, b.first[ia]), uhi = std::min(hi, b.last[ib - 1]);
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512 zero = _mm512_setzero_ps();
+  int ta = ia, tb = ia;
+  for (int32_t t0 = ulo - ulo % kFlashStep; t0 <= uhi; t0 += kFlashStep) {
+    while (ta < ib && std::min(hi, b.last[ta]) < t0) ++ta;
+    while (tb < ib && std::max(lo, b.first[tb]) <= t0 + kFlashStep - 1) ++tb;
+    if (ta >= tb) continue;
+    const int j0 = std::max(ulo, t0) - t0, j1 = std::min(uhi, t0 + kFlashStep - 1) - t0;
+    const int32_t *slots = b.slots + t0;
+    // K pairs of the step's read lanes (other tiles: zeros).
+    for (int c = 0; c < kFlashStepTiles; ++c) {
+      const int c0 = c * kFlashTile, a = std::max(j0, c0) - c0, z = std::min(j1, c0 + kFlashTile - 1) - c0;
+      uint32_t *dst = kp + int64_t(c) * hd2 * 16;
+      if (a > z) {
+        for (int dp = 0; dp < hd2; ++dp) _mm512_store_si512(dst + dp * 16, _mm512_setzero_si512());
+        continue;
+      }
+      const float *kt = FlashKTile(b.k, slots + c0, a, z, hd, kbuf + int64_t(c) * kFlashTile * hd);
+      for (int dp = 0; dp < hd2; ++dp) {
+        const __m512 k0 = _mm512_loadu_ps(kt + 2 * dp * 16);
+        const __m512 k1 = 2 * dp + 1 < hd ? _mm512_loadu_ps(kt + (2 * dp + 1) * 16) : zero;
+        _mm512_store_si512(dst + dp * 16, PairUp(k0, k1));
+      }
+    }
+    // V pairs covering [j0, j1] (lanes outside: zeros).
+    const int jp0 = j0 / 2, jp1 = j1 / 2;
+    for (int jp = jp0; jp <= jp1; ++jp) {
+      const int j = 2 * jp;
+      const float *v0 = j >= j0 ? b.v + int64_t(slots[j]) * hd : nullptr;
+      const float *v1 = j + 1 <= j1 ? b.v + int64_t(slots[j + 1]) * hd : nullptr;
+      for (int c = 0; c < nch; ++c) {
+        const __mmask16 mk = FirstLanes(hd - 16 * c);
+        const __m512 a = v0 != nullptr ? _mm512_maskz_loadu_ps(mk, v0 + 16 * c) : zero;
+        const __m512 z = v1 != nullptr ? _mm512_maskz_loadu_ps(mk, v1 + 16 * c) : zero;
+        _mm512_store_si512(vp + (int64_t(jp) * nch + c) * 16, PairUp(a, z));
+      }
+    }
+    // The next step's positions, in the next chunk too (up to the block's
+    // last position: its slots exist).
+    const int32_t block_end = b.last[b.nq - 1];
+    if (t0 + kFlashStep <= block_end) {
+      PrefetchPositions(b, t0 + kFlashStep, std::min(block_end, t0 + 2 * kFlashStep - 1));
+    }
+    const int r0 = ta * g, r1 = tb * g;
+    // Scores and the online softmax.
+    ForRowGroups(r0, r1, kScoreRows, [&](int rg, int nr) {
+      const uint32_t *q[kScoreRows];
+      for (int i = 0; i < nr; ++i) q[i] = qp + int64_t(rg + i) * hd2;
+      __m512 sc[kScoreRows][kFlashStepTiles];
+      switch (nr) {
+        case 1:
+          Scores<1>(q, kp, hd2, b.scale, sc);
+          break;
+        case 2:
+          Scores<2>(q, kp, hd2, b.scale, sc);
+          break;
+        case 3:
+          Scores<3>(q, kp, hd2, b.scale, sc);
+          break;
+        case 4:
+          Scores<4>(q, kp, hd2, b.scale, sc);
+          break;
+        case 5:
+          Scores<5>(q, kp, hd2, b.scale, sc);
+          break;
+        default:
+          Scores<6>(q, kp, hd2, b.scale, sc);
+          break;
+      }
+      for (int k = 0; k < nr; ++k) {
+        const int r = rg + k, i = r / g;
+        const __m512i a = _mm512_set1_epi32(std::max(lo, b.first[i]) - t0);
+        const __m512i z = _mm512_set1_epi32(std::min(hi, b.last[i]) - t0);
+        __m512 sv[kFlashStepTiles];
+        __m512 vmax = _mm512_set1_ps(-INFINITY);
+        for (int c = 0; c < kFlashStepTiles; ++c) {
+          sv[c] = sc[k][c];
+          if (b.softcap > 0) {
+            alignas(64) float s[kFlashTile];
+            _mm512_store_ps(s, sv[c]);
+            for (int j = 0; j < kFlashTile; ++j) s[j] = SoftCap(s[j], b.softcap);
+            sv[c] = _mm512_load_ps(s);
+          }
+          const __m512i pos = _mm512_add_epi32(lane, _mm512_set1_epi32(c * kFlashTile));
+          const __mmask16 valid =
+              _mm512_cmp_epi32_mask(pos, a, _MM_CMPINT_NLT) & _mm512_cmp_epi32_mask(pos, z, _MM_CMPINT_LE);
+          sv[c] = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), valid, sv[c]);
+          vmax = _mm512_max_ps(vmax, sv[c]);
+        }
+        const float mx = std::max(m[r], _mm512_reduce_max_ps(vmax));
+        corr[r] = ExpNonPositive(m[r] - mx);
+        const __m512 mxv = _mm512_set1_ps(mx);
+        __m512 p[kFlashStepTiles];
+        for (int c = 0; c < kFlashStepTiles; c += 2) {
+          const __m512 e0 = ExpNonPositive16(_mm512_sub_ps(sv[c], mxv));
+          const __m512 e1 = ExpNonPositive16(_mm512_sub_ps(sv[c + 1], mxv));
+          const __m512i w = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(e1, e0));  // 32 bf16 in lane order
+          _mm512_storeu_si512(pp + int64_t(r) * (kFlashStep / 2) + c * kFlashTile / 2, w);
+          p[c] = Widen(_mm512_castsi512_si256(w));
+          p[c + 1] = Widen(_mm512_extracti64x4_epi64(w, 1));
+        }
+        l[r] = l[r] * corr[r] + Sum(_mm512_add_ps(_mm512_add_ps(p[0], p[1]), _mm512_add_ps(p[2], p[3])));
+        m[r] = mx;
+      }
+    });
+    // Values.
+    ForRowGroups(r0, r1, kValueRows, [&](int rg, int nr) {
+      float *out[kValueRows];
+      const uint32_t *prow[kValueRows];
+      for (int i = 0; i < nr; ++i) {
+        out[i] = o + int64_t(rg + i) * hd;
+        prow[i] = pp + int64_t(rg + i) * (kFlashStep / 2);
+      }
+      switch (nr) {
+        case 1:
+          Values<1>(out, corr + rg, prow, vp, nch, jp0, jp1, hd);
+          break;
+        case 2:
+          Values<2>(out, corr + rg, prow, vp, nch, jp0, jp1, hd);
+          break;
+        case 3:
+          Values<3>(out, corr + rg, prow, vp, nch, jp0, jp1, hd);
+          break;
+        default:
+          Values<4>(out, corr + rg, prow, vp, nch, jp0, jp1, hd);
+          break;
+      }
+    });
+  }
+}
+
+}  // namespace
+
+void Fill(KernelTable *t) {
+  t->flash_chunk_bf16 = FlashChunkBf16;
+  t->flash_bf16_variant = "avx512bf16-tiled";
+}
+
+}  // namespace infera::avx512bf16
