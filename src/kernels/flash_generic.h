@@ -60,6 +60,15 @@ const T* FlashKTile(const T* k, const int32_t* slots, int j0, int j1, int hd, T*
   return buf;
 }
 
+// The state of rows [r0, r1) before a chunk: m = -inf, l = 0, o = 0.
+inline void FlashResetRows(int r0, int r1, int hd, float* m, float* l, float* o) {
+  for (int r = r0; r < r1; ++r) {
+    m[r] = -INFINITY;
+    l[r] = 0;
+    std::memset(o + static_cast<int64_t>(r) * hd, 0, sizeof(float) * hd);
+  }
+}
+
 // dots[j] = dot(q, k_j) for the 16 lanes of a K tile kt [hd][16] (the
 // tiled kernel's dot: one fused multiply-add chain per lane in increasing
 // d), written lane-wise so that compilers vectorize it.
@@ -85,11 +94,7 @@ inline void FlashChunkGeneric(const FlashBlock& b, int32_t lo, int32_t hi, float
   int ia = 0, ib = 0;
   FlashTokensOverlapping(b, lo, hi, &ia, &ib);
   if (ia >= ib) return;
-  for (int r = ia * g; r < ib * g; ++r) {
-    m[r] = -INFINITY;
-    l[r] = 0;
-    std::memset(o + static_cast<int64_t>(r) * hd, 0, sizeof(float) * hd);
-  }
+  FlashResetRows(ia * g, ib * g, hd, m, l, o);
   const int32_t ulo = std::max(lo, b.first[ia]), uhi = std::min(hi, b.last[ib - 1]);
   const int64_t tile_floats = static_cast<int64_t>(kFlashTile) * hd;
   float s[kFlashStep], p[kFlashStep];

@@ -23,14 +23,14 @@ namespace {
 #if defined(__x86_64__)
 // out[i] = VCVTNEPS2BF16(x[i]) for 16 floats; pairs: VCVTNE2PS2BF16 of
 // (x[16..32), x[0..16)) -> 32 words.
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) void Convert(const float *x, uint16_t *one, uint16_t *two) {
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void Convert(const float* x, uint16_t* one, uint16_t* two) {
   const __m256bh a = _mm512_cvtneps_pbh(_mm512_loadu_ps(x));
   std::memcpy(one, &a, 32);
   const __m512bh b = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 16), _mm512_loadu_ps(x));
   std::memcpy(two, &b, 64);
 }
 // acc[16] = VDPBF16PS(acc, a [32 words], b [32 words]).
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) void DotPairs(float *acc, const uint16_t *a, const uint16_t *b) {
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void DotPairs(float* acc, const uint16_t* a, const uint16_t* b) {
   __m512bh va, vb;
   std::memcpy(&va, a, 64);
   std::memcpy(&vb, b, 64);
@@ -58,7 +58,7 @@ TEST(Bf16Generic, MatchesTheInstructionsBitForBit) {
   int64_t rounded = 0, dots = 0;
   for (int it = 0; it < 20000; ++it) {
     float x[32];
-    for (float &v : x) v = any_float();
+    for (float& v : x) v = any_float();
     uint16_t one[16], two[32];
     Convert(x, one, two);
     for (int i = 0; i < 16; ++i) {

@@ -15,7 +15,7 @@
 #include <cmath>
 
 #include "kernels/cpu/avx512/avx512_kernels.h"
-#include "kernels/cpu/avx512/exp512.h"
+#include "kernels/cpu/avx512/softmax512.h"
 #include "kernels/cpu/avx512/reduce512.h"
 #include "kernels/flash_bf16_generic.h"
 #include "kernels/flash_generic.h"
@@ -177,14 +177,9 @@ void FlashChunk(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l,
   float* kbuf = lane_buf + 2 * kFlashStep;               // [4][hd][16] gathered K tiles
   float* zeros = kbuf + int64_t(kFlashStep) * hd;        // [hd][16] the K of unread tiles
   bool zeroed = false;
-  for (int r = ia * g; r < ib * g; ++r) {
-    m[r] = -INFINITY;
-    l[r] = 0;
-    std::fill(o + int64_t(r) * hd, o + int64_t(r + 1) * hd, 0.0f);
-  }
+  FlashResetRows(ia * g, ib * g, hd, m, l, o);
   auto qrow = [&](int r) { return b.q + (r / g) * b.q_stride + (r % g) * hd; };
   const int32_t ulo = std::max(lo, b.first[ia]), uhi = std::min(hi, b.last[ib - 1]);
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   int ta = ia, tb = ia;
   Step t;
   for (int32_t t0 = ulo - ulo % kFlashStep; t0 <= uhi; t0 += kFlashStep) {
@@ -222,16 +217,7 @@ void FlashChunk(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l,
         __m512 sv[kFlashStepTiles];
         __m512 vmax = _mm512_set1_ps(-INFINITY);
         for (int c = 0; c < kFlashStepTiles; ++c) {
-          sv[c] = sc[k][c];
-          if (b.softcap > 0) {
-            _mm512_storeu_ps(s, sv[c]);
-            for (int j = 0; j < kFlashTile; ++j) s[j] = SoftCap(s[j], b.softcap);
-            sv[c] = _mm512_loadu_ps(s);
-          }
-          const __m512i pos = _mm512_add_epi32(lane, _mm512_set1_epi32(c * kFlashTile));
-          const __mmask16 valid =
-              _mm512_cmp_epi32_mask(pos, a, _MM_CMPINT_NLT) & _mm512_cmp_epi32_mask(pos, z, _MM_CMPINT_LE);
-          sv[c] = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), valid, sv[c]);
+          sv[c] = CapAndMask(sc[k][c], c, a, z, b.softcap);
           vmax = _mm512_max_ps(vmax, sv[c]);
         }
         const float mx = std::max(m[r], _mm512_reduce_max_ps(vmax));

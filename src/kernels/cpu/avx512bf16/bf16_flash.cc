@@ -17,14 +17,15 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/cpu/avx512/exp512.h"
 #include "kernels/cpu/avx512/reduce512.h"
+#include "kernels/cpu/avx512/softmax512.h"
 #include "kernels/cpu/avx512bf16/bf16_kernels.h"
 #include "kernels/flash_generic.h"
 
 namespace infera::avx512bf16 {
 namespace {
 
+using avx512::CapAndMask;
 using avx512::ExpNonPositive16;
 using avx512::Sum;
 
@@ -53,7 +54,7 @@ inline __m512 Dp(__m512 acc, __m512i a, __m512i b) {
 // s[r][c] = scores of rows with query pairs qp[r] [hd2] against tile c of
 // the step's K pairs kp [4][hd2][16], times scale.
 template <int kR>
-void Scores(const uint32_t *const *qp, const uint32_t *kp, int hd2, float scale, __m512 (*s)[kFlashStepTiles]) {
+void Scores(const uint32_t* const* qp, const uint32_t* kp, int hd2, float scale, __m512 (*s)[kFlashStepTiles]) {
   __m512 acc[kR][kFlashStepTiles];
   for (int r = 0; r < kR; ++r) {
     for (int c = 0; c < kFlashStepTiles; ++c) acc[r][c] = _mm512_setzero_ps();
@@ -77,7 +78,7 @@ void Scores(const uint32_t *const *qp, const uint32_t *kp, int hd2, float scale,
 // pairs vp [32][nch][16] dwords, o = dp(o, (p_j, p_j+1), (v_j, v_j+1)) on
 // kC 16-float chunks from chunk c0; pp rows of 32 probability dwords.
 template <int kR, int kC>
-void ValuesChunks(float *const *orow, const float *corr, const uint32_t *const *pp, const uint32_t *vp, int nch,
+void ValuesChunks(float* const* orow, const float* corr, const uint32_t* const* pp, const uint32_t* vp, int nch,
                   int jp0, int jp1, int c0, int hd) {
   __m512 acc[kR][kC];
   __mmask16 m[kC];
@@ -100,7 +101,7 @@ void ValuesChunks(float *const *orow, const float *corr, const uint32_t *const *
 }
 
 template <int kR>
-void Values(float *const *orow, const float *corr, const uint32_t *const *pp, const uint32_t *vp, int nch, int jp0,
+void Values(float* const* orow, const float* corr, const uint32_t* const* pp, const uint32_t* vp, int nch, int jp0,
             int jp1, int hd) {
   for (int c0 = 0; c0 < nch; c0 += 4) {
     switch (std::min(4, nch - c0)) {
@@ -120,9 +121,9 @@ void Values(float *const *orow, const float *corr, const uint32_t *const *pp, co
   }
 }
 
-inline uint32_t *AlignUp(float *p) {
+inline uint32_t* AlignUp(float* p) {
   const uintptr_t u = (reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t(63);
-  return reinterpret_cast<uint32_t *>(u);
+  return reinterpret_cast<uint32_t*>(u);
 }
 
 // Prefetches the K groups and V rows of the positions [t0, t1] into L2 so
@@ -143,11 +144,11 @@ inline void PrefetchPositions(const FlashBlock& b, int32_t t0, int32_t t1) {
 }
 
 template <typename Fn>
-void ForRowGroups(int r0, int r1, int n, Fn &&fn) {
+void ForRowGroups(int r0, int r1, int n, Fn&& fn) {
   for (int r = r0; r < r1; r += n) fn(r, std::min(n, r1 - r));
 }
 
-void FlashChunkBf16(const FlashBlock &b, int32_t lo, int32_t hi, float *m, float *l, float *o, float *scratch) {
+void FlashChunkBf16(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l, float* o, float* scratch) {
   const int hd = b.head_dim, g = b.g;
   const int hd2 = (hd + 1) / 2, nch = (hd + 15) / 16;
   int ia = 0, ib = 0;
@@ -155,17 +156,15 @@ void FlashChunkBf16(const FlashBlock &b, int32_t lo, int32_t hi, float *m, float
   if (ia >= ib) return;
   const int R = b.rows();
   // Scratch (FlashChunkScratchFloats): pair buffers 64-byte aligned.
-  uint32_t *kp = AlignUp(scratch);                                              // [4][hd2][16] K pairs
-  uint32_t *vp = kp + int64_t(kFlashStepTiles) * hd2 * 16;                      // [32][nch][16] V pairs
-  uint32_t *qp = vp + int64_t(kFlashStep / 2) * nch * 16;                       // [R][hd2] query pairs
-  uint32_t *pp = qp + int64_t(R) * hd2;                                         // [R][32] probability pairs
-  float *corr = reinterpret_cast<float *>(pp + int64_t(R) * (kFlashStep / 2));  // [R]
-  float *kbuf = corr + R;                                                       // [4][hd][16] gathered K tiles
-  for (int r = ia * g; r < ib * g; ++r) {
-    m[r] = -INFINITY;
-    l[r] = 0;
-    std::fill(o + int64_t(r) * hd, o + int64_t(r + 1) * hd, 0.0f);
-    const float *q = b.q + (r / g) * b.q_stride + (r % g) * hd;
+  uint32_t* kp = AlignUp(scratch);                                             // [4][hd2][16] K pairs
+  uint32_t* vp = kp + int64_t(kFlashStepTiles) * hd2 * 16;                     // [32][nch][16] V pairs
+  uint32_t* qp = vp + int64_t(kFlashStep / 2) * nch * 16;                      // [R][hd2] query pairs
+  uint32_t* pp = qp + int64_t(R) * hd2;                                        // [R][32] probability pairs
+  float* corr = reinterpret_cast<float*>(pp + int64_t(R) * (kFlashStep / 2));  // [R]
+  float* kbuf = corr + R;                                                      // [4][hd][16] gathered K tiles
+  FlashResetRows(ia * g, ib * g, hd, m, l, o);
+  for (int r = ia * g; r < ib * g; ++r) {  // queries rounded into pairs
+    const float* q = b.q + (r / g) * b.q_stride + (r % g) * hd;
     for (int d0 = 0; d0 < hd; d0 += 32) {  // 32 consecutive floats -> 16 pairs
       const __m512 a = _mm512_maskz_loadu_ps(FirstLanes(hd - d0), q + d0);
       const __m512 z = _mm512_maskz_loadu_ps(FirstLanes(hd - d0 - 16), q + d0 + 16);
@@ -174,7 +173,6 @@ void FlashChunkBf16(const FlashBlock &b, int32_t lo, int32_t hi, float *m, float
     }
   }
   const int32_t ulo = std::max(lo, b.first[ia]), uhi = std::min(hi, b.last[ib - 1]);
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512 zero = _mm512_setzero_ps();
   int ta = ia, tb = ia;
   for (int32_t t0 = ulo - ulo % kFlashStep; t0 <= uhi; t0 += kFlashStep) {
@@ -182,16 +180,16 @@ void FlashChunkBf16(const FlashBlock &b, int32_t lo, int32_t hi, float *m, float
     while (tb < ib && std::max(lo, b.first[tb]) <= t0 + kFlashStep - 1) ++tb;
     if (ta >= tb) continue;
     const int j0 = std::max(ulo, t0) - t0, j1 = std::min(uhi, t0 + kFlashStep - 1) - t0;
-    const int32_t *slots = b.slots + t0;
+    const int32_t* slots = b.slots + t0;
     // K pairs of the step's read lanes (other tiles: zeros).
     for (int c = 0; c < kFlashStepTiles; ++c) {
       const int c0 = c * kFlashTile, a = std::max(j0, c0) - c0, z = std::min(j1, c0 + kFlashTile - 1) - c0;
-      uint32_t *dst = kp + int64_t(c) * hd2 * 16;
+      uint32_t* dst = kp + int64_t(c) * hd2 * 16;
       if (a > z) {
         for (int dp = 0; dp < hd2; ++dp) _mm512_store_si512(dst + dp * 16, _mm512_setzero_si512());
         continue;
       }
-      const float *kt = FlashKTile(b.k, slots + c0, a, z, hd, kbuf + int64_t(c) * kFlashTile * hd);
+      const float* kt = FlashKTile(b.k, slots + c0, a, z, hd, kbuf + int64_t(c) * kFlashTile * hd);
       for (int dp = 0; dp < hd2; ++dp) {
         const __m512 k0 = _mm512_loadu_ps(kt + 2 * dp * 16);
         const __m512 k1 = 2 * dp + 1 < hd ? _mm512_loadu_ps(kt + (2 * dp + 1) * 16) : zero;
@@ -202,8 +200,8 @@ void FlashChunkBf16(const FlashBlock &b, int32_t lo, int32_t hi, float *m, float
     const int jp0 = j0 / 2, jp1 = j1 / 2;
     for (int jp = jp0; jp <= jp1; ++jp) {
       const int j = 2 * jp;
-      const float *v0 = j >= j0 ? b.v + int64_t(slots[j]) * hd : nullptr;
-      const float *v1 = j + 1 <= j1 ? b.v + int64_t(slots[j + 1]) * hd : nullptr;
+      const float* v0 = j >= j0 ? b.v + int64_t(slots[j]) * hd : nullptr;
+      const float* v1 = j + 1 <= j1 ? b.v + int64_t(slots[j + 1]) * hd : nullptr;
       for (int c = 0; c < nch; ++c) {
         const __mmask16 mk = FirstLanes(hd - 16 * c);
         const __m512 a = v0 != nullptr ? _mm512_maskz_loadu_ps(mk, v0 + 16 * c) : zero;
@@ -220,7 +218,7 @@ void FlashChunkBf16(const FlashBlock &b, int32_t lo, int32_t hi, float *m, float
     const int r0 = ta * g, r1 = tb * g;
     // Scores and the online softmax.
     ForRowGroups(r0, r1, kScoreRows, [&](int rg, int nr) {
-      const uint32_t *q[kScoreRows];
+      const uint32_t* q[kScoreRows];
       for (int i = 0; i < nr; ++i) q[i] = qp + int64_t(rg + i) * hd2;
       __m512 sc[kScoreRows][kFlashStepTiles];
       switch (nr) {
@@ -250,17 +248,7 @@ void FlashChunkBf16(const FlashBlock &b, int32_t lo, int32_t hi, float *m, float
         __m512 sv[kFlashStepTiles];
         __m512 vmax = _mm512_set1_ps(-INFINITY);
         for (int c = 0; c < kFlashStepTiles; ++c) {
-          sv[c] = sc[k][c];
-          if (b.softcap > 0) {
-            alignas(64) float s[kFlashTile];
-            _mm512_store_ps(s, sv[c]);
-            for (int j = 0; j < kFlashTile; ++j) s[j] = SoftCap(s[j], b.softcap);
-            sv[c] = _mm512_load_ps(s);
-          }
-          const __m512i pos = _mm512_add_epi32(lane, _mm512_set1_epi32(c * kFlashTile));
-          const __mmask16 valid =
-              _mm512_cmp_epi32_mask(pos, a, _MM_CMPINT_NLT) & _mm512_cmp_epi32_mask(pos, z, _MM_CMPINT_LE);
-          sv[c] = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), valid, sv[c]);
+          sv[c] = CapAndMask(sc[k][c], c, a, z, b.softcap);
           vmax = _mm512_max_ps(vmax, sv[c]);
         }
         const float mx = std::max(m[r], _mm512_reduce_max_ps(vmax));
@@ -281,8 +269,8 @@ void FlashChunkBf16(const FlashBlock &b, int32_t lo, int32_t hi, float *m, float
     });
     // Values.
     ForRowGroups(r0, r1, kValueRows, [&](int rg, int nr) {
-      float *out[kValueRows];
-      const uint32_t *prow[kValueRows];
+      float* out[kValueRows];
+      const uint32_t* prow[kValueRows];
       for (int i = 0; i < nr; ++i) {
         out[i] = o + int64_t(rg + i) * hd;
         prow[i] = pp + int64_t(rg + i) * (kFlashStep / 2);
@@ -307,7 +295,7 @@ void FlashChunkBf16(const FlashBlock &b, int32_t lo, int32_t hi, float *m, float
 
 }  // namespace
 
-void Fill(KernelTable *t) {
+void Fill(KernelTable* t) {
   t->flash_chunk_bf16 = FlashChunkBf16;
   t->flash_bf16_variant = "avx512bf16-tiled";
 }

@@ -1,8 +1,13 @@
-// exp_generic.h's ExpNonPositive on 16 lanes, operation for operation.
-// Included only by files compiled with AVX-512 flags.
+// The tiled attention kernels' softmax pieces on 16 lanes, operation for
+// operation those of the scalar definitions (exp_generic.h,
+// flash_generic.h). Included only by files compiled with AVX-512 flags.
 #pragma once
 
 #include <immintrin.h>
+
+#include <cmath>
+
+#include "kernels/flash_generic.h"
 
 namespace infera::avx512 {
 namespace {
@@ -24,6 +29,21 @@ inline __m512 ExpNonPositive16(__m512 x_in) {
   const __m512i bits = _mm512_add_epi32(_mm512_castps_si512(p), _mm512_slli_epi32(_mm512_cvtps_epi32(n), 23));
   const __mmask16 keep = _mm512_cmp_ps_mask(x_in, lim, _CMP_GT_OQ);
   return _mm512_maskz_mov_ps(keep, _mm512_castsi512_ps(bits));
+}
+
+// Scores s of tile c of a step (lanes c * 16 + i) soft-capped (softcap > 0)
+// and set to -inf outside the row's lanes [a, z] (a, z broadcast).
+inline __m512 CapAndMask(__m512 s, int c, __m512i a, __m512i z, float softcap) {
+  if (softcap > 0) {
+    alignas(64) float x[16];
+    _mm512_store_ps(x, s);
+    for (float& v : x) v = SoftCap(v, softcap);
+    s = _mm512_load_ps(x);
+  }
+  const __m512i pos = _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                       _mm512_set1_epi32(c * 16));
+  const __mmask16 valid = _mm512_cmp_epi32_mask(pos, a, _MM_CMPINT_NLT) & _mm512_cmp_epi32_mask(pos, z, _MM_CMPINT_LE);
+  return _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), valid, s);
 }
 
 }  // namespace
