@@ -249,7 +249,7 @@ CommandFn RegisterPerplexity(CLI::App& app, const RuntimeOptions& rt) {
   app.add_option("--kl-divergence-base", a->kld_base, "file of base log-probabilities (written, or read with --kl-divergence)");
   app.add_flag("--kl-divergence", a->kld, "compare against --kl-divergence-base: mean KL divergence and top-1 agreement");
   app.add_flag("--json", a->json, "print one JSON object");
-  app.add_option("--kv-cache-type", a->kv_type, "f32 (default) or q8: int8 K/V with a scale per token and KV head");
+  app.add_option("--kv-cache-type", a->kv_type, "f32 (default), bf16 (bf16 attention products) or q8: int8 K/V with a scale per token and KV head");
   AddParallelFlags(app, &a->parallel);
   return [a, &rt]() { return Perplexity(*a, rt); };
 }

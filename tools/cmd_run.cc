@@ -51,7 +51,7 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
   if (a.threads < 0) return ReportError("--threads must be >= 0");
   if (a.seed < -1) return ReportError("--seed must be >= 0");
   KvType kv_type;
-  if (!ParseKvType(a.kv_cache_type, &kv_type)) return ReportError("--kv-cache-type must be f32 or q8");
+  if (!ParseKvType(a.kv_cache_type, &kv_type)) return ReportError("--kv-cache-type must be f32, bf16 or q8");
   if (a.context_keep < 0) return ReportError("--context-keep must be >= 0");
   SamplingParams sp = a.sampling;
   if (a.seed >= 0) {
@@ -239,7 +239,7 @@ CommandFn RegisterRun(CLI::App& app, const RuntimeOptions& rt) {
   app.add_option("--chat-template", a->chat_template, kChatTemplateHelp);
   app.add_option("--chat-template-file", a->chat_template_file, "a Jinja chat template to use instead of the model's");
   app.add_option("--system", a->system_prompt, "system prompt for the chat");
-  app.add_option("--kv-cache-type", a->kv_cache_type, "f32 (default) or q8 (int8, a scale per token and KV head)");
+  app.add_option("--kv-cache-type", a->kv_cache_type, "f32 (default), bf16 (half the memory; bf16 attention products) or q8 (int8, a scale per token and KV head)");
   app.add_flag("--context-shift", a->context_shift,
                "at the context end keep the first --context-keep tokens and the newer half of the rest, and go on");
   app.add_option("--context-keep", a->context_keep, "tokens kept at the start by --context-shift");

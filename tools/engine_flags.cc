@@ -1,5 +1,6 @@
 #include "tools/engine_flags.h"
 
+#include "attention/kv_storage.h"
 #include "tools/cli_common.h"
 
 namespace infera::cli {
@@ -13,7 +14,7 @@ void AddEngineFlags(CLI::App& app, EngineFlags* f) {
                  "context per sequence (0: the model's trained context; more is refused)");
   app.add_flag("--no-prefix-cache", f->no_prefix_cache, "do not reuse the KV blocks of shared prefixes");
   app.add_flag("--enable-prefix-caching", f->enable_prefix_cache, "prefix caching (on by default; vLLM's flag)");
-  app.add_option("--kv-cache-type", f->opts.kv_cache_type, "f32 (default) or q8 (int8, a scale per token and KV head)");
+  app.add_option("--kv-cache-type", f->opts.kv_cache_type, "f32 (default), bf16 (half the memory; bf16 attention products) or q8 (int8, a scale per token and KV head)");
   app.add_flag("--context-shift", f->opts.context_shift,
                "at the context end keep the first --context-keep tokens and the newer half of the rest, and go on");
   app.add_option("--context-keep", f->opts.context_keep, "tokens kept at the start by --context-shift (default 4)");
@@ -76,7 +77,8 @@ std::string ResolveEngineFlags(EngineFlags* f, int threads) {
   if (f->opts.kv_block_size < 1 || f->opts.kv_block_size > 1024) return "--kv-block-size must be in 1..1024";
   if (f->opts.max_model_len < 0) return "--max-model-len must be >= 0";
   if (f->opts.context_keep < 0) return "--context-keep must be >= 0";
-  if (f->opts.kv_cache_type != "f32" && f->opts.kv_cache_type != "q8") return "--kv-cache-type must be f32 or q8";
+  KvType kv_type;
+  if (!ParseKvType(f->opts.kv_cache_type, &kv_type)) return "--kv-cache-type must be f32, bf16 or q8";
   const KvOffloadOptions& k = f->opts.kv_offload;
   if (!(k.dir_gb > 0)) return "--kv-offload-dir-gb must be > 0";
   if (k.ttl_seconds < 0) return "--kv-offload-ttl must be >= 0";

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/bf16_generic.h"
 #include "kernels/flash.h"
 #include "kernels/flash_generic.h"
 
@@ -13,7 +14,14 @@ void WriteKv(KvStorage& kv, int layer, int32_t slot, const float* k, const float
   for (int h = 0; h < n_head_kv; ++h) {
     const float* kh = k + h * head_dim;
     const float* vh = v + h * head_dim;
-    if (kv.type() == KvType::kQ8) {
+    if (kv.type() == KvType::kBF16) {
+      uint16_t* kt = kv.k16(layer, h);
+      uint16_t* vt = kv.v16(layer, h);
+      for (int d = 0; d < head_dim; ++d) {
+        kt[FlashK16Index(slot, d, head_dim)] = Bf16Round(kh[d]);
+        vt[FlashV16Index(slot, d, head_dim)] = Bf16Round(vh[d]);
+      }
+    } else if (kv.type() == KvType::kQ8) {
       int8_t* kt = kv.k8(layer, h);
       kv.k_scale(layer, h)[slot] =
           QuantizeKvRowTo(kh, head_dim, [&](int d, int8_t q) { kt[FlashKIndex(slot, d, head_dim)] = q; });
@@ -63,7 +71,9 @@ void AttendBatch(const KernelTable& k, ThreadPool& pool, KvStorage& kv, int laye
   const int hd = s.head_dim, n_kv = s.n_head_kv, qd = s.q_dim();
   const int group = s.n_head / n_kv;
   const bool q8 = kv.type() == KvType::kQ8;
-  const int max_nq = std::max(1, (k.attn_bf16 && !q8 ? kFlashRowsBf16 : kFlashRows) / group);
+  const bool bf16_cache = kv.type() == KvType::kBF16;
+  const bool bf16 = bf16_cache || (k.attn_bf16 && !q8);
+  const int max_nq = std::max(1, (bf16 ? kFlashRowsBf16 : kFlashRows) / group);
   ws.first.resize(T);
   for (int32_t t = 0; t < T; ++t) {
     const int32_t p = tokens.positions[t];
@@ -86,7 +96,10 @@ void AttendBatch(const KernelTable& k, ThreadPool& pool, KvStorage& kv, int laye
     b.first = ws.first.data() + t0;
     b.last = tokens.positions + t0;
     b.slots = tokens.slots_of(t0);
-    if (q8) {
+    if (bf16_cache) {
+      b.k16 = kv.k16(layer, kvh);
+      b.v16 = kv.v16(layer, kvh);
+    } else if (q8) {
       b.k8 = kv.k8(layer, kvh);
       b.v8 = kv.v8(layer, kvh);
       b.ks = kv.k_scale(layer, kvh);

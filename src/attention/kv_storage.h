@@ -1,5 +1,7 @@
 // K and V rows for every layer and slot: f32, or int8 with one f32 scale per
-// (slot, KV head) (`--kv-cache-type q8`: about a quarter of the f32 size).
+// (slot, KV head) (`--kv-cache-type q8`: about a quarter of the f32 size), or
+// bf16 (`--kv-cache-type bf16`: half, in the pair layouts of the bf16
+// attention kernel, FlashK16Index / FlashV16Index).
 // Head-major, so attention streams one KV head's cache contiguously; per
 // layer and KV head, slots padded to a multiple of kFlashTile: V rows
 // [n_slots, head_dim], K the same values in the tiled kernel's layout
@@ -22,14 +24,16 @@
 
 namespace infera {
 
-enum class KvType { kF32, kQ8 };
+enum class KvType { kF32, kQ8, kBF16 };
 
 inline bool ParseKvType(const std::string& s, KvType* out) {
   if (s == "f32") *out = KvType::kF32;
   else if (s == "q8" || s == "q8_0" || s == "int8") *out = KvType::kQ8;
+  else if (s == "bf16") *out = KvType::kBF16;
   else return false;
   return true;
 }
+inline const char* KvTypeName(KvType t) { return t == KvType::kF32 ? "f32" : t == KvType::kQ8 ? "q8" : "bf16"; }
 
 class KvStorage {
  public:
@@ -45,12 +49,17 @@ class KvStorage {
     for (int h : heads_) {
       off_.push_back(n);
       scale_off_.push_back(ns);
+      off16_.push_back(n16_);
       n += static_cast<size_t>(padded_slots_) * h * head_dim;
       ns += static_cast<size_t>(padded_slots_) * h;
+      n16_ += static_cast<size_t>(padded_slots_) * h * FlashHead16Elems(head_dim);
     }
     if (type == KvType::kF32) {
       k_ = AllocateLazyBuffer(n * sizeof(float));
       v_ = AllocateLazyBuffer(n * sizeof(float));
+    } else if (type == KvType::kBF16) {
+      k16_ = AllocateLazyBuffer(n16_ * sizeof(uint16_t));
+      v16_ = AllocateLazyBuffer(n16_ * sizeof(uint16_t));
     } else {
       k8_ = AllocateLazyBuffer(n);
       v8_ = AllocateLazyBuffer(n);
@@ -70,6 +79,9 @@ class KvStorage {
   float* v(int layer, int h) { return F32(v_) + off_[layer] + HeadOffset(h); }
   int8_t* k8(int layer, int h) { return I8(k8_) + off_[layer] + HeadOffset(h); }
   int8_t* v8(int layer, int h) { return I8(v8_) + off_[layer] + HeadOffset(h); }
+  // bf16: K in FlashK16Index's layout, V in FlashV16Index's (bf16 bits).
+  uint16_t* k16(int layer, int h) { return U16(k16_) + off16_[layer] + size_t(h) * padded_slots_ * FlashHead16Elems(head_dim_); }
+  uint16_t* v16(int layer, int h) { return U16(v16_) + off16_[layer] + size_t(h) * padded_slots_ * FlashHead16Elems(head_dim_); }
   float* k_scale(int layer, int h) { return F32(ks_) + scale_off_[layer] + size_t(h) * padded_slots_; }
   float* v_scale(int layer, int h) { return F32(vs_) + scale_off_[layer] + size_t(h) * padded_slots_; }
 
@@ -78,7 +90,9 @@ class KvStorage {
                            KvType type = KvType::kF32) {
     uint64_t per_slot = 0;
     for (int h : kv_heads) {
-      per_slot += type == KvType::kF32 ? 2ull * h * head_dim * sizeof(float) : 2ull * h * (head_dim + sizeof(float));
+      per_slot += type == KvType::kF32    ? 2ull * h * head_dim * sizeof(float)
+                  : type == KvType::kBF16 ? 2ull * h * FlashHead16Elems(head_dim) * sizeof(uint16_t)
+                                          : 2ull * h * (head_dim + sizeof(float));
     }
     return per_slot * static_cast<uint64_t>(n_slots);
   }
@@ -88,14 +102,16 @@ class KvStorage {
   size_t HeadOffset(int h) const { return size_t(h) * padded_slots_ * head_dim_; }
   static float* F32(const LazyBuffer& b) { return static_cast<float*>(b.get()); }
   static int8_t* I8(const LazyBuffer& b) { return static_cast<int8_t*>(b.get()); }
+  static uint16_t* U16(const LazyBuffer& b) { return static_cast<uint16_t*>(b.get()); }
 
   int32_t n_slots_;
   int64_t padded_slots_;
   int head_dim_;
   KvType type_;
   std::vector<int> heads_;
-  std::vector<size_t> off_, scale_off_;  // per layer, in elements
-  LazyBuffer k_, v_, ks_, vs_, k8_, v8_;  // anonymous mmaps (transparent huge pages)
+  std::vector<size_t> off_, scale_off_, off16_;  // per layer, in elements
+  size_t n16_ = 0;
+  LazyBuffer k_, v_, ks_, vs_, k8_, v8_, k16_, v16_;  // anonymous mmaps (transparent huge pages)
 };
 
 }  // namespace infera

@@ -318,7 +318,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Token
                                        "(--max-model-len at most {})", o.max_model_len, c.n_ctx_train, c.n_ctx_train));
   }
   KvType kt;
-  if (!ParseKvType(o.kv_cache_type, &kt)) return InvalidArgument("--kv-cache-type must be f32 or q8");
+  if (!ParseKvType(o.kv_cache_type, &kt)) return InvalidArgument("--kv-cache-type must be f32, bf16 or q8");
   const uint64_t per_token = KvStorage::BytesFor(c.KvHeadsPerLayer(), 1, c.head_dim, kt);
   uint64_t bytes;
   if (o.kv_cache_mb > 0) {

@@ -11,6 +11,7 @@
 
 #include "base/check.h"
 #include "base/logging.h"
+#include "kernels/bf16_generic.h"
 #include "kernels/flash_generic.h"
 #include "kernels/kernels.h"
 #include "kv_offload/block_blob.h"
@@ -56,9 +57,32 @@ std::string EncodeKvBlock(KvStorage& kv, int32_t first_slot, int32_t bs, uint32_
   std::string out(KvPayloadBytes(kv, bs, kind), '\0');
   char* p = out.data();
   std::vector<float> row(hd);
+  std::vector<float> vrow(hd);
   for (int l = 0; l < kv.n_layer(); ++l) {
     for (int h = 0; h < kv.n_heads(l); ++h) {
-      if (kind == kKvPayloadF32) {  // f32 storage (the fingerprint ties kinds to storage types)
+      if (kv.type() == KvType::kBF16) {  // bf16 storage: f32 payloads hold its values exactly
+        const uint16_t* kt = kv.k16(l, h);
+        const uint16_t* vt = kv.v16(l, h);
+        float* kf = reinterpret_cast<float*>(p);
+        int8_t* k8 = reinterpret_cast<int8_t*>(p);
+        float* ks = reinterpret_cast<float*>(k8 + n);
+        int8_t* v8 = reinterpret_cast<int8_t*>(ks + bs);
+        float* vs = reinterpret_cast<float*>(v8 + n);
+        for (int32_t i = 0; i < bs; ++i) {
+          const int32_t s = first_slot + i;
+          for (int d = 0; d < hd; ++d) {
+            row[d] = Bf16ToF32(kt[FlashK16Index(s, d, hd)]);
+            vrow[d] = Bf16ToF32(vt[FlashV16Index(s, d, hd)]);
+          }
+          if (kind == kKvPayloadF32) {
+            for (int d = 0; d < hd; ++d) kf[kp(i, d)] = row[d];
+            std::memcpy(kf + n + size_t(i) * hd, vrow.data(), sizeof(float) * hd);
+          } else {
+            ks[i] = QuantizeKvRowTo(row.data(), hd, [&](int d, int8_t q) { k8[kp(i, d)] = q; });
+            vs[i] = QuantizeKvRow(vrow.data(), hd, v8 + size_t(i) * hd);
+          }
+        }
+      } else if (kind == kKvPayloadF32) {  // f32 storage (the fingerprint ties kinds to storage types)
         float* k = reinterpret_cast<float*>(p);
         const float* kt = kv.k(l, h);
         if (kp.tiled) {
@@ -104,7 +128,7 @@ std::string EncodeKvBlock(KvStorage& kv, int32_t first_slot, int32_t bs, uint32_
 
 Status DecodeKvBlock(std::string_view payload, uint32_t kind, KvStorage& kv, int32_t first_slot, int32_t bs) {
   if (kind != kKvPayloadF32 && kind != kKvPayloadQ8) return DataLoss(fmt::format("unknown KV payload kind {}", kind));
-  if (kind == kKvPayloadF32 && kv.type() != KvType::kF32) return DataLoss("f32 KV payload for a q8 cache");
+  if (kind == kKvPayloadF32 && kv.type() == KvType::kQ8) return DataLoss("f32 KV payload for a q8 cache");
   if (payload.size() != KvPayloadBytes(kv, bs, kind)) return DataLoss("KV payload size mismatch");
   const int hd = HeadDim(kv);
   const KLayout kp{bs % kFlashTile == 0 && first_slot % kFlashTile == 0, hd};
@@ -112,7 +136,25 @@ Status DecodeKvBlock(std::string_view payload, uint32_t kind, KvStorage& kv, int
   const char* p = payload.data();
   for (int l = 0; l < kv.n_layer(); ++l) {
     for (int h = 0; h < kv.n_heads(l); ++h) {
-      if (kind == kKvPayloadF32) {
+      if (kv.type() == KvType::kBF16) {
+        uint16_t* kt = kv.k16(l, h);
+        uint16_t* vt = kv.v16(l, h);
+        const float* kf = reinterpret_cast<const float*>(p);
+        const int8_t* k8 = reinterpret_cast<const int8_t*>(p);
+        const float* ks = reinterpret_cast<const float*>(k8 + n);
+        const int8_t* v8 = reinterpret_cast<const int8_t*>(ks + bs);
+        const float* vs = reinterpret_cast<const float*>(v8 + n);
+        for (int32_t i = 0; i < bs; ++i) {
+          const int32_t s = first_slot + i;
+          for (int d = 0; d < hd; ++d) {
+            const bool f32 = kind == kKvPayloadF32;
+            const float kx = f32 ? kf[kp(i, d)] : ks[i] * k8[kp(i, d)];
+            const float vx = f32 ? kf[n + size_t(i) * hd + d] : vs[i] * v8[size_t(i) * hd + d];
+            kt[FlashK16Index(s, d, hd)] = Bf16Round(kx);
+            vt[FlashV16Index(s, d, hd)] = Bf16Round(vx);
+          }
+        }
+      } else if (kind == kKvPayloadF32) {
         const float* k = reinterpret_cast<const float*>(p);
         float* kt = kv.k(l, h);
         if (kp.tiled) {
@@ -197,7 +239,7 @@ StatusOr<std::unique_ptr<KvOffloader>> KvOffloader::Create(const Model& model, K
                                                            int32_t max_model_len, const KvOffloadOptions& o) {
   if (model.shard.split()) return InvalidArgument("--kv-offload-* works with a whole model only (not with --tp/--pp)");
   uint32_t kind;
-  if (o.type == "auto") kind = kv_type == KvType::kF32 ? kKvPayloadF32 : kKvPayloadQ8;
+  if (o.type == "auto") kind = kv_type == KvType::kQ8 ? kKvPayloadQ8 : kKvPayloadF32;  // bf16: exact in f32
   else if (o.type == "f32") kind = kKvPayloadF32;
   else if (o.type == "q8") kind = kKvPayloadQ8;
   else return InvalidArgument("--kv-offload-type must be auto, f32 or q8");
@@ -218,7 +260,7 @@ StatusOr<std::unique_ptr<KvOffloader>> KvOffloader::Create(const Model& model, K
                                  static_cast<int>(c.rope_style), static_cast<int>(c.rope_scaling.type),
                                  c.rope_scaling.factor, c.rope_scaling.original_max_position,
                                  max_model_len > c.rope_scaling.original_max_position ? 1 : 0,
-                                 kv_type == KvType::kF32 ? "f32" : "q8", kind, block_size);
+                                 KvTypeName(kv_type), kind, block_size);
   for (int l = 0; l < c.n_layer; ++l) {
     const LayerConfig lc = c.Layer(l);
     desc += fmt::format(" L{}:{}/{}/{}", l, lc.rope_theta, lc.rope_linear_factor, lc.sliding_window);

@@ -209,7 +209,8 @@ Status RunWorkerLoop(const RunnerForContext& make_runner, Communicator& world, c
     if (h.magic != kMagic) return DataLoss("step message: bad magic (mismatched infera builds across ranks?)");
     if (h.kind == static_cast<uint32_t>(StepKind::kStop)) return Status::Ok();
     if (h.kind != static_cast<uint32_t>(StepKind::kForward) || h.body_bytes > (uint64_t(1) << 34) ||
-        h.kv_slots <= 0 || (h.kv_type != int32_t(KvType::kF32) && h.kv_type != int32_t(KvType::kQ8))) {
+        h.kv_slots <= 0 || (h.kv_type != int32_t(KvType::kF32) && h.kv_type != int32_t(KvType::kQ8) &&
+                             h.kv_type != int32_t(KvType::kBF16))) {
       return DataLoss("step message: malformed header");
     }
     body.resize(h.body_bytes);

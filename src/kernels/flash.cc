@@ -28,7 +28,8 @@ void FlashChunkRange(const FlashBlock& b, int32_t* c0, int32_t* c1) {
 
 void FlashRunChunk(const KernelTable& k, const FlashBlock& b, int32_t c, float* state, float* scratch) {
   const StateView s = View(b, state);
-  const FlashChunkFn chunk = k.attn_bf16 && b.k8 == nullptr ? k.flash_chunk_bf16 : k.flash_chunk;
+  const bool bf16 = b.k16 != nullptr || (k.attn_bf16 && b.k8 == nullptr);
+  const FlashChunkFn chunk = bf16 ? k.flash_chunk_bf16 : k.flash_chunk;
   chunk(b, c * kFlashChunk, (c + 1) * kFlashChunk - 1, s.m, s.l, s.o, scratch);
 }
 

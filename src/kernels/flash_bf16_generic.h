@@ -3,7 +3,8 @@
 // bf16 form in kernels.h): queries, keys, values and probabilities rounded
 // to bf16, products summed in f32 by pairs as VDPBF16PS does
 // (bf16_generic.h). Same steps, masking, softmax and merge as the f32 kernel
-// (flash_generic.h); f32 caches only.
+// (flash_generic.h); f32 caches (rounded here) and bf16 caches (the same
+// values stored rounded: the same bits).
 #pragma once
 
 #include <algorithm>
@@ -39,7 +40,7 @@ inline void FlashChunkGenericBf16(const FlashBlock& b, int32_t lo, int32_t hi, f
     const int32_t* slots = b.slots + t0;
     std::fill(kr, kr + kFlashStep * (hd + 1), 0.0f);
     std::fill(vr, vr + step_floats, 0.0f);
-    for (int c = 0; c < kFlashStepTiles; ++c) {  // the step's read lanes [j0, j1], rounded
+    for (int c = 0; c < kFlashStepTiles && b.k16 == nullptr; ++c) {  // the step's read lanes [j0, j1], rounded
       const int c0 = c * kFlashTile, a = std::max(j0, c0) - c0, z = std::min(j1, c0 + kFlashTile - 1) - c0;
       if (a > z) continue;
       const float* kt = FlashKTile(b.k, slots + c0, a, z, hd, kbuf + c * kFlashTile * hd);
@@ -48,6 +49,13 @@ inline void FlashChunkGenericBf16(const FlashBlock& b, int32_t lo, int32_t hi, f
       }
     }
     for (int j = j0; j <= j1; ++j) {
+      if (b.k16 != nullptr) {  // a bf16 cache: the same values, already rounded
+        for (int d = 0; d < hd; ++d) {
+          kr[j * (hd + 1) + d] = Bf16ToF32(b.k16[FlashK16Index(slots[j], d, hd)]);
+          vr[j * hd + d] = Bf16ToF32(b.v16[FlashV16Index(slots[j], d, hd)]);
+        }
+        continue;
+      }
       const float* v = b.v + static_cast<int64_t>(slots[j]) * hd;
       for (int d = 0; d < hd; ++d) vr[j * hd + d] = RoundToBf16(v[d]);
     }

@@ -17,6 +17,7 @@
 // (QGemmFn): again one fixed order per output, whatever M, ISA or threads.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -74,6 +75,25 @@ inline int64_t FlashKIndex(int64_t slot, int d, int head_dim) {
   return ((slot / kFlashTile) * head_dim + d) * kFlashTile + slot % kFlashTile;
 }
 
+// The bf16 cache layouts (`--kv-cache-type bf16`), per KV head, in bf16
+// elements: the pair layouts the bf16 kernel reads (flash_bf16_generic.h).
+// K: groups of 16 slots, each [head_dim / 2 (rounded up)][16][2]: a 64-byte
+// vector holds dimensions (d, d + 1) of 16 consecutive slots. V: pairs of
+// slots (2s, 2s + 1), each [FlashV16Width][2]: a 64-byte vector holds 16
+// output elements of both slots. Padding elements stay 0.
+inline int FlashK16Pairs(int head_dim) { return (head_dim + 1) / 2; }
+inline int FlashV16Width(int head_dim) { return (head_dim + 15) / 16 * 16; }
+// Elements per slot (K and V each): at least head_dim.
+inline int64_t FlashHead16Elems(int head_dim) {
+  return std::max<int64_t>(2 * FlashK16Pairs(head_dim), FlashV16Width(head_dim));
+}
+inline int64_t FlashK16Index(int64_t slot, int d, int head_dim) {
+  return (((slot / kFlashTile) * FlashK16Pairs(head_dim) + d / 2) * kFlashTile + slot % kFlashTile) * 2 + d % 2;
+}
+inline int64_t FlashV16Index(int64_t slot, int d, int head_dim) {
+  return ((slot / 2) * FlashV16Width(head_dim) + d) * 2 + slot % 2;
+}
+
 // A block of query tokens of one sequence whose g query heads share one KV
 // head, for the tiled attention kernel. Row r = i * g + h (token i, head h)
 // reads its query at q + i * q_stride + h * head_dim [head_dim]. Token i sees
@@ -97,6 +117,8 @@ struct FlashBlock {
   const int8_t* v8 = nullptr;
   const float* ks = nullptr;
   const float* vs = nullptr;
+  const uint16_t* k16 = nullptr;  // bf16 cache: FlashK16Index / FlashV16Index layouts
+  const uint16_t* v16 = nullptr;
   float scale = 0;    // multiplies q·k
   float softcap = 0;  // > 0: scores become softcap * tanh(score / softcap)
   int rows() const { return nq * g; }

@@ -33,7 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto payload = kv_offload::DecodeBlockBlob(blob, fingerprint, key, tokens.data(), static_cast<int32_t>(block_size),
                                              &kind);
   if (!payload.ok() || block_size == 0) return 0;
-  for (KvType type : {KvType::kF32, KvType::kQ8}) {
+  for (KvType type : {KvType::kF32, KvType::kQ8, KvType::kBF16}) {
     KvStorage kv({2, 1}, 128, 8, type);
     (void)DecodeKvBlock(*payload, kind, kv, 64, static_cast<int32_t>(block_size));
   }

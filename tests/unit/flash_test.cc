@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "attention/attention.h"
+#include "kernels/bf16_generic.h"
 #include "kernels/flash.h"
 #include "kernels/flash_generic.h"
 #include "kernels/kernels.h"
@@ -23,6 +24,10 @@ namespace {
 using testing::AvailableIsas;
 using testing::RandomVec;
 
+// Which of a Cache's layouts a block reads (true / false also work: int8 or
+// f32).
+constexpr int kF32Cache = 0, kQ8Cache = 1, kBf16Cache = 2;
+
 // A cache of one KV head with n_slots slots: row-major f32 K and V
 // ([slot][head_dim], what the naive reference reads) and the tiled kernel's
 // layout of the same values (FlashKIndex), f32 and quantized to int8.
@@ -30,6 +35,7 @@ struct Cache {
   int hd = 0;
   std::vector<float> k, v, kt, ks, vs;
   std::vector<int8_t> k8t, v8;
+  std::vector<uint16_t> k16, v16;  // bf16 cache layouts (FlashK16Index / FlashV16Index)
   Cache(int64_t n_slots, int head_dim, std::mt19937& rng) : hd(head_dim) {
     const int64_t padded = (n_slots + kFlashTile - 1) / kFlashTile * kFlashTile;
     k = RandomVec(n_slots * hd, rng);
@@ -39,15 +45,24 @@ struct Cache {
     v8.assign(padded * hd, 0);
     ks.assign(padded, 0.0f);
     vs.assign(padded, 0.0f);
+    k16.assign(padded * FlashHead16Elems(hd), 0);
+    v16.assign(k16.size(), 0);
     for (int64_t s = 0; s < n_slots; ++s) {
+      for (int d = 0; d < hd; ++d) {
+        k16[FlashK16Index(s, d, hd)] = Bf16Round(k[s * hd + d]);
+        v16[FlashV16Index(s, d, hd)] = Bf16Round(v[s * hd + d]);
+      }
       for (int d = 0; d < hd; ++d) kt[FlashKIndex(s, d, hd)] = k[s * hd + d];
       ks[s] = QuantizeKvRowTo(k.data() + s * hd, hd, [&](int d, int8_t q) { k8t[FlashKIndex(s, d, hd)] = q; });
       vs[s] = QuantizeKvRow(v.data() + s * hd, hd, v8.data() + s * hd);
     }
   }
-  FlashBlock Block(bool q8) const {
+  FlashBlock Block(int cache) const {
     FlashBlock b;
-    if (q8) {
+    if (cache == kBf16Cache) {
+      b.k16 = k16.data();
+      b.v16 = v16.data();
+    } else if (cache == kQ8Cache) {
       b.k8 = k8t.data();
       b.v8 = v8.data();
       b.ks = ks.data();
@@ -73,14 +88,14 @@ std::vector<int32_t> PagedSlots(int32_t n, int block, std::mt19937& rng) {
 
 // out [nq, g, head_dim] for tokens at positions p0 .. p0 + nq - 1 seeing
 // [max(0, p - window + 1), p] (window 0: from 0).
-std::vector<float> Attend(const KernelTable& k, const Cache& c, bool q8, const float* q, int nq, int g, int hd,
+std::vector<float> Attend(const KernelTable& k, const Cache& c, int cache, const float* q, int nq, int g, int hd,
                           int32_t p0, int32_t window, const std::vector<int32_t>& slots, float scale, float cap) {
   std::vector<int32_t> first(nq), last(nq);
   for (int i = 0; i < nq; ++i) {
     last[i] = p0 + i;
     first[i] = window > 0 ? std::max(0, last[i] - window + 1) : 0;
   }
-  FlashBlock b = c.Block(q8);
+  FlashBlock b = c.Block(cache);
   b.q = q;
   b.q_stride = int64_t(g) * hd;
   b.nq = nq;
@@ -232,10 +247,13 @@ KernelTable Bf16Table(CpuIsa isa) {
 // bf16 products: every ISA's kernel gives the scalar definition's bits
 // (FlashChunkGenericBf16, itself checked against the instructions in
 // bf16_generic_test.cc), a block of tokens gives each token its bits alone,
-// int8 caches are untouched by the mode, and the error against f32 products
+// int8 caches are untouched by the mode, a bf16 cache (K and V stored
+// rounded, read in place or gathered for any block size) gives the same bits
+// as an f32 cache with bf16 products, and the error against f32 products
 // stays within bf16's rounding: relative max error < 1.5e-2 (measured
 // 4.3e-3) over lengths across tile, step and chunk boundaries, paged and
-// gathered K, GQA, windows, soft-capping, an odd head size.
+// gathered K and V (blocks of 1, 3, 8, 16, 32 slots), GQA, windows,
+// soft-capping, an odd head size.
 TEST_P(FlashIsaTest, Bf16ProductsMatchDefinitionAndStayClose) {
   const KernelTable ref = Bf16Table(CpuIsa::kScalar);
   const KernelTable k = Bf16Table(GetParam());
@@ -251,7 +269,7 @@ TEST_P(FlashIsaTest, Bf16ProductsMatchDefinitionAndStayClose) {
       {64, 1, 1, 0, 0, 0, 16},     {64, 4, 1, 99, 0, 0, 16},      {64, 2, 1, 600, 0, 0, 8},
       {64, 3, 10, 250, 0, 0, 16},  {64, 1, 32, 7, 0, 0, 32},      {80, 4, 8, 500, 0, 0, 16},
       {128, 2, 16, 37, 20, 0, 16}, {65, 3, 9, 300, 0, 30.0f, 16}, {256, 1, 5, 130, 0, 0, 8},
-      {64, 8, 4, 1000, 300, 0, 16},
+      {64, 8, 4, 1000, 300, 0, 16}, {64, 3, 7, 201, 0, 0, 1},     {80, 2, 6, 77, 0, 0, 3},
   };
   double worst = 0;
   for (const Case& cs : cases) {
@@ -261,12 +279,12 @@ TEST_P(FlashIsaTest, Bf16ProductsMatchDefinitionAndStayClose) {
     const auto q = RandomVec(int64_t(cs.nq) * cs.g * cs.hd, rng, 0.7f);
     const std::string what = "hd " + std::to_string(cs.hd) + " p0 " + std::to_string(cs.p0) + " nq " +
                              std::to_string(cs.nq) + " block " + std::to_string(cs.block);
-    auto attend = [&](const KernelTable& t, bool q8, const float* qi, int nq, int32_t p0) {
-      return Attend(t, c, q8, qi, nq, cs.g, cs.hd, p0, cs.window, slots, 0.1f, cs.cap);
+    auto attend = [&](const KernelTable& t, int cache, const float* qi, int nq, int32_t p0) {
+      return Attend(t, c, cache, qi, nq, cs.g, cs.hd, p0, cs.window, slots, 0.1f, cs.cap);
     };
-    const auto block = attend(k, false, q.data(), cs.nq, cs.p0);
-    const auto block_ref = attend(ref, false, q.data(), cs.nq, cs.p0);
-    const auto exact = attend(f32, false, q.data(), cs.nq, cs.p0);
+    const auto block = attend(k, kF32Cache, q.data(), cs.nq, cs.p0);
+    const auto block_ref = attend(ref, kF32Cache, q.data(), cs.nq, cs.p0);
+    const auto exact = attend(f32, kF32Cache, q.data(), cs.nq, cs.p0);
     EXPECT_EQ(std::memcmp(block.data(), block_ref.data(), block.size() * 4), 0) << what;
     double err = 0, norm = 0;
     for (size_t i = 0; i < block.size(); ++i) {
@@ -278,12 +296,18 @@ TEST_P(FlashIsaTest, Bf16ProductsMatchDefinitionAndStayClose) {
     EXPECT_GT(err, 0.0) << what << ": bf16 rounding should show";
     const size_t row = size_t(cs.g) * cs.hd;
     for (int i = 0; i < cs.nq; ++i) {
-      const auto alone = attend(k, false, q.data() + i * row, 1, cs.p0 + i);
+      const auto alone = attend(k, kF32Cache, q.data() + i * row, 1, cs.p0 + i);
+      const auto alone16 = attend(k, kBf16Cache, q.data() + i * row, 1, cs.p0 + i);
+      EXPECT_EQ(std::memcmp(alone16.data(), alone.data(), row * 4), 0) << "bf16 cache, token " << i << " " << what;
       EXPECT_EQ(std::memcmp(alone.data(), block.data() + i * row, row * 4), 0) << "token " << i << " " << what;
     }
-    const auto q8 = attend(k, true, q.data(), cs.nq, cs.p0);  // int8 caches keep the int8 kernel
-    const auto q8_f32 = attend(f32, true, q.data(), cs.nq, cs.p0);
+    const auto q8 = attend(k, kQ8Cache, q.data(), cs.nq, cs.p0);  // int8 caches keep the int8 kernel
+    const auto q8_f32 = attend(f32, kQ8Cache, q.data(), cs.nq, cs.p0);
     EXPECT_EQ(std::memcmp(q8.data(), q8_f32.data(), q8.size() * 4), 0) << what;
+    // A bf16 cache holds the rounded values: the same bits, whatever the
+    // table's mode (its kernel is always the bf16 one).
+    const auto cache16 = attend(MakeKernelTable(GetParam()), kBf16Cache, q.data(), cs.nq, cs.p0);
+    EXPECT_EQ(std::memcmp(cache16.data(), block.data(), block.size() * 4), 0) << "bf16 cache, " << what;
   }
   std::printf("bf16 products: worst relative error %.2e against f32\n", worst);
 }
@@ -304,9 +328,10 @@ TEST(AttendBatch, SplitDecodeEqualsPrefillAndBatching) {
     KvType type;
     bool bf16;  // int8 caches ignore the mode
   };
-  for (const Mode mode : {Mode{KvType::kF32, false}, Mode{KvType::kQ8, false}, Mode{KvType::kF32, true}}) {
+  for (const Mode mode : {Mode{KvType::kF32, false}, Mode{KvType::kQ8, false}, Mode{KvType::kF32, true},
+                          Mode{KvType::kBF16, false}}) {
     const KvType type = mode.type;
-    const bool bf16 = mode.bf16;
+    const bool bf16 = mode.bf16 || type == KvType::kBF16;
     KernelTable k = MakeBestKernelTable();
     k.attn_bf16 = bf16;
     for (int window : {0, 100}) {
@@ -357,7 +382,7 @@ TEST(AttendBatch, SplitDecodeEqualsPrefillAndBatching) {
                     q.data() + size_t(L - 1) * s.q_dim(), alone.data(), ws);
         EXPECT_EQ(std::memcmp(alone.data(), out.data() + size_t(L - 1) * s.q_dim(), alone.size() * 4), 0)
             << "window " << window << " q8 " << (type == KvType::kQ8) << " block " << block << " bf16 " << bf16;
-        if (type != KvType::kF32) continue;
+        if (type == KvType::kQ8) continue;
         double err = 0;
         std::vector<float> scores(L), naive(hd);
         for (int32_t t = 0; t < T; t += 7) {

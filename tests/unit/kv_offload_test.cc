@@ -16,6 +16,7 @@
 #include "attention/kv_storage.h"
 #include "engine/kv_offloader.h"
 #include "infera/engine.h"
+#include "kernels/bf16_generic.h"
 #include "kernels/kernels.h"
 #include "kv_offload/block_blob.h"
 #include "kv_offload/disk_tier.h"
@@ -113,13 +114,14 @@ TEST(RedisTier, UnreachableServerFailsWithinTheTimeout) {
   EXPECT_FALSE(t.Put({{"k", "v"}}, 10).ok());
 }
 
-// K/V of one block survive encode -> decode: exactly for f32 and int8
-// caches, within half a quantization step for an f32 cache stored as q8.
+// K/V of one block survive encode -> decode: exactly for f32, int8 and bf16
+// caches (bf16 in f32 payloads), within half a quantization step for f32 and
+// bf16 caches stored as q8.
 TEST(KvBlockCodec, RoundTrips) {
   const std::vector<int> heads = {2, 1};
   const int hd = 8;
   for (const int bs : {16, 12})  // whole 16-slot tiles (memcpy) and not
-  for (KvType type : {KvType::kF32, KvType::kQ8}) {
+  for (KvType type : {KvType::kF32, KvType::kQ8, KvType::kBF16}) {
     KvStorage a(heads, 64, hd, type), b(heads, 64, hd, type);
     uint32_t seed = 1;
     auto rnd = [&] { return static_cast<float>((seed = seed * 1664525u + 1013904223u) >> 8) / (1 << 24) - 0.5f; };
@@ -130,6 +132,9 @@ TEST(KvBlockCodec, RoundTrips) {
             if (type == KvType::kF32) {
               a.k(l, h)[FlashKIndex(s, d, hd)] = rnd();
               a.v(l, h)[s * hd + d] = rnd();
+            } else if (type == KvType::kBF16) {
+              a.k16(l, h)[FlashK16Index(s, d, hd)] = Bf16Round(rnd());
+              a.v16(l, h)[FlashV16Index(s, d, hd)] = Bf16Round(rnd());
             } else {
               a.k8(l, h)[FlashKIndex(s, d, hd)] = static_cast<int8_t>(rnd() * 250);
               a.v8(l, h)[s * hd + d] = static_cast<int8_t>(rnd() * 250);
@@ -154,7 +159,19 @@ TEST(KvBlockCodec, RoundTrips) {
           for (int i = 0; i < bs; ++i) {
             for (int d = 0; d < hd; ++d) {
               const int sa = bs + i, sb = 2 * bs + i;
-              if (type == KvType::kQ8) {
+              if (type == KvType::kBF16) {
+                const float ka = Bf16ToF32(a.k16(l, h)[FlashK16Index(sa, d, hd)]);
+                const float kb = Bf16ToF32(b.k16(l, h)[FlashK16Index(sb, d, hd)]);
+                const float va = Bf16ToF32(a.v16(l, h)[FlashV16Index(sa, d, hd)]);
+                const float vb = Bf16ToF32(b.v16(l, h)[FlashV16Index(sb, d, hd)]);
+                if (kind == kKvPayloadF32) {  // exact
+                  ASSERT_EQ(ka, kb);
+                  ASSERT_EQ(va, vb);
+                } else {  // int8 step plus bf16 rounding
+                  ASSERT_NEAR(ka, kb, 0.5f / 127 * 0.51f + 2e-3f);
+                  ASSERT_NEAR(va, vb, 0.5f / 127 * 0.51f + 2e-3f);
+                }
+              } else if (type == KvType::kQ8) {
                 ASSERT_EQ(a.k8(l, h)[FlashKIndex(sa, d, hd)], b.k8(l, h)[FlashKIndex(sb, d, hd)]);
                 ASSERT_EQ(a.v8(l, h)[sa * hd + d], b.v8(l, h)[sb * hd + d]);
               } else if (kind == kKvPayloadF32) {

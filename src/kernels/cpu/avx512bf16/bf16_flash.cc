@@ -52,17 +52,17 @@ inline __m512 Dp(__m512 acc, __m512i a, __m512i b) {
 }
 
 // s[r][c] = scores of rows with query pairs qp[r] [hd2] against tile c of
-// the step's K pairs kp [4][hd2][16], times scale.
+// the step's K pairs kt[c] [hd2][16], times scale.
 template <int kR>
-void Scores(const uint32_t* const* qp, const uint32_t* kp, int hd2, float scale, __m512 (*s)[kFlashStepTiles]) {
+void Scores(const uint32_t* const* qp, const uint32_t* const* kt, int hd2, float scale,
+            __m512 (*s)[kFlashStepTiles]) {
   __m512 acc[kR][kFlashStepTiles];
   for (int r = 0; r < kR; ++r) {
     for (int c = 0; c < kFlashStepTiles; ++c) acc[r][c] = _mm512_setzero_ps();
   }
-  const int64_t tile = int64_t(hd2) * 16;
   for (int dp = 0; dp < hd2; ++dp) {
     __m512i kv[kFlashStepTiles];
-    for (int c = 0; c < kFlashStepTiles; ++c) kv[c] = _mm512_load_si512(kp + c * tile + dp * 16);
+    for (int c = 0; c < kFlashStepTiles; ++c) kv[c] = _mm512_loadu_si512(kt[c] + dp * 16);
     for (int r = 0; r < kR; ++r) {
       const __m512i qd = _mm512_set1_epi32(static_cast<int>(qp[r][dp]));
       for (int c = 0; c < kFlashStepTiles; ++c) acc[r][c] = Dp(acc[r][c], qd, kv[c]);
@@ -75,10 +75,10 @@ void Scores(const uint32_t* const* qp, const uint32_t* kp, int hd2, float scale,
 }
 
 // o rows (kR) = o * corr, then over the pairs [jp0, jp1] of the step's V
-// pairs vp [32][nch][16] dwords, o = dp(o, (p_j, p_j+1), (v_j, v_j+1)) on
+// pairs vt[jp] [nch][16] dwords, o = dp(o, (p_j, p_j+1), (v_j, v_j+1)) on
 // kC 16-float chunks from chunk c0; pp rows of 32 probability dwords.
 template <int kR, int kC>
-void ValuesChunks(float* const* orow, const float* corr, const uint32_t* const* pp, const uint32_t* vp, int nch,
+void ValuesChunks(float* const* orow, const float* corr, const uint32_t* const* pp, const uint32_t* const* vt,
                   int jp0, int jp1, int c0, int hd) {
   __m512 acc[kR][kC];
   __mmask16 m[kC];
@@ -89,7 +89,7 @@ void ValuesChunks(float* const* orow, const float* corr, const uint32_t* const* 
   }
   for (int jp = jp0; jp <= jp1; ++jp) {
     __m512i v[kC];
-    for (int c = 0; c < kC; ++c) v[c] = _mm512_load_si512(vp + (int64_t(jp) * nch + c0 + c) * 16);
+    for (int c = 0; c < kC; ++c) v[c] = _mm512_loadu_si512(vt[jp] + (c0 + c) * 16);
     for (int r = 0; r < kR; ++r) {
       const __m512i pj = _mm512_set1_epi32(static_cast<int>(pp[r][jp]));
       for (int c = 0; c < kC; ++c) acc[r][c] = Dp(acc[r][c], pj, v[c]);
@@ -101,21 +101,21 @@ void ValuesChunks(float* const* orow, const float* corr, const uint32_t* const* 
 }
 
 template <int kR>
-void Values(float* const* orow, const float* corr, const uint32_t* const* pp, const uint32_t* vp, int nch, int jp0,
+void Values(float* const* orow, const float* corr, const uint32_t* const* pp, const uint32_t* const* vt, int nch, int jp0,
             int jp1, int hd) {
   for (int c0 = 0; c0 < nch; c0 += 4) {
     switch (std::min(4, nch - c0)) {
       case 1:
-        ValuesChunks<kR, 1>(orow, corr, pp, vp, nch, jp0, jp1, c0, hd);
+        ValuesChunks<kR, 1>(orow, corr, pp, vt, jp0, jp1, c0, hd);
         break;
       case 2:
-        ValuesChunks<kR, 2>(orow, corr, pp, vp, nch, jp0, jp1, c0, hd);
+        ValuesChunks<kR, 2>(orow, corr, pp, vt, jp0, jp1, c0, hd);
         break;
       case 3:
-        ValuesChunks<kR, 3>(orow, corr, pp, vp, nch, jp0, jp1, c0, hd);
+        ValuesChunks<kR, 3>(orow, corr, pp, vt, jp0, jp1, c0, hd);
         break;
       default:
-        ValuesChunks<kR, 4>(orow, corr, pp, vp, nch, jp0, jp1, c0, hd);
+        ValuesChunks<kR, 4>(orow, corr, pp, vt, jp0, jp1, c0, hd);
         break;
     }
   }
@@ -127,20 +127,81 @@ inline uint32_t* AlignUp(float* p) {
 }
 
 // Prefetches the K groups and V rows of the positions [t0, t1] into L2 so
-// that the next step's rounding does not wait on L3 / memory (it reads them
-// in one burst, unlike the f32 kernel, whose loads spread over its
+// that the next step's preparation does not wait on L3 / memory (it reads
+// them in one burst, unlike the f32 kernel, whose loads spread over its
 // arithmetic).
+inline void PrefetchLines(const void* p, int64_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (int64_t o = 0; o < bytes; o += 64) _mm_prefetch(c + o, _MM_HINT_T1);
+}
 inline void PrefetchPositions(const FlashBlock& b, int32_t t0, int32_t t1) {
   const int hd = b.head_dim;
-  const int64_t row_bytes = int64_t(hd) * 4;
+  const bool bf16 = b.k16 != nullptr;
   for (int32_t t = t0; t <= t1; ++t) {
-    const char* v = reinterpret_cast<const char*>(b.v + int64_t(b.slots[t]) * hd);
-    for (int64_t o = 0; o < row_bytes; o += 64) _mm_prefetch(v + o, _MM_HINT_T1);
-    if (t == t0 || b.slots[t] % kFlashTile == 0) {  // the K group of this slot: hd lines of 64 bytes
-      const char* k = reinterpret_cast<const char*>(b.k + FlashKIndex(b.slots[t] - b.slots[t] % kFlashTile, 0, hd));
-      for (int d = 0; d < hd; ++d) _mm_prefetch(k + int64_t(d) * 64, _MM_HINT_T1);
+    const int32_t slot = b.slots[t], base = slot - slot % kFlashTile;
+    if (bf16) {
+      if (t == t0 || slot % 2 == 0) PrefetchLines(b.v16 + FlashV16Index(slot - slot % 2, 0, hd), FlashV16Width(hd) * 4);
+      if (t == t0 || slot == base) PrefetchLines(b.k16 + FlashK16Index(base, 0, hd), FlashK16Pairs(hd) * 64);
+    } else {
+      PrefetchLines(b.v + int64_t(slot) * hd, int64_t(hd) * 4);
+      if (t == t0 || slot == base) PrefetchLines(b.k + FlashKIndex(base, 0, hd), int64_t(hd) * 64);
     }
   }
+}
+
+// The step's K pair tile c, lanes [a, z] read (positions t0 + c * 16 + j at
+// slots[j]): a bf16 cache's group in place when those lanes are
+// consecutive slots of one group, else gathered into buf [hd2][16]
+// (unread lanes 0); an f32 cache's tile (FlashKTile) rounded into buf.
+const uint32_t* KPairTile(const FlashBlock& b, const int32_t* slots, int a, int z, uint32_t* buf, float* fbuf) {
+  const int hd = b.head_dim, hd2 = FlashK16Pairs(hd);
+  if (b.k16 != nullptr) {
+    const int32_t base = slots[a] - a;
+    bool in_place = base % kFlashTile == 0;
+    for (int j = a; j <= z && in_place; ++j) in_place = slots[j] == base + j;
+    const uint32_t* k = reinterpret_cast<const uint32_t*>(b.k16);
+    if (in_place) return k + FlashK16Index(base, 0, hd) / 2;
+    std::fill(buf, buf + int64_t(hd2) * 16, 0u);
+    for (int j = a; j <= z; ++j) {
+      const uint32_t* src = k + FlashK16Index(slots[j], 0, hd) / 2;  // dword dp at src + dp * 16
+      for (int dp = 0; dp < hd2; ++dp) buf[dp * 16 + j] = src[dp * 16];
+    }
+    return buf;
+  }
+  const float* kt = FlashKTile(b.k, slots, a, z, hd, fbuf);
+  for (int dp = 0; dp < hd2; ++dp) {
+    const __m512 k0 = _mm512_loadu_ps(kt + 2 * dp * 16);
+    const __m512 k1 = 2 * dp + 1 < hd ? _mm512_loadu_ps(kt + (2 * dp + 1) * 16) : _mm512_setzero_ps();
+    _mm512_store_si512(buf + dp * 16, PairUp(k0, k1));
+  }
+  return buf;
+}
+
+// The V pair of lanes (j, j + 1), each read when `read0` / `read1`: a bf16
+// cache's pair in place when both are read and sit at slots (2s, 2s + 1),
+// else built in buf [nch][16] (unread lanes 0).
+const uint32_t* VPair(const FlashBlock& b, int32_t s0, int32_t s1, bool read0, bool read1, uint32_t* buf) {
+  const int hd = b.head_dim, nch = (hd + 15) / 16;
+  if (b.v16 != nullptr) {
+    const uint32_t* v = reinterpret_cast<const uint32_t*>(b.v16);
+    if (read0 && read1 && s0 % 2 == 0 && s1 == s0 + 1) return v + FlashV16Index(s0, 0, hd) / 2;
+    uint16_t* w = reinterpret_cast<uint16_t*>(buf);
+    std::fill(w, w + int64_t(nch) * 32, uint16_t{0});
+    for (int d = 0; d < hd; ++d) {
+      if (read0) w[2 * d] = b.v16[FlashV16Index(s0, d, hd)];
+      if (read1) w[2 * d + 1] = b.v16[FlashV16Index(s1, d, hd)];
+    }
+    return buf;
+  }
+  const float* v0 = read0 ? b.v + int64_t(s0) * hd : nullptr;
+  const float* v1 = read1 ? b.v + int64_t(s1) * hd : nullptr;
+  for (int c = 0; c < nch; ++c) {
+    const __mmask16 mk = FirstLanes(hd - 16 * c);
+    const __m512 a = v0 != nullptr ? _mm512_maskz_loadu_ps(mk, v0 + 16 * c) : _mm512_setzero_ps();
+    const __m512 z = v1 != nullptr ? _mm512_maskz_loadu_ps(mk, v1 + 16 * c) : _mm512_setzero_ps();
+    _mm512_store_si512(buf + c * 16, PairUp(a, z));
+  }
+  return buf;
 }
 
 template <typename Fn>
@@ -161,7 +222,9 @@ void FlashChunkBf16(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float
   uint32_t* qp = vp + int64_t(kFlashStep / 2) * nch * 16;                      // [R][hd2] query pairs
   uint32_t* pp = qp + int64_t(R) * hd2;                                        // [R][32] probability pairs
   float* corr = reinterpret_cast<float*>(pp + int64_t(R) * (kFlashStep / 2));  // [R]
-  float* kbuf = corr + R;                                                      // [4][hd][16] gathered K tiles
+  float* kbuf = corr + R;                                                      // [hd][16] a gathered f32 K tile
+  uint32_t* zeros = AlignUp(kbuf + int64_t(hd) * kFlashTile);                  // [hd2][16] the K of unread tiles
+  std::fill(zeros, zeros + int64_t(hd2) * 16, 0u);
   FlashResetRows(ia * g, ib * g, hd, m, l, o);
   for (int r = ia * g; r < ib * g; ++r) {  // queries rounded into pairs
     const float* q = b.q + (r / g) * b.q_stride + (r % g) * hd;
@@ -173,7 +236,6 @@ void FlashChunkBf16(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float
     }
   }
   const int32_t ulo = std::max(lo, b.first[ia]), uhi = std::min(hi, b.last[ib - 1]);
-  const __m512 zero = _mm512_setzero_ps();
   int ta = ia, tb = ia;
   for (int32_t t0 = ulo - ulo % kFlashStep; t0 <= uhi; t0 += kFlashStep) {
     while (ta < ib && std::min(hi, b.last[ta]) < t0) ++ta;
@@ -181,33 +243,19 @@ void FlashChunkBf16(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float
     if (ta >= tb) continue;
     const int j0 = std::max(ulo, t0) - t0, j1 = std::min(uhi, t0 + kFlashStep - 1) - t0;
     const int32_t* slots = b.slots + t0;
-    // K pairs of the step's read lanes (other tiles: zeros).
+    // K pairs of the step's read lanes (tiles with none: zeros).
+    const uint32_t* kt[kFlashStepTiles];
     for (int c = 0; c < kFlashStepTiles; ++c) {
       const int c0 = c * kFlashTile, a = std::max(j0, c0) - c0, z = std::min(j1, c0 + kFlashTile - 1) - c0;
-      uint32_t* dst = kp + int64_t(c) * hd2 * 16;
-      if (a > z) {
-        for (int dp = 0; dp < hd2; ++dp) _mm512_store_si512(dst + dp * 16, _mm512_setzero_si512());
-        continue;
-      }
-      const float* kt = FlashKTile(b.k, slots + c0, a, z, hd, kbuf + int64_t(c) * kFlashTile * hd);
-      for (int dp = 0; dp < hd2; ++dp) {
-        const __m512 k0 = _mm512_loadu_ps(kt + 2 * dp * 16);
-        const __m512 k1 = 2 * dp + 1 < hd ? _mm512_loadu_ps(kt + (2 * dp + 1) * 16) : zero;
-        _mm512_store_si512(dst + dp * 16, PairUp(k0, k1));
-      }
+      kt[c] = a > z ? zeros : KPairTile(b, slots + c0, a, z, kp + int64_t(c) * hd2 * 16, kbuf);
     }
     // V pairs covering [j0, j1] (lanes outside: zeros).
     const int jp0 = j0 / 2, jp1 = j1 / 2;
+    const uint32_t* vt[kFlashStep / 2];
     for (int jp = jp0; jp <= jp1; ++jp) {
       const int j = 2 * jp;
-      const float* v0 = j >= j0 ? b.v + int64_t(slots[j]) * hd : nullptr;
-      const float* v1 = j + 1 <= j1 ? b.v + int64_t(slots[j + 1]) * hd : nullptr;
-      for (int c = 0; c < nch; ++c) {
-        const __mmask16 mk = FirstLanes(hd - 16 * c);
-        const __m512 a = v0 != nullptr ? _mm512_maskz_loadu_ps(mk, v0 + 16 * c) : zero;
-        const __m512 z = v1 != nullptr ? _mm512_maskz_loadu_ps(mk, v1 + 16 * c) : zero;
-        _mm512_store_si512(vp + (int64_t(jp) * nch + c) * 16, PairUp(a, z));
-      }
+      const bool read0 = j >= j0, read1 = j + 1 <= j1;
+      vt[jp] = VPair(b, read0 ? slots[j] : 0, read1 ? slots[j + 1] : 0, read0, read1, vp + int64_t(jp) * nch * 16);
     }
     // The next step's positions, in the next chunk too (up to the block's
     // last position: its slots exist).
@@ -223,22 +271,22 @@ void FlashChunkBf16(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float
       __m512 sc[kScoreRows][kFlashStepTiles];
       switch (nr) {
         case 1:
-          Scores<1>(q, kp, hd2, b.scale, sc);
+          Scores<1>(q, kt, hd2, b.scale, sc);
           break;
         case 2:
-          Scores<2>(q, kp, hd2, b.scale, sc);
+          Scores<2>(q, kt, hd2, b.scale, sc);
           break;
         case 3:
-          Scores<3>(q, kp, hd2, b.scale, sc);
+          Scores<3>(q, kt, hd2, b.scale, sc);
           break;
         case 4:
-          Scores<4>(q, kp, hd2, b.scale, sc);
+          Scores<4>(q, kt, hd2, b.scale, sc);
           break;
         case 5:
-          Scores<5>(q, kp, hd2, b.scale, sc);
+          Scores<5>(q, kt, hd2, b.scale, sc);
           break;
         default:
-          Scores<6>(q, kp, hd2, b.scale, sc);
+          Scores<6>(q, kt, hd2, b.scale, sc);
           break;
       }
       for (int k = 0; k < nr; ++k) {
@@ -277,16 +325,16 @@ void FlashChunkBf16(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float
       }
       switch (nr) {
         case 1:
-          Values<1>(out, corr + rg, prow, vp, nch, jp0, jp1, hd);
+          Values<1>(out, corr + rg, prow, vt, nch, jp0, jp1, hd);
           break;
         case 2:
-          Values<2>(out, corr + rg, prow, vp, nch, jp0, jp1, hd);
+          Values<2>(out, corr + rg, prow, vt, nch, jp0, jp1, hd);
           break;
         case 3:
-          Values<3>(out, corr + rg, prow, vp, nch, jp0, jp1, hd);
+          Values<3>(out, corr + rg, prow, vt, nch, jp0, jp1, hd);
           break;
         default:
-          Values<4>(out, corr + rg, prow, vp, nch, jp0, jp1, hd);
+          Values<4>(out, corr + rg, prow, vt, nch, jp0, jp1, hd);
           break;
       }
     });
