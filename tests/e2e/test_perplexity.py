@@ -59,7 +59,7 @@ class PerplexityTest(unittest.TestCase):
         bf16) against f32 products on the same model and text at its whole
         trained context (256 positions, four softmax steps): KL divergence
         < 1e-4 (measured 2.4e-6), top-1 agreement > 0.98, perplexity within
-        0.5 %."""
+        0.5 %; --kv-cache-type bf16 gives exactly the same numbers."""
         text = os.path.join(TS3M, "heldout.txt")
         model = os.path.join(TS3M, "tinystories-3m-f32.gguf")
         with tempfile.TemporaryDirectory() as d:
@@ -71,6 +71,10 @@ class PerplexityTest(unittest.TestCase):
             self.assertLess(bf16["kld"], 1e-4)
             self.assertGreater(bf16["top1_agreement"], 0.98)
             self.assertLess(abs(bf16["ppl"] - f32["ppl"]) / f32["ppl"], 0.005)
+            # A bf16 cache holds the same rounded values: the same numbers.
+            cache16 = ppl("--kv-cache-type", "bf16", "-m", model, "-f", text, "--ctx", "256", "--chunks", "8",
+                          "--kl-divergence-base", base, "--kl-divergence")
+            self.assertEqual((cache16["ppl"], cache16["kld"]), (bf16["ppl"], bf16["kld"]))
             print(f"bf16 products: ppl {bf16['ppl']:.4f} vs {f32['ppl']:.4f}, KLD {bf16['kld']:.2e}, "
                   f"top-1 {bf16['top1_agreement']:.4f}")
 

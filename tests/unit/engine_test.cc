@@ -93,16 +93,17 @@ TEST_P(EngineTest, BatchedEqualsIsolated) {
     o.kv_cache_mb = 8;
     auto e = f.Make(o);
     EXPECT_EQ(RunAll(*e, prompts, params), alone) << "budget " << budget;
-    if (budget == 64) {  // the int8 KV cache: batched == isolated too
+    for (const char* type : {"q8", "bf16"}) {  // int8 and bf16 KV caches: batched == isolated too
+      if (budget != 64) break;
       EngineOptions q = o;
-      q.kv_cache_type = "q8";
+      q.kv_cache_type = type;
       EngineOptions q1 = solo;
-      q1.kv_cache_type = "q8";
+      q1.kv_cache_type = type;
       auto eq = f.Make(q);
       auto batched = RunAll(*eq, prompts, params);
       for (int i = 0; i < 32; i += 7) {
         auto e1 = f.Make(q1);
-        EXPECT_EQ(RunAll(*e1, {prompts[i]}, {params[i]})[0], batched[i]) << "q8 " << i;
+        EXPECT_EQ(RunAll(*e1, {prompts[i]}, {params[i]})[0], batched[i]) << type << " " << i;
       }
     }
     const EngineStats st = e->Stats();
