@@ -12,6 +12,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "kernels/bf16_generic.h"
 #include "kernels/flash.h"
 #include "kernels/kernels.h"
 #include "quant/quantize.h"
@@ -86,7 +87,9 @@ MATMUL_BENCH(kAvx512, kQ4_K, 9, Verify9_Avx512_Q4_K);
 // reference vs tiled), and prefill blocks of 10 and 32 consecutive queries
 // (30 and 96 rows) at the end of the context (tiled; per query it reads each K/V row
 // once per block instead of once per query).
-void RunAttention(benchmark::State& state, bool flash, int nq, bool bf16 = false) {
+// bf16: bf16 products over the f32 cache (--attn-dtype bf16); bf16_cache:
+// the bf16 cache of the same values (--kv-cache-type bf16).
+void RunAttention(benchmark::State& state, bool flash, int nq, bool bf16 = false, bool bf16_cache = false) {
   const int32_t n = static_cast<int32_t>(state.range(0));
   const int g = 3, hd = 64;
   const int64_t stride = hd;  // one KV head's cache (random values: K's tiled layout needs no care)
@@ -110,6 +113,27 @@ void RunAttention(benchmark::State& state, bool flash, int nq, bool bf16 = false
   b.slots = slots.data();
   b.k = kc.data();
   b.v = vc.data();
+  std::vector<uint16_t> k16v, v16v;  // 64-byte aligned within (as KvStorage's pages are)
+  if (bf16_cache) {
+    const size_t elems = size_t(n) * FlashHead16Elems(hd);
+    k16v.assign(elems + 32, 0);
+    v16v.assign(elems + 32, 0);
+    auto aligned = [](std::vector<uint16_t>& v) {
+      return reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(v.data()) + 63) & ~uintptr_t(63));
+    };
+    uint16_t* k16 = aligned(k16v);
+    uint16_t* v16 = aligned(v16v);
+    for (int32_t s = 0; s < n; ++s) {
+      for (int d = 0; d < hd; ++d) {
+        k16[FlashK16Index(s, d, hd)] = Bf16Round(kc[size_t(s) * hd + d]);
+        v16[FlashV16Index(s, d, hd)] = Bf16Round(vc[size_t(s) * hd + d]);
+      }
+    }
+    b.k = nullptr;
+    b.v = nullptr;
+    b.k16 = k16;
+    b.v16 = v16;
+  }
   b.scale = 0.125f;
   std::vector<float> scratch(flash ? FlashBlockScratchFloats(b.rows(), hd) : n);
   KernelTable k = MakeBestKernelTable();
@@ -137,12 +161,16 @@ void Attention_TiledBlock32(benchmark::State& s) { RunAttention(s, true, 32); } 
 // The same with bf16 products (--attn-dtype bf16).
 void Attention_TiledBf16(benchmark::State& s) { RunAttention(s, true, 1, true); }
 void Attention_TiledBf16Block32(benchmark::State& s) { RunAttention(s, true, 32, true); }
+void Attention_TiledBf16Cache(benchmark::State& s) { RunAttention(s, true, 1, true, true); }
+void Attention_TiledBf16CacheBlock32(benchmark::State& s) { RunAttention(s, true, 32, true, true); }
 BENCHMARK(Attention_Naive)->Arg(512)->Arg(2048)->Arg(8192)->Arg(16384);
 BENCHMARK(Attention_Tiled)->Arg(512)->Arg(2048)->Arg(8192)->Arg(16384)->Arg(131072);
 BENCHMARK(Attention_TiledBlock10)->Arg(512)->Arg(2048)->Arg(8192);
 BENCHMARK(Attention_TiledBlock32)->Arg(512)->Arg(4096);
 BENCHMARK(Attention_TiledBf16)->Arg(512)->Arg(16384);
 BENCHMARK(Attention_TiledBf16Block32)->Arg(512)->Arg(4096);
+BENCHMARK(Attention_TiledBf16Cache)->Arg(512)->Arg(16384);
+BENCHMARK(Attention_TiledBf16CacheBlock32)->Arg(512)->Arg(4096);
 
 // The core's f32 multiply-add peak: 16 independent chains of 16-lane fused
 // multiply-adds (more than latency x throughput on any current x86 core), no

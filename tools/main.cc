@@ -27,8 +27,8 @@ int main(int argc, char** argv) {
   cli::RuntimeOptions rt;
   app.add_option("--cpu-isa", rt.cpu_isa, "force a kernel ISA: scalar, avx2, avx512 (default: best available)");
   app.add_option("--attn-dtype", rt.attn_dtype,
-                 "attention's products: f32, or bf16 (queries, K, V and probabilities rounded to bf16, sums in f32; "
-                 "faster long prompts with AVX512-BF16; f32 KV caches only)")
+                 "attention's products over an f32 KV cache: f32, or bf16 (queries, K, V and probabilities rounded "
+                 "to bf16, sums in f32); --kv-cache-type bf16 gives the same bits with half the memory, faster")
       ->check(CLI::IsMember({"f32", "bf16"}));
 
   // Every option's default value shows in --help.
