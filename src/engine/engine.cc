@@ -321,8 +321,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Token
   KvType kt;
   if (!ParseKvType(o.kv_cache_type, &kt)) return InvalidArgument("--kv-cache-type must be f32, bf16 or q8");
   if (kt == KvType::kBF16 && std::string_view(kernels.flash_bf16_variant) != "avx512bf16-tiled") {
-    LOG_WARN("--kv-cache-type bf16 without AVX512-BF16 kernels ({}): the bf16 arithmetic is emulated, slower than "
-             "f32; prefer f32 or q8 on this CPU", kernels.flash_bf16_variant);
+    LOG_WARN("--kv-cache-type bf16 without AVX512-BF16: emulated ({}), slower than f32", kernels.flash_bf16_variant);
   }
   const uint64_t per_token = KvStorage::BytesFor(c.KvHeadsPerLayer(), 1, c.head_dim, kt);
   uint64_t bytes;

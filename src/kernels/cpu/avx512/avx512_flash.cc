@@ -211,16 +211,10 @@ void FlashChunk(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l,
       }
       for (int k = 0; k < nr; ++k) {
         const int r = rg + k, i = r / g;
-        const __m512i a = _mm512_set1_epi32(std::max(lo, b.first[i]) - t0);
-        const __m512i z = _mm512_set1_epi32(std::min(hi, b.last[i]) - t0);
         float* s = S + int64_t(r) * kFlashStep;
         __m512 sv[kFlashStepTiles];
-        __m512 vmax = _mm512_set1_ps(-INFINITY);
-        for (int c = 0; c < kFlashStepTiles; ++c) {
-          sv[c] = CapAndMask(sc[k][c], c, a, z, b.softcap);
-          vmax = _mm512_max_ps(vmax, sv[c]);
-        }
-        const float mx = std::max(m[r], _mm512_reduce_max_ps(vmax));
+        const float mx =
+            StepMax(sc[k], std::max(lo, b.first[i]) - t0, std::min(hi, b.last[i]) - t0, b.softcap, m[r], sv);
         corr[r] = ExpNonPositive(m[r] - mx);
         const __m512 mxv = _mm512_set1_ps(mx);
         __m512 p[kFlashStepTiles];

@@ -5,6 +5,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/flash_generic.h"
@@ -44,6 +45,19 @@ inline __m512 CapAndMask(__m512 s, int c, __m512i a, __m512i z, float softcap) {
                                        _mm512_set1_epi32(c * 16));
   const __mmask16 valid = _mm512_cmp_epi32_mask(pos, a, _MM_CMPINT_NLT) & _mm512_cmp_epi32_mask(pos, z, _MM_CMPINT_LE);
   return _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), valid, s);
+}
+
+// One row's scores of a step, sc [kFlashStepTiles] -> sv: capped and masked
+// to the row's lanes [a, z] of the step; returns the new running max
+// max(m, sv).
+inline float StepMax(const __m512* sc, int32_t a, int32_t z, float softcap, float m, __m512* sv) {
+  const __m512i av = _mm512_set1_epi32(a), zv = _mm512_set1_epi32(z);
+  __m512 vmax = _mm512_set1_ps(-INFINITY);
+  for (int c = 0; c < kFlashStepTiles; ++c) {
+    sv[c] = CapAndMask(sc[c], c, av, zv, softcap);
+    vmax = _mm512_max_ps(vmax, sv[c]);
+  }
+  return std::max(m, _mm512_reduce_max_ps(vmax));
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/cpu/avx512/reduce512.h"
 #include "kernels/cpu/avx512/softmax512.h"
@@ -25,7 +26,7 @@
 namespace infera::avx512bf16 {
 namespace {
 
-using avx512::CapAndMask;
+using avx512::StepMax;
 using avx512::ExpNonPositive16;
 using avx512::Sum;
 
@@ -159,12 +160,10 @@ const uint32_t* KPairTile(const FlashBlock& b, const int32_t* slots, int a, int 
     const int32_t base = slots[a] - a;
     bool in_place = base % kFlashTile == 0;
     for (int j = a; j <= z && in_place; ++j) in_place = slots[j] == base + j;
-    const uint32_t* k = reinterpret_cast<const uint32_t*>(b.k16);
-    if (in_place) return k + FlashK16Index(base, 0, hd) / 2;
+    if (in_place) return reinterpret_cast<const uint32_t*>(b.k16 + FlashK16Index(base, 0, hd));
     std::fill(buf, buf + int64_t(hd2) * 16, 0u);
-    for (int j = a; j <= z; ++j) {
-      const uint32_t* src = k + FlashK16Index(slots[j], 0, hd) / 2;  // dword dp at src + dp * 16
-      for (int dp = 0; dp < hd2; ++dp) buf[dp * 16 + j] = src[dp * 16];
+    for (int j = a; j <= z; ++j) {  // the pair (2dp, 2dp + 1) of slot j: two bf16 words, one dword
+      for (int dp = 0; dp < hd2; ++dp) std::memcpy(buf + dp * 16 + j, b.k16 + FlashK16Index(slots[j], 2 * dp, hd), 4);
     }
     return buf;
   }
@@ -291,15 +290,9 @@ void FlashChunkBf16(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float
       }
       for (int k = 0; k < nr; ++k) {
         const int r = rg + k, i = r / g;
-        const __m512i a = _mm512_set1_epi32(std::max(lo, b.first[i]) - t0);
-        const __m512i z = _mm512_set1_epi32(std::min(hi, b.last[i]) - t0);
         __m512 sv[kFlashStepTiles];
-        __m512 vmax = _mm512_set1_ps(-INFINITY);
-        for (int c = 0; c < kFlashStepTiles; ++c) {
-          sv[c] = CapAndMask(sc[k][c], c, a, z, b.softcap);
-          vmax = _mm512_max_ps(vmax, sv[c]);
-        }
-        const float mx = std::max(m[r], _mm512_reduce_max_ps(vmax));
+        const float mx =
+            StepMax(sc[k], std::max(lo, b.first[i]) - t0, std::min(hi, b.last[i]) - t0, b.softcap, m[r], sv);
         corr[r] = ExpNonPositive(m[r] - mx);
         const __m512 mxv = _mm512_set1_ps(mx);
         __m512 p[kFlashStepTiles];
