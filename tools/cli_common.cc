@@ -38,12 +38,21 @@ StatusOr<KernelTable> SelectKernels(const RuntimeOptions& opts) {
     isa = want;
   }
   if (opts.attn_dtype != "f32" && opts.attn_dtype != "bf16") return InvalidArgument("--attn-dtype must be f32 or bf16");
+  if (opts.matmul_dtype != "f32" && opts.matmul_dtype != "bf16") {
+    return InvalidArgument("--matmul-dtype must be f32 or bf16");
+  }
   KernelTable k = MakeKernelTable(isa);
   k.attn_bf16 = opts.attn_dtype == "bf16";
-  LOG_INFO("cpu: {} | features: {} | kernels: {}, quantized: {}, attention: {}", CpuModelName(), f.ToString(),
-           CpuIsaName(k.isa), k.qgemm_variant, k.attn_bf16 ? k.flash_bf16_variant : k.flash_variant);
-  if (k.attn_bf16 && !(f.avx512bf16 && k.isa == CpuIsa::kAvx512)) {
+  k.matmul_bf16 = opts.matmul_dtype == "bf16";
+  LOG_INFO("cpu: {} | features: {} | kernels: {}, quantized: {}, attention: {}{}{}", CpuModelName(), f.ToString(),
+           CpuIsaName(k.isa), k.qgemm_variant, k.attn_bf16 ? k.flash_bf16_variant : k.flash_variant,
+           k.matmul_bf16 ? ", float matmuls: " : "", k.matmul_bf16 ? k.matmul_bf16_variant : "");
+  const bool bf16_kernels = f.avx512bf16 && k.isa == CpuIsa::kAvx512;
+  if (k.attn_bf16 && !bf16_kernels) {
     LOG_WARN("--attn-dtype bf16 without AVX512-BF16 kernels: the bf16 arithmetic is emulated, slower than f32");
+  }
+  if (k.matmul_bf16 && !bf16_kernels) {
+    LOG_WARN("--matmul-dtype bf16 without AVX512-BF16 kernels: float matmuls run the scalar definition, far slower");
   }
   return k;
 }

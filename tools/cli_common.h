@@ -30,6 +30,7 @@ struct RuntimeOptions {
   int threads = 0;            // 0: the usable cores (ThreadPool::DefaultThreadCount)
   std::string cpu_isa;        // "", "scalar", "avx2", "avx512"
   std::string attn_dtype = "f32";  // "f32" or "bf16": attention's products (KernelTable::attn_bf16)
+  std::string matmul_dtype = "f32";  // "f32" or "bf16": float-weight matmuls' products (KernelTable::matmul_bf16)
 };
 
 // Kernel table for the requested (or best) ISA; logs the choice.

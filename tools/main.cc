@@ -30,13 +30,17 @@ int main(int argc, char** argv) {
                  "attention's products over an f32 KV cache: f32, or bf16 (queries, K, V and probabilities rounded "
                  "to bf16, sums in f32); --kv-cache-type bf16 gives the same bits with half the memory, faster")
       ->check(CLI::IsMember({"f32", "bf16"}));
+  app.add_option("--matmul-dtype", rt.matmul_dtype,
+                 "products of F32/F16/BF16 weight matrices: f32 (exact), or bf16 (weights and activations rounded "
+                 "to bf16, sums in f32; AVX512-BF16 VDPBF16PS, ~2x prefill); quantized weights are unaffected")
+      ->check(CLI::IsMember({"f32", "bf16"}));
 
   // Every option's default value shows in --help.
   app.option_defaults()->always_capture_default();
   std::map<CLI::App*, cli::CommandFn> commands;
   auto add = [&](const char* name, const char* help, cli::CommandFn (*reg)(CLI::App&, const cli::RuntimeOptions&)) {
     CLI::App* sub = app.add_subcommand(name, help);
-    sub->fallthrough();  // global options (--log-level, --log-format, --cpu-isa, --attn-dtype) may follow the subcommand
+    sub->fallthrough();  // global options (--log-level, --log-format, --cpu-isa, --attn-dtype, --matmul-dtype) may follow the subcommand
     commands[sub] = reg(*sub, rt);
   };
   add("run", "generate text from a prompt", cli::RegisterRun);

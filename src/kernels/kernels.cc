@@ -26,6 +26,15 @@ FloatTileFn KernelTable::FloatTileFor(DType t) const {
   }
 }
 
+Bf16TileFn KernelTable::Bf16TileFor(DType t) const {
+  switch (t) {
+    case DType::kF32: return bf16_tile_f32;
+    case DType::kF16: return bf16_tile_f16;
+    case DType::kBF16: return bf16_tile_bf16;
+    default: return nullptr;
+  }
+}
+
 KernelTable MakeKernelTable(CpuIsa isa) {
   const CpuFeatures f = DetectCpuFeatures();
   const CpuIsa best = f.BestIsa();
@@ -65,6 +74,9 @@ struct MatmulPart {
   const WeightMatrix* w = nullptr;
   float* y = nullptr;
   FloatTileFn tile = nullptr;        // float weights
+  Bf16TileFn bf16_tile = nullptr;    // float weights, bf16 products (tile is null then)
+  Bf16TileFn bf16_tile_stored = nullptr;  // the same over rows converted to bf16 (bf16_tile_bf16)
+  RowToBf16Fn row_to_bf16 = nullptr;
   int64_t row_block = 0;             // float: rows per L2-sized block
   const PackedMatrix* pm = nullptr;  // quantized weights
   QuantActs acts;
@@ -76,16 +88,36 @@ struct MatmulPart {
 // activations stay in L1 (or L2 for long rows) while the block's weights
 // (half the bytes for F16) come from L2. Reading the activations from L2 for
 // every weight tile instead was 10-15 % slower prefill (m360 / m1b F16).
-void FloatRows(const MatmulPart& p, const float* x, int64_t m, int64_t r0, int64_t r1) {
+// With bf16 products the activations are xb [m, ldxb] (bf16 bits) instead,
+// and F32 / F16 rows serving more than one token tile are first converted to
+// bf16 (this thread's scratch, once per row block) so that the tiles do not
+// convert them again for every 6 tokens: the same bits (the tiles round the
+// same way in registers), m360 F16 prefill 1.2x.
+void FloatRows(const MatmulPart& p, const float* x, const uint16_t* xb, int64_t ldxb, int64_t m, int64_t r0,
+               int64_t r1) {
   const WeightMatrix& w = *p.w;
+  const bool convert = p.bf16_tile != nullptr && w.type != DType::kBF16 && m > kFloatTileTokens;
+  thread_local std::vector<uint16_t> wb;
   for (int64_t b0 = r0; b0 < r1; b0 += p.row_block) {
     const int64_t b1 = std::min(r1, b0 + p.row_block);
+    if (convert) {
+      wb.resize(static_cast<size_t>((b1 - b0) * ldxb));
+      for (int64_t r = b0; r < b1; ++r) p.row_to_bf16(w.type, w.data + r * w.row_bytes, w.n_in, &wb[(r - b0) * ldxb]);
+    }
     for (int64_t t = 0; t < m; t += kFloatTileTokens) {
       const int nt = static_cast<int>(std::min<int64_t>(kFloatTileTokens, m - t));
       for (int64_t r = b0; r < b1; r += 4) {
         const int nr = static_cast<int>(std::min<int64_t>(4, b1 - r));
-        p.tile(w.data + r * w.row_bytes, w.row_bytes, nr, x + t * w.n_in, w.n_in, nt, w.n_in,
-               p.y + t * w.n_out + r, w.n_out);
+        if (convert) {
+          p.bf16_tile_stored(reinterpret_cast<const uint8_t*>(&wb[(r - b0) * ldxb]), 2 * ldxb, nr, xb + t * ldxb,
+                             ldxb, nt, w.n_in, p.y + t * w.n_out + r, w.n_out);
+        } else if (p.bf16_tile != nullptr) {
+          p.bf16_tile(w.data + r * w.row_bytes, w.row_bytes, nr, xb + t * ldxb, ldxb, nt, w.n_in,
+                      p.y + t * w.n_out + r, w.n_out);
+        } else {
+          p.tile(w.data + r * w.row_bytes, w.row_bytes, nr, x + t * w.n_in, w.n_in, nt, w.n_in,
+                 p.y + t * w.n_out + r, w.n_out);
+        }
       }
     }
   }
@@ -193,6 +225,11 @@ void MatmulMany(const KernelTable& k, ThreadPool& pool, const MatmulTarget* targ
   // Per part: its activations' buffer (grows once; the owner thread's).
   thread_local std::vector<uint8_t> act_bufs[kMaxMatmulTargets];
   constexpr int64_t kUnit = PackedMatrix::kRows;  // 16 rows: threads never share an output cache line
+  // With bf16 products: x rounded to bf16 once for every float matrix,
+  // rows of ldxb (zeros past n_in).
+  thread_local std::vector<uint16_t> xb_buf;
+  const int64_t ldxb = RoundUpToBf16Step(targets[0].w->n_in);
+  const uint16_t* xb = nullptr;
   int64_t total = 0;
   for (int i = 0; i < n; ++i) {
     MatmulPart& p = parts[i];
@@ -203,8 +240,24 @@ void MatmulMany(const KernelTable& k, ThreadPool& pool, const MatmulTarget* targ
     p.unit0 = total;
     if (w.n_out <= 0) continue;
     if (w.type == DType::kF32 || w.type == DType::kF16 || w.type == DType::kBF16) {
-      p.tile = k.FloatTileFor(w.type);
-      CHECK(p.tile != nullptr);
+      if (k.matmul_bf16) {
+        p.bf16_tile = k.Bf16TileFor(w.type);
+        p.bf16_tile_stored = k.bf16_tile_bf16;
+        p.row_to_bf16 = k.row_to_bf16;
+        CHECK(p.bf16_tile != nullptr && p.bf16_tile_stored != nullptr && k.round_bf16 != nullptr &&
+              p.row_to_bf16 != nullptr);
+        if (xb == nullptr) {
+          xb_buf.resize(static_cast<size_t>(m * ldxb));
+          for (int64_t t = 0; t < m; ++t) {
+            k.round_bf16(x + t * w.n_in, w.n_in, xb_buf.data() + t * ldxb);
+            std::fill(xb_buf.data() + t * ldxb + w.n_in, xb_buf.data() + (t + 1) * ldxb, uint16_t{0});
+          }
+          xb = xb_buf.data();
+        }
+      } else {
+        p.tile = k.FloatTileFor(w.type);
+        CHECK(p.tile != nullptr);
+      }
       p.row_block = std::max<int64_t>(kUnit, kL2Weights / static_cast<int64_t>(w.row_bytes) / kUnit * kUnit);
       p.units = (w.n_out + kUnit - 1) / kUnit;
     } else {
@@ -239,8 +292,8 @@ void MatmulMany(const KernelTable& k, ThreadPool& pool, const MatmulTarget* targ
       const MatmulPart& p = parts[i];
       const int64_t lo = std::max(u0, p.unit0) - p.unit0, hi = std::min(u1, p.unit0 + p.units) - p.unit0;
       if (lo >= hi) continue;
-      if (p.tile != nullptr) {
-        FloatRows(p, x, m, lo * kUnit, std::min(hi * kUnit, p.w->n_out));
+      if (p.tile != nullptr || p.bf16_tile != nullptr) {
+        FloatRows(p, x, xb, ldxb, m, lo * kUnit, std::min(hi * kUnit, p.w->n_out));
       } else {
         QuantGroups(k, p, m, lo, hi);
       }

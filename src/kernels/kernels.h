@@ -39,6 +39,22 @@ inline int64_t RoundUpToUnit(int64_t n) { return (n + kQUnit - 1) / kQUnit * kQU
 // t < nt <= 6; W rows are row_bytes apart.
 using FloatTileFn = void (*)(const uint8_t* w, size_t row_bytes, int nr, const float* x, int64_t ldx,
                              int nt, int64_t n, float* y, int64_t ldy);
+// The same with bf16 products (`--matmul-dtype bf16`): x holds the tokens'
+// activations as bf16 bits (Bf16Round; rows ldx >= RoundUpToBf16Step(n)
+// apart, zero past n), and y[t * ldy + r] is the defining bf16 dot of
+// bf16_generic.h's arithmetic: 16 lanes, lane l takes, per step i of 32
+// elements, the pair (32 i + 2 l, 32 i + 2 l + 1) as one VDPBF16PS lane,
+// acc = DotBf16Pair(acc, x[e], w[e], x[e + 1], w[e + 1]) with w rounded to
+// bf16 (elements past n: 0), then Reduce16.
+using Bf16TileFn = void (*)(const uint8_t* w, size_t row_bytes, int nr, const uint16_t* x, int64_t ldx, int nt,
+                            int64_t n, float* y, int64_t ldy);
+inline constexpr int64_t kBf16Step = 32;
+inline int64_t RoundUpToBf16Step(int64_t n) { return (n + kBf16Step - 1) / kBf16Step * kBf16Step; }
+// x [n] -> bf16 bits y [n] (Bf16Round, VCVTNEPS2BF16).
+using RoundBf16Fn = void (*)(const float* x, int64_t n, uint16_t* y);
+// A row of n F32 / F16 / BF16 weights -> bf16 bits y [n], each Bf16Round of
+// its f32 value (what the bf16 tiles do in registers).
+using RowToBf16Fn = void (*)(DType t, const uint8_t* row, int64_t n, uint16_t* y);
 // One quantized row of n elements -> u [n_pad], s16, m16 [n_pad / 16] (zeros
 // in the padding); weight = s16 * (u - 2^shift) + m16 per 16-group.
 using UnpackRowFn = void (*)(const uint8_t* row, int64_t n, uint8_t* u, float* s16, float* m16);
@@ -226,7 +242,18 @@ struct KernelTable {
   void (*silu_mul)(float* g, const float* u, int64_t n) = nullptr;
   const char* flash_variant = "scalar";
 
+  // Float-weight matmuls with bf16 products (Bf16TileFn), used instead of
+  // tile_* when matmul_bf16 is set (`--matmul-dtype bf16`, once at start-up).
+  Bf16TileFn bf16_tile_f32 = nullptr;
+  Bf16TileFn bf16_tile_f16 = nullptr;
+  Bf16TileFn bf16_tile_bf16 = nullptr;
+  RoundBf16Fn round_bf16 = nullptr;
+  RowToBf16Fn row_to_bf16 = nullptr;
+  const char* matmul_bf16_variant = "scalar";
+  bool matmul_bf16 = false;
+
   FloatTileFn FloatTileFor(DType t) const;
+  Bf16TileFn Bf16TileFor(DType t) const;
 };
 
 // Fills the table for `isa` (clamped to what `DetectCpuFeatures` reports).

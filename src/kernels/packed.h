@@ -264,11 +264,18 @@ struct PackedGeometry {
   // Decode reads each group once, front to back, and a thread's groups are
   // one run of memory: every kernel fetches this far ahead of the k-block it
   // reads, so memory latency is hidden at each group's start too (m1b Q4_K
-  // tg +35 %, m360 Q4_0 +18 % on the Zen 5 guest). One call per k-block.
+  // tg +35 %, m360 Q4_0 +18 % on the Zen 5 guest). One call per k-block b
+  // (quants: its quant bytes): the call for the j-th k-block of a unit
+  // fetches the j-th kPer-th of the unit kPrefetchBytes ahead, so the calls
+  // cover whole units, their scale bytes too, not only the quant runs they
+  // step over (Q3_K's 96-byte blocks left 224 of each 1,792-byte unit out).
   static constexpr size_t kPrefetchBytes = 4096;
-  static inline __attribute__((always_inline)) void PrefetchAhead(const uint8_t* quants) {
+  static constexpr size_t kPrefetchStep = (kUnitBytes + kPer - 1) / kPer;
+  static inline __attribute__((always_inline)) void PrefetchAhead(const uint8_t* quants, int64_t b) {
+    const size_t j = static_cast<size_t>(b) & (kPer - 1);
+    const uint8_t* at = quants - j * kQuantBytes + kPrefetchBytes + j * kPrefetchStep;
 #pragma GCC unroll 8
-    for (size_t c = 0; c <= kQuantBytes / 64; ++c) __builtin_prefetch(quants + kPrefetchBytes + 64 * c, 0, 3);
+    for (size_t c = 0; c < (kPrefetchStep + 63) / 64; ++c) __builtin_prefetch(at + 64 * c, 0, 3);
   }
   template <typename Body>
   static inline __attribute__((always_inline)) void ForEachBlock(const uint8_t* group, int64_t nb, Body&& body) {

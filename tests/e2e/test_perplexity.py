@@ -78,6 +78,32 @@ class PerplexityTest(unittest.TestCase):
             print(f"bf16 products: ppl {bf16['ppl']:.4f} vs {f32['ppl']:.4f}, KLD {bf16['kld']:.2e}, "
                   f"top-1 {bf16['top1_agreement']:.4f}")
 
+    def test_bf16_matmul_products_stay_within_tolerance(self):
+        """--matmul-dtype bf16 (F32 / F16 weights and activations rounded to
+        bf16 for the float matmuls) against f32 products, on the F16 and the
+        F32 file: KL divergence < 1e-4 (measured 6e-6 on both), top-1
+        agreement > 0.98, perplexity within 0.5 %; the Q8_0 file is
+        untouched by the option (the same numbers)."""
+        text = os.path.join(TS3M, "heldout.txt")
+        args = ["-f", text, "--ctx", "256", "--chunks", "8"]
+        with tempfile.TemporaryDirectory() as d:
+            for name in ("tinystories-3m-f16.gguf", "tinystories-3m-f32.gguf"):
+                model = os.path.join(TS3M, name)
+                base = os.path.join(d, name + ".kld")
+                f32 = ppl("-m", model, *args, "--kl-divergence-base", base)
+                bf16 = ppl("--matmul-dtype", "bf16", "-m", model, *args, "--kl-divergence-base", base,
+                           "--kl-divergence")
+                self.assertGreater(bf16["kld"], 0, name)  # the rounding shows
+                self.assertLess(bf16["kld"], 1e-4, name)
+                self.assertGreater(bf16["top1_agreement"], 0.98, name)
+                self.assertLess(abs(bf16["ppl"] - f32["ppl"]) / f32["ppl"], 0.005, name)
+                print(f"{name} bf16 matmuls: ppl {bf16['ppl']:.4f} vs {f32['ppl']:.4f}, KLD {bf16['kld']:.2e}")
+            q8 = os.path.join(TS3M, "tinystories-3m-q8_0.gguf")
+            self.assertEqual(ppl("--matmul-dtype", "bf16", "-m", q8, *args)["ppl"], ppl("-m", q8, *args)["ppl"])
+        r = infera("--matmul-dtype", "f8", "perplexity", "-m", os.path.join(TS3M, "tinystories-3m-f32.gguf"), *args)
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(len(r.stderr.decode().strip().splitlines()), 1, r.stderr)
+
     @unittest.skipUnless(os.path.exists(STORIES), "../shared not present")
     def test_wikitext_and_tinystories_give_finite_values(self):
         for model, text in ((STORIES, shared("data", "eval", "tinystories", "tinystories_197k.txt")),

@@ -110,6 +110,18 @@ TEST_P(EngineTest, BatchedEqualsIsolated) {
     EXPECT_EQ(st.kv_blocks_used, 0);
     EXPECT_EQ(st.num_running + st.num_waiting, 0);
   }
+  // bf16 products in the float matmuls (`--matmul-dtype bf16`): batched ==
+  // isolated too (prefill converts weight rows first, decode in registers).
+  f.kernels.matmul_bf16 = true;
+  EngineOptions o;
+  o.max_batched_tokens = 64;
+  o.kv_cache_mb = 8;
+  auto eb = f.Make(o);
+  auto batched = RunAll(*eb, prompts, params);
+  for (int i = 0; i < 32; i += 5) {
+    auto e1 = f.Make(solo);
+    EXPECT_EQ(RunAll(*e1, {prompts[i]}, {params[i]})[0], batched[i]) << "bf16 matmuls " << i;
+  }
 }
 
 // With a pool a quarter of the demand, 64 requests all finish (preemption

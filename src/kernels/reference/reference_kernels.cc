@@ -49,6 +49,40 @@ void FloatTile(const uint8_t* w, size_t row_bytes, int nr, const float* x, int64
   }
 }
 
+// The defining bf16 dot (Bf16TileFn): 16 lanes, lane l takes the pair
+// (i + 2 l, i + 2 l + 1) of each step i of 32 as one VDPBF16PS lane.
+template <float (*L)(const uint8_t*, int64_t)>
+float DotBf16(const uint8_t* w, const uint16_t* x, int64_t n) {
+  float acc[16] = {};
+  for (int64_t i = 0; i < n; i += kBf16Step) {
+    for (int l = 0; l < 16; ++l) {
+      const int64_t e = i + 2 * l;
+      const float w0 = e < n ? RoundToBf16(L(w, e)) : 0.0f;
+      const float w1 = e + 1 < n ? RoundToBf16(L(w, e + 1)) : 0.0f;
+      acc[l] = DotBf16Pair(acc[l], Bf16ToF32(x[e]), w0, Bf16ToF32(x[e + 1]), w1);
+    }
+  }
+  return Reduce16(acc);
+}
+
+template <float (*L)(const uint8_t*, int64_t)>
+void Bf16Tile(const uint8_t* w, size_t row_bytes, int nr, const uint16_t* x, int64_t ldx, int nt, int64_t n, float* y,
+              int64_t ldy) {
+  for (int r = 0; r < nr; ++r) {
+    for (int t = 0; t < nt; ++t) y[t * ldy + r] = DotBf16<L>(w + r * row_bytes, x + t * ldx, n);
+  }
+}
+
+void RoundBf16(const float* x, int64_t n, uint16_t* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = Bf16Round(x[i]);
+}
+
+void RowToBf16(DType t, const uint8_t* row, int64_t n, uint16_t* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] = Bf16Round(t == DType::kF32 ? LoadF32(row, i) : t == DType::kF16 ? LoadF16(row, i) : LoadBf16(row, i));
+  }
+}
+
 // The sparse-mask layout: each block expanded to Q8_0's dense quants, then
 // QGemm's arithmetic.
 void QGemmMask(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
@@ -153,6 +187,11 @@ void Fill(KernelTable* t) {
   t->tile_f32 = FloatTile<LoadF32>;
   t->tile_f16 = FloatTile<LoadF16>;
   t->tile_bf16 = FloatTile<LoadBf16>;
+  t->bf16_tile_f32 = Bf16Tile<LoadF32>;
+  t->bf16_tile_f16 = Bf16Tile<LoadF16>;
+  t->bf16_tile_bf16 = Bf16Tile<LoadBf16>;
+  t->round_bf16 = RoundBf16;
+  t->row_to_bf16 = RowToBf16;
   t->qgemm = QGemm;
   t->qgemm_sparse24 = QGemm;
   t->qgemm_sparse_mask = QGemm;

@@ -45,7 +45,7 @@ void QGemm256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t
   for (int t = 0; t < kT; ++t) acc[t] = macc[t] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   auto block = [&](const uint8_t* blk, const uint8_t* sp, [[maybe_unused]] const uint8_t* super, int64_t b)
                    __attribute__((always_inline)) {
-    if constexpr (kT == 1) Geometry::PrefetchAhead(blk);  // decode
+    if constexpr (kT == 1) Geometry::PrefetchAhead(blk, b);  // decode
     __m256i isum[kT][2];
     for (int t = 0; t < kT; ++t) isum[t][0] = isum[t][1] = _mm256_set1_epi32(a.Bias(t0 + t)[b]);
     if constexpr (kBits <= 3) {  // Q2_K, Q3_K: a 2-bit chunk per block of 16; vector v at bits [2v, 2v + 2)
@@ -225,7 +225,7 @@ void QGemmRow256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int6
     q[t] = a.Q(t0 + t);
   }
   auto block = [&](const uint8_t* blk, const uint8_t*, const uint8_t*, int64_t b) __attribute__((always_inline)) {
-    if constexpr (kT == 1) Geometry::PrefetchAhead(blk);
+    if constexpr (kT == 1) Geometry::PrefetchAhead(blk, b);
     // Each k-block's sums start afresh and join the row's total at its end:
     // vpdpbusd chains one block long, which the core overlaps across blocks
     // (one chain over the whole row ran at its latency, 0.7x Q8_0's speed).

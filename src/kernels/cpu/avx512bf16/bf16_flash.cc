@@ -339,6 +339,7 @@ void FlashChunkBf16(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float
 void Fill(KernelTable* t) {
   t->flash_chunk_bf16 = FlashChunkBf16;
   t->flash_bf16_variant = "avx512bf16-tiled";
+  FillMatmul(t);
 }
 
 }  // namespace infera::avx512bf16

@@ -46,7 +46,7 @@ void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0
   auto block = [&](const uint8_t* blk, const uint8_t* sp, [[maybe_unused]] const uint8_t* super, int64_t b)
                    __attribute__((always_inline)) {
     __m512i wv[kVecs];
-    if constexpr (kT == 1) Geometry::PrefetchAhead(blk);  // decode
+    if constexpr (kT == 1) Geometry::PrefetchAhead(blk, b);  // decode
 #pragma GCC unroll 8
     for (int c = 0; c < kLoads; ++c) {
       const __m512i raw = _mm512_load_si512(blk + 64 * c);
@@ -234,7 +234,7 @@ void QGemmSparse24T(const PackedMatrix& w, int64_t group, const QuantActs& a, in
     da[t] = a.Da(t0 + t);
   }
   auto block = [&](const uint8_t* blk, const uint8_t* sp, const uint8_t*, int64_t b) __attribute__((always_inline)) {
-    if constexpr (kT == 1) Geometry::PrefetchAhead(blk);
+    if constexpr (kT == 1) Geometry::PrefetchAhead(blk, b);
     __m512i wv[8];
     spread.Block(blk, wv);
     const __m512 s = LoadScales<true>(sp);
@@ -281,7 +281,7 @@ void QGemmRowT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t
     q[t] = a.Q(t0 + t);
   }
   auto block = [&](const uint8_t* blk, const uint8_t*, const uint8_t*, int64_t b) __attribute__((always_inline)) {
-    if constexpr (kT == 1) Geometry::PrefetchAhead(blk);
+    if constexpr (kT == 1) Geometry::PrefetchAhead(blk, b);
     __m512i wv[8];
 #pragma GCC unroll 8
     for (int c = 0; c < 8; ++c) wv[c] = _mm512_load_si512(blk + 64 * c);
