@@ -364,6 +364,16 @@ TEST(KvOffloadEngine, ResumesFromDiskAfterRestartWithIdenticalTokens) {
   q8.kv_cache_type = "q8";
   EXPECT_EQ(f.Run(q8, prompt).cached, 0);
   EXPECT_EQ(f.Run(q8, prompt).cached, 320);
+  // So are other products (their K/V differ): bf16 matmuls, then bf16
+  // attention, each a miss first and its own hit after.
+  f.kernels.matmul_bf16 = true;
+  EXPECT_EQ(f.Run(o, prompt).cached, 0);
+  EXPECT_EQ(f.Run(o, prompt).cached, 320);
+  f.kernels.matmul_bf16 = false;
+  f.kernels.attn_bf16 = true;
+  EXPECT_EQ(f.Run(o, prompt).cached, 0);
+  f.kernels.attn_bf16 = false;
+  EXPECT_EQ(f.Run(o, prompt).cached, 320);  // the f32 blocks are still there
 }
 
 TEST(KvOffloadEngine, RefillsAnEvictedPrefixFromDiskWithinOneEngine) {
