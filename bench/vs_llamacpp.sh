@@ -10,6 +10,8 @@
 #   bench/vs_llamacpp.sh [DIR=/tmp/vs] [SHAPES="m360"] [TYPES="f16 q8_0 q4_k_m q4_0"] [ROUNDS=3] [THREADS=2]
 # TESTS (default "-p 512 -n 128") is passed to both benches; DEPTH=N adds -d N.
 # LLAMA_BIN defaults to the output of bench/build_llamacpp.sh.
+# INFERA_ALT="--matmul-dtype bf16" (global infera options) adds, in each round,
+# a second infera run with them, and a second table for it.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 INFERA="${INFERA:-$ROOT/build/tools/infera}"
@@ -52,24 +54,35 @@ for _ in $(seq "$ROUNDS"); do
       "$INFERA" bench -m "$f" $TESTS -d "$DEPTH" -t "$THREADS" -r 2 --json 2>/dev/null |
         /usr/bin/python3 -c "import json,sys; d=$DEPTH; r=json.load(sys.stdin); [x.update(test=x['test']+(f'@d{d}' if d else '')) for x in r]; print(json.dumps(r))" |
         label infera "$s" "$t" >> "$OUT"
+      if [ -n "${INFERA_ALT:-}" ]; then
+        # shellcheck disable=SC2086
+        "$INFERA" $INFERA_ALT bench -m "$f" $TESTS -d "$DEPTH" -t "$THREADS" -r 2 --json 2>/dev/null |
+          /usr/bin/python3 -c "import json,sys; d=$DEPTH; r=json.load(sys.stdin); [x.update(test=x['test']+(f'@d{d}' if d else '')) for x in r]; print(json.dumps(r))" |
+          label infera-alt "$s" "$t" >> "$OUT"
+      fi
       # shellcheck disable=SC2086
       "$LLAMA_BIN/llama-bench" -m "$f" $TESTS -d "$DEPTH" -t "$THREADS" -r 2 -o json 2>/dev/null | label llama.cpp "$s" "$t" >> "$OUT"
     done
   done
 done
-/usr/bin/python3 - "$OUT" <<'PY'
+/usr/bin/python3 - "$OUT" "${INFERA_ALT:-}" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
+alt = sys.argv[2]
 keys = list(dict.fromkeys((r["shape"], r["type"], r["test"]) for r in rows))
 def runs(engine, k):
     return [r["tps"] for r in rows if r["engine"] == engine and (r["shape"], r["type"], r["test"]) == k]
-print("| shape | type | test | llama.cpp t/s | infera t/s | infera / llama.cpp | runs llama.cpp / infera |")
-print("|---|---|---|---|---|---|---|")
-for k in keys:
-    a, b = runs("llama.cpp", k), runs("infera", k)
-    if not a or not b:
+for engine, title in (("infera", "infera"), ("infera-alt", "infera " + alt)):
+    if not any(r["engine"] == engine for r in rows):
         continue
-    ma, mb = statistics.median(a), statistics.median(b)
-    spread = " ".join(f"{x:.1f}" for x in a) + " / " + " ".join(f"{x:.1f}" for x in b)
-    print(f"| {k[0]} | {k[1]} | {k[2]} | {ma:.1f} | {mb:.1f} | {mb / ma:.2f} | {spread} |")
+    print(f"| shape | type | test | llama.cpp t/s | {title} t/s | ratio | runs llama.cpp / {title} |")
+    print("|---|---|---|---|---|---|---|")
+    for k in keys:
+        a, b = runs("llama.cpp", k), runs(engine, k)
+        if not a or not b:
+            continue
+        ma, mb = statistics.median(a), statistics.median(b)
+        spread = " ".join(f"{x:.1f}" for x in a) + " / " + " ".join(f"{x:.1f}" for x in b)
+        print(f"| {k[0]} | {k[1]} | {k[2]} | {ma:.1f} | {mb:.1f} | {mb / ma:.2f} | {spread} |")
+    print()
 PY
