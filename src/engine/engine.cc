@@ -345,11 +345,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Token
              "(at most {} blocks per sequence)", w, (w + o.kv_block_size - 1) / o.kv_block_size + 2);
   }
   if (o.kv_offload.enabled()) {
-    std::string arith;  // bf16 products change K/V: part of the offload fingerprint
-    if (kernels.attn_bf16) arith += "attn=bf16";
-    if (kernels.matmul_bf16) arith += arith.empty() ? "matmul=bf16" : " matmul=bf16";
     ASSIGN_OR_RETURN(impl->offload,
-                     KvOffloader::Create(model, kt, o.kv_block_size, o.max_model_len, o.kv_offload, arith));
+                     KvOffloader::Create(model, kt, o.kv_block_size, o.max_model_len, o.kv_offload, kernels));
     impl->blocks.set_record_commits(true);
   }
   LOG_INFO("engine: KV cache {:.1f} MiB ({}) = {} blocks of {} tokens ({} tokens), context {}, max {} seqs, {} tokens/step",

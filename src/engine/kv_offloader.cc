@@ -237,7 +237,7 @@ StatusOr<uint64_t> HashModelFiles(const std::string& path) {
 
 StatusOr<std::unique_ptr<KvOffloader>> KvOffloader::Create(const Model& model, KvType kv_type, int32_t block_size,
                                                            int32_t max_model_len, const KvOffloadOptions& o,
-                                                           const std::string& arithmetic) {
+                                                           const KernelTable& kernels) {
   if (model.shard.split()) return InvalidArgument("--kv-offload-* works with a whole model only (not with --tp/--pp)");
   uint32_t kind;
   if (o.type == "auto") kind = kv_type == KvType::kQ8 ? kKvPayloadQ8 : kKvPayloadF32;  // bf16: exact in f32
@@ -266,7 +266,9 @@ StatusOr<std::unique_ptr<KvOffloader>> KvOffloader::Create(const Model& model, K
     const LayerConfig lc = c.Layer(l);
     desc += fmt::format(" L{}:{}/{}/{}", l, lc.rope_theta, lc.rope_linear_factor, lc.sliding_window);
   }
-  if (!arithmetic.empty()) desc += " " + arithmetic;  // (f32 products: the fingerprint of earlier versions)
+  // (f32 products add nothing: the fingerprint of earlier versions)
+  if (kernels.attn_bf16) desc += " attn=bf16";
+  if (kernels.matmul_bf16) desc += " matmul=bf16";
   const uint64_t fp = kv_offload::Hash64(desc);
   kv_offload::OffloadConfig cfg;
   cfg.dir = o.dir;

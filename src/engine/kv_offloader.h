@@ -26,6 +26,7 @@
 
 #include "attention/kv_storage.h"
 #include "infera/engine.h"
+#include "kernels/kernels.h"
 #include "kv_cache/block_manager.h"
 #include "kv_offload/offload_store.h"
 #include "model/model.h"
@@ -54,12 +55,12 @@ StatusOr<uint64_t> HashModelFiles(const std::string& path);
 
 class KvOffloader {
  public:
-  // `arithmetic`: what besides the model decides the K/V values ("" for
-  // f32 products; e.g. "attn=bf16 matmul=bf16"), part of the fingerprint so
-  // blocks computed with other products never mix.
+  // `kernels`: its bf16 products (attention, matmuls) change the K/V values,
+  // so they are part of the fingerprint and blocks computed with other
+  // products never mix.
   static StatusOr<std::unique_ptr<KvOffloader>> Create(const Model& model, KvType kv_type, int32_t block_size,
                                                        int32_t max_model_len, const KvOffloadOptions& o,
-                                                       const std::string& arithmetic = "");
+                                                       const KernelTable& kernels);
 
   // Encodes and queues the blocks `blocks` registered since the last call
   // (end of a step: their K/V are written).
