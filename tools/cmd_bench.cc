@@ -234,6 +234,10 @@ int Bench(const BenchArgs& args, const RuntimeOptions& rt_in) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
 
+  // The products the kernels compute in and the KV cache's type (all f32
+  // unless --matmul-dtype / --attn-dtype / --kv-cache-type say otherwise).
+  const std::string numerics = fmt::format("{}/{}/{}", kernels->matmul_bf16 ? "bf16" : "f32",
+                                           kernels->attn_bf16 ? "bf16" : "f32", eo.kv_cache_type);
   nlohmann::json out = nlohmann::json::array();
   auto run_test = [&](const std::string& name, int32_t n, bool prompt) -> Status {
     std::vector<double> tps;
@@ -255,7 +259,8 @@ int Bench(const BenchArgs& args, const RuntimeOptions& rt_in) {
     Stat st = MeanSd(tps);
     out.push_back({{"test", name}, {"tokens_per_second", st.mean}, {"stddev", st.sd}, {"threads", eo.threads},
                    {"model_type", Upper(m.weight_type_summary)}, {"repetitions", a.reps},
-                   {"kernels", CpuIsaName(kernels->isa)}});
+                   {"kernels", CpuIsaName(kernels->isa)}, {"matmul_dtype", kernels->matmul_bf16 ? "bf16" : "f32"},
+                   {"attn_dtype", kernels->attn_bf16 ? "bf16" : "f32"}, {"kv_cache_type", eo.kv_cache_type}});
     if (ps.split()) {
       // Rank 0's time inside communication (waiting for the other ranks
       // included) and its bytes, per token of the timed runs.
@@ -289,18 +294,19 @@ int Bench(const BenchArgs& args, const RuntimeOptions& rt_in) {
       }
     }
     if (!a.json) {
-      std::printf("| %-24s | %-6s | %7d | %6s | %-14s | %16s |\n", m.config.name.substr(0, 24).c_str(),
-                  Upper(m.weight_type_summary).c_str(), eo.threads, CpuIsaName(kernels->isa), name.c_str(),
-                  fmt::format("{:.2f} ± {:.2f}", st.mean, st.sd).c_str());
+      std::printf("| %-24s | %-6s | %7d | %6s | %-14s | %-14s | %16s |\n", m.config.name.substr(0, 24).c_str(),
+                  Upper(m.weight_type_summary).c_str(), eo.threads, CpuIsaName(kernels->isa), numerics.c_str(),
+                  name.c_str(), fmt::format("{:.2f} ± {:.2f}", st.mean, st.sd).c_str());
       std::fflush(stdout);
     }
     return Status::Ok();
   };
   if (!a.json) {
-    std::printf("| %-24s | %-6s | %7s | %6s | %-14s | %16s |\n", "model", "type", "threads", "isa", "test", "t/s");
-    std::printf("|%s|%s|%s|%s|%s|%s|\n", std::string(26, '-').c_str(), std::string(8, '-').c_str(),
+    std::printf("| %-24s | %-6s | %7s | %6s | %-14s | %-14s | %16s |\n", "model", "type", "threads", "isa",
+                "matmul/attn/kv", "test", "t/s");
+    std::printf("|%s|%s|%s|%s|%s|%s|%s|\n", std::string(26, '-').c_str(), std::string(8, '-').c_str(),
                 std::string(9, '-').c_str(), std::string(8, '-').c_str(), std::string(16, '-').c_str(),
-                std::string(18, '-').c_str());
+                std::string(16, '-').c_str(), std::string(18, '-').c_str());
   }
   const std::string at = a.depth > 0 ? fmt::format(" @ d{}", a.depth) : "";
   if (a.n_prompt > 0) {

@@ -99,6 +99,13 @@ class Stories260KTest(unittest.TestCase):
             self.assertGreater(x["tokens_per_second"], 0)
             self.assertEqual(x["model_type"], "F32")
             self.assertEqual(x["repetitions"], 2)
+            self.assertEqual((x["matmul_dtype"], x["attn_dtype"], x["kv_cache_type"]), ("f32", "f32", "f32"))
+        # The table names the products and the KV cache type it ran with.
+        r = infera("--matmul-dtype", "bf16", "bench", *SOURCES["gguf"][:2], "-p", "8", "-n", "2", "-r", "1",
+                   "--kv-cache-type", "bf16")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("matmul/attn/kv", r.stdout.decode())
+        self.assertIn("| bf16/f32/bf16 ", r.stdout.decode())
 
     def test_convert_llama2c_to_gguf_round_trip(self):
         with tempfile.TemporaryDirectory() as d:
