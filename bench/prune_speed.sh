@@ -2,11 +2,11 @@
 # Speed of pruned models (issue 18), random weights on the standard shapes:
 #  - structured: --structured both --ratio 0.25 (25 % of FFN channels and of
 #    the heads, as GQA allows) against the dense model, in Q4_0 and Q8_0;
-#  - 2:4: magnitude 2:4 in Q8_0 (stored as q8_0_s24, packed to skip zeros)
-#    against dense Q8_0;
+#  - 2:4: magnitude 2:4 in Q8_0 and Q4_0 (stored as q8_0_s24 / q4_0_s24,
+#    packed to skip zeros) against dense Q8_0 / Q4_0;
 #  - unstructured 50 % / 70 % and 4:8 in Q8_0 (packed by masks at load)
 #    against dense Q8_0.
-# ONLY (a regex) limits the pairs measured, e.g. ONLY='s24|u70'.
+# ONLY (a regex) limits the pairs measured (and the files made), e.g. ONLY='s24|u70'.
 # Each pair is benchmarked ROUNDS times, interleaved; prints median tokens/s
 # and the ratio per round (pp512 / tg128, THREADS threads).
 #
@@ -22,31 +22,40 @@ VOCAB="$ROOT/../shared/data/tokenizers/llamacpp/ggml-vocab-llama-spm.gguf"
 CALIB="$ROOT/../shared/data/eval/wikitext-2/wiki.test.raw"
 mkdir -p "$DIR"
 head -c 200000 "$CALIB" > "$DIR/calib.txt"
+# Each pair "dense:pruned" (file names without .gguf); `make_file NAME`
+# writes a missing file, only for the pairs that are measured.
 PAIRS=()
 for s in $SHAPES; do
-  [ -f "$DIR/$s-f16.gguf" ] || "$INFERA" --log-level warn convert --random "$s" --vocab "$VOCAB" --outtype f16 "$DIR/$s-f16.gguf"
-  for t in q4_0 q8_0; do
-    [ -f "$DIR/$s-$t.gguf" ] || "$INFERA" --log-level warn quantize "$DIR/$s-f16.gguf" "$DIR/$s-$t.gguf" --type "$t"
-    [ -f "$DIR/$s-$t-structured.gguf" ] || "$INFERA" --log-level warn prune "$DIR/$s-f16.gguf" \
-      "$DIR/$s-$t-structured.gguf" --structured both --ratio 0.25 --calib "$DIR/calib.txt" --calib-tokens 2048 \
-      --outtype "$t"
-    PAIRS+=("$s-$t:$s-$t-structured")
-  done
-  [ -f "$DIR/$s-q8_0-s24.gguf" ] || "$INFERA" --log-level warn prune "$DIR/$s-q8_0.gguf" "$DIR/$s-q8_0-s24.gguf" \
-    --method magnitude --pattern 2:4
-  PAIRS+=("$s-q8_0:$s-q8_0-s24")
-  for v in "u50:--sparsity 0.5" "u70:--sparsity 0.7" "48:--pattern 4:8"; do
-    # shellcheck disable=SC2086  # the options split into words on purpose
-    [ -f "$DIR/$s-q8_0-${v%%:*}.gguf" ] || "$INFERA" --log-level warn prune "$DIR/$s-q8_0.gguf" \
-      "$DIR/$s-q8_0-${v%%:*}.gguf" --method magnitude ${v#*:}
-    PAIRS+=("$s-q8_0:$s-q8_0-${v%%:*}")
-  done
+  for t in q4_0 q8_0; do PAIRS+=("$s-$t:$s-$t-structured"); done
+  PAIRS+=("$s-q8_0:$s-q8_0-s24" "$s-q4_0:$s-q4_0-s24")
+  for v in u50 u70 48; do PAIRS+=("$s-q8_0:$s-q8_0-$v"); done
 done
 if [ -n "${ONLY:-}" ]; then
   KEEP=()
   for p in "${PAIRS[@]}"; do [[ "$p" =~ $ONLY ]] && KEEP+=("$p"); done
   PAIRS=("${KEEP[@]}")
 fi
+make_file() {  # $1 = file name without .gguf
+  local f="$1" s="${1%%-*}" rest="${1#*-}"
+  [ -f "$DIR/$f.gguf" ] && return
+  case "$rest" in
+    f16) "$INFERA" --log-level warn convert --random "$s" --vocab "$VOCAB" --outtype f16 "$DIR/$f.gguf" ;;
+    q4_0|q8_0) make_file "$s-f16"
+      "$INFERA" --log-level warn quantize "$DIR/$s-f16.gguf" "$DIR/$f.gguf" --type "$rest" ;;
+    *-structured) make_file "$s-f16"
+      "$INFERA" --log-level warn prune "$DIR/$s-f16.gguf" "$DIR/$f.gguf" --structured both --ratio 0.25 \
+        --calib "$DIR/calib.txt" --calib-tokens 2048 --outtype "${rest%-structured}" ;;
+    *-s24) make_file "$s-${rest%-s24}"  # 2:4 in Q8_0 / Q4_0: stored as q8_0_s24 / q4_0_s24
+      "$INFERA" --log-level warn prune "$DIR/$s-${rest%-s24}.gguf" "$DIR/$f.gguf" --method magnitude --pattern 2:4 ;;
+    q8_0-u50|q8_0-u70|q8_0-48) make_file "$s-q8_0"
+      local opt
+      case "${rest#q8_0-}" in u50) opt="--sparsity 0.5" ;; u70) opt="--sparsity 0.7" ;; 48) opt="--pattern 4:8" ;; esac
+      # shellcheck disable=SC2086  # the options split into words on purpose
+      "$INFERA" --log-level warn prune "$DIR/$s-q8_0.gguf" "$DIR/$f.gguf" --method magnitude $opt ;;
+    *) echo "prune_speed.sh: no rule for $f" >&2; exit 2 ;;
+  esac
+}
+for p in "${PAIRS[@]}"; do make_file "${p%%:*}"; make_file "${p##*:}"; done
 OUT="$DIR/results.jsonl"
 : > "$OUT"
 for r in $(seq "$ROUNDS"); do

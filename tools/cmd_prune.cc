@@ -391,8 +391,9 @@ int Prune(PruneArgs a, const RuntimeOptions& rt_in) {
   const std::string output_name =
       GlobalTensorName(model.config.tied_embeddings ? &ModelWeights::tok_embd : &ModelWeights::output);
   // 2:4 and 4:8 weights in Q8_0 are stored compressed (Q8_0_S24 and
-  // Q8_0_S48: 5.5 bits per weight, kernels skip the zeros) unless
-  // --dense-output asks for plain Q8_0.
+  // Q8_0_S48: 5.5 bits per weight, kernels skip the zeros), and 2:4 in Q4_0
+  // too (Q4_0_S24: 3.5 bits per weight), unless --dense-output asks for
+  // plain Q8_0 / Q4_0.
   const bool compress24 = !structured && ctx.pattern.n == 2 && ctx.pattern.m == 4 && !a.dense_output;
   const bool compress48 = !structured && ctx.pattern.n == 4 && ctx.pattern.m == 8 && !a.dense_output;
   auto choose = [&](const std::string& name, const WeightMatrix& m) -> DType {
@@ -400,11 +401,14 @@ int Prune(PruneArgs a, const RuntimeOptions& rt_in) {
     if (target) {
       t = ChooseTensorType(*target, name, m.n_in, model.config.n_layer, output_name, false);
     } else if (auto it = stored.find(name); it != stored.end()) {
-      const bool plain = (it->second == DType::kQ8_0S24 && !compress24) || (it->second == DType::kQ8_0S48 && !compress48);
-      t = FallbackForShape(plain ? DType::kQ8_0 : it->second, m.n_in);
+      DType s = it->second;
+      if ((s == DType::kQ8_0S24 && !compress24) || (s == DType::kQ8_0S48 && !compress48)) s = DType::kQ8_0;
+      if (s == DType::kQ4_0S24 && !compress24) s = DType::kQ4_0;
+      t = FallbackForShape(s, m.n_in);
     }
     const bool pruned = std::any_of(ctx.mats.begin(), ctx.mats.end(), [&](const LayerMatrix& x) { return x.m == &m; });
     if (compress24 && pruned && t == DType::kQ8_0) return DType::kQ8_0S24;
+    if (compress24 && pruned && t == DType::kQ4_0) return DType::kQ4_0S24;
     if (compress48 && pruned && t == DType::kQ8_0) return DType::kQ8_0S48;
     return t;
   };
@@ -456,8 +460,8 @@ CommandFn RegisterPrune(CLI::App& app, const RuntimeOptions& rt) {
   app.add_option("--block-size", a->block_size, "SparseGPT columns per block (default 128)");
   app.add_option("-t,--threads", a->threads, "threads (0: the cores this process may use)");
   app.add_flag("--dense-output", a->dense_output,
-               "2:4 / 4:8 in Q8_0: write plain Q8_0 with the zeros (what llama.cpp reads) instead of infera's "
-               "q8_0_s24 / q8_0_s48");
+               "2:4 / 4:8 in Q8_0, 2:4 in Q4_0: write plain Q8_0 / Q4_0 with the zeros (what llama.cpp reads) "
+               "instead of infera's q8_0_s24 / q8_0_s48 / q4_0_s24");
   app.add_option("--report", a->report, "write a JSON report: per-tensor sparsity, steps, kept heads and channels");
   return [a, &rt]() { return Prune(*a, rt); };
 }

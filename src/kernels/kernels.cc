@@ -140,14 +140,14 @@ void QuantGroups(const KernelTable& k, const MatmulPart& p, int64_t m, int64_t g
                                        : k.qgemm;
   const ExpandSparseFn expand = f.sparse24 ? k.expand_sparse24 : f.sparse_mask ? k.expand_sparse_mask : nullptr;
   // Sparse groups serving more than one token tile are expanded once into
-  // dense Q8_0 (this thread's scratch) for the dense kernel: the same
+  // dense Q8_0 or Q4_0 (this thread's scratch) for the dense kernel: the same
   // results, without spreading the values again for every tile.
   thread_local std::unique_ptr<PackedMatrix> dense;
   for (int64_t t0 = 0; t0 < m; t0 += tb) {
     const int64_t t1 = std::min(m, t0 + tb);
     const bool expand_here = expand != nullptr && t1 - t0 > 4;
-    if (expand_here && (dense == nullptr || dense->n_in() != p.w->n_in)) {
-      dense = std::make_unique<PackedMatrix>(PackedMatrix::DenseQ8_0Group(p.w->n_in));
+    if (expand_here && (dense == nullptr || dense->n_in() != p.w->n_in || dense->type() != p.pm->DenseType())) {
+      dense = std::make_unique<PackedMatrix>(PackedMatrix::DenseGroup(p.pm->DenseType(), p.w->n_in));
     }
     for (int64_t g = g0; g < g1; ++g) {
       const int64_t r0 = g * kR;

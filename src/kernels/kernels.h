@@ -69,8 +69,8 @@ using QGemmFn = void (*)(const PackedMatrix& w, int64_t group, const QuantActs& 
 inline constexpr int kMaxRowTileTokens = 8;
 
 // A group of a sparse layout (sparse24 or sparse_mask) -> the same group in
-// dense Q8_0 layout (`dense`: PackedMatrix::DenseQ8_0Group of the same
-// n_in): exactly the bytes Pack gives the dense matrix. Prefill expands each
+// the dense layout it stands for (`dense`: PackedMatrix::DenseGroup of
+// w.DenseType() and the same n_in): exactly the bytes Pack gives the dense matrix. Prefill expands each
 // group once per block of tokens and runs the dense kernel on it.
 using ExpandSparseFn = void (*)(const PackedMatrix& w, int64_t group, PackedMatrix* dense);
 

@@ -27,6 +27,7 @@ PackFormat GetPackFormat(DType t) {
       return f;
     }
     case DType::kQ8_0S24: return {true, 5, 32, false, 7, true, false, false, true};
+    case DType::kQ4_0S24: return {true, 3, 32, false, 3, true, false, false, true};
     // 4:8 sparse Q8_0: packed as the Q8_0 it stands for (by masks where the
     // CPU has the sparse-mask kernels, else dense).
     case DType::kQ8_0S48: return {true, 8, 32, false, 7, true};
@@ -110,11 +111,13 @@ float PackedMatrix::Min(int64_t group, int64_t b, int r) const {
 }
 
 bool PackedMatrix::IsSparse24(DType t, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_out) {
-  if (t == DType::kQ8_0S24) return true;
-  if (t != DType::kQ8_0) return false;
+  if (t == DType::kQ8_0S24 || t == DType::kQ4_0S24) return true;
+  if (t != DType::kQ8_0 && t != DType::kQ4_0) return false;
+  const bool q8 = t == DType::kQ8_0;
   for (int64_t r = 0; r < n_out; ++r) {
     for (int64_t b = 0; b < n_in / 32; ++b) {
-      if (!Q8_0BlockIs24(w + r * row_bytes + b * 34)) return false;
+      const uint8_t* blk = w + r * row_bytes + b * (q8 ? 34 : 18);
+      if (!(q8 ? Q8_0BlockIs24(blk) : Q4_0BlockIs24(blk))) return false;
     }
   }
   return true;
@@ -187,10 +190,11 @@ PackedMatrix PackMask(PackedMatrix pm, const uint8_t* w, size_t row_bytes) {
 
 }  // namespace
 
-PackedMatrix PackedMatrix::DenseQ8_0Group(int64_t n_in) {
+PackedMatrix PackedMatrix::DenseGroup(DType t, int64_t n_in) {
+  CHECK(t == DType::kQ8_0 || t == DType::kQ4_0);
   PackedMatrix pm;
-  pm.type_ = DType::kQ8_0;
-  pm.fmt_ = GetPackFormat(DType::kQ8_0);
+  pm.type_ = t;
+  pm.fmt_ = GetPackFormat(t);
   pm.n_in_ = n_in;
   pm.n_out_ = kRows;
   const size_t bytes = (pm.bytes() + 63) / 64 * 64;
@@ -237,8 +241,12 @@ PackedMatrix PackedMatrix::Pack(DType t, const uint8_t* w, size_t row_bytes, int
     return PackMask(std::move(pm), w, row_bytes);
   }
   const bool sparse24 = layout == SparseLayout::k24;
-  pm.fmt_ = GetPackFormat(sparse24 ? DType::kQ8_0S24 : t == DType::kQ8_0S24 ? DType::kQ8_0 : t);
-  CHECK(!sparse24 || t == DType::kQ8_0 || t == DType::kQ8_0S24);
+  const bool four = t == DType::kQ4_0 || t == DType::kQ4_0S24;  // (for sparse24: 4-bit values)
+  pm.fmt_ = GetPackFormat(sparse24 ? (four ? DType::kQ4_0S24 : DType::kQ8_0S24)
+                          : t == DType::kQ8_0S24 ? DType::kQ8_0
+                          : t == DType::kQ4_0S24 ? DType::kQ4_0
+                                                 : t);
+  CHECK(!sparse24 || four || t == DType::kQ8_0 || t == DType::kQ8_0S24);
   CHECK(pm.fmt_.supported);
   CHECK(n_in % 32 == 0);
   CHECK(!pm.fmt_.row_scale || n_in <= kW8A8MaxRow);
@@ -264,21 +272,29 @@ PackedMatrix PackedMatrix::Pack(DType t, const uint8_t* w, size_t row_bytes, int
       const uint8_t* ub = u.data() + b * f.block;
       uint8_t code[32];
       if (f.sparse24) {  // each 4-group's nonzeros (padded with its first zeros)
+        const int zero = 1 << f.shift;  // u of a zero: 128 (8-bit values) or 8 (4-bit)
         for (int e = 0; e < f.block; e += 4) {
           int keep[2], n = 0;
           for (int j = 0; j < 4 && n < 2; ++j) {
-            if (ub[e + j] != 128) keep[n++] = j;
+            if (ub[e + j] != zero) keep[n++] = j;
           }
           for (int j = 0; j < 4 && n < 2; ++j) {
-            if (ub[e + j] == 128 && (n == 0 || keep[0] != j)) keep[n++] = j;
+            if (ub[e + j] == zero && (n == 0 || keep[0] != j)) keep[n++] = j;
           }
           if (keep[0] > keep[1]) std::swap(keep[0], keep[1]);
           int c = 0;
           while (kPairs24[c][0] != keep[0] || kPairs24[c][1] != keep[1]) ++c;
-          for (int j = 0; j < 4; ++j) CHECK(ub[e + j] == 128 || j == keep[0] || j == keep[1]);
+          for (int j = 0; j < 4; ++j) CHECK(ub[e + j] == zero || j == keep[0] || j == keep[1]);
           const int v = e / 8, half = (e % 8) / 4;
-          for (int slot = 0; slot < 2; ++slot) blk[64 * v + 4 * r + 2 * half + slot] = ub[e + keep[slot]] ^ 0x80;
-          blk[256 + 16 * v + r] |= static_cast<uint8_t>(c << (3 * half));
+          for (int slot = 0; slot < 2; ++slot) {
+            const uint8_t val = static_cast<uint8_t>(ub[e + keep[slot]] ^ zero);
+            if (zero == 128) {
+              blk[64 * v + 4 * r + 2 * half + slot] = val;
+            } else {
+              blk[64 * (v % 2) + 4 * r + 2 * half + slot] |= static_cast<uint8_t>(val << (v < 2 ? 0 : 4));
+            }
+          }
+          blk[(zero == 128 ? 256 : 128) + 16 * v + r] |= static_cast<uint8_t>(c << (3 * half));
         }
       } else if (f.bits == 8) {
         for (int e = 0; e < f.block; ++e) blk[(e / 4) * 64 + 4 * r + e % 4] = ub[e];

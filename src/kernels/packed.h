@@ -98,6 +98,12 @@ struct PackFormat {
   // the kept pair of each half as an index into kPairs24). u = q + 128 as
   // for Q8_0 (shift 7); the elements not kept have u = 128. Sized as a 5-bit
   // format (320 bytes of quants per block), f16 scales.
+  // With 4-bit values (Q4_0 rows with at most two nonzeros per 4-group, or
+  // Q4_0_S24; shift 3): the same windows, their values as nibbles u ^ 8 —
+  // window v in the 64-byte chunk v % 2, low nibbles for v < 2, else high
+  // nibbles — then the same 16 bytes of codes per window at 128; u = q + 8
+  // as for Q4_0, the elements not kept u = 8. Sized as a 3-bit format (192
+  // bytes per block: 3.5 bits per weight with the f16 scales, the file's).
   bool sparse24 = false;
   // Unstructured sparse 8-bit (Q8_0 with many zeros): blocks of variable
   // size, walked in order (PackedMatrix::Group): per k-block of 32, 8 u64
@@ -118,6 +124,9 @@ struct PackFormat {
 // How Pack lays out a Q8_0 matrix: dense, 2:4 (every 4-group has at most
 // two nonzeros) or by masks (any zeros).
 enum class SparseLayout { kDense, k24, kMask };
+
+// The bits of a sparse24 format's kept values: 8 (Q8_0) or 4 (Q4_0).
+inline int Sparse24ValueBits(const PackFormat& f) { return f.shift == 7 ? 8 : 4; }
 
 // The six position pairs a 2:4 group can keep, in code order.
 inline constexpr uint8_t kPairs24[6][2] = {{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}};
@@ -176,11 +185,12 @@ class PackedMatrix {
 
   // W [n_out, n_in] of a quantized type, rows row_bytes apart -> packed.
   // Single-threaded; call from several threads on disjoint matrices.
-  // sparse24: pack Q8_0 / Q8_0_S24 in the 2:4 sparse layout (Q8_0 rows must
-  // be 2:4, IsSparse24); false packs Q8_0_S24 as dense Q8_0.
+  // sparse24: pack Q8_0 / Q8_0_S24 (Q4_0 / Q4_0_S24) in the 2:4 sparse
+  // layout (Q8_0 or Q4_0 rows must be 2:4, IsSparse24); kDense packs
+  // Q8_0_S24 as dense Q8_0 and Q4_0_S24 as dense Q4_0.
   static PackedMatrix Pack(DType t, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_out,
                            SparseLayout layout = SparseLayout::kDense);
-  // Whether every block of W (Q8_0 or Q8_0_S24) is 2:4 sparse.
+  // Whether every block of W (Q8_0, Q8_0_S24, Q4_0 or Q4_0_S24) is 2:4 sparse.
   static bool IsSparse24(DType t, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_out);
   // The fraction of zero quants of a Q8_0 or Q8_0_S48 matrix (0 for other types).
   static double ZeroFraction(DType t, const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t n_out);
@@ -189,9 +199,11 @@ class PackedMatrix {
   // Sparse-mask layout: the dense u [16][32] and scales [16] of the k-block
   // at p; returns the next block.
   static const uint8_t* ExpandMaskBlock(const uint8_t* p, uint8_t (*u)[32], float* s);
-  // One 16-row group of dense Q8_0 layout for rows of n_in elements: scratch
-  // that a sparse group is expanded into (ExpandSparseFn).
-  static PackedMatrix DenseQ8_0Group(int64_t n_in);
+  // One 16-row group of dense t (Q8_0 or Q4_0) layout for rows of n_in
+  // elements: scratch that a sparse group is expanded into (ExpandSparseFn).
+  static PackedMatrix DenseGroup(DType t, int64_t n_in);
+  // The dense type a sparse layout stands for: Q4_0 for 4-bit 2:4, else Q8_0.
+  DType DenseType() const { return fmt_.sparse24 && Sparse24ValueBits(fmt_) == 4 ? DType::kQ4_0 : DType::kQ8_0; }
   uint8_t* MutableBlock(int64_t b) { return const_cast<uint8_t*>(Block(0, b)); }
   uint8_t* MutableScales(int64_t b) { return const_cast<uint8_t*>(Scales(0, b)); }
   // Sparse-mask layout: takes the groups' bytes (in order) as the data.
@@ -209,11 +221,14 @@ class PackedMatrix {
   static int Quant(const PackFormat& f, const uint8_t* block, int r, int e) {
     if (f.sparse24) {
       const int v = e / 8, half = (e % 8) / 4, pos = e % 4;
-      const int code = (block[256 + 16 * v + r] >> (3 * half)) & 7;
+      const bool four = Sparse24ValueBits(f) == 4;
+      const int code = (block[(four ? 128 : 256) + 16 * v + r] >> (3 * half)) & 7;
       for (int slot = 0; slot < 2; ++slot) {
-        if (kPairs24[code][slot] == pos) return static_cast<int8_t>(block[64 * v + 4 * r + 2 * half + slot]) + 128;
+        if (kPairs24[code][slot] != pos) continue;
+        if (!four) return static_cast<int8_t>(block[64 * v + 4 * r + 2 * half + slot]) + 128;
+        return ((block[64 * (v % 2) + 4 * r + 2 * half + slot] >> (v < 2 ? 0 : 4)) & 0x0F) ^ 8;
       }
-      return 128;
+      return four ? 8 : 128;
     }
     if (f.bits == 8) return block[(e / 4) * 64 + 4 * r + e % 4];
     if (f.bits == 2) return (block[4 * r + e % 4] >> (2 * (e / 4))) & 3;

@@ -205,6 +205,14 @@ void Legacy(const float* x, const float* qw, float sigma2, uint8_t* b) {
   else Weighted(x, qw, sigma2, b);
 }
 
+// Q4_0_S24: Q4_0's values (with or without importance weights), the two
+// largest of each 4-group kept.
+void QuantQ4_0S24(const float* x, const float* qw, float sigma2, uint8_t* b) {
+  uint8_t dense[18];
+  Legacy<QuantQ4_0, QuantQ4_0Weighted>(x, qw, sigma2, dense);
+  CompressQ4_0Block24(dense, b);
+}
+
 template <void (*Fn)(const float*, const float*, uint8_t*)>
 void Super(const float* x, const float* qw, float, uint8_t* b) {
   Fn(x, qw, b);
@@ -215,6 +223,7 @@ BlockFn BlockQuantizer(DType t) {
     case DType::kQ8_0: return Unweighted<QuantQ8_0>;
     case DType::kQ8_0S24: return Unweighted<QuantQ8_0S24>;
     case DType::kQ8_0S48: return Unweighted<QuantQ8_0S48>;
+    case DType::kQ4_0S24: return QuantQ4_0S24;
     case DType::kQ4_0: return Legacy<QuantQ4_0, QuantQ4_0Weighted>;
     case DType::kQ4_1: return Legacy<QuantQ4_1, QuantQ4_1Weighted>;
     case DType::kQ5_0: return Legacy<QuantQ5_0, QuantQ5_0Weighted>;
@@ -312,6 +321,7 @@ uint32_t LlamaFileType(DType t) {
     // infera's own types: llama.cpp's LLAMA_FTYPE_GUESSED ("not specified").
     case DType::kQ8_0S24:
     case DType::kQ8_0S48:
+    case DType::kQ4_0S24:
     case DType::kW8A8: return 1024;
     default: return 0;
   }

@@ -26,6 +26,7 @@ constexpr DTypeInfo kTypes[] = {
     {DType::kBF16, "bf16", 1, 2, false},      {DType::kTQ1_0, "tq1_0", 256, 54, true},
     {DType::kTQ2_0, "tq2_0", 256, 66, true},   {DType::kQ8_0S24, "q8_0_s24", 32, 22, true},
     {DType::kW8A8, "w8a8", 32, 34, true},     {DType::kQ8_0S48, "q8_0_s48", 32, 22, true},
+    {DType::kQ4_0S24, "q4_0_s24", 32, 14, true},
 };
 
 }  // namespace

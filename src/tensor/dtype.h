@@ -26,6 +26,9 @@ enum class DType : uint32_t {
   // infera's own (docs/pruning.md): Q8_0 with 4:8 structured sparsity, the
   // kept half of each block stored with a position mask per 8 elements.
   kQ8_0S48 = 202,
+  // infera's own (docs/pruning.md): Q4_0 with 2:4 structured sparsity, the
+  // kept half of each block stored (4-bit values, 3.5 bits per weight).
+  kQ4_0S24 = 203,
 };
 
 struct DTypeInfo {

@@ -1,5 +1,6 @@
 #include "tensor/quant_blocks.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "base/check.h"
@@ -26,30 +27,83 @@ bool Q8_0BlockIsNM(const uint8_t* b, int n, int m) {
 bool Q8_0BlockIs24(const uint8_t* b) { return Q8_0BlockIsNM(b, 2, 4); }
 bool Q8_0BlockIs48(const uint8_t* b) { return Q8_0BlockIsNM(b, 4, 8); }
 
+namespace {
+
+// The two positions of a 4-group with the largest magnitudes mag[4] (ties:
+// the lower position), p0 < p1: the pair whose smaller member is largest,
+// then the larger sum.
+void BestPair24(const int* mag, int* p0, int* p1) {
+  *p0 = 0;
+  *p1 = 1;
+  for (int j = 0; j < 4; ++j) {
+    for (int k = j + 1; k < 4; ++k) {
+      const int best = mag[*p0] + mag[*p1], cand = mag[j] + mag[k];
+      const int bmin = std::min(mag[*p0], mag[*p1]), cmin = std::min(mag[j], mag[k]);
+      if (cmin > bmin || (cmin == bmin && cand > best)) {
+        *p0 = j;
+        *p1 = k;
+      }
+    }
+  }
+}
+
+// Q4_0's 4-bit value u of element j (0..31) of a block.
+int Q4_0U(const uint8_t* b, int j) { return j < 16 ? (b[2 + j] & 0x0F) : (b[2 + j - 16] >> 4); }
+
+}  // namespace
+
 void CompressQ8_0Block24(const uint8_t* b, uint8_t* s) {
   s[0] = b[0];
   s[1] = b[1];
   for (int i = 0; i < 4; ++i) s[2 + i] = 0;
   for (int g = 0; g < 8; ++g) {
     const int8_t* q = reinterpret_cast<const int8_t*>(b + 2 + 4 * g);
-    // The two largest |q| (ties: lower position), in position order.
-    int p0 = 0, p1 = 1;
-    auto mag = [&](int j) { return q[j] < 0 ? -q[j] : q[j]; };
-    for (int j = 0; j < 4; ++j) {
-      for (int k = j + 1; k < 4; ++k) {
-        const int best = mag(p0) + mag(p1), cand = mag(j) + mag(k);
-        // Keep the pair with the larger sum whose smaller member is larger.
-        const int bmin = std::min(mag(p0), mag(p1)), cmin = std::min(mag(j), mag(k));
-        if (cmin > bmin || (cmin == bmin && cand > best)) {
-          p0 = j;
-          p1 = k;
-        }
-      }
-    }
+    int mag[4], p0, p1;
+    for (int j = 0; j < 4; ++j) mag[j] = q[j] < 0 ? -q[j] : q[j];
+    BestPair24(mag, &p0, &p1);
     s[2 + g / 2] |= static_cast<uint8_t>((p0 | p1 << 2) << (4 * (g % 2)));
     s[6 + 2 * g] = static_cast<uint8_t>(q[p0]);
     s[6 + 2 * g + 1] = static_cast<uint8_t>(q[p1]);
   }
+}
+
+bool Q4_0BlockIs24(const uint8_t* b) {
+  for (int g = 0; g < 8; ++g) {
+    int nz = 0;
+    for (int j = 0; j < 4; ++j) nz += Q4_0U(b, 4 * g + j) != 8;
+    if (nz > 2) return false;
+  }
+  return true;
+}
+
+void CompressQ4_0Block24(const uint8_t* b, uint8_t* s) {
+  s[0] = b[0];
+  s[1] = b[1];
+  for (int i = 2; i < kQ4_0S24Bytes; ++i) s[i] = 0;
+  for (int g = 0; g < 8; ++g) {
+    int u[4], mag[4], p0, p1;
+    for (int j = 0; j < 4; ++j) {
+      u[j] = Q4_0U(b, 4 * g + j);
+      mag[j] = u[j] < 8 ? 8 - u[j] : u[j] - 8;
+    }
+    BestPair24(mag, &p0, &p1);
+    s[2 + g / 2] |= static_cast<uint8_t>((p0 | p1 << 2) << (4 * (g % 2)));
+    s[6 + g] = static_cast<uint8_t>(u[p0] | u[p1] << 4);
+  }
+}
+
+void ExpandQ4_0S24Block(const uint8_t* s, uint8_t* b) {
+  b[0] = s[0];
+  b[1] = s[1];
+  uint8_t u[32];
+  for (int j = 0; j < 32; ++j) u[j] = 8;
+  for (int g = 0; g < 8; ++g) {
+    const int code = (s[2 + g / 2] >> (4 * (g % 2))) & 0x0F;
+    // (A damaged code with p0 == p1 keeps the second value.)
+    u[4 * g + (code & 3)] = s[6 + g] & 0x0F;
+    u[4 * g + (code >> 2)] = s[6 + g] >> 4;
+  }
+  for (int j = 0; j < 16; ++j) b[2 + j] = static_cast<uint8_t>(u[j] | u[j + 16] << 4);
 }
 
 void CompressQ8_0Block48(const uint8_t* b, uint8_t* s) {
@@ -156,6 +210,12 @@ void DeqQ5_1(const uint8_t* b, float* y) {
 void DeqQ8_0(const uint8_t* b, float* y) {
   const float d = Half(b);
   for (int j = 0; j < kQK; ++j) y[j] = static_cast<float>(static_cast<int8_t>(b[2 + j])) * d;
+}
+
+void DeqQ4_0S24(const uint8_t* b, float* y) {
+  uint8_t dense[18];
+  ExpandQ4_0S24Block(b, dense);
+  DeqQ4_0(dense, y);
 }
 
 void DeqQ8_0S24(const uint8_t* b, float* y) {
@@ -338,6 +398,7 @@ BlockFn BlockDequantizer(DType t) {
     case DType::kQ5_1: return DeqQ5_1;
     case DType::kQ8_0: return DeqQ8_0;
     case DType::kQ8_0S24: return DeqQ8_0S24;
+    case DType::kQ4_0S24: return DeqQ4_0S24;
     case DType::kQ8_0S48: return DeqQ8_0S48;
     case DType::kW8A8: return DeqQ8_0;  // its blocks are Q8_0's
     case DType::kIQ4_NL: return DeqIq4Nl;

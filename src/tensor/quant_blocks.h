@@ -79,6 +79,23 @@ void CompressQ8_0Block24(const uint8_t* q8_0, uint8_t* s24);
 // Q8_0_S24 block -> the Q8_0 block (34 bytes) it stands for.
 void ExpandQ8_0S24Block(const uint8_t* s24, uint8_t* q8_0);
 
+// Q4_0_S24 (infera's type 203): Q4_0 with 2:4 sparsity. Per 32 elements
+// {f16 d; u8 idx[4]; u8 qs[8]} (14 bytes, 3.5 bits per weight): 4-group g
+// keeps two positions p0 < p1, stored in idx as Q8_0_S24 does; their 4-bit
+// values u (weight d * (u - 8), as Q4_0) are the nibbles 2g and 2g + 1 of qs
+// (nibble i: the low half of qs[i / 2] for even i, else the high half); the
+// other two elements are zero (u = 8). Its values are exactly those of the
+// Q4_0 block it was made from when that block was 2:4 sparse.
+inline constexpr int kQ4_0S24Bytes = 14;
+// Whether a Q4_0 block (18 bytes) has at most two nonzero values (u != 8)
+// per 4-group.
+bool Q4_0BlockIs24(const uint8_t* q4_0);
+// Q4_0 block -> Q4_0_S24 block; a group with more than two nonzero values
+// keeps its two largest |u - 8| (ties: the lower position).
+void CompressQ4_0Block24(const uint8_t* q4_0, uint8_t* s24);
+// Q4_0_S24 block -> the Q4_0 block (18 bytes) it stands for.
+void ExpandQ4_0S24Block(const uint8_t* s24, uint8_t* q4_0);
+
 // Q8_0_S48 (infera's type 202): Q8_0 with 4:8 sparsity. Per 32 elements
 // {f16 d; u8 mask[4]; i8 qs[16]} (22 bytes, 5.5 bits per weight): 8-group g
 // (elements 8g .. 8g+7) keeps the positions whose bits are set in mask[g]

@@ -443,7 +443,7 @@ TEST_P(KernelIsaTest, Sparse24MatchesDenseQ8_0Exactly) {
     Matmul(ref, pool, wd, x.data(), m, want.data());
     // Prefill's expansion of a sparse group gives the dense packing's quants
     // and scales (padding rows aside: zero scales either way).
-    PackedMatrix scratch = PackedMatrix::DenseQ8_0Group(n_in);
+    PackedMatrix scratch = PackedMatrix::DenseGroup(DType::kQ8_0, n_in);
     for (const PackedMatrix* pm : {&packs[0], &packs[1], &packs[3]}) {
       for (const KernelTable* table : {&k, &ref}) {
         for (int64_t g = 0; g < dense.n_groups(); ++g) {
@@ -464,6 +464,112 @@ TEST_P(KernelIsaTest, Sparse24MatchesDenseQ8_0Exactly) {
     }
     for (const PackedMatrix& pm : packs) {
       const bool from_s24 = pm.type() == DType::kQ8_0S24;
+      WeightMatrix ws{pm.type(), n_in, n_out, from_s24 ? s24.data() : w.data(), from_s24 ? rbs : rb, &pm};
+      for (const KernelTable* table : {&k, &ref}) {
+        Matmul(*table, pool, ws, x.data(), m, got.data());
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << "n_in " << n_in;
+        for (int64_t t : {0L, 4L, 8L}) {  // alone equals batched
+          Matmul(*table, pool, ws, x.data() + t * n_in, 1, one.data());
+          ASSERT_EQ(std::memcmp(one.data(), want.data() + t * n_out, n_out * 4), 0) << "token " << t;
+        }
+      }
+    }
+  }
+}
+
+// 2:4 sparse Q4_0 rows (each 4-group at most two values u != 8) and their
+// infera Q4_0_S24 blocks hold the same values, and every packing of them
+// (dense Q4_0, sparse from Q4_0 and from Q4_0_S24, dense from Q4_0_S24) gives
+// the reference's dense Q4_0 results bit for bit, alone and in batches, on
+// this ISA's qgemm_sparse24; prefill's expansion gives the dense packing.
+TEST_P(KernelIsaTest, Sparse24MatchesDenseQ4_0Exactly) {
+  const KernelTable k = MakeKernelTable(GetParam());
+  const KernelTable ref = MakeKernelTable(CpuIsa::kScalar);
+  std::mt19937 rng(26);
+  ThreadPool pool(2);
+  auto u_at = [](const uint8_t* blk, int j) { return j < 16 ? (blk[2 + j] & 15) : (blk[2 + j - 16] >> 4); };
+  auto set_u = [](uint8_t* blk, int j, int u) {
+    uint8_t& byte = blk[2 + j % 16];
+    byte = static_cast<uint8_t>(j < 16 ? (byte & 0xF0) | u : (byte & 0x0F) | u << 4);
+  };
+  // Compressing a dense block keeps each group's two largest |u - 8| (ties:
+  // the lower position) and zeroes the rest.
+  {
+    uint8_t blk[18] = {0x00, 0x3C}, s24[kQ4_0S24Bytes], back[18];
+    const int us[32] = {8, 15, 0, 9, 8, 8, 8, 8, 1, 2, 3, 4, 7, 9, 7, 9, 8, 8, 8, 3, 0, 0, 0, 0, 8, 8, 14, 8, 5, 11, 5, 8};
+    for (int j = 0; j < 32; ++j) set_u(blk, j, us[j]);
+    EXPECT_FALSE(Q4_0BlockIs24(blk));
+    CompressQ4_0Block24(blk, s24);
+    ExpandQ4_0S24Block(s24, back);
+    const int want[32] = {8, 15, 0, 8, 8, 8, 8, 8, 1, 2, 8, 8, 7, 9, 8, 8, 8, 8, 8, 3, 0, 0, 8, 8, 8, 8, 14, 8, 5, 11, 8, 8};
+    for (int j = 0; j < 32; ++j) EXPECT_EQ(u_at(back, j), want[j]) << j;
+    EXPECT_TRUE(Q4_0BlockIs24(back));
+    EXPECT_EQ(std::memcmp(back, blk, 2), 0);
+  }
+  for (int64_t n_in : {32L, 96L, 288L}) {
+    const int64_t n_out = 75, blocks = n_in / 32;
+    auto w = RandomWeights(DType::kQ4_0, n_out, n_in, rng);
+    for (int64_t b = 0; b < n_out * blocks; ++b) {
+      uint8_t* blk = w.data() + b * 18;
+      for (int g = 0; g < 8; ++g) {
+        const int drop = 2 + (rng() % 5 == 0);
+        for (int i = 0, dropped = 0; dropped < drop; ++i) {
+          const int pos = 4 * g + static_cast<int>(rng() % 4);
+          if (u_at(blk, pos) != 8 || i > 50) {
+            set_u(blk, pos, 8);
+            ++dropped;
+          }
+        }
+      }
+    }
+    ASSERT_TRUE(PackedMatrix::IsSparse24(DType::kQ4_0, w.data(), blocks * 18, n_in, n_out));
+    std::vector<uint8_t> s24(n_out * blocks * kQ4_0S24Bytes);
+    for (int64_t b = 0; b < n_out * blocks; ++b) CompressQ4_0Block24(w.data() + b * 18, s24.data() + b * kQ4_0S24Bytes);
+    std::vector<float> a(n_in), c(n_in);
+    for (int64_t r = 0; r < n_out; ++r) {
+      DequantizeRow(DType::kQ4_0, w.data() + r * blocks * 18, a.data(), n_in);
+      DequantizeRow(DType::kQ4_0S24, s24.data() + r * blocks * kQ4_0S24Bytes, c.data(), n_in);
+      ASSERT_EQ(std::memcmp(a.data(), c.data(), n_in * 4), 0) << "row " << r;
+    }
+    const size_t rb = blocks * 18, rbs = blocks * kQ4_0S24Bytes;
+    const PackedMatrix dense = PackedMatrix::Pack(DType::kQ4_0, w.data(), rb, n_in, n_out);
+    const PackedMatrix packs[] = {PackedMatrix::Pack(DType::kQ4_0, w.data(), rb, n_in, n_out, SparseLayout::k24),
+                                  PackedMatrix::Pack(DType::kQ4_0S24, s24.data(), rbs, n_in, n_out, SparseLayout::k24),
+                                  PackedMatrix::Pack(DType::kQ4_0S24, s24.data(), rbs, n_in, n_out)};
+    ASSERT_TRUE(packs[0].format().sparse24 && packs[1].format().sparse24 && !packs[2].format().sparse24);
+    EXPECT_EQ(packs[0].DenseType(), DType::kQ4_0);
+    // 3.5 vs 4.5 bits per weight: the file's 14 bytes per 32 weights (in
+    // units of two k-blocks).
+    EXPECT_EQ(packs[0].bytes() * 9, dense.bytes() * 7);
+    EXPECT_EQ(packs[0].bytes(), static_cast<size_t>(packs[0].n_groups()) * 16 * (blocks + blocks % 2) * kQ4_0S24Bytes);
+    const int64_t m = 9;
+    auto x = RandomVec(m * n_in, rng);
+    std::vector<float> want(m * n_out), got(m * n_out), one(n_out);
+    WeightMatrix wd{DType::kQ4_0, n_in, n_out, w.data(), rb, &dense};
+    Matmul(ref, pool, wd, x.data(), m, want.data());
+    PackedMatrix scratch = PackedMatrix::DenseGroup(DType::kQ4_0, n_in);
+    for (const PackedMatrix* pm : {&packs[0], &packs[1]}) {
+      for (const KernelTable* table : {&k, &ref}) {
+        for (int64_t g = 0; g < dense.n_groups(); ++g) {
+          table->expand_sparse24(*pm, g, &scratch);
+          const int rows = static_cast<int>(std::min<int64_t>(16, n_out - 16 * g));
+          for (int64_t b = 0; b < blocks; ++b) {
+            for (int r = 0; r < rows; ++r) {
+              ASSERT_EQ(scratch.Scale(0, b, r), dense.Scale(g, b, r));
+              for (int e = 0; e < 32; ++e) {
+                ASSERT_EQ(PackedMatrix::Quant(scratch.format(), scratch.Block(0, b), r, e),
+                          PackedMatrix::Quant(dense.format(), dense.Block(g, b), r, e))
+                    << "group " << g << " block " << b << " row " << r << " e " << e;
+                ASSERT_EQ(PackedMatrix::Quant(pm->format(), pm->Block(g, b), r, e),
+                          PackedMatrix::Quant(dense.format(), dense.Block(g, b), r, e));
+              }
+            }
+          }
+        }
+      }
+    }
+    for (const PackedMatrix& pm : packs) {
+      const bool from_s24 = pm.type() == DType::kQ4_0S24;
       WeightMatrix ws{pm.type(), n_in, n_out, from_s24 ? s24.data() : w.data(), from_s24 ? rbs : rb, &pm};
       for (const KernelTable* table : {&k, &ref}) {
         Matmul(*table, pool, ws, x.data(), m, got.data());

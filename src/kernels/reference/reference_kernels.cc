@@ -106,7 +106,7 @@ void QGemmMask(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t
   }
 }
 
-// A sparse group as dense Q8_0 (see ExpandSparseFn).
+// A sparse group as the dense Q8_0 or Q4_0 it stands for (see ExpandSparseFn).
 void ExpandSparse(const PackedMatrix& w, int64_t group, PackedMatrix* dense) {
   constexpr int kR = PackedMatrix::kRows;
   const PackFormat& f = w.format();
@@ -124,6 +124,12 @@ void ExpandSparse(const PackedMatrix& w, int64_t group, PackedMatrix* dense) {
       std::memcpy(dense->MutableScales(b), w.Scales(group, b), 2 * kR);
     }
     uint8_t* blk = dense->MutableBlock(b);
+    if (dense->format().bits == 4) {  // Q4_0: low nibbles elements 0..15, high 16..31
+      for (int r = 0; r < kR; ++r) {
+        for (int e = 0; e < 16; ++e) blk[(e / 4) * 64 + 4 * r + e % 4] = static_cast<uint8_t>(u[r][e] | u[r][e + 16] << 4);
+      }
+      continue;
+    }
     for (int r = 0; r < kR; ++r) {
       for (int e = 0; e < 32; ++e) blk[(e / 4) * 64 + 4 * r + e % 4] = u[r][e];
     }

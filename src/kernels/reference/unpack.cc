@@ -62,6 +62,12 @@ void UnQ8_0(const uint8_t* b, uint8_t* u, float* s, float* m) {
   m[0] = m[1] = 0;
 }
 
+void UnQ4_0S24(const uint8_t* b, uint8_t* u, float* s, float* m) {
+  uint8_t dense[18];
+  ExpandQ4_0S24Block(b, dense);
+  UnQ4_0(dense, u, s, m);
+}
+
 void UnQ8_0S24(const uint8_t* b, uint8_t* u, float* s, float* m) {
   uint8_t dense[34];
   ExpandQ8_0S24Block(b, dense);
@@ -259,6 +265,7 @@ UnpackRowFn ScalarUnpacker(DType t) {
     case DType::kQ5_1: return UnpackRow<UnQ5_1, 32, 24>;
     case DType::kQ8_0: return UnpackRow<UnQ8_0, 32, 34>;
     case DType::kQ8_0S24: return UnpackRow<UnQ8_0S24, 32, 22>;
+    case DType::kQ4_0S24: return UnpackRow<UnQ4_0S24, 32, kQ4_0S24Bytes>;
     case DType::kQ8_0S48: return UnpackRow<UnQ8_0S48, 32, 22>;
     case DType::kW8A8: return UnpackRow<UnQ8_0, 32, 34>;
     case DType::kIQ4_NL: return UnpackRow<UnIq4Nl, 32, 18>;

@@ -176,9 +176,14 @@ constexpr uint32_t PairControl(int code, int half) {
 // vpshufb controls; signed q ^ 0x80 = u, zeros become u = 128), then the
 // dense kernel's exact arithmetic: the same vpdpbusd sums, so the results
 // equal the dense Q8_0 kernel's bit for bit, from about two thirds of the
-// bytes (5.5 bits per weight instead of 8.5).
-// The 8 dense Q8_0 vectors of one 2:4 k-block (see QGemmSparse24T).
+// bytes (5.5 bits per weight instead of 8.5). With 4-bit values (kBits 4,
+// Q4_0) each window's values are first taken from their nibbles (u ^ 8;
+// zeros become u = 8): the dense Q4_0 kernel's vectors and sums, from 3.5
+// bits per weight instead of 4.5.
+// The 8 dense Q8_0 (Q4_0) vectors of one 2:4 k-block (see QGemmSparse24T).
+template <int kBits>
 struct Spread24 {
+  static constexpr int kCodes = 32 * kBits;  // the codes' offset in a block
   __m512i table0, table1, offs, sign, seven;
   Spread24()
       : table0(_mm512_setr_epi32(PairControl(0, 0), PairControl(1, 0), PairControl(2, 0), PairControl(3, 0),
@@ -190,13 +195,23 @@ struct Spread24 {
         // Row r's bytes sit at 4 (r % 4) of its 128-bit lane (vpshufb's reach).
         offs(_mm512_set_epi32(0x0C0C0C0C, 0x08080808, 0x04040404, 0, 0x0C0C0C0C, 0x08080808, 0x04040404, 0,
                               0x0C0C0C0C, 0x08080808, 0x04040404, 0, 0x0C0C0C0C, 0x08080808, 0x04040404, 0)),
-        sign(_mm512_set1_epi8(static_cast<char>(0x80))),
+        sign(_mm512_set1_epi8(static_cast<char>(kBits == 8 ? 0x80 : 0x08))),
         seven(_mm512_set1_epi32(7)) {}
   inline __attribute__((always_inline)) void Block(const uint8_t* blk, __m512i* wv) const {
+    [[maybe_unused]] __m512i nib[4];
+    if constexpr (kBits == 4) {
+      const __m512i lo = _mm512_set1_epi8(0x0F);
+      const __m512i c0 = _mm512_load_si512(blk), c1 = _mm512_load_si512(blk + 64);
+      nib[0] = _mm512_and_si512(c0, lo);
+      nib[1] = _mm512_and_si512(c1, lo);
+      nib[2] = _mm512_and_si512(_mm512_srli_epi16(c0, 4), lo);
+      nib[3] = _mm512_and_si512(_mm512_srli_epi16(c1, 4), lo);
+    }
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) {
-      const __m512i vals = _mm512_load_si512(blk + 64 * v);
-      const __m512i codes = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(blk + 256 + 16 * v)));
+      const __m512i vals = kBits == 8 ? _mm512_load_si512(blk + 64 * v) : nib[v];
+      const __m512i codes =
+          _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(blk + kCodes + 16 * v)));
       const __m512i c0 = _mm512_add_epi8(_mm512_permutexvar_epi32(_mm512_and_si512(codes, seven), table0), offs);
       const __m512i c1 = _mm512_add_epi8(_mm512_permutexvar_epi32(_mm512_srli_epi32(codes, 3), table1), offs);
       wv[2 * v] = _mm512_xor_si512(_mm512_shuffle_epi8(vals, c0), sign);
@@ -205,24 +220,38 @@ struct Spread24 {
   }
 };
 
-void ExpandSparse24(const PackedMatrix& w, int64_t group, PackedMatrix* dense) {
-  using Geometry = PackedGeometry<5, 32, false, true, false>;
-  const Spread24 spread;
-  Geometry::ForEachBlock(w.Block(group, 0), w.n_blocks(), [&](const uint8_t* blk, const uint8_t* sp, const uint8_t*,
-                                                             int64_t b) __attribute__((always_inline)) {
+// The packed geometry of 2:4 with kBits-bit values (sized as 5- or 3-bit).
+template <int kBits>
+using Sparse24Geometry = PackedGeometry<kBits == 8 ? 5 : 3, 32, false, true, false>;
+
+template <int kBits>
+void ExpandSparse24T(const PackedMatrix& w, int64_t group, PackedMatrix* dense) {
+  const Spread24<kBits> spread;
+  Sparse24Geometry<kBits>::ForEachBlock(w.Block(group, 0), w.n_blocks(), [&](const uint8_t* blk, const uint8_t* sp,
+                                                                            const uint8_t*, int64_t b)
+                                                                            __attribute__((always_inline)) {
     __m512i wv[8];
     spread.Block(blk, wv);
     uint8_t* out = dense->MutableBlock(b);
-    for (int c = 0; c < 8; ++c) _mm512_store_si512(out + 64 * c, wv[c]);
+    if constexpr (kBits == 8) {
+      for (int c = 0; c < 8; ++c) _mm512_store_si512(out + 64 * c, wv[c]);
+    } else {  // Q4_0: vector c (elements 4c..) in the low nibbles, c + 4 (16 + 4c..) in the high ones
+      for (int c = 0; c < 4; ++c) _mm512_store_si512(out + 64 * c, _mm512_or_si512(wv[c], _mm512_slli_epi16(wv[c + 4], 4)));
+    }
     std::memcpy(dense->MutableScales(b), sp, 32);
   });
 }
 
-template <int kT>
+void ExpandSparse24(const PackedMatrix& w, int64_t group, PackedMatrix* dense) {
+  if (Sparse24ValueBits(w.format()) == 4) return ExpandSparse24T<4>(w, group, dense);
+  ExpandSparse24T<8>(w, group, dense);
+}
+
+template <int kBits, int kT>
 void QGemmSparse24T(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, float* y) {
-  using Geometry = PackedGeometry<5, 32, false, true, false>;
+  using Geometry = Sparse24Geometry<kBits>;
   const int64_t nb = w.n_blocks();
-  const Spread24 spread;
+  const Spread24<kBits> spread;
   __m512 acc[kT];
   const int8_t* q[kT];
   const int32_t* bias[kT];
@@ -256,13 +285,19 @@ void QGemmSparse24T(const PackedMatrix& w, int64_t group, const QuantActs& a, in
   for (int t = 0; t < kT; ++t) _mm512_storeu_ps(y + 16 * t, _mm512_add_ps(acc[t], _mm512_setzero_ps()));
 }
 
-void QGemmSparse24(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
+template <int kBits>
+void QGemmSparse24Bits(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
   switch (nt) {
-    case 4: return QGemmSparse24T<4>(w, group, a, t0, y);
-    case 3: return QGemmSparse24T<3>(w, group, a, t0, y);
-    case 2: return QGemmSparse24T<2>(w, group, a, t0, y);
-    default: return QGemmSparse24T<1>(w, group, a, t0, y);
+    case 4: return QGemmSparse24T<kBits, 4>(w, group, a, t0, y);
+    case 3: return QGemmSparse24T<kBits, 3>(w, group, a, t0, y);
+    case 2: return QGemmSparse24T<kBits, 2>(w, group, a, t0, y);
+    default: return QGemmSparse24T<kBits, 1>(w, group, a, t0, y);
   }
+}
+
+void QGemmSparse24(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
+  if (Sparse24ValueBits(w.format()) == 4) return QGemmSparse24Bits<4>(w, group, a, t0, nt, y);
+  QGemmSparse24Bits<8>(w, group, a, t0, nt, y);
 }
 
 // Row-scaled weights (W8A8): Q8_0's packed quants, one scale per row and per
