@@ -64,13 +64,23 @@ PY
       measure "$tag" "$d/$tag.gguf"
     done
   done
+  # 2:4 stored as q8_0_s24 / q4_0_s24 (kernels skip the zeros) against dense
+  # Q8_0 / Q4_0 (Q4_0 with llama.cpp's output-tensor rule, as prune applies it).
+  if want q8_0; then
+    "$INFERA" --log-level warn quantize "$dense" "$d/dense-q8_0.gguf" --type q8_0 --pure 2>/dev/null
+    measure dense-q8_0 "$d/dense-q8_0.gguf"
+    "$INFERA" --log-level warn prune "$dense" "$d/sparsegpt-2_4-q8_0_s24.gguf" --method sparsegpt --pattern 2:4 \
+      --calib "$calib" --calib-tokens 8192 --outtype q8_0 2>/dev/null
+    measure sparsegpt-2_4-q8_0_s24 "$d/sparsegpt-2_4-q8_0_s24.gguf"
+  fi
+  if want q4_0; then
+    "$INFERA" --log-level warn quantize "$dense" "$d/dense-q4_0.gguf" --type q4_0 2>/dev/null
+    measure dense-q4_0 "$d/dense-q4_0.gguf"
+    "$INFERA" --log-level warn prune "$dense" "$d/sparsegpt-2_4-q4_0_s24.gguf" --method sparsegpt --pattern 2:4 \
+      --calib "$calib" --calib-tokens 8192 --outtype q4_0 2>/dev/null
+    measure sparsegpt-2_4-q4_0_s24 "$d/sparsegpt-2_4-q4_0_s24.gguf"
+  fi
   want structured-25 || return 0
-  # 2:4 stored as q8_0_s24 (kernels skip the zeros) against dense Q8_0.
-  "$INFERA" --log-level warn quantize "$dense" "$d/dense-q8_0.gguf" --type q8_0 --pure 2>/dev/null
-  measure dense-q8_0 "$d/dense-q8_0.gguf"
-  "$INFERA" --log-level warn prune "$dense" "$d/sparsegpt-2_4-q8_0_s24.gguf" --method sparsegpt --pattern 2:4 \
-    --calib "$calib" --calib-tokens 8192 --outtype q8_0 2>/dev/null
-  measure sparsegpt-2_4-q8_0_s24 "$d/sparsegpt-2_4-q8_0_s24.gguf"
   # Structured, then recovered by distillation.
   "$INFERA" --log-level warn prune "$dense" "$d/structured.gguf" --structured both --ratio 0.25 --calib "$calib" \
     --calib-tokens 8192 2>/dev/null
