@@ -83,19 +83,16 @@ MATMUL_BENCH(kAvx512, kQ4_0, 9, Verify9_Avx512_Q4_0);
 MATMUL_BENCH(kAvx512, kQ4_K, 9, Verify9_Avx512_Q4_K);
 
 // 2:4 sparse weights (Q8_0_S24 / Q4_0_S24: QuantizeRow keeps the two
-// largest of each 4-group) through one kernel table, packed sparse (the
-// kernels skip the zeros) or dense (the Q8_0 / Q4_0 they stand for).
-// Tables: "avx2" is plain AVX2 (no AVX-VNNI), "avx2vnni" the AVX2 level as
-// the CPU runs it (AVX-VNNI where present), "avx512" the best.
-enum class SparseTable { kAvx2Plain, kAvx2Level, kAvx512 };
-void RunSparse24(benchmark::State& state, SparseTable table, DType type, bool sparse, int64_t m) {
+// largest of each 4-group), packed sparse (the AVX-512 VNNI kernels skip
+// the zeros) or dense (the Q8_0 / Q4_0 they stand for): the sparse kernels'
+// cost in and out of cache. Bytes: those of the packed matrix.
+void RunSparse24(benchmark::State& state, DType type, bool sparse, int64_t m) {
   const CpuFeatures f = DetectCpuFeatures();
-  if (f.BestIsa() < (table == SparseTable::kAvx512 ? CpuIsa::kAvx512 : CpuIsa::kAvx2)) {
-    state.SkipWithError("ISA not supported here");
+  if (f.BestIsa() < CpuIsa::kAvx512 || !f.avx512vnni) {
+    state.SkipWithError("no AVX-512 VNNI here (the only sparse 2:4 kernels)");
     return;
   }
-  KernelTable k = MakeKernelTable(table == SparseTable::kAvx512 ? CpuIsa::kAvx512 : CpuIsa::kAvx2);
-  if (table == SparseTable::kAvx2Plain) k = PlainAvx2KernelTable();
+  const KernelTable k = MakeKernelTable(CpuIsa::kAvx512);
   const int64_t n_in = state.range(0), n_out = state.range(1);
   const size_t row_bytes = *RowBytes(type, n_in);
   std::vector<uint8_t> w(row_bytes * n_out);
@@ -117,27 +114,18 @@ void RunSparse24(benchmark::State& state, SparseTable table, DType type, bool sp
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(packed.bytes()));
-  state.SetLabel(sparse ? k.qgemm_sparse24_variant : k.qgemm_variant);
 }
 
-#define SPARSE24_BENCH(TABLE, TYPE, SPARSE, M, NAME)                                              \
-  void NAME(benchmark::State& s) { RunSparse24(s, SparseTable::TABLE, DType::TYPE, SPARSE, M); } \
-  BENCHMARK(NAME)->Args({2048, 5632, 2})->Args({4096, 16384, 1})->UseRealTime()
+#define SPARSE24_BENCH(TYPE, SPARSE, M, NAME)                                              \
+  void NAME(benchmark::State& s) { RunSparse24(s, DType::TYPE, SPARSE, M); }              \
+  BENCHMARK(NAME)->Args({2048, 5632, 2})->Args({4096, 16384, 1})->Args({4096, 16384, 2})->UseRealTime()
 
-SPARSE24_BENCH(kAvx2Plain, kQ4_0S24, false, 1, Sparse24Decode_Avx2_Q4_0_Dense);
-SPARSE24_BENCH(kAvx2Plain, kQ4_0S24, true, 1, Sparse24Decode_Avx2_Q4_0_Sparse);
-SPARSE24_BENCH(kAvx2Plain, kQ8_0S24, false, 1, Sparse24Decode_Avx2_Q8_0_Dense);
-SPARSE24_BENCH(kAvx2Plain, kQ8_0S24, true, 1, Sparse24Decode_Avx2_Q8_0_Sparse);
-SPARSE24_BENCH(kAvx2Level, kQ4_0S24, false, 1, Sparse24Decode_Avx2Vnni_Q4_0_Dense);
-SPARSE24_BENCH(kAvx2Level, kQ4_0S24, true, 1, Sparse24Decode_Avx2Vnni_Q4_0_Sparse);
-SPARSE24_BENCH(kAvx2Level, kQ8_0S24, false, 1, Sparse24Decode_Avx2Vnni_Q8_0_Dense);
-SPARSE24_BENCH(kAvx2Level, kQ8_0S24, true, 1, Sparse24Decode_Avx2Vnni_Q8_0_Sparse);
-SPARSE24_BENCH(kAvx512, kQ4_0S24, false, 1, Sparse24Decode_Avx512_Q4_0_Dense);
-SPARSE24_BENCH(kAvx512, kQ4_0S24, true, 1, Sparse24Decode_Avx512_Q4_0_Sparse);
-SPARSE24_BENCH(kAvx2Plain, kQ4_0S24, false, 64, Sparse24Prefill64_Avx2_Q4_0_Dense);
-SPARSE24_BENCH(kAvx2Plain, kQ4_0S24, true, 64, Sparse24Prefill64_Avx2_Q4_0_Sparse);
-SPARSE24_BENCH(kAvx2Level, kQ4_0S24, false, 64, Sparse24Prefill64_Avx2Vnni_Q4_0_Dense);
-SPARSE24_BENCH(kAvx2Level, kQ4_0S24, true, 64, Sparse24Prefill64_Avx2Vnni_Q4_0_Sparse);
+SPARSE24_BENCH(kQ4_0S24, false, 1, Sparse24Decode_Q4_0_Dense);
+SPARSE24_BENCH(kQ4_0S24, true, 1, Sparse24Decode_Q4_0_Sparse);
+SPARSE24_BENCH(kQ8_0S24, false, 1, Sparse24Decode_Q8_0_Dense);
+SPARSE24_BENCH(kQ8_0S24, true, 1, Sparse24Decode_Q8_0_Sparse);
+SPARSE24_BENCH(kQ4_0S24, false, 64, Sparse24Prefill64_Q4_0_Dense);
+SPARSE24_BENCH(kQ4_0S24, true, 64, Sparse24Prefill64_Q4_0_Sparse);
 
 // Attention over N cached positions of one m360 KV group (3 query heads,
 // head_dim 64, kv_dim 320) in a paged layout: one decode query (naive

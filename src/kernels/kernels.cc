@@ -56,14 +56,6 @@ KernelTable MakeKernelTable(CpuIsa isa) {
 
 KernelTable MakeBestKernelTable() { return MakeKernelTable(DetectCpuFeatures().BestIsa()); }
 
-KernelTable PlainAvx2KernelTable() {
-  CHECK(DetectCpuFeatures().BestIsa() >= CpuIsa::kAvx2);
-  KernelTable t;
-  reference::Fill(&t);
-  avx2::Fill(&t);
-  return t;
-}
-
 namespace {
 
 constexpr int64_t kFloatTileTokens = 6;

@@ -259,9 +259,6 @@ struct KernelTable {
 // Fills the table for `isa` (clamped to what `DetectCpuFeatures` reports).
 KernelTable MakeKernelTable(CpuIsa isa);
 KernelTable MakeBestKernelTable();
-// The AVX2 level without AVX-VNNI's overrides: what a CPU with AVX2 but no
-// AVX-VNNI runs (tests and benchmarks; the CPU must have AVX2).
-KernelTable PlainAvx2KernelTable();
 
 struct OutlierColumns;
 

@@ -391,23 +391,13 @@ TEST_P(KernelIsaTest, MatmulIsBatchThreadAndIsaInvariant) {
   }
 }
 
-
-// The tables whose sparse kernels an ISA level tests: its own, and for AVX2
-// on a CPU with AVX-VNNI also plain AVX2's (which AVX-VNNI's shadows).
-std::vector<KernelTable> SparseKernelTables(CpuIsa isa) {
-  std::vector<KernelTable> tables{MakeKernelTable(isa)};
-  if (isa == CpuIsa::kAvx2 && DetectCpuFeatures().BestIsa() >= CpuIsa::kAvx2 && DetectCpuFeatures().avx_vnni) {
-    tables.push_back(PlainAvx2KernelTable());
-  }
-  return tables;
-}
-
 // Q8_0 rows made 2:4 sparse (two, sometimes three, zeros per 4-group): the
 // infera Q8_0_S24 blocks hold the same values, and every packing of them
 // (dense Q8_0, sparse from Q8_0, sparse and dense from Q8_0_S24) gives the
 // reference's dense Q8_0 results bit for bit, alone and in batches, on this
 // ISA's qgemm_sparse24.
-void ExpectSparse24MatchesDenseQ8_0(const KernelTable& k) {
+TEST_P(KernelIsaTest, Sparse24MatchesDenseQ8_0Exactly) {
+  const KernelTable k = MakeKernelTable(GetParam());
   const KernelTable ref = MakeKernelTable(CpuIsa::kScalar);
   std::mt19937 rng(24);
   ThreadPool pool(2);
@@ -487,19 +477,13 @@ void ExpectSparse24MatchesDenseQ8_0(const KernelTable& k) {
   }
 }
 
-TEST_P(KernelIsaTest, Sparse24MatchesDenseQ8_0Exactly) {
-  for (const KernelTable& k : SparseKernelTables(GetParam())) {
-    SCOPED_TRACE(k.qgemm_sparse24_variant);
-    ExpectSparse24MatchesDenseQ8_0(k);
-  }
-}
-
 // 2:4 sparse Q4_0 rows (each 4-group at most two values u != 8) and their
 // infera Q4_0_S24 blocks hold the same values, and every packing of them
 // (dense Q4_0, sparse from Q4_0 and from Q4_0_S24, dense from Q4_0_S24) gives
 // the reference's dense Q4_0 results bit for bit, alone and in batches, on
 // this ISA's qgemm_sparse24; prefill's expansion gives the dense packing.
-void ExpectSparse24MatchesDenseQ4_0(const KernelTable& k) {
+TEST_P(KernelIsaTest, Sparse24MatchesDenseQ4_0Exactly) {
+  const KernelTable k = MakeKernelTable(GetParam());
   const KernelTable ref = MakeKernelTable(CpuIsa::kScalar);
   std::mt19937 rng(26);
   ThreadPool pool(2);
@@ -596,13 +580,6 @@ void ExpectSparse24MatchesDenseQ4_0(const KernelTable& k) {
         }
       }
     }
-  }
-}
-
-TEST_P(KernelIsaTest, Sparse24MatchesDenseQ4_0Exactly) {
-  for (const KernelTable& k : SparseKernelTables(GetParam())) {
-    SCOPED_TRACE(k.qgemm_sparse24_variant);
-    ExpectSparse24MatchesDenseQ4_0(k);
   }
 }
 

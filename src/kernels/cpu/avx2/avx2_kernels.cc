@@ -8,7 +8,6 @@
 #include "kernels/flash_bf16_generic.h"
 #include "kernels/flash_generic.h"
 #include "kernels/cpu/avx2/qgemm256.h"
-#include "kernels/cpu/avx2/sparse24_256.h"
 #include "kernels/qgemm_dispatch.h"
 
 namespace infera::avx2 {
@@ -177,9 +176,6 @@ void Fill(KernelTable* t) {
   t->qgemm = DispatchPackFormat<QGemm256Kernel<false>>;
   t->qgemm_row = QGemmRow256<false>;
   t->qgemm_row_variant = "avx2";
-  t->qgemm_sparse24 = QGemmSparse24x256<false>;
-  t->qgemm_sparse24_variant = "avx2";
-  t->expand_sparse24 = ExpandSparse24x256;
   t->dot_f32 = DotF32;
   t->axpy_f32 = AxpyF32;
   t->attend_head = AttendHeadComposed<DotF32, AxpyF32>;

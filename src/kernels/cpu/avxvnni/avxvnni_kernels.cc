@@ -1,7 +1,6 @@
 #include "kernels/cpu/avxvnni/avxvnni_kernels.h"
 
 #include "kernels/cpu/avx2/qgemm256.h"
-#include "kernels/cpu/avx2/sparse24_256.h"
 #include "kernels/qgemm_dispatch.h"
 
 namespace infera::avxvnni {
@@ -11,8 +10,6 @@ void Fill(KernelTable* t) {
   t->qgemm_variant = "avxvnni";
   t->qgemm_row = QGemmRow256<true>;
   t->qgemm_row_variant = "avxvnni";
-  t->qgemm_sparse24 = QGemmSparse24x256<true>;
-  t->qgemm_sparse24_variant = "avxvnni";
 }
 
 }  // namespace infera::avxvnni
