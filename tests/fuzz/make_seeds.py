@@ -103,6 +103,10 @@ def main():
             ("blk.0.ffn_down.outlier_cols", np.array([3, 17], np.int32), mf.GGML_I32),
             ("blk.0.ffn_down.outlier_weight", m4(d4, 2), mf.GGML_F16)]
     mf.write_gguf(os.path.join(out, "gguf", "tiny_w8a8.gguf"), w8_kvs, w8_T)
+    # The same shape with 2:4 sparse Q4_0 layer matrices (infera's q4_0_s24).
+    S24 = mf.GGML_Q4_0S24
+    s24_T = [(n, a, S24 if t == W8 else t) for n, a, t in w8_T if "outlier" not in n]
+    mf.write_gguf(os.path.join(out, "gguf", "tiny_q4_0_s24.gguf"), w8_kvs, s24_T)
     mf.write_safetensors(os.path.join(out, "safetensors", "tiny.safetensors"),
                          {"a": m(2, 3), "b": np.ones(4, np.float32)})
     with open(os.path.join(out, "safetensors", "config.json"), "w") as f:

@@ -12,6 +12,7 @@ import numpy as np
 GGUF_TYPES = {"u32": 4, "i32": 5, "f32": 6, "bool": 7, "str": 8, "arr": 9}
 GGML_F32, GGML_F16, GGML_BF16, GGML_I8, GGML_I32 = 0, 1, 30, 24, 26
 GGML_W8A8 = 201  # infera's type: Q8_0 blocks that all carry their row's one f16 scale
+GGML_Q4_0S24 = 203  # infera's type: Q4_0 with 2:4 sparsity, the kept half stored (docs/pruning.md)
 
 
 def _gguf_str(s):
@@ -61,6 +62,8 @@ def write_gguf(path, kvs, tensors, alignment=32):
             data = np.ascontiguousarray(arr, dtype="<i4").tobytes()
         elif gtype == GGML_W8A8:
             data = w8a8_blocks(arr)
+        elif gtype == GGML_Q4_0S24:
+            data = q4_0_s24_blocks(arr)
         else:
             raise ValueError(gtype)
         out += _gguf_str(name)
@@ -87,6 +90,25 @@ def w8a8_blocks(w):
         q = np.clip(np.rint(row / np.float32(d)), -127, 127).astype(np.int8) if d else np.zeros(row.size, np.int8)
         for b in range(0, row.size, 32):
             out += d.tobytes() + q[b:b + 32].tobytes()
+    return bytes(out)
+
+
+def q4_0_s24_blocks(w):
+    """Rows of w [n_out, n_in] (n_in a multiple of 32) as Q4_0_S24 blocks
+    {f16 d, u8 idx[4], u8 qs[8]}: per 32 d = max|w| / 8 (f16), and per 4-group
+    the two largest |w| kept (p0 < p1 in idx's nibble g % 2 of byte g / 2 as
+    p0 | p1 << 2), u = clip(round(w / d) + 8, 0, 15) as nibbles 2g, 2g + 1."""
+    w = np.asarray(w, dtype=np.float32)
+    out = bytearray()
+    for blk in w.reshape(-1, 32):
+        d = np.float16(np.abs(blk).max() / 8)
+        u = np.clip(np.rint(blk / np.float32(d)) + 8, 0, 15).astype(np.uint8) if d else np.full(32, 8, np.uint8)
+        idx, qs = bytearray(4), bytearray(8)
+        for g in range(8):
+            p0, p1 = sorted(np.argsort(-np.abs(blk[4 * g:4 * g + 4]), kind="stable")[:2])
+            idx[g // 2] |= (int(p0) | int(p1) << 2) << (4 * (g % 2))
+            qs[g] = int(u[4 * g + p0]) | int(u[4 * g + p1]) << 4
+        out += d.tobytes() + bytes(idx) + bytes(qs)
     return bytes(out)
 
 
