@@ -20,6 +20,24 @@
 namespace infera {
 namespace {
 
+// Random weights W [n_out, n_in] of `type` (rows of RowBytes), inputs
+// x [m, n_in] and outputs y [m, n_out].
+void RandomProblem(DType type, int64_t n_in, int64_t n_out, int64_t m, std::vector<uint8_t>* w,
+                   std::vector<float>* x, std::vector<float>* y) {
+  const size_t row_bytes = *RowBytes(type, n_in);
+  w->assign(row_bytes * n_out, 0);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> d(0, 0.02f);
+  std::vector<float> row(n_in);
+  for (int64_t r = 0; r < n_out; ++r) {
+    for (auto& v : row) v = d(rng);
+    QuantizeRow(type, row.data(), w->data() + r * row_bytes, n_in);
+  }
+  x->resize(m * n_in);
+  y->resize(m * n_out);
+  for (auto& v : *x) v = d(rng);
+}
+
 void RunMatmul(benchmark::State& state, CpuIsa isa, DType type, int64_t m) {
   if (static_cast<int>(isa) > static_cast<int>(DetectCpuFeatures().BestIsa())) {
     state.SkipWithError("ISA not supported here");
@@ -27,16 +45,9 @@ void RunMatmul(benchmark::State& state, CpuIsa isa, DType type, int64_t m) {
   }
   const int64_t n_in = state.range(0), n_out = state.range(1);
   const size_t row_bytes = *RowBytes(type, n_in);
-  std::vector<uint8_t> w(row_bytes * n_out);
-  std::mt19937 rng(1);
-  std::normal_distribution<float> d(0, 0.02f);
-  std::vector<float> row(n_in);
-  for (int64_t r = 0; r < n_out; ++r) {
-    for (auto& v : row) v = d(rng);
-    QuantizeRow(type, row.data(), w.data() + r * row_bytes, n_in);
-  }
-  std::vector<float> x(m * n_in), y(m * n_out);
-  for (auto& v : x) v = d(rng);
+  std::vector<uint8_t> w;
+  std::vector<float> x, y;
+  RandomProblem(type, n_in, n_out, m, &w, &x, &y);
   const KernelTable k = MakeKernelTable(isa);
   ThreadPool pool(static_cast<int>(state.range(2)));
   WeightMatrix W{type, n_in, n_out, w.data(), row_bytes};
@@ -95,16 +106,9 @@ void RunSparse24(benchmark::State& state, DType type, bool sparse, int64_t m) {
   const KernelTable k = MakeKernelTable(CpuIsa::kAvx512);
   const int64_t n_in = state.range(0), n_out = state.range(1);
   const size_t row_bytes = *RowBytes(type, n_in);
-  std::vector<uint8_t> w(row_bytes * n_out);
-  std::mt19937 rng(1);
-  std::normal_distribution<float> d(0, 0.02f);
-  std::vector<float> row(n_in);
-  for (int64_t r = 0; r < n_out; ++r) {
-    for (auto& v : row) v = d(rng);
-    QuantizeRow(type, row.data(), w.data() + r * row_bytes, n_in);
-  }
-  std::vector<float> x(m * n_in), y(m * n_out);
-  for (auto& v : x) v = d(rng);
+  std::vector<uint8_t> w;
+  std::vector<float> x, y;
+  RandomProblem(type, n_in, n_out, m, &w, &x, &y);
   ThreadPool pool(static_cast<int>(state.range(2)));
   const PackedMatrix packed =
       PackedMatrix::Pack(type, w.data(), row_bytes, n_in, n_out, sparse ? SparseLayout::k24 : SparseLayout::kDense);

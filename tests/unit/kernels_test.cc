@@ -391,6 +391,40 @@ TEST_P(KernelIsaTest, MatmulIsBatchThreadAndIsaInvariant) {
   }
 }
 
+// Prefill's expansion of every group of a sparse packing (`table`'s
+// expand_sparse24 / expand_sparse_mask) gives the dense packing's quants
+// and scales (padding rows aside: zero scales either way).
+void ExpectExpansionIsDense(const KernelTable& table, const PackedMatrix& pm, const PackedMatrix& dense) {
+  PackedMatrix scratch = PackedMatrix::DenseGroup(pm.DenseType(), pm.n_in());
+  for (int64_t g = 0; g < dense.n_groups(); ++g) {
+    (pm.format().sparse24 ? table.expand_sparse24 : table.expand_sparse_mask)(pm, g, &scratch);
+    const int rows = static_cast<int>(std::min<int64_t>(16, pm.n_out() - 16 * g));
+    for (int64_t b = 0; b < pm.n_blocks(); ++b) {
+      for (int r = 0; r < rows; ++r) {
+        ASSERT_EQ(scratch.Scale(0, b, r), dense.Scale(g, b, r));
+        for (int e = 0; e < 32; ++e) {
+          ASSERT_EQ(PackedMatrix::Quant(scratch.format(), scratch.Block(0, b), r, e),
+                    PackedMatrix::Quant(dense.format(), dense.Block(g, b), r, e))
+              << "group " << g << " block " << b << " row " << r << " e " << e;
+        }
+      }
+    }
+  }
+}
+
+// w · x [m, n_in] on `table` equals `want` [m, n_out] bit for bit, batched and
+// token by token.
+void ExpectMatmulIs(const KernelTable& table, ThreadPool& pool, const WeightMatrix& w, const std::vector<float>& x,
+                    int64_t m, const std::vector<float>& want) {
+  std::vector<float> got(m * w.n_out), one(w.n_out);
+  Matmul(table, pool, w, x.data(), m, got.data());
+  ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << "n_in " << w.n_in;
+  for (int64_t t = 0; t < m; t += 4) {  // alone equals batched
+    Matmul(table, pool, w, x.data() + t * w.n_in, 1, one.data());
+    ASSERT_EQ(std::memcmp(one.data(), want.data() + t * w.n_out, w.n_out * 4), 0) << "token " << t;
+  }
+}
+
 // Q8_0 rows made 2:4 sparse (two, sometimes three, zeros per 4-group): the
 // infera Q8_0_S24 blocks hold the same values, and every packing of them
 // (dense Q8_0, sparse from Q8_0, sparse and dense from Q8_0_S24) gives the
@@ -438,41 +472,16 @@ TEST_P(KernelIsaTest, Sparse24MatchesDenseQ8_0Exactly) {
     EXPECT_LT(packs[0].bytes() * 10, dense.bytes() * 7);  // 5.5 vs 8.5 bits per weight
     const int64_t m = 9;
     auto x = RandomVec(m * n_in, rng);
-    std::vector<float> want(m * n_out), got(m * n_out), one(n_out);
+    std::vector<float> want(m * n_out);
     WeightMatrix wd{DType::kQ8_0, n_in, n_out, w.data(), rb, &dense};
     Matmul(ref, pool, wd, x.data(), m, want.data());
-    // Prefill's expansion of a sparse group gives the dense packing's quants
-    // and scales (padding rows aside: zero scales either way).
-    PackedMatrix scratch = PackedMatrix::DenseGroup(DType::kQ8_0, n_in);
     for (const PackedMatrix* pm : {&packs[0], &packs[1], &packs[3]}) {
-      for (const KernelTable* table : {&k, &ref}) {
-        for (int64_t g = 0; g < dense.n_groups(); ++g) {
-          (pm->format().sparse24 ? table->expand_sparse24 : table->expand_sparse_mask)(*pm, g, &scratch);
-          const int rows = static_cast<int>(std::min<int64_t>(16, n_out - 16 * g));
-          for (int64_t b = 0; b < blocks; ++b) {
-            for (int r = 0; r < rows; ++r) {
-              ASSERT_EQ(scratch.Scale(0, b, r), dense.Scale(g, b, r));
-              for (int e = 0; e < 32; ++e) {
-                ASSERT_EQ(PackedMatrix::Quant(scratch.format(), scratch.Block(0, b), r, e),
-                          PackedMatrix::Quant(dense.format(), dense.Block(g, b), r, e))
-                    << "group " << g << " block " << b << " row " << r << " e " << e;
-              }
-            }
-          }
-        }
-      }
+      for (const KernelTable* table : {&k, &ref}) ExpectExpansionIsDense(*table, *pm, dense);
     }
     for (const PackedMatrix& pm : packs) {
       const bool from_s24 = pm.type() == DType::kQ8_0S24;
-      WeightMatrix ws{pm.type(), n_in, n_out, from_s24 ? s24.data() : w.data(), from_s24 ? rbs : rb, &pm};
-      for (const KernelTable* table : {&k, &ref}) {
-        Matmul(*table, pool, ws, x.data(), m, got.data());
-        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << "n_in " << n_in;
-        for (int64_t t : {0L, 4L, 8L}) {  // alone equals batched
-          Matmul(*table, pool, ws, x.data() + t * n_in, 1, one.data());
-          ASSERT_EQ(std::memcmp(one.data(), want.data() + t * n_out, n_out * 4), 0) << "token " << t;
-        }
-      }
+      const WeightMatrix ws{pm.type(), n_in, n_out, from_s24 ? s24.data() : w.data(), from_s24 ? rbs : rb, &pm};
+      for (const KernelTable* table : {&k, &ref}) ExpectMatmulIs(*table, pool, ws, x, m, want);
     }
   }
 }
@@ -544,41 +553,16 @@ TEST_P(KernelIsaTest, Sparse24MatchesDenseQ4_0Exactly) {
     EXPECT_EQ(packs[0].bytes(), static_cast<size_t>(packs[0].n_groups()) * 16 * (blocks + blocks % 2) * kQ4_0S24Bytes);
     const int64_t m = 9;
     auto x = RandomVec(m * n_in, rng);
-    std::vector<float> want(m * n_out), got(m * n_out), one(n_out);
+    std::vector<float> want(m * n_out);
     WeightMatrix wd{DType::kQ4_0, n_in, n_out, w.data(), rb, &dense};
     Matmul(ref, pool, wd, x.data(), m, want.data());
-    PackedMatrix scratch = PackedMatrix::DenseGroup(DType::kQ4_0, n_in);
     for (const PackedMatrix* pm : {&packs[0], &packs[1]}) {
-      for (const KernelTable* table : {&k, &ref}) {
-        for (int64_t g = 0; g < dense.n_groups(); ++g) {
-          table->expand_sparse24(*pm, g, &scratch);
-          const int rows = static_cast<int>(std::min<int64_t>(16, n_out - 16 * g));
-          for (int64_t b = 0; b < blocks; ++b) {
-            for (int r = 0; r < rows; ++r) {
-              ASSERT_EQ(scratch.Scale(0, b, r), dense.Scale(g, b, r));
-              for (int e = 0; e < 32; ++e) {
-                ASSERT_EQ(PackedMatrix::Quant(scratch.format(), scratch.Block(0, b), r, e),
-                          PackedMatrix::Quant(dense.format(), dense.Block(g, b), r, e))
-                    << "group " << g << " block " << b << " row " << r << " e " << e;
-                ASSERT_EQ(PackedMatrix::Quant(pm->format(), pm->Block(g, b), r, e),
-                          PackedMatrix::Quant(dense.format(), dense.Block(g, b), r, e));
-              }
-            }
-          }
-        }
-      }
+      for (const KernelTable* table : {&k, &ref}) ExpectExpansionIsDense(*table, *pm, dense);
     }
     for (const PackedMatrix& pm : packs) {
       const bool from_s24 = pm.type() == DType::kQ4_0S24;
-      WeightMatrix ws{pm.type(), n_in, n_out, from_s24 ? s24.data() : w.data(), from_s24 ? rbs : rb, &pm};
-      for (const KernelTable* table : {&k, &ref}) {
-        Matmul(*table, pool, ws, x.data(), m, got.data());
-        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << "n_in " << n_in;
-        for (int64_t t : {0L, 4L, 8L}) {  // alone equals batched
-          Matmul(*table, pool, ws, x.data() + t * n_in, 1, one.data());
-          ASSERT_EQ(std::memcmp(one.data(), want.data() + t * n_out, n_out * 4), 0) << "token " << t;
-        }
-      }
+      const WeightMatrix ws{pm.type(), n_in, n_out, from_s24 ? s24.data() : w.data(), from_s24 ? rbs : rb, &pm};
+      for (const KernelTable* table : {&k, &ref}) ExpectMatmulIs(*table, pool, ws, x, m, want);
     }
   }
 }
