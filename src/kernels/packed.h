@@ -94,14 +94,15 @@ struct PackFormat {
   // Q8_0_S24): per k-block of 32, four windows of 8 elements, each one
   // 64-byte chunk of values (row r at bytes 4r .. 4r+3: the two kept signed
   // quants of elements 0..3 of the window, then those of 4..7) and, after
-  // the four chunks, 16 bytes of codes per window (row r's byte: c0 | c1 << 3,
-  // the kept pair of each half as an index into kPairs24). u = q + 128 as
+  // the four chunks, 64 bytes of codes (row r's byte 4r + v: c0 | c1 << 3
+  // for window v, the kept pair of each half as an index into kPairs24;
+  // rows as dwords, so a kernel loads every window's codes at once). u = q + 128 as
   // for Q8_0 (shift 7); the elements not kept have u = 128. Sized as a 5-bit
   // format (320 bytes of quants per block), f16 scales.
   // With 4-bit values (Q4_0 rows with at most two nonzeros per 4-group, or
   // Q4_0_S24; shift 3): the same windows, their values as nibbles u ^ 8 —
   // window v in the 64-byte chunk v % 2, low nibbles for v < 2, else high
-  // nibbles — then the same 16 bytes of codes per window at 128; u = q + 8
+  // nibbles — then the same 64 bytes of codes at 128; u = q + 8
   // as for Q4_0, the elements not kept u = 8. Sized as a 3-bit format (192
   // bytes per block: 3.5 bits per weight with the f16 scales, the file's).
   bool sparse24 = false;
@@ -222,7 +223,7 @@ class PackedMatrix {
     if (f.sparse24) {
       const int v = e / 8, half = (e % 8) / 4, pos = e % 4;
       const bool four = Sparse24ValueBits(f) == 4;
-      const int code = (block[(four ? 128 : 256) + 16 * v + r] >> (3 * half)) & 7;
+      const int code = (block[(four ? 128 : 256) + 4 * r + v] >> (3 * half)) & 7;
       for (int slot = 0; slot < 2; ++slot) {
         if (kPairs24[code][slot] != pos) continue;
         if (!four) return static_cast<int8_t>(block[64 * v + 4 * r + 2 * half + slot]) + 128;

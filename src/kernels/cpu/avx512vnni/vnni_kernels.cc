@@ -184,19 +184,22 @@ constexpr uint32_t PairControl(int code, int half) {
 template <int kBits>
 struct Spread24 {
   static constexpr int kCodes = 32 * kBits;  // the codes' offset in a block
-  __m512i table0, table1, offs, sign, seven;
+  __m512i table0, table1, offs, sign;
   Spread24()
+      // vpermd reads index bits [3:0]: entries 8..15 repeat 0..7, so bit 3
+      // (c1's lowest bit, or a zero) needs no masking.
       : table0(_mm512_setr_epi32(PairControl(0, 0), PairControl(1, 0), PairControl(2, 0), PairControl(3, 0),
-                                 PairControl(4, 0), PairControl(5, 0), 0x80808080, 0x80808080, 0, 0, 0, 0, 0, 0, 0,
-                                 0)),
+                                 PairControl(4, 0), PairControl(5, 0), 0x80808080, 0x80808080, PairControl(0, 0),
+                                 PairControl(1, 0), PairControl(2, 0), PairControl(3, 0), PairControl(4, 0),
+                                 PairControl(5, 0), 0x80808080, 0x80808080)),
         table1(_mm512_setr_epi32(PairControl(0, 1), PairControl(1, 1), PairControl(2, 1), PairControl(3, 1),
-                                 PairControl(4, 1), PairControl(5, 1), 0x80808080, 0x80808080, 0, 0, 0, 0, 0, 0, 0,
-                                 0)),
+                                 PairControl(4, 1), PairControl(5, 1), 0x80808080, 0x80808080, PairControl(0, 1),
+                                 PairControl(1, 1), PairControl(2, 1), PairControl(3, 1), PairControl(4, 1),
+                                 PairControl(5, 1), 0x80808080, 0x80808080)),
         // Row r's bytes sit at 4 (r % 4) of its 128-bit lane (vpshufb's reach).
         offs(_mm512_set_epi32(0x0C0C0C0C, 0x08080808, 0x04040404, 0, 0x0C0C0C0C, 0x08080808, 0x04040404, 0,
                               0x0C0C0C0C, 0x08080808, 0x04040404, 0, 0x0C0C0C0C, 0x08080808, 0x04040404, 0)),
-        sign(_mm512_set1_epi8(static_cast<char>(kBits == 8 ? 0x80 : 0x08))),
-        seven(_mm512_set1_epi32(7)) {}
+        sign(_mm512_set1_epi8(static_cast<char>(kBits == 8 ? 0x80 : 0x08))) {}
   inline __attribute__((always_inline)) void Block(const uint8_t* blk, __m512i* wv) const {
     [[maybe_unused]] __m512i nib[4];
     if constexpr (kBits == 4) {
@@ -207,13 +210,15 @@ struct Spread24 {
       nib[2] = _mm512_and_si512(_mm512_srli_epi16(c0, 4), lo);
       nib[3] = _mm512_and_si512(_mm512_srli_epi16(c1, 4), lo);
     }
+    // Row r's codes of the four windows are the bytes of dword r: one load,
+    // and per window a shift (no byte-to-dword shuffle).
+    const __m512i codes = _mm512_load_si512(blk + kCodes);
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) {
       const __m512i vals = kBits == 8 ? _mm512_load_si512(blk + 64 * v) : nib[v];
-      const __m512i codes =
-          _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(blk + kCodes + 16 * v)));
-      const __m512i c0 = _mm512_add_epi8(_mm512_permutexvar_epi32(_mm512_and_si512(codes, seven), table0), offs);
-      const __m512i c1 = _mm512_add_epi8(_mm512_permutexvar_epi32(_mm512_srli_epi32(codes, 3), table1), offs);
+      const __m512i cv = v == 0 ? codes : _mm512_srli_epi32(codes, 8 * v);
+      const __m512i c0 = _mm512_add_epi8(_mm512_permutexvar_epi32(cv, table0), offs);
+      const __m512i c1 = _mm512_add_epi8(_mm512_permutexvar_epi32(_mm512_srli_epi32(cv, 3), table1), offs);
       wv[2 * v] = _mm512_xor_si512(_mm512_shuffle_epi8(vals, c0), sign);
       wv[2 * v + 1] = _mm512_xor_si512(_mm512_shuffle_epi8(vals, c1), sign);
     }
@@ -270,13 +275,18 @@ void QGemmSparse24T(const PackedMatrix& w, int64_t group, const QuantActs& a, in
 #pragma GCC unroll 4
     for (int t = 0; t < kT; ++t) {
       const int8_t* qt = q[t] + b * 32;
-      __m512i isum = _mm512_set1_epi32(bias[t][b]);
-#pragma GCC unroll 8
-      for (int c = 0; c < 8; ++c) {
-        int32_t a4;
-        std::memcpy(&a4, qt + 4 * c, 4);
-        isum = _mm512_dpbusd_epi32(isum, wv[c], _mm512_set1_epi32(a4));
+      // Two chains of 4 (exact int32 sums: the same total in any order), so
+      // the spreading of the next block overlaps fewer dependent vpdpbusd.
+      __m512i even = _mm512_set1_epi32(bias[t][b]), odd = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int c = 0; c < 8; c += 2) {
+        int32_t a0, a1;
+        std::memcpy(&a0, qt + 4 * c, 4);
+        std::memcpy(&a1, qt + 4 * c + 4, 4);
+        even = _mm512_dpbusd_epi32(even, wv[c], _mm512_set1_epi32(a0));
+        odd = _mm512_dpbusd_epi32(odd, wv[c + 1], _mm512_set1_epi32(a1));
       }
+      const __m512i isum = _mm512_add_epi32(even, odd);
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(s, _mm512_set1_ps(da[t][b])), acc[t]);
     }
   };
