@@ -275,18 +275,13 @@ void QGemmSparse24T(const PackedMatrix& w, int64_t group, const QuantActs& a, in
 #pragma GCC unroll 4
     for (int t = 0; t < kT; ++t) {
       const int8_t* qt = q[t] + b * 32;
-      // Two chains of 4 (exact int32 sums: the same total in any order), so
-      // the spreading of the next block overlaps fewer dependent vpdpbusd.
-      __m512i even = _mm512_set1_epi32(bias[t][b]), odd = _mm512_setzero_si512();
-#pragma GCC unroll 4
-      for (int c = 0; c < 8; c += 2) {
-        int32_t a0, a1;
-        std::memcpy(&a0, qt + 4 * c, 4);
-        std::memcpy(&a1, qt + 4 * c + 4, 4);
-        even = _mm512_dpbusd_epi32(even, wv[c], _mm512_set1_epi32(a0));
-        odd = _mm512_dpbusd_epi32(odd, wv[c + 1], _mm512_set1_epi32(a1));
+      __m512i isum = _mm512_set1_epi32(bias[t][b]);
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c) {
+        int32_t a4;
+        std::memcpy(&a4, qt + 4 * c, 4);
+        isum = _mm512_dpbusd_epi32(isum, wv[c], _mm512_set1_epi32(a4));
       }
-      const __m512i isum = _mm512_add_epi32(even, odd);
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(s, _mm512_set1_ps(da[t][b])), acc[t]);
     }
   };
