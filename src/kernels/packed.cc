@@ -294,7 +294,7 @@ PackedMatrix PackedMatrix::Pack(DType t, const uint8_t* w, size_t row_bytes, int
               blk[64 * (v % 2) + 4 * r + 2 * half + slot] |= static_cast<uint8_t>(val << (v < 2 ? 0 : 4));
             }
           }
-          blk[(zero == 128 ? 256 : 128) + 4 * r + v] |= static_cast<uint8_t>(c << (3 * half));
+          blk[Sparse24CodesOffset(f) + 4 * r + v] |= static_cast<uint8_t>(c << (3 * half));
         }
       } else if (f.bits == 8) {
         for (int e = 0; e < f.block; ++e) blk[(e / 4) * 64 + 4 * r + e % 4] = ub[e];

@@ -128,6 +128,8 @@ enum class SparseLayout { kDense, k24, kMask };
 
 // The bits of a sparse24 format's kept values: 8 (Q8_0) or 4 (Q4_0).
 inline int Sparse24ValueBits(const PackFormat& f) { return f.shift == 7 ? 8 : 4; }
+// Where a sparse24 block's pair codes start: after its 16 rows x 16 kept values.
+inline int Sparse24CodesOffset(const PackFormat& f) { return 32 * Sparse24ValueBits(f); }
 
 // The six position pairs a 2:4 group can keep, in code order.
 inline constexpr uint8_t kPairs24[6][2] = {{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}};
@@ -223,7 +225,7 @@ class PackedMatrix {
     if (f.sparse24) {
       const int v = e / 8, half = (e % 8) / 4, pos = e % 4;
       const bool four = Sparse24ValueBits(f) == 4;
-      const int code = (block[(four ? 128 : 256) + 4 * r + v] >> (3 * half)) & 7;
+      const int code = (block[Sparse24CodesOffset(f) + 4 * r + v] >> (3 * half)) & 7;
       for (int slot = 0; slot < 2; ++slot) {
         if (kPairs24[code][slot] != pos) continue;
         if (!four) return static_cast<int8_t>(block[64 * v + 4 * r + 2 * half + slot]) + 128;
