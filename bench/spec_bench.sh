@@ -6,8 +6,11 @@
 # the measured cost of an extra token in a step. The three outputs must be
 # identical (checked). The default prompt is an input-copying workload: a
 # passage, then the instruction to repeat it, then its first words.
+# With DRAFT=SMALL.gguf set, two more modes: --draft-model SMALL.gguf
+# (drafting while its top probability is >= --draft-p-min, 0.75) and the
+# same with --draft-p-min 0 (always drafting up to --draft-max).
 #
-#   bench/spec_bench.sh [MODEL=(bundled)] [ROUNDS=3] [N=200] [PROMPT_FILE] [INFERA=build/tools/infera]
+#   [DRAFT=SMALL.gguf] bench/spec_bench.sh [MODEL=(bundled)] [ROUNDS=3] [N=200] [PROMPT_FILE] [INFERA=build/tools/infera]
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 MODEL="${1:-}"
@@ -36,23 +39,34 @@ m = re.search(r"(\d+) drafted, (\d+) accepted .* costs ([\d.]+)", t)
 print(rate, *(m.groups() if m else ("0", "0", "0")))
 PY
 }
+DRAFT="${DRAFT:-}"
+MODES="none ngram fixed"
+[ -n "$DRAFT" ] && MODES="$MODES draft draftall"
 for r in $(seq "$ROUNDS"); do
   run none --spec none
   run ngram --spec ngram
   run fixed --spec ngram --draft-fixed
-  cmp -s "$TMP/none.out" "$TMP/ngram.out" || { echo "ngram output differs" >&2; exit 1; }
-  cmp -s "$TMP/none.out" "$TMP/fixed.out" || { echo "fixed output differs" >&2; exit 1; }
+  if [ -n "$DRAFT" ]; then
+    run draft --draft-model "$DRAFT"
+    run draftall --draft-model "$DRAFT" --draft-p-min 0
+  fi
+  for m in $MODES; do
+    cmp -s "$TMP/none.out" "$TMP/$m.out" || { echo "$m output differs" >&2; exit 1; }
+  done
 done
-/usr/bin/python3 - "$TMP" <<'PY'
+/usr/bin/python3 - "$TMP" $MODES <<'PY'
 import statistics, sys
-d = sys.argv[1]
-rows = {m: [list(map(float, l.split())) for l in open(f"{d}/{m}")] for m in ("none", "ngram", "fixed")}
+d, modes = sys.argv[1], sys.argv[2:]
+rows = {m: [list(map(float, l.split())) for l in open(f"{d}/{m}")] for m in modes}
 base = statistics.median(r[0] for r in rows["none"])
-print(f"{'mode':<22}{'gen tok/s (median)':>20}{'vs none':>9}{'accepted/drafted':>18}{'extra token cost':>18}")
-for m, label in (("none", "--spec none"), ("ngram", "--spec ngram"), ("fixed", "ngram --draft-fixed")):
+labels = {"none": "--spec none", "ngram": "--spec ngram", "fixed": "ngram --draft-fixed",
+          "draft": "--draft-model", "draftall": "draft, --draft-p-min 0"}
+print(f"{'mode':<24}{'gen tok/s (median)':>20}{'vs none':>9}{'accepted/drafted':>18}{'extra token cost':>18}")
+for m in modes:
+    label = labels[m]
     rate = statistics.median(r[0] for r in rows[m])
     dr, ac = rows[m][-1][1], rows[m][-1][2]
     acc = f"{int(ac)}/{int(dr)}" if dr else "-"
     cost = f"{rows[m][-1][3]:.2f}" if dr else "-"
-    print(f"{label:<22}{rate:>20.1f}{rate / base:>9.2f}{acc:>18}{cost:>18}")
+    print(f"{label:<24}{rate:>20.1f}{rate / base:>9.2f}{acc:>18}{cost:>18}")
 PY

@@ -33,8 +33,11 @@ def log(out, msg):
         f.write(msg + "\n")
 
 
-def prepare(out, vocab_size):
-    """Corpus split + SentencePiece BPE tokenizer + token arrays (cached)."""
+def prepare(out, vocab_size, tokenizer=None):
+    """Corpus split + SentencePiece BPE tokenizer (or a copy of `tokenizer`,
+    for a draft model that must share a target's vocabulary) + token arrays
+    (cached)."""
+    import shutil
     import sentencepiece as spm
     if os.path.exists(os.path.join(out, "train.npy")):
         return
@@ -44,13 +47,18 @@ def prepare(out, vocab_size):
         f.write("\n\n".join(train_docs))
     with open(os.path.join(out, "heldout.txt"), "w") as f:
         f.write("\n\n".join(held_docs))
-    spm.SentencePieceTrainer.train(
-        input=os.path.join(out, "train.txt"), model_prefix=os.path.join(out, "tokenizer"), vocab_size=vocab_size,
-        model_type="bpe", byte_fallback=True, character_coverage=1.0, split_digits=True, add_dummy_prefix=True,
-        user_defined_symbols=["<|im_start|>", "<|im_end|>"], max_sentence_length=1 << 16, num_threads=2,
-        input_sentence_size=2_000_000, shuffle_input_sentence=True, seed_sentencepiece_size=200_000,
-        unk_id=0, bos_id=1, eos_id=2, pad_id=-1, minloglevel=2)
+    if tokenizer:
+        shutil.copy(tokenizer, os.path.join(out, "tokenizer.model"))
+    else:
+        spm.SentencePieceTrainer.train(
+            input=os.path.join(out, "train.txt"), model_prefix=os.path.join(out, "tokenizer"), vocab_size=vocab_size,
+            model_type="bpe", byte_fallback=True, character_coverage=1.0, split_digits=True, add_dummy_prefix=True,
+            user_defined_symbols=["<|im_start|>", "<|im_end|>"], max_sentence_length=1 << 16, num_threads=2,
+            input_sentence_size=2_000_000, shuffle_input_sentence=True, seed_sentencepiece_size=200_000,
+            unk_id=0, bos_id=1, eos_id=2, pad_id=-1, minloglevel=2)
     sp = spm.SentencePieceProcessor(model_file=os.path.join(out, "tokenizer.model"))
+    if sp.get_piece_size() != vocab_size:
+        sys.exit(f"train.py: error: the tokenizer has {sp.get_piece_size()} pieces, not --vocab {vocab_size}")
     for name, docs in (("train", train_docs), ("heldout", held_docs)):
         ids = []
         for d in docs:  # each chapter: BOS + text + EOS
@@ -90,10 +98,11 @@ def train(args):
     os.makedirs(args.out, exist_ok=True)
     torch.set_num_threads(args.threads)
     torch.manual_seed(SEED)
-    prepare(args.out, args.vocab)
+    prepare(args.out, args.vocab, args.tokenizer)
     data = np.load(os.path.join(args.out, "train.npy")).astype(np.int32)
     held = np.load(os.path.join(args.out, "heldout.npy")).astype(np.int32)
-    cfg = Config(vocab_size=args.vocab)
+    cfg = Config(vocab_size=args.vocab, dim=args.dim, n_layers=args.layers, n_heads=args.heads,
+                 n_kv_heads=args.kv_heads, ffn_dim=args.ffn)
     model = Llama(cfg)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
     state = {"step": 0, "best": float("inf"), "seconds": 0.0}
@@ -149,6 +158,14 @@ def main():
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--vocab", type=int, default=4096)
     ap.add_argument("--threads", type=int, default=2)
+    # The shape (defaults: the bundled kjv-7m). A draft model for speculative
+    # decoding: a smaller shape and --tokenizer the target's tokenizer.model.
+    ap.add_argument("--dim", type=int, default=256)
+    ap.add_argument("--layers", type=int, default=6)
+    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--kv-heads", type=int, default=4)
+    ap.add_argument("--ffn", type=int, default=768)
+    ap.add_argument("--tokenizer", help="use this SentencePiece model instead of training one (same vocabulary)")
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--export", help="write the best checkpoint to this models/<name> folder and stop")
     args = ap.parse_args()
