@@ -211,7 +211,8 @@ struct Engine::Impl {
       if (k < std::max(1, opts.spec_draft_min)) continue;
       if (drafter) {  // as many as pay, drafted below for all sequences at once
         if (opts.spec_adaptive) {
-          int32_t n = ChooseDraftLength(r->acceptance.alpha(), step_cost.marginal_ratio(), k);
+          int32_t n =
+              ChooseDraftLength(r->acceptance.alpha(), step_cost.marginal_ratio() + step_cost.draft_ratio(), k);
           if (n == 0 && ++r->steps_since_draft >= kSpecProbeInterval) n = 1;
           if (n > 0) r->steps_since_draft = 0;
           k = n;
@@ -230,10 +231,21 @@ struct Engine::Impl {
       if (static_cast<int32_t>(d.size()) >= std::max(1, opts.spec_draft_min)) sched.SetDraft(id, std::move(d));
     }
     if (wants.empty()) return;
+    const auto t_draft = EngineRequest::Clock::now();
     std::vector<std::vector<int32_t>> drafts = drafter->Propose(wants, opts.spec_p_min);
+    if (wants.size() == 1) {  // the draft model's cost, as the step cost is measured: one sequence
+      step_cost.ObserveDraft(wants[0].max_draft,
+                             std::chrono::duration<double>(EngineRequest::Clock::now() - t_draft).count());
+    }
     for (size_t i = 0; i < wants.size(); ++i) {
       if (static_cast<int32_t>(drafts[i].size()) >= std::max(1, opts.spec_draft_min)) {
         sched.SetDraft(wants[i].id, std::move(drafts[i]));
+      } else if (opts.spec_adaptive) {
+        // Asked for and paid, but nothing to verify (the draft model was not
+        // confident enough, --draft-p-min): for the policy a position that
+        // yielded no token, as a rejected one, so a draft model that rarely
+        // drafts stops being asked (then probed every kSpecProbeInterval steps).
+        reqs.at(wants[i].id)->acceptance.Verified(1, 0);
       }
     }
   }

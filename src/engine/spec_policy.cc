@@ -37,6 +37,18 @@ double StepCostModel::marginal_ratio() const {
   return std::clamp(per_token_ / t1_, 0.01, 4.0);
 }
 
+void StepCostModel::ObserveDraft(int32_t positions, double seconds) {
+  if (positions < 1 || !(seconds >= 0)) return;
+  const double x = seconds / positions;
+  per_draft_ = have_draft_ ? per_draft_ + kWeight * (x - per_draft_) : x;
+  have_draft_ = true;
+}
+
+double StepCostModel::draft_ratio() const {
+  if (!have_t1_ || !have_draft_ || t1_ <= 0) return 0;
+  return std::clamp(per_draft_ / t1_, 0.0, 4.0);
+}
+
 int32_t ChooseDraftLength(double alpha, double r, int32_t k_max) {
   alpha = std::clamp(alpha, 0.0, 0.999);
   int32_t best = 0;

@@ -7,8 +7,10 @@
 // per step; and a step of 1 + k tokens costs (1 + r·k) plain decode steps,
 // r being the marginal cost of one more token in the step (measured from the
 // engine's own step times: decode is memory-bound, so r << 1 on large models,
-// and near 1 where the weights sit in cache). The draft length maximizes
-// E(k) / (1 + r·k); 0 means drafting does not pay.
+// and near 1 where the weights sit in cache). A draft model adds its own
+// cost, d per drafted position (its forward passes, measured the same way;
+// 0 for n-gram drafts). The draft length maximizes E(k) / (1 + (r + d)·k);
+// 0 means drafting does not pay.
 #pragma once
 
 #include <cstdint>
@@ -39,12 +41,18 @@ class StepCostModel {
   void Observe(int32_t tokens, double seconds);
   // r; a prior of 0.25 until both kinds of step were seen.
   double marginal_ratio() const;
+  // A draft model's proposal for one sequence of up to `positions` tokens
+  // took `seconds` (catching up on the sequence's new tokens included).
+  void ObserveDraft(int32_t positions, double seconds);
+  // d: the draft model's cost per drafted position relative to a one-token
+  // step; 0 until a proposal and a one-token step were seen.
+  double draft_ratio() const;
 
  private:
   static constexpr double kWeight = 0.1;
   static constexpr double kPriorRatio = 0.25;
-  double t1_ = 0, per_token_ = 0;
-  bool have_t1_ = false, have_per_token_ = false;
+  double t1_ = 0, per_token_ = 0, per_draft_ = 0;
+  bool have_t1_ = false, have_per_token_ = false, have_draft_ = false;
 };
 
 // argmax over k in [0, k_max] of E(k) / (1 + r·k).

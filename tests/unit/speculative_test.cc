@@ -74,6 +74,21 @@ TEST(SpecPolicy, StepCostFromStepTimes) {
   EXPECT_NEAR(m.marginal_ratio(), 1.0, 1e-3);
 }
 
+TEST(SpecPolicy, DraftModelCostCountsPerDraftedPosition) {
+  StepCostModel m;
+  m.ObserveDraft(4, 0.004);
+  EXPECT_DOUBLE_EQ(m.draft_ratio(), 0);  // no one-token step seen yet
+  m.Observe(1, 0.010);
+  EXPECT_NEAR(m.draft_ratio(), 0.1, 1e-9);  // 1 ms per position, 10 ms a step
+  for (int i = 0; i < 200; ++i) m.ObserveDraft(2, 0.006);
+  EXPECT_NEAR(m.draft_ratio(), 0.3, 1e-6);
+  // A draft that is right 70 % of the time: worth one token when only the
+  // verification costs (r 0.25), not when the draft model costs 0.3 more.
+  EXPECT_EQ(ChooseDraftLength(0.7, 0.25, 8), 2);
+  EXPECT_EQ(ChooseDraftLength(0.7, 0.25 + m.draft_ratio(), 8), 1);
+  EXPECT_EQ(ChooseDraftLength(0.5, 0.25 + m.draft_ratio(), 8), 0);
+}
+
 struct Outputs {
   std::map<size_t, Tokens> tokens;
   std::map<size_t, std::vector<float>> logprobs;
