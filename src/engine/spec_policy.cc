@@ -3,6 +3,15 @@
 #include <algorithm>
 
 namespace infera {
+namespace {
+
+// An exponential average with weight w; the first observation sets it.
+void Average(double w, double x, double* v, bool* have) {
+  *v = *have ? *v + w * (x - *v) : x;
+  *have = true;
+}
+
+}  // namespace
 
 void AcceptanceEstimate::Verified(int32_t drafted, int32_t accepted) {
   Forget();
@@ -17,18 +26,14 @@ void AcceptanceEstimate::Forget() {
 
 void StepCostModel::Observe(int32_t tokens, double seconds) {
   if (tokens < 1 || !(seconds > 0)) return;
-  auto avg = [](double* v, bool* have, double x) {
-    *v = *have ? *v + kWeight * (x - *v) : x;
-    *have = true;
-  };
   if (tokens == 1) {
-    avg(&t1_, &have_t1_, seconds);
+    Average(kWeight, seconds, &t1_, &have_t1_);
   } else if (have_t1_) {
     // Starts from the prior, so that one slow first step (caches, scratch
     // growing) does not decide alone.
     if (!have_per_token_) per_token_ = kPriorRatio * t1_;
     have_per_token_ = true;
-    avg(&per_token_, &have_per_token_, std::max(0.0, seconds - t1_) / (tokens - 1));
+    Average(kWeight, std::max(0.0, seconds - t1_) / (tokens - 1), &per_token_, &have_per_token_);
   }
 }
 
@@ -39,9 +44,7 @@ double StepCostModel::marginal_ratio() const {
 
 void StepCostModel::ObserveDraft(int32_t positions, double seconds) {
   if (positions < 1 || !(seconds >= 0)) return;
-  const double x = seconds / positions;
-  per_draft_ = have_draft_ ? per_draft_ + kWeight * (x - per_draft_) : x;
-  have_draft_ = true;
+  Average(kWeight, seconds / positions, &per_draft_, &have_draft_);
 }
 
 double StepCostModel::draft_ratio() const {
