@@ -211,8 +211,7 @@ struct Engine::Impl {
       if (k < std::max(1, opts.spec_draft_min)) continue;
       if (drafter) {  // as many as pay, drafted below for all sequences at once
         if (opts.spec_adaptive) {
-          int32_t n =
-              ChooseDraftLength(r->acceptance.alpha(), step_cost.marginal_ratio() + step_cost.draft_ratio(), k);
+          int32_t n = ChooseDraftLength(r->acceptance.alpha(), step_cost.position_cost(), k);
           if (n == 0 && ++r->steps_since_draft >= kSpecProbeInterval) n = 1;
           if (n > 0) r->steps_since_draft = 0;
           k = n;
@@ -223,7 +222,7 @@ struct Engine::Impl {
       std::vector<int32_t> d = NgramDraft(sched.Tokens(id), opts.spec_ngram_min, opts.spec_ngram_max, k);
       // As many as pay for their verification (spec_policy.h).
       if (opts.spec_adaptive && !d.empty()) {
-        int32_t n = ChooseDraftLength(r->acceptance.alpha(), step_cost.marginal_ratio(), static_cast<int32_t>(d.size()));
+        int32_t n = ChooseDraftLength(r->acceptance.alpha(), step_cost.position_cost(), static_cast<int32_t>(d.size()));
         if (n == 0 && ++r->steps_since_draft >= kSpecProbeInterval) n = 1;  // a probe
         if (n > 0) r->steps_since_draft = 0;
         d.resize(n);

@@ -47,6 +47,9 @@ class StepCostModel {
   // d: the draft model's cost per drafted position relative to a one-token
   // step; 0 until a proposal and a one-token step were seen.
   double draft_ratio() const;
+  // What one more drafted position costs, relative to a one-token step:
+  // r + d (ChooseDraftLength's r; d is 0 without a draft model).
+  double position_cost() const { return marginal_ratio() + draft_ratio(); }
 
  private:
   static constexpr double kWeight = 0.1;
