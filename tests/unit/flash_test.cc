@@ -316,7 +316,7 @@ INSTANTIATE_TEST_SUITE_P(AllIsas, FlashIsaTest, ::testing::ValuesIn(AvailableIsa
                          [](const ::testing::TestParamInfo<CpuIsa>& i) { return std::string(CpuIsaName(i.param)); });
 
 // AttendBatch: a sequence's last token decoded alone (its chunks of
-// positions split over two threads) equals the same token inside a prefill
+// positions split over two threads, the KV heads not dividing evenly) equals the same token inside a prefill
 // batch (blocks, no split), and a second sequence in the batch changes
 // nothing; f32 and int8 caches, with and without a window; KV blocks of 16
 // (K tiles read in place) and of 8 slots (gathered); f32 and bf16 products.
@@ -337,8 +337,10 @@ TEST(AttendBatch, SplitDecodeEqualsPrefillAndBatching) {
     for (int window : {0, 100}) {
       for (int block : {16, 8}) {
         AttentionShape s;
-        s.n_head = 6;
-        s.n_head_kv = 2;
+        // 5 KV heads on 2 threads: the decode still splits (whole heads would
+        // be dealt 3 against 2).
+        s.n_head = 10;
+        s.n_head_kv = 5;
         s.head_dim = 64;
         s.scale = 0.125f;
         s.sliding_window = window;
