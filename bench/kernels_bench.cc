@@ -5,6 +5,7 @@
 // Args: n_in, n_out, threads (4096 x 16384: beyond the L3 cache).
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -255,6 +256,40 @@ void FmaPeak_Avx512_F32(benchmark::State& state) {
                                                  benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 BENCHMARK(FmaPeak_Avx512_F32)->UseRealTime();
+
+// The gated FFN activations over one token's FFN width (Gemma 2 2B's 9216):
+// the kernel table's (exp_generic.h, vectorized per ISA) against GELU with
+// libm's tanh, one element at a time (what GeluTanhMul was before).
+enum class Gated { kSilu, kGeluTanh, kGeluTanhLibm };
+template <Gated kAct>
+void GatedActivation(benchmark::State& state) {
+  const KernelTable k = MakeBestKernelTable();
+  constexpr int64_t kN = 9216;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> d(0, 2);
+  std::vector<float> g0(kN), u(kN), g(kN);
+  for (auto& x : g0) x = d(rng);
+  for (auto& x : u) x = d(rng);
+  for (auto _ : state) {
+    std::memcpy(g.data(), g0.data(), kN * sizeof(float));
+    if constexpr (kAct == Gated::kSilu) {
+      k.silu_mul(g.data(), u.data(), kN);
+    } else if constexpr (kAct == Gated::kGeluTanh) {
+      k.gelu_tanh_mul(g.data(), u.data(), kN);
+    } else {
+      for (int64_t i = 0; i < kN; ++i) {
+        const float x = g[i];
+        g[i] = 0.5f * x * (1.0f + std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x))) * u[i];
+      }
+    }
+    benchmark::DoNotOptimize(g.data());
+  }
+  state.counters["ns/elem"] = benchmark::Counter(double(kN) * state.iterations(),
+                                                 benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(GatedActivation<Gated::kSilu>)->Name("GatedActivation_Silu");
+BENCHMARK(GatedActivation<Gated::kGeluTanh>)->Name("GatedActivation_GeluTanh");
+BENCHMARK(GatedActivation<Gated::kGeluTanhLibm>)->Name("GatedActivation_GeluTanhLibm");
 
 // Reading a codebook format's weights (IQ3_S) for vpdpbusd, per 64-byte
 // vector of 16 rows x 4 weights (one grid point per row), from data in L2:

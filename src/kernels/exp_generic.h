@@ -58,5 +58,17 @@ inline void SiluMulGeneric(float* g, const float* u, int64_t n) {
   for (int64_t i = 0; i < n; ++i) g[i] = g[i] / (1.0f + ExpClamped(-g[i])) * u[i];
 }
 
+// g[i] = gelu_tanh(g[i]) * u[i] (GeluTanhMulFn), GELU's tanh approximation
+// 0.5 x (1 + tanh(z)), z = sqrt(2/pi) (x + 0.044715 x^3), computed as the
+// identical x / (1 + exp(-2z)): one exp and a division, like SiLU.
+inline void GeluTanhMulGeneric(float* g, const float* u, int64_t n) {
+  constexpr float kTwoSqrt2OverPi = 2.0f * 0.7978845608028654f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = g[i];
+    const float z2 = kTwoSqrt2OverPi * std::fma(0.044715f * x, x * x, x);
+    g[i] = x / (1.0f + ExpClamped(-z2)) * u[i];
+  }
+}
+
 }  // namespace
 }  // namespace infera

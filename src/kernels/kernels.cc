@@ -306,13 +306,7 @@ void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps) {
 
 void SiluMul(float* g, const float* u, int64_t n) { SiluMulGeneric(g, u, n); }
 
-void GeluTanhMul(float* g, const float* u, int64_t n) {
-  constexpr float kSqrt2OverPi = 0.7978845608028654f;
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = g[i];
-    g[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x))) * u[i];
-  }
-}
+void GeluTanhMul(float* g, const float* u, int64_t n) { GeluTanhMulGeneric(g, u, n); }
 
 void Softmax(float* x, int64_t n) {
   float mx = -INFINITY;

@@ -240,6 +240,9 @@ struct KernelTable {
   // g[i] = silu(g[i]) * u[i] (exp_generic.h's SiluMulGeneric, the same bits
   // as SiluMul below on every ISA).
   void (*silu_mul)(float* g, const float* u, int64_t n) = nullptr;
+  // g[i] = gelu_tanh(g[i]) * u[i] (exp_generic.h's GeluTanhMulGeneric, the
+  // same bits as GeluTanhMul below on every ISA).
+  void (*gelu_tanh_mul)(float* g, const float* u, int64_t n) = nullptr;
   const char* flash_variant = "scalar";
 
   // Float-weight matmuls with bf16 products (Bf16TileFn), used instead of
@@ -332,7 +335,8 @@ void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps);
 // g[i] = silu(g[i]) * u[i] (the portable reference of KernelTable::silu_mul)
 void SiluMul(float* g, const float* u, int64_t n);
 // g[i] = gelu(g[i]) * u[i] with GELU's tanh approximation
-// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Gemma's gelu_pytorch_tanh).
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Gemma's gelu_pytorch_tanh;
+// the portable reference of KernelTable::gelu_tanh_mul).
 void GeluTanhMul(float* g, const float* u, int64_t n);
 // In-place softmax over x[0, n).
 void Softmax(float* x, int64_t n);

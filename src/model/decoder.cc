@@ -313,7 +313,7 @@ void DecoderRunner::GatedActivation(float* gate, const float* up, int32_t rows, 
     for (int64_t r = r0; r < r1; ++r) {
       float* g = gate + size_t(r) * width;
       const float* u = up + size_t(r) * width;
-      if (c_.activation == Activation::kGeluTanh) GeluTanhMul(g, u, width);
+      if (c_.activation == Activation::kGeluTanh) kernels_.gelu_tanh_mul(g, u, width);
       else kernels_.silu_mul(g, u, width);
     }
   });

@@ -763,28 +763,49 @@ TEST_P(KernelIsaTest, W8A8OutlierColumnsAddTheFloatSideProduct) {
   }
 }
 
-// silu_mul: the same bits as the portable SiluMul on every ISA (vectorized
-// or not, any length: vector bodies and scalar tails), including the ends of
-// exp's range, infinities and NaN; within 2e-6 of the libm-based formula.
-TEST_P(KernelIsaTest, SiluMulMatchesReferenceBitExactly) {
+// silu_mul and gelu_tanh_mul: the same bits as the portable SiluMul /
+// GeluTanhMul on every ISA (vectorized or not, any length: vector bodies and
+// scalar tails), including the ends of exp's range, infinities and NaN;
+// within 2e-6 (SiLU) and 2e-5 (GELU's far negative tail) of double formulas.
+TEST_P(KernelIsaTest, GatedActivationsMatchReferenceBitExactly) {
   const KernelTable k = MakeKernelTable(GetParam());
   std::mt19937 rng(5);
   std::normal_distribution<float> d(0, 4);
-  for (int64_t n : {1, 7, 16, 37, 1000}) {
-    std::vector<float> g(n), u(n);
-    for (auto& x : g) x = d(rng);
-    for (auto& x : u) x = d(rng);
-    const float edge[] = {0.0f, -0.0f, 87.5f, -87.5f, 88.0f, -88.0f, 88.5f, -88.5f, 100.0f, -100.0f,
-                          INFINITY, -INFINITY, NAN, 1e-30f, -1e-30f};
-    for (size_t i = 0; i < std::size(edge) && i < size_t(n); ++i) g[i] = edge[i];
-    std::vector<float> want = g, got = g;
-    SiluMul(want.data(), u.data(), n);
-    k.silu_mul(got.data(), u.data(), n);
-    ASSERT_EQ(std::memcmp(want.data(), got.data(), n * 4), 0) << "n " << n;
-    for (int64_t i = 0; i < n; ++i) {
-      if (!std::isfinite(g[i])) continue;
-      const double exact = double(g[i]) / (1.0 + std::exp(-double(g[i]))) * u[i];
-      EXPECT_NEAR(got[i], exact, 2e-6 * std::fabs(exact) + 1e-30) << "g " << g[i];
+  struct Act {
+    const char* name;
+    void (*reference)(float*, const float*, int64_t);
+    void (*isa)(float*, const float*, int64_t);
+    double (*exact)(double);  // the activation in double, with libm
+    double rel_tol;
+  };
+  const Act acts[] = {
+      {"silu", SiluMul, k.silu_mul, [](double x) { return x / (1.0 + std::exp(-x)); }, 2e-6},
+      {"gelu_tanh", GeluTanhMul, k.gelu_tanh_mul,
+       // 0.5 x (1 + tanh(z)) written as x / (1 + exp(-2z)): in double,
+       // 1 + tanh(z) cancels for x below about -5.
+       // The tail's relative error grows with exp's argument (-2z reaches 88 at
+       // x = -10; its float rounding alone is |2z| * 6e-8).
+       [](double x) { return x / (1.0 + std::exp(-2.0 * 0.7978845608028654 * (x + 0.044715 * x * x * x))); },
+       2e-5},
+  };
+  for (const Act& act : acts) {
+    ASSERT_NE(act.isa, nullptr) << act.name;
+    for (int64_t n : {1, 7, 16, 37, 1000}) {
+      std::vector<float> g(n), u(n);
+      for (auto& x : g) x = d(rng);
+      for (auto& x : u) x = d(rng);
+      const float edge[] = {0.0f, -0.0f, 87.5f, -87.5f, 88.0f, -88.0f, 88.5f, -88.5f, 100.0f, -100.0f,
+                            INFINITY, -INFINITY, NAN, 1e-30f, -1e-30f, 5.0f, -5.0f, 9.0f, -9.0f};
+      for (size_t i = 0; i < std::size(edge) && i < size_t(n); ++i) g[i] = edge[i];
+      std::vector<float> want = g, got = g;
+      act.reference(want.data(), u.data(), n);
+      act.isa(got.data(), u.data(), n);
+      ASSERT_EQ(std::memcmp(want.data(), got.data(), n * 4), 0) << act.name << " n " << n;
+      for (int64_t i = 0; i < n; ++i) {
+        if (!std::isfinite(g[i])) continue;
+        const double exact = act.exact(g[i]) * u[i];
+        EXPECT_NEAR(got[i], exact, act.rel_tol * std::fabs(exact) + 1e-30) << act.name << " g " << g[i];
+      }
     }
   }
 }

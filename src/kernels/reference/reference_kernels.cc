@@ -215,6 +215,7 @@ void Fill(KernelTable* t) {
   t->flash_chunk_bf16 = FlashChunkGenericBf16;
   t->flash_bf16_variant = "scalar (bf16 emulated)";
   t->silu_mul = SiluMulGeneric;
+  t->gelu_tanh_mul = GeluTanhMulGeneric;
 }
 
 }  // namespace infera::reference
