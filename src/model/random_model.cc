@@ -33,6 +33,14 @@ StatusOr<ModelConfig> RandomModelShape(const std::string& name) {
     // for decode against the memory roof.
     c.n_vocab = 32000; c.n_embd = 3200; c.n_layer = 26; c.n_head = 32; c.n_head_kv = 32; c.n_ff = 8640;
     c.n_ctx_train = 2048; c.rope_theta = 10000.0f;
+  } else if (name == "g2b") {
+    // Gemma 2 2B's body (GELU-tanh FFN 9216 wide, head_dim 256, soft caps,
+    // a 4096 window on every other layer) with a 32000 vocabulary.
+    ApplyArchShape(Gemma2Arch(), &c);
+    c.n_vocab = 32000; c.n_embd = 2304; c.n_layer = 26; c.n_head = 8; c.n_head_kv = 4; c.n_ff = 9216;
+    c.n_ctx_train = 8192; c.rope_theta = 10000.0f; c.tied_embeddings = true;
+    c.sliding_window = 4096; c.attn_softcap = 50.0f; c.final_softcap = 30.0f;
+    c.head_dim = 256;
   } else if (name == "moe-s" || name == "moe-s-dense") {
     // A small Mixtral-shaped model (8 experts, top-2) and the dense model
     // with the same active parameters (an FFN as wide as two experts).
@@ -44,10 +52,10 @@ StatusOr<ModelConfig> RandomModelShape(const std::string& name) {
       c.n_ff_exp = 1792;
     }
   } else {
-    return InvalidArgument("unknown model shape '" + name + "' (known: tiny, m360, m1b, m3b, moe-s, moe-s-dense)");
+    return InvalidArgument("unknown model shape '" + name + "' (known: tiny, m360, m1b, m3b, g2b, moe-s, moe-s-dense)");
   }
   c.name = "infera-random-" + name;
-  c.head_dim = c.n_embd / c.n_head;
+  if (c.head_dim == 0) c.head_dim = c.n_embd / c.n_head;
   c.rope_dim = c.head_dim;
   return c;
 }

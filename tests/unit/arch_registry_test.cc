@@ -4,6 +4,8 @@
 
 #include <set>
 
+#include "model/random_model.h"
+
 #include <gtest/gtest.h>
 
 namespace infera {
@@ -56,6 +58,26 @@ TEST(ArchRegistryTest, HfConfigsTakeTheFamilysProperties) {
   ASSERT_FALSE(gpt2.ok());
   EXPECT_NE(gpt2.status().message().find("unsupported architecture 'gpt2' (supported: llama, mistral, qwen2, qwen3, granite, phi3, gemma2, gemma3, olmo2, mixtral, qwen2moe, qwen3moe)"),
             std::string::npos);
+}
+
+// The random bench shapes: g2b takes the Gemma 2 family's properties and
+// its own head width (2304 / 8 heads would be 288; Gemma 2 2B's is 256).
+TEST(ArchRegistryTest, RandomShapesTakeTheirFamilysProperties) {
+  auto g = RandomModelShape("g2b");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->arch, Arch::kGemma2);
+  EXPECT_EQ(g->activation, Activation::kGeluTanh);
+  EXPECT_TRUE(g->post_norm);
+  EXPECT_EQ(g->head_dim, 256);
+  EXPECT_EQ(g->rope_dim, 256);
+  EXPECT_EQ(g->swa_period, 2);
+  auto m = RandomModelShape("m1b");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->arch, Arch::kLlama);
+  EXPECT_EQ(m->head_dim, 64);
+  auto bad = RandomModelShape("g3b");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("g2b"), std::string::npos) << bad.status().message();
 }
 
 }  // namespace
