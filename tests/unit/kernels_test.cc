@@ -14,6 +14,7 @@
 
 #include "kernels/cpu/avx2/avx2_kernels.h"
 #include "kernels/cpu/avxvnni/avxvnni_kernels.h"
+#include "kernels/exp_generic.h"
 #include "kernels/kernels.h"
 #include "unit/test_util.h"
 #include "kernels/reference/reference_kernels.h"
@@ -849,6 +850,30 @@ TEST(Kernels, RmsNormSiluSoftmax) {
   Softmax(s.data(), 3);
   EXPECT_NEAR(s[0], 0.5, 1e-7);
   EXPECT_EQ(s[2], 0);
+}
+
+// The defined tanh (attention soft-capping) against libm's in double: within
+// 1e-6 relative over both of its pieces and the switch at |y| = 0.3; exact
+// at 0, the infinities and far out; NaN stays NaN.
+TEST(Kernels, TanhDefinedIsCloseToLibm) {
+  double worst = 0;
+  for (float y = -12.0f; y <= 12.0f; y += 0.00137f) {
+    const double want = std::tanh(double(y));
+    worst = std::max(worst, std::fabs(TanhDefined(y) - want) / std::max(std::fabs(want), 1e-30));
+  }
+  for (float y : {0.29999998f, 0.3f, 0.30000001f, 1e-6f, 1e-20f}) {
+    for (float v : {y, -y}) {
+      const double want = std::tanh(double(v));
+      worst = std::max(worst, std::fabs(TanhDefined(v) - want) / std::fabs(want));
+    }
+  }
+  EXPECT_LT(worst, 1e-6);
+  EXPECT_EQ(TanhDefined(0.0f), 0.0f);
+  EXPECT_EQ(TanhDefined(INFINITY), 1.0f);
+  EXPECT_EQ(TanhDefined(-INFINITY), -1.0f);
+  EXPECT_EQ(TanhDefined(50.0f), 1.0f);
+  EXPECT_EQ(TanhDefined(-50.0f), -1.0f);
+  EXPECT_TRUE(std::isnan(TanhDefined(NAN)));
 }
 
 }  // namespace
