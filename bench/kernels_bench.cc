@@ -259,8 +259,9 @@ BENCHMARK(FmaPeak_Avx512_F32)->UseRealTime();
 
 // The gated FFN activations over one token's FFN width (Gemma 2 2B's 9216):
 // the kernel table's (exp_generic.h, vectorized per ISA) against GELU with
-// libm's tanh, one element at a time (what GeluTanhMul was before).
-enum class Gated { kSilu, kGeluTanh, kGeluTanhLibm };
+// libm's tanh, one element at a time (what GeluTanhMul was before); and the
+// logits' soft-cap (cap 30) likewise, table vs libm.
+enum class Gated { kSilu, kGeluTanh, kGeluTanhLibm, kSoftCap, kSoftCapLibm };
 template <Gated kAct>
 void GatedActivation(benchmark::State& state) {
   const KernelTable k = MakeBestKernelTable();
@@ -276,6 +277,10 @@ void GatedActivation(benchmark::State& state) {
       k.silu_mul(g.data(), u.data(), kN);
     } else if constexpr (kAct == Gated::kGeluTanh) {
       k.gelu_tanh_mul(g.data(), u.data(), kN);
+    } else if constexpr (kAct == Gated::kSoftCap) {
+      k.soft_cap(g.data(), kN, 30.0f);
+    } else if constexpr (kAct == Gated::kSoftCapLibm) {
+      for (float& v : g) v = 30.0f * std::tanh(v / 30.0f);
     } else {
       for (int64_t i = 0; i < kN; ++i) {
         const float x = g[i];
@@ -290,6 +295,8 @@ void GatedActivation(benchmark::State& state) {
 BENCHMARK(GatedActivation<Gated::kSilu>)->Name("GatedActivation_Silu");
 BENCHMARK(GatedActivation<Gated::kGeluTanh>)->Name("GatedActivation_GeluTanh");
 BENCHMARK(GatedActivation<Gated::kGeluTanhLibm>)->Name("GatedActivation_GeluTanhLibm");
+BENCHMARK(GatedActivation<Gated::kSoftCap>)->Name("GatedActivation_SoftCap");
+BENCHMARK(GatedActivation<Gated::kSoftCapLibm>)->Name("GatedActivation_SoftCapLibm");
 
 // Reading a codebook format's weights (IQ3_S) for vpdpbusd, per 64-byte
 // vector of 16 rows x 4 weights (one grid point per row), from data in L2:

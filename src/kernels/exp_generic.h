@@ -74,6 +74,11 @@ inline void SiluMulGeneric(float* g, const float* u, int64_t n) {
   for (int64_t i = 0; i < n; ++i) g[i] = g[i] / (1.0f + ExpClamped(-g[i])) * u[i];
 }
 
+// x[i] = cap * tanh(x[i] / cap) (Gemma 2's final-logit soft-cap).
+inline void SoftCapGeneric(float* x, int64_t n, float cap) {
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * TanhDefined(x[i] / cap);
+}
+
 // g[i] = gelu_tanh(g[i]) * u[i] (GeluTanhMulFn), GELU's tanh approximation
 // 0.5 x (1 + tanh(z)), z = sqrt(2/pi) (x + 0.044715 x^3), computed as the
 // identical x / (1 + exp(-2z)): one exp and a division, like SiLU.

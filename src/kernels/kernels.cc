@@ -308,6 +308,8 @@ void SiluMul(float* g, const float* u, int64_t n) { SiluMulGeneric(g, u, n); }
 
 void GeluTanhMul(float* g, const float* u, int64_t n) { GeluTanhMulGeneric(g, u, n); }
 
+void SoftCapInPlace(float* x, int64_t n, float cap) { SoftCapGeneric(x, n, cap); }
+
 void Softmax(float* x, int64_t n) {
   float mx = -INFINITY;
   for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);

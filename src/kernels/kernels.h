@@ -243,6 +243,9 @@ struct KernelTable {
   // g[i] = gelu_tanh(g[i]) * u[i] (exp_generic.h's GeluTanhMulGeneric, the
   // same bits as GeluTanhMul below on every ISA).
   void (*gelu_tanh_mul)(float* g, const float* u, int64_t n) = nullptr;
+  // x[i] = cap * tanh(x[i] / cap) (exp_generic.h's SoftCapGeneric; the same
+  // bits as SoftCapInPlace below on every ISA).
+  void (*soft_cap)(float* x, int64_t n, float cap) = nullptr;
   const char* flash_variant = "scalar";
 
   // Float-weight matmuls with bf16 products (Bf16TileFn), used instead of
@@ -338,6 +341,8 @@ void SiluMul(float* g, const float* u, int64_t n);
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Gemma's gelu_pytorch_tanh;
 // the portable reference of KernelTable::gelu_tanh_mul).
 void GeluTanhMul(float* g, const float* u, int64_t n);
+// x[i] = cap * tanh(x[i] / cap) (the portable reference of KernelTable::soft_cap).
+void SoftCapInPlace(float* x, int64_t n, float cap);
 // In-place softmax over x[0, n).
 void Softmax(float* x, int64_t n);
 

@@ -406,10 +406,7 @@ Status DecoderRunner::Logits(const ForwardBatch& b, std::vector<float>* logits) 
     const float inv = 1.0f / c_.logit_scale;
     for (float& v : out) v *= inv;
   }
-  if (c_.final_softcap > 0) {
-    const float cap = c_.final_softcap;
-    for (float& v : out) v = cap * std::tanh(v / cap);
-  }
+  if (c_.final_softcap > 0) kernels_.soft_cap(out.data(), static_cast<int64_t>(out.size()), c_.final_softcap);
   if (!split) return Status::Ok();
   // Gather the parts [R, V_r] on TP rank 0 and interleave them by row.
   const int P = shard_.tp_size;

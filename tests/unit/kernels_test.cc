@@ -811,6 +811,29 @@ TEST_P(KernelIsaTest, GatedActivationsMatchReferenceBitExactly) {
   }
 }
 
+// soft_cap (Gemma 2's final logits): the same bits as the portable
+// SoftCapInPlace on every ISA, within 1e-6 of cap * tanh(x / cap) in double.
+TEST_P(KernelIsaTest, SoftCapMatchesReferenceBitExactly) {
+  const KernelTable k = MakeKernelTable(GetParam());
+  ASSERT_NE(k.soft_cap, nullptr);
+  std::mt19937 rng(9);
+  std::normal_distribution<float> d(0, 40);
+  for (int64_t n : {1, 7, 16, 37, 1000}) {
+    std::vector<float> x(n);
+    for (auto& v : x) v = d(rng);
+    const float edge[] = {0.0f, -0.0f, 1e-3f, -1e-3f, 8.9f, -9.1f, 1000.0f, -1000.0f, INFINITY, -INFINITY};
+    for (size_t i = 0; i < std::size(edge) && i < size_t(n); ++i) x[i] = edge[i];
+    std::vector<float> want = x, got = x;
+    SoftCapInPlace(want.data(), n, 30.0f);
+    k.soft_cap(got.data(), n, 30.0f);
+    ASSERT_EQ(std::memcmp(want.data(), got.data(), n * 4), 0) << "n " << n;
+    for (int64_t i = 0; i < n; ++i) {
+      const double exact = 30.0 * std::tanh(double(x[i]) / 30.0);
+      EXPECT_NEAR(got[i], exact, 1e-6 * std::fabs(exact) + 1e-30) << "x " << x[i];
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllIsas, KernelIsaTest, ::testing::ValuesIn(AvailableIsas()),
                          [](const auto& info) { return std::string(CpuIsaName(info.param)); });
 

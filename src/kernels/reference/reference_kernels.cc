@@ -216,6 +216,7 @@ void Fill(KernelTable* t) {
   t->flash_bf16_variant = "scalar (bf16 emulated)";
   t->silu_mul = SiluMulGeneric;
   t->gelu_tanh_mul = GeluTanhMulGeneric;
+  t->soft_cap = SoftCapGeneric;
 }
 
 }  // namespace infera::reference

@@ -183,6 +183,7 @@ void Fill(KernelTable* t) {
   t->flash_merge = FlashMergeGeneric;  // inline FMAs in ExpNonPositive (no libm call)
   t->silu_mul = SiluMulGeneric;        // vectorized with this file's flags
   t->gelu_tanh_mul = GeluTanhMulGeneric;
+  t->soft_cap = SoftCapGeneric;
   t->flash_variant = "avx2-generic";
   t->flash_chunk_bf16 = FlashChunkGenericBf16;
   t->flash_bf16_variant = "avx2-generic (bf16 emulated)";

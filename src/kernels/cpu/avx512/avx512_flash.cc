@@ -253,6 +253,7 @@ void FillFlash(KernelTable* t) {
   t->flash_merge = FlashMergeGeneric;  // inline FMAs in ExpNonPositive (no libm call)
   t->silu_mul = SiluMulGeneric;        // vectorized with this file's flags
   t->gelu_tanh_mul = GeluTanhMulGeneric;
+  t->soft_cap = SoftCapGeneric;
   t->flash_variant = "avx512-tiled";
   t->flash_chunk_bf16 = FlashChunkGenericBf16;  // vectorized with this file's flags
   t->flash_bf16_variant = "avx512-generic (bf16 emulated)";
