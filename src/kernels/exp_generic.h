@@ -74,9 +74,13 @@ inline void SiluMulGeneric(float* g, const float* u, int64_t n) {
   for (int64_t i = 0; i < n; ++i) g[i] = g[i] / (1.0f + ExpClamped(-g[i])) * u[i];
 }
 
-// x[i] = cap * tanh(x[i] / cap) (Gemma 2's final-logit soft-cap).
+// softcap * tanh(s / softcap) for softcap > 0, else s (Gemma 2's soft-caps
+// of attention scores and of the final logits).
+inline float SoftCap(float s, float softcap) { return softcap > 0 ? softcap * TanhDefined(s / softcap) : s; }
+
+// x[i] = SoftCap(x[i], cap) (the final logits).
 inline void SoftCapGeneric(float* x, int64_t n, float cap) {
-  for (int64_t i = 0; i < n; ++i) x[i] = cap * TanhDefined(x[i] / cap);
+  for (int64_t i = 0; i < n; ++i) x[i] = SoftCap(x[i], cap);
 }
 
 // g[i] = gelu_tanh(g[i]) * u[i] (GeluTanhMulFn), GELU's tanh approximation

@@ -40,10 +40,6 @@ inline float QuantizeKvRow(const float* x, int n, int8_t* q) {
   return QuantizeKvRowTo(x, n, [q](int i, int8_t v) { q[i] = v; });
 }
 
-// softcap * tanh(s / softcap) for softcap > 0, else s (attention scores);
-// tanh defined (exp_generic.h), so every ISA computes the same bits.
-inline float SoftCap(float s, float softcap) { return softcap > 0 ? softcap * TanhDefined(s / softcap) : s; }
-
 // Dimension d of the K of tile lanes [j0, j1] (positions t0 + j) as
 // float: in place when those slots are consecutive within one 16-slot group
 // (KV blocks of a multiple of 16 slots), else gathered into buf
