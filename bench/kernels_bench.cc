@@ -5,6 +5,7 @@
 // Args: n_in, n_out, threads (4096 x 16384: beyond the L3 cache).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -140,8 +141,10 @@ SPARSE24_BENCH(kQ4_0S24, true, 64, Sparse24Prefill64_Q4_0_Sparse);
 // (30 and 96 rows) at the end of the context (tiled; per query it reads each K/V row
 // once per block instead of once per query).
 // bf16: bf16 products over the f32 cache (--attn-dtype bf16); bf16_cache:
-// the bf16 cache of the same values (--kv-cache-type bf16).
-void RunAttention(benchmark::State& state, bool flash, int nq, bool bf16 = false, bool bf16_cache = false) {
+// the bf16 cache of the same values (--kv-cache-type bf16); q8_cache: int8
+// K/V with a scale per slot (--kv-cache-type q8).
+void RunAttention(benchmark::State& state, bool flash, int nq, bool bf16 = false, bool bf16_cache = false,
+                  bool q8_cache = false) {
   const int32_t n = static_cast<int32_t>(state.range(0));
   const int g = 3, hd = 64;
   const int64_t stride = hd;  // one KV head's cache (random values: K's tiled layout needs no care)
@@ -186,6 +189,22 @@ void RunAttention(benchmark::State& state, bool flash, int nq, bool bf16 = false
     b.k16 = k16;
     b.v16 = v16;
   }
+  std::vector<int8_t> k8(q8_cache ? kc.size() : 0), v8(k8.size());
+  std::vector<float> ks(q8_cache ? n : 0), vs(ks.size());
+  if (q8_cache) {
+    for (size_t i = 0; i < k8.size(); ++i) {
+      k8[i] = static_cast<int8_t>(std::clamp(std::lround(kc[i] * 40), -127L, 127L));
+      v8[i] = static_cast<int8_t>(std::clamp(std::lround(vc[i] * 40), -127L, 127L));
+    }
+    std::fill(ks.begin(), ks.end(), 1.0f / 40);
+    std::fill(vs.begin(), vs.end(), 1.0f / 40);
+    b.k = nullptr;
+    b.v = nullptr;
+    b.k8 = k8.data();
+    b.v8 = v8.data();
+    b.ks = ks.data();
+    b.vs = vs.data();
+  }
   b.scale = 0.125f;
   std::vector<float> scratch(flash ? FlashBlockScratchFloats(b.rows(), hd) : n);
   KernelTable k = MakeBestKernelTable();
@@ -215,6 +234,7 @@ void Attention_TiledBf16(benchmark::State& s) { RunAttention(s, true, 1, true); 
 void Attention_TiledBf16Block32(benchmark::State& s) { RunAttention(s, true, 32, true); }
 void Attention_TiledBf16Cache(benchmark::State& s) { RunAttention(s, true, 1, true, true); }
 void Attention_TiledBf16CacheBlock32(benchmark::State& s) { RunAttention(s, true, 32, true, true); }
+void Attention_TiledQ8Cache(benchmark::State& s) { RunAttention(s, true, 1, false, false, true); }
 BENCHMARK(Attention_Naive)->Arg(512)->Arg(2048)->Arg(8192)->Arg(16384);
 BENCHMARK(Attention_Tiled)->Arg(512)->Arg(2048)->Arg(8192)->Arg(16384)->Arg(131072);
 BENCHMARK(Attention_TiledBlock10)->Arg(512)->Arg(2048)->Arg(8192);
@@ -223,6 +243,7 @@ BENCHMARK(Attention_TiledBf16)->Arg(512)->Arg(16384);
 BENCHMARK(Attention_TiledBf16Block32)->Arg(512)->Arg(4096);
 BENCHMARK(Attention_TiledBf16Cache)->Arg(512)->Arg(16384);
 BENCHMARK(Attention_TiledBf16CacheBlock32)->Arg(512)->Arg(4096);
+BENCHMARK(Attention_TiledQ8Cache)->Arg(16384)->Arg(262144);
 
 // The core's f32 multiply-add peak: 16 independent chains of 16-lane fused
 // multiply-adds (more than latency x throughput on any current x86 core), no

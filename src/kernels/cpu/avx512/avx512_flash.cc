@@ -8,7 +8,9 @@
 // per row and group: the reference's single chain), so a row's 64 scores
 // land in four registers; one online-softmax update per row there; then the
 // values, 4 rows × 64 output elements at a time, one broadcast probability
-// per row and position.
+// per row and position. While a step computes, its first row group
+// prefetches the next step's K and V a line at a time (decode over a long
+// context streams them from memory: 1.4× from prefetching alone).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -41,6 +43,14 @@ struct Step {
   __m512 vscale[kFlashStepTiles];
 };
 
+// The next step's K tiles and V rows (bytes), prefetched a line at a time
+// while this step computes: spread over the loops so that the loads from
+// memory overlap the arithmetic instead of following it. Null: none.
+struct NextStep {
+  const char* k[kFlashStepTiles];  // tile c: [head_dim][16]
+  const char* v[kFlashStepTiles];  // rows of tile c's 16 slots: [16][head_dim]
+};
+
 template <bool kQ8>
 inline __m512 LoadK(const Step& t, int c, int d) {
   if constexpr (kQ8) {
@@ -54,7 +64,7 @@ inline __m512 LoadK(const Step& t, int c, int d) {
 // s[r][c] = the scaled scores of rows q[0 .. kR) against tile c's 16 slots:
 // one FMA chain per row and tile (4 K loads shared by kR broadcasts per d).
 template <int kR, bool kQ8>
-void Scores(const float* const* q, const Step& t, int hd, __m512 (*s)[kFlashStepTiles]) {
+void Scores(const float* const* q, const Step& t, int hd, const NextStep* next, __m512 (*s)[kFlashStepTiles]) {
   __m512 acc[kR][kFlashStepTiles];
   for (int r = 0; r < kR; ++r) {
     for (int c = 0; c < kFlashStepTiles; ++c) acc[r][c] = _mm512_setzero_ps();
@@ -62,6 +72,10 @@ void Scores(const float* const* q, const Step& t, int hd, __m512 (*s)[kFlashStep
   for (int d = 0; d < hd; ++d) {
     __m512 kv[kFlashStepTiles];
     for (int c = 0; c < kFlashStepTiles; ++c) kv[c] = LoadK<kQ8>(t, c, d);
+    constexpr int kBytes = kQ8 ? 16 : 64;  // of one tile row
+    if (next != nullptr && (d * kBytes) % 64 == 0) {
+      for (int c = 0; c < kFlashStepTiles; ++c) _mm_prefetch(next->k[c] + d * kBytes, _MM_HINT_T0);
+    }
     for (int r = 0; r < kR; ++r) {
       const __m512 qd = _mm512_set1_ps(q[r][d]);
       for (int c = 0; c < kFlashStepTiles; ++c) acc[r][c] = _mm512_fmadd_ps(qd, kv[c], acc[r][c]);
@@ -77,7 +91,7 @@ void Scores(const float* const* q, const Step& t, int hd, __m512 (*s)[kFlashStep
 // last chunk takes the lanes in `tail`. int8: p already holds p_j * vs_j.
 template <int kR, int kC, bool kQ8>
 void ValuesChunks(float* const* orow, const float* corr, const float* p, const Step& t, int j0, int j1, int d0,
-                  __mmask16 tail) {
+                  __mmask16 tail, int hd, const NextStep* next) {
   __m512 acc[kR][kC];
   for (int r = 0; r < kR; ++r) {
     const __m512 c = _mm512_set1_ps(corr[r]);
@@ -86,7 +100,12 @@ void ValuesChunks(float* const* orow, const float* corr, const float* p, const S
       acc[r][c4] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, orow[r] + d0 + 16 * c4), c);
     }
   }
+  constexpr int kBytes = kQ8 ? 16 : 64;  // of one 16-element chunk
   for (int j = j0; j <= j1; ++j) {
+    if (next != nullptr) {
+      const char* row = next->v[j / kFlashTile] + (j % kFlashTile) * hd * (kBytes / 16);
+      for (int c4 = 0; c4 < kC; c4 += 64 / kBytes) _mm_prefetch(row + (d0 + 16 * c4) * (kBytes / 16), _MM_HINT_T0);
+    }
     __m512 v[kC];
     for (int c4 = 0; c4 < kC; ++c4) {
       const __mmask16 m = c4 == kC - 1 ? tail : __mmask16(0xFFFF);
@@ -110,15 +129,16 @@ void ValuesChunks(float* const* orow, const float* corr, const float* p, const S
 }
 
 template <int kR, bool kQ8>
-void Values(float* const* orow, const float* corr, const float* p, const Step& t, int j0, int j1, int hd) {
+void Values(float* const* orow, const float* corr, const float* p, const Step& t, int j0, int j1, int hd,
+            const NextStep* next) {
   for (int d0 = 0; d0 < hd; d0 += 64) {
     const int nc = std::min(4, (hd - d0 + 15) / 16);
     const __mmask16 tail = FirstLanes(hd - d0 - 16 * (nc - 1));
     switch (nc) {
-      case 1: ValuesChunks<kR, 1, kQ8>(orow, corr, p, t, j0, j1, d0, tail); break;
-      case 2: ValuesChunks<kR, 2, kQ8>(orow, corr, p, t, j0, j1, d0, tail); break;
-      case 3: ValuesChunks<kR, 3, kQ8>(orow, corr, p, t, j0, j1, d0, tail); break;
-      default: ValuesChunks<kR, 4, kQ8>(orow, corr, p, t, j0, j1, d0, tail); break;
+      case 1: ValuesChunks<kR, 1, kQ8>(orow, corr, p, t, j0, j1, d0, tail, hd, next); break;
+      case 2: ValuesChunks<kR, 2, kQ8>(orow, corr, p, t, j0, j1, d0, tail, hd, next); break;
+      case 3: ValuesChunks<kR, 3, kQ8>(orow, corr, p, t, j0, j1, d0, tail, hd, next); break;
+      default: ValuesChunks<kR, 4, kQ8>(orow, corr, p, t, j0, j1, d0, tail, hd, next); break;
     }
   }
 }
@@ -159,6 +179,25 @@ void LoadStep(const FlashBlock& b, int32_t t0, int j0, int j1, float* kbuf, cons
   }
 }
 
+// The K tiles and V rows of the 16-slot groups holding positions t0, t0 +
+// 16, t0 + 32, t0 + 48 (those past `last` replaced by `last`, whose slot
+// exists): what the next step reads when its KV blocks hold whole groups.
+template <bool kQ8>
+void FindNextStep(const FlashBlock& b, int32_t t0, int32_t last, NextStep* n) {
+  const int hd = b.head_dim;
+  for (int c = 0; c < kFlashStepTiles; ++c) {
+    const int32_t slot = b.slots[std::min(last, t0 + c * kFlashTile)];
+    const int64_t group = slot - slot % kFlashTile, tile = FlashKIndex(static_cast<int32_t>(group), 0, hd);
+    if constexpr (kQ8) {
+      n->v[c] = reinterpret_cast<const char*>(b.v8 + group * hd);
+      n->k[c] = reinterpret_cast<const char*>(b.k8 + tile);
+    } else {
+      n->v[c] = reinterpret_cast<const char*>(b.v + group * hd);
+      n->k[c] = reinterpret_cast<const char*>(b.k + tile);
+    }
+  }
+}
+
 template <typename Fn>
 void ForRowGroups(int r0, int r1, int n, Fn&& fn) {
   for (int r = r0; r < r1; r += n) fn(r, std::min(n, r1 - r));
@@ -181,7 +220,9 @@ void FlashChunk(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l,
   auto qrow = [&](int r) { return b.q + (r / g) * b.q_stride + (r % g) * hd; };
   const int32_t ulo = std::max(lo, b.first[ia]), uhi = std::min(hi, b.last[ib - 1]);
   int ta = ia, tb = ia;
+  const int32_t block_end = b.last[b.nq - 1];
   Step t;
+  NextStep next;
   for (int32_t t0 = ulo - ulo % kFlashStep; t0 <= uhi; t0 += kFlashStep) {
     // Tokens that see part of this step: those whose range ends at or after
     // t0 and starts at or before t0 + 63 (both bounds move forward).
@@ -195,19 +236,24 @@ void FlashChunk(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l,
       zeroed = true;
     }
     LoadStep<kQ8>(b, t0, j0, j1, kbuf, zeros, lane_buf, &t);
+    // The next step's positions, also past this chunk: the next chunk of a
+    // long context usually runs next on the same thread.
+    const bool prefetch = t0 + kFlashStep <= block_end;
+    if (prefetch) FindNextStep<kQ8>(b, t0 + kFlashStep, block_end, &next);
     const int r0 = ta * g, r1 = tb * g;
     // Scores and the online softmax.
     ForRowGroups(r0, r1, kScoreRows, [&](int rg, int nr) {
       const float* q[kScoreRows];
       for (int i = 0; i < nr; ++i) q[i] = qrow(rg + i);
+      const NextStep* pf = prefetch && rg == r0 ? &next : nullptr;  // once per step
       __m512 sc[kScoreRows][kFlashStepTiles];
       switch (nr) {
-        case 1: Scores<1, kQ8>(q, t, hd, sc); break;
-        case 2: Scores<2, kQ8>(q, t, hd, sc); break;
-        case 3: Scores<3, kQ8>(q, t, hd, sc); break;
-        case 4: Scores<4, kQ8>(q, t, hd, sc); break;
-        case 5: Scores<5, kQ8>(q, t, hd, sc); break;
-        default: Scores<6, kQ8>(q, t, hd, sc); break;
+        case 1: Scores<1, kQ8>(q, t, hd, pf, sc); break;
+        case 2: Scores<2, kQ8>(q, t, hd, pf, sc); break;
+        case 3: Scores<3, kQ8>(q, t, hd, pf, sc); break;
+        case 4: Scores<4, kQ8>(q, t, hd, pf, sc); break;
+        case 5: Scores<5, kQ8>(q, t, hd, pf, sc); break;
+        default: Scores<6, kQ8>(q, t, hd, pf, sc); break;
       }
       for (int k = 0; k < nr; ++k) {
         const int r = rg + k, i = r / g;
@@ -231,11 +277,12 @@ void FlashChunk(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l,
       float* out[kValueRows];
       for (int i = 0; i < nr; ++i) out[i] = o + int64_t(rg + i) * hd;
       const float* p = S + int64_t(rg) * kFlashStep;
+      const NextStep* pf = prefetch && rg == r0 ? &next : nullptr;
       switch (nr) {
-        case 1: Values<1, kQ8>(out, corr + rg, p, t, j0, j1, hd); break;
-        case 2: Values<2, kQ8>(out, corr + rg, p, t, j0, j1, hd); break;
-        case 3: Values<3, kQ8>(out, corr + rg, p, t, j0, j1, hd); break;
-        default: Values<4, kQ8>(out, corr + rg, p, t, j0, j1, hd); break;
+        case 1: Values<1, kQ8>(out, corr + rg, p, t, j0, j1, hd, pf); break;
+        case 2: Values<2, kQ8>(out, corr + rg, p, t, j0, j1, hd, pf); break;
+        case 3: Values<3, kQ8>(out, corr + rg, p, t, j0, j1, hd, pf); break;
+        default: Values<4, kQ8>(out, corr + rg, p, t, j0, j1, hd, pf); break;
       }
     });
   }
