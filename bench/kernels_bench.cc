@@ -241,7 +241,7 @@ BENCHMARK(Attention_TiledBlock10)->Arg(512)->Arg(2048)->Arg(8192);
 BENCHMARK(Attention_TiledBlock32)->Arg(512)->Arg(4096);
 BENCHMARK(Attention_TiledBf16)->Arg(512)->Arg(16384);
 BENCHMARK(Attention_TiledBf16Block32)->Arg(512)->Arg(4096);
-BENCHMARK(Attention_TiledBf16Cache)->Arg(512)->Arg(16384);
+BENCHMARK(Attention_TiledBf16Cache)->Arg(512)->Arg(16384)->Arg(262144);
 BENCHMARK(Attention_TiledBf16CacheBlock32)->Arg(512)->Arg(4096);
 BENCHMARK(Attention_TiledQ8Cache)->Arg(16384)->Arg(262144);
 

@@ -52,10 +52,18 @@ inline __m512 Dp(__m512 acc, __m512i a, __m512i b) {
   return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh>(a), reinterpret_cast<__m512bh>(b));
 }
 
+// A bf16 cache's next step: the K pair tiles and V pair rows of the 16-slot
+// groups holding positions t0, t0 + 16, t0 + 32, t0 + 48, prefetched a line
+// at a time inside this step's loops (as the f32 kernel does). Null: none.
+struct NextStep {
+  const char* k[kFlashStepTiles];  // tile c: [hd2][16] dwords
+  const char* v[kFlashStepTiles];  // tile c's 8 pairs: [8][nch][16] dwords
+};
+
 // s[r][c] = scores of rows with query pairs qp[r] [hd2] against tile c of
 // the step's K pairs kt[c] [hd2][16], times scale.
 template <int kR>
-void Scores(const uint32_t* const* qp, const uint32_t* const* kt, int hd2, float scale,
+void Scores(const uint32_t* const* qp, const uint32_t* const* kt, int hd2, float scale, const NextStep* next,
             __m512 (*s)[kFlashStepTiles]) {
   __m512 acc[kR][kFlashStepTiles];
   for (int r = 0; r < kR; ++r) {
@@ -64,6 +72,9 @@ void Scores(const uint32_t* const* qp, const uint32_t* const* kt, int hd2, float
   for (int dp = 0; dp < hd2; ++dp) {
     __m512i kv[kFlashStepTiles];
     for (int c = 0; c < kFlashStepTiles; ++c) kv[c] = _mm512_loadu_si512(kt[c] + dp * 16);
+    if (next != nullptr) {
+      for (int c = 0; c < kFlashStepTiles; ++c) _mm_prefetch(next->k[c] + dp * 64, _MM_HINT_T0);
+    }
     for (int r = 0; r < kR; ++r) {
       const __m512i qd = _mm512_set1_epi32(static_cast<int>(qp[r][dp]));
       for (int c = 0; c < kFlashStepTiles; ++c) acc[r][c] = Dp(acc[r][c], qd, kv[c]);
@@ -80,7 +91,7 @@ void Scores(const uint32_t* const* qp, const uint32_t* const* kt, int hd2, float
 // kC 16-float chunks from chunk c0; pp rows of 32 probability dwords.
 template <int kR, int kC>
 void ValuesChunks(float* const* orow, const float* corr, const uint32_t* const* pp, const uint32_t* const* vt,
-                  int jp0, int jp1, int c0, int hd) {
+                  int jp0, int jp1, int c0, int hd, const NextStep* next) {
   __m512 acc[kR][kC];
   __mmask16 m[kC];
   for (int c = 0; c < kC; ++c) m[c] = FirstLanes(hd - 16 * (c0 + c));
@@ -88,7 +99,12 @@ void ValuesChunks(float* const* orow, const float* corr, const uint32_t* const* 
     const __m512 cr = _mm512_set1_ps(corr[r]);
     for (int c = 0; c < kC; ++c) acc[r][c] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m[c], orow[r] + 16 * (c0 + c)), cr);
   }
+  const int nch = (hd + 15) / 16;
   for (int jp = jp0; jp <= jp1; ++jp) {
+    if (next != nullptr) {
+      const char* pair = next->v[jp / (kFlashTile / 2)] + int64_t(jp % (kFlashTile / 2)) * nch * 64;
+      for (int c = 0; c < kC; ++c) _mm_prefetch(pair + (c0 + c) * 64, _MM_HINT_T0);
+    }
     __m512i v[kC];
     for (int c = 0; c < kC; ++c) v[c] = _mm512_loadu_si512(vt[jp] + (c0 + c) * 16);
     for (int r = 0; r < kR; ++r) {
@@ -103,20 +119,20 @@ void ValuesChunks(float* const* orow, const float* corr, const uint32_t* const* 
 
 template <int kR>
 void Values(float* const* orow, const float* corr, const uint32_t* const* pp, const uint32_t* const* vt, int nch, int jp0,
-            int jp1, int hd) {
+            int jp1, int hd, const NextStep* next) {
   for (int c0 = 0; c0 < nch; c0 += 4) {
     switch (std::min(4, nch - c0)) {
       case 1:
-        ValuesChunks<kR, 1>(orow, corr, pp, vt, jp0, jp1, c0, hd);
+        ValuesChunks<kR, 1>(orow, corr, pp, vt, jp0, jp1, c0, hd, next);
         break;
       case 2:
-        ValuesChunks<kR, 2>(orow, corr, pp, vt, jp0, jp1, c0, hd);
+        ValuesChunks<kR, 2>(orow, corr, pp, vt, jp0, jp1, c0, hd, next);
         break;
       case 3:
-        ValuesChunks<kR, 3>(orow, corr, pp, vt, jp0, jp1, c0, hd);
+        ValuesChunks<kR, 3>(orow, corr, pp, vt, jp0, jp1, c0, hd, next);
         break;
       default:
-        ValuesChunks<kR, 4>(orow, corr, pp, vt, jp0, jp1, c0, hd);
+        ValuesChunks<kR, 4>(orow, corr, pp, vt, jp0, jp1, c0, hd, next);
         break;
     }
   }
@@ -128,9 +144,8 @@ inline uint32_t* AlignUp(float* p) {
 }
 
 // Prefetches the K groups and V rows of the positions [t0, t1] into L2 so
-// that the next step's preparation does not wait on L3 / memory (it reads
-// them in one burst, unlike the f32 kernel, whose loads spread over its
-// arithmetic).
+// that the next step's preparation does not wait on L3 / memory (an f32
+// cache's step is read in one burst, when it is rounded into pairs).
 inline void PrefetchLines(const void* p, int64_t bytes) {
   const char* c = static_cast<const char*>(p);
   for (int64_t o = 0; o < bytes; o += 64) _mm_prefetch(c + o, _MM_HINT_T1);
@@ -236,6 +251,7 @@ void FlashChunkBf16(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float
   }
   const int32_t ulo = std::max(lo, b.first[ia]), uhi = std::min(hi, b.last[ib - 1]);
   int ta = ia, tb = ia;
+  NextStep next;
   for (int32_t t0 = ulo - ulo % kFlashStep; t0 <= uhi; t0 += kFlashStep) {
     while (ta < ib && std::min(hi, b.last[ta]) < t0) ++ta;
     while (tb < ib && std::max(lo, b.first[tb]) <= t0 + kFlashStep - 1) ++tb;
@@ -258,8 +274,19 @@ void FlashChunkBf16(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float
     }
     // The next step's positions, in the next chunk too (up to the block's
     // last position: its slots exist).
+    // A bf16 cache's step is read in place by the loops, which prefetch the
+    // next one as they go; an f32 cache's is read at once by the rounding
+    // above, so it is prefetched at once.
     const int32_t block_end = b.last[b.nq - 1];
-    if (t0 + kFlashStep <= block_end) {
+    const bool prefetch = t0 + kFlashStep <= block_end;
+    if (prefetch && b.k16 != nullptr) {
+      for (int c = 0; c < kFlashStepTiles; ++c) {
+        const int32_t slot = b.slots[std::min(block_end, t0 + kFlashStep + c * kFlashTile)];
+        const int64_t group = slot - slot % kFlashTile;
+        next.k[c] = reinterpret_cast<const char*>(b.k16 + FlashK16Index(group, 0, hd));
+        next.v[c] = reinterpret_cast<const char*>(b.v16 + FlashV16Index(group, 0, hd));
+      }
+    } else if (prefetch) {
       PrefetchPositions(b, t0 + kFlashStep, std::min(block_end, t0 + 2 * kFlashStep - 1));
     }
     const int r0 = ta * g, r1 = tb * g;
@@ -267,25 +294,26 @@ void FlashChunkBf16(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float
     ForRowGroups(r0, r1, kScoreRows, [&](int rg, int nr) {
       const uint32_t* q[kScoreRows];
       for (int i = 0; i < nr; ++i) q[i] = qp + int64_t(rg + i) * hd2;
+      const NextStep* pf = prefetch && b.k16 != nullptr && rg == r0 ? &next : nullptr;  // once per step
       __m512 sc[kScoreRows][kFlashStepTiles];
       switch (nr) {
         case 1:
-          Scores<1>(q, kt, hd2, b.scale, sc);
+          Scores<1>(q, kt, hd2, b.scale, pf, sc);
           break;
         case 2:
-          Scores<2>(q, kt, hd2, b.scale, sc);
+          Scores<2>(q, kt, hd2, b.scale, pf, sc);
           break;
         case 3:
-          Scores<3>(q, kt, hd2, b.scale, sc);
+          Scores<3>(q, kt, hd2, b.scale, pf, sc);
           break;
         case 4:
-          Scores<4>(q, kt, hd2, b.scale, sc);
+          Scores<4>(q, kt, hd2, b.scale, pf, sc);
           break;
         case 5:
-          Scores<5>(q, kt, hd2, b.scale, sc);
+          Scores<5>(q, kt, hd2, b.scale, pf, sc);
           break;
         default:
-          Scores<6>(q, kt, hd2, b.scale, sc);
+          Scores<6>(q, kt, hd2, b.scale, pf, sc);
           break;
       }
       for (int k = 0; k < nr; ++k) {
@@ -316,18 +344,19 @@ void FlashChunkBf16(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float
         out[i] = o + int64_t(rg + i) * hd;
         prow[i] = pp + int64_t(rg + i) * (kFlashStep / 2);
       }
+      const NextStep* pf = prefetch && b.k16 != nullptr && rg == r0 ? &next : nullptr;
       switch (nr) {
         case 1:
-          Values<1>(out, corr + rg, prow, vt, nch, jp0, jp1, hd);
+          Values<1>(out, corr + rg, prow, vt, nch, jp0, jp1, hd, pf);
           break;
         case 2:
-          Values<2>(out, corr + rg, prow, vt, nch, jp0, jp1, hd);
+          Values<2>(out, corr + rg, prow, vt, nch, jp0, jp1, hd, pf);
           break;
         case 3:
-          Values<3>(out, corr + rg, prow, vt, nch, jp0, jp1, hd);
+          Values<3>(out, corr + rg, prow, vt, nch, jp0, jp1, hd, pf);
           break;
         default:
-          Values<4>(out, corr + rg, prow, vt, nch, jp0, jp1, hd);
+          Values<4>(out, corr + rg, prow, vt, nch, jp0, jp1, hd, pf);
           break;
       }
     });
