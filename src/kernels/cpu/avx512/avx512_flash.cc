@@ -143,9 +143,22 @@ void Values(float* const* orow, const float* corr, const float* p, const Step& t
   }
 }
 
+// Whether tile c's 16 lanes are all read and sit at the consecutive slots of
+// one 16-slot group (KV blocks of whole groups: the usual case); *base:
+// that group's first slot.
+inline bool WholeGroup(const int32_t* slots, int c, int j0, int j1, int32_t* base) {
+  const int c0 = c * kFlashTile;
+  if (j0 > c0 || j1 < c0 + kFlashTile - 1) return false;
+  *base = slots[c0];
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i want = _mm512_add_epi32(_mm512_set1_epi32(*base), iota);
+  return *base % kFlashTile == 0 && _mm512_cmpeq_epi32_mask(_mm512_loadu_si512(slots + c0), want) == 0xFFFF;
+}
+
 // Fills `t` for the step at t0 whose lanes [j0, j1] are read: K tiles in
 // place or gathered into kbuf (FlashKTile), `zeros` [hd][16] for tiles with
-// no read lane; unread lanes' V rows: any row, times p = 0.
+// no read lane; unread lanes' V rows: any row, times p = 0. A whole group's
+// tile takes its V rows, K tile and scales with vector operations.
 template <bool kQ8>
 void LoadStep(const FlashBlock& b, int32_t t0, int j0, int j1, float* kbuf, const float* zeros, float* lane_buf,
               Step* t) {
@@ -153,27 +166,51 @@ void LoadStep(const FlashBlock& b, int32_t t0, int j0, int j1, float* kbuf, cons
   const int32_t* slots = b.slots + t0;
   float* ks = lane_buf;
   float* vs = lane_buf + kFlashStep;
-  for (int j = 0; j < kFlashStep; ++j) {
-    const bool seen = j >= j0 && j <= j1;
-    const int64_t slot = seen ? slots[j] : slots[j0];
-    if constexpr (kQ8) {
-      t->v8[j] = b.v8 + slot * hd;
-      ks[j] = seen ? b.ks[slot] : 0.0f;
-      vs[j] = seen ? b.vs[slot] : 0.0f;
-    } else {
-      t->vf[j] = b.v + slot * hd;
-    }
-  }
+  const __m512 scale = _mm512_set1_ps(b.scale);
   for (int c = 0; c < kFlashStepTiles; ++c) {
     const int c0 = c * kFlashTile, a = std::max(j0, c0) - c0, z = std::min(j1, c0 + kFlashTile - 1) - c0;
+    int32_t base = 0;
+    if (WholeGroup(slots, c, j0, j1, &base)) {
+      // Row pointers base + j * hd (bytes: elements times the element size).
+      const int64_t elem = kQ8 ? 1 : sizeof(float);
+      const char* row0 = kQ8 ? reinterpret_cast<const char*>(b.v8) : reinterpret_cast<const char*>(b.v);
+      const int64_t r = hd * elem;
+      const __m512i step = _mm512_set1_epi64(8 * r);
+      const __m512i p = _mm512_add_epi64(_mm512_set1_epi64(reinterpret_cast<int64_t>(row0 + base * r)),
+                                         _mm512_setr_epi64(0, r, 2 * r, 3 * r, 4 * r, 5 * r, 6 * r, 7 * r));
+      void* dst = kQ8 ? static_cast<void*>(t->v8 + c0) : static_cast<void*>(t->vf + c0);
+      _mm512_storeu_si512(dst, p);
+      _mm512_storeu_si512(static_cast<char*>(dst) + 64, _mm512_add_epi64(p, step));
+      const int64_t tile = FlashKIndex(base, 0, hd);
+      if constexpr (kQ8) {
+        t->kscale[c] = _mm512_mul_ps(_mm512_loadu_ps(b.ks + base), scale);
+        t->vscale[c] = _mm512_loadu_ps(b.vs + base);
+        t->k8[c] = b.k8 + tile;
+      } else {
+        t->kscale[c] = scale;
+        t->kf[c] = b.k + tile;
+      }
+      continue;
+    }
+    for (int j = c0; j < c0 + kFlashTile; ++j) {
+      const bool seen = j >= j0 && j <= j1;
+      const int64_t slot = seen ? slots[j] : slots[j0];
+      if constexpr (kQ8) {
+        t->v8[j] = b.v8 + slot * hd;
+        ks[j] = seen ? b.ks[slot] : 0.0f;
+        vs[j] = seen ? b.vs[slot] : 0.0f;
+      } else {
+        t->vf[j] = b.v + slot * hd;
+      }
+    }
     float* buf = kbuf + int64_t(c) * kFlashTile * hd;
     if constexpr (kQ8) {
-      t->kscale[c] = _mm512_mul_ps(_mm512_loadu_ps(ks + c0), _mm512_set1_ps(b.scale));
+      t->kscale[c] = _mm512_mul_ps(_mm512_loadu_ps(ks + c0), scale);
       t->vscale[c] = _mm512_loadu_ps(vs + c0);
       t->k8[c] = a > z ? reinterpret_cast<const int8_t*>(zeros)
                        : FlashKTile(b.k8, slots + c0, a, z, hd, reinterpret_cast<int8_t*>(buf));
     } else {
-      t->kscale[c] = _mm512_set1_ps(b.scale);
+      t->kscale[c] = scale;
       t->kf[c] = a > z ? zeros : FlashKTile(b.k, slots + c0, a, z, hd, buf);
     }
   }
