@@ -143,25 +143,19 @@ inline uint32_t* AlignUp(float* p) {
   return reinterpret_cast<uint32_t*>(u);
 }
 
-// Prefetches the K groups and V rows of the positions [t0, t1] into L2 so
-// that the next step's preparation does not wait on L3 / memory (an f32
-// cache's step is read in one burst, when it is rounded into pairs).
+// Prefetches an f32 cache's K groups and V rows of the positions [t0, t1]
+// into L2 so that the next step's preparation does not wait on L3 / memory
+// (it reads them in one burst, when it rounds them into pairs).
 inline void PrefetchLines(const void* p, int64_t bytes) {
   const char* c = static_cast<const char*>(p);
   for (int64_t o = 0; o < bytes; o += 64) _mm_prefetch(c + o, _MM_HINT_T1);
 }
-inline void PrefetchPositions(const FlashBlock& b, int32_t t0, int32_t t1) {
+inline void PrefetchPositionsF32(const FlashBlock& b, int32_t t0, int32_t t1) {
   const int hd = b.head_dim;
-  const bool bf16 = b.k16 != nullptr;
   for (int32_t t = t0; t <= t1; ++t) {
     const int32_t slot = b.slots[t], base = slot - slot % kFlashTile;
-    if (bf16) {
-      if (t == t0 || slot % 2 == 0) PrefetchLines(b.v16 + FlashV16Index(slot - slot % 2, 0, hd), FlashV16Width(hd) * 4);
-      if (t == t0 || slot == base) PrefetchLines(b.k16 + FlashK16Index(base, 0, hd), FlashK16Pairs(hd) * 64);
-    } else {
-      PrefetchLines(b.v + int64_t(slot) * hd, int64_t(hd) * 4);
-      if (t == t0 || slot == base) PrefetchLines(b.k + FlashKIndex(base, 0, hd), int64_t(hd) * 64);
-    }
+    PrefetchLines(b.v + int64_t(slot) * hd, int64_t(hd) * 4);
+    if (t == t0 || slot == base) PrefetchLines(b.k + FlashKIndex(base, 0, hd), int64_t(hd) * 64);
   }
 }
 
@@ -273,10 +267,9 @@ void FlashChunkBf16(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float
       vt[jp] = VPair(b, read0 ? slots[j] : 0, read1 ? slots[j + 1] : 0, read0, read1, vp + int64_t(jp) * nch * 16);
     }
     // The next step's positions, in the next chunk too (up to the block's
-    // last position: its slots exist).
-    // A bf16 cache's step is read in place by the loops, which prefetch the
-    // next one as they go; an f32 cache's is read at once by the rounding
-    // above, so it is prefetched at once.
+    // last position: its slots exist). A bf16 cache's step is read in place
+    // by the loops, which prefetch the next one as they go; an f32 cache's
+    // is read at once by the rounding above, so it is prefetched at once.
     const int32_t block_end = b.last[b.nq - 1];
     const bool prefetch = t0 + kFlashStep <= block_end;
     if (prefetch && b.k16 != nullptr) {
@@ -287,7 +280,7 @@ void FlashChunkBf16(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float
         next.v[c] = reinterpret_cast<const char*>(b.v16 + FlashV16Index(group, 0, hd));
       }
     } else if (prefetch) {
-      PrefetchPositions(b, t0 + kFlashStep, std::min(block_end, t0 + 2 * kFlashStep - 1));
+      PrefetchPositionsF32(b, t0 + kFlashStep, std::min(block_end, t0 + 2 * kFlashStep - 1));
     }
     const int r0 = ta * g, r1 = tb * g;
     // Scores and the online softmax.
