@@ -166,8 +166,10 @@ void RunAttention(benchmark::State& state, bool flash, int nq, bool bf16 = false
   b.first = first.data();
   b.last = last.data();
   b.slots = slots.data();
-  b.k = kc.data();
-  b.v = vc.data();
+  if (!bf16_cache && !q8_cache) {
+    b.k = kc.data();
+    b.v = vc.data();
+  }
   std::vector<uint16_t> k16v, v16v;  // 64-byte aligned within (as KvStorage's pages are)
   if (bf16_cache) {
     const size_t elems = size_t(n) * FlashHead16Elems(hd);
@@ -184,8 +186,6 @@ void RunAttention(benchmark::State& state, bool flash, int nq, bool bf16 = false
         v16[FlashV16Index(s, d, hd)] = Bf16Round(vc[size_t(s) * hd + d]);
       }
     }
-    b.k = nullptr;
-    b.v = nullptr;
     b.k16 = k16;
     b.v16 = v16;
   }
@@ -198,8 +198,6 @@ void RunAttention(benchmark::State& state, bool flash, int nq, bool bf16 = false
     }
     std::fill(ks.begin(), ks.end(), 1.0f / 40);
     std::fill(vs.begin(), vs.end(), 1.0f / 40);
-    b.k = nullptr;
-    b.v = nullptr;
     b.k8 = k8.data();
     b.v8 = v8.data();
     b.ks = ks.data();

@@ -278,14 +278,17 @@ void FlashChunk(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l,
     LoadStep<kQ8>(b, t0, j0, j1, kbuf, zeros, lane_buf, &t);
     // The next step's positions, also past this chunk: the next chunk of a
     // long context usually runs next on the same thread.
-    const bool prefetch = t0 + kFlashStep <= block_end;
-    if (prefetch) FindNextStep<kQ8>(b, t0 + kFlashStep, block_end, &next);
+    const NextStep* step_pf = nullptr;  // for the step's first row group only
+    if (t0 + kFlashStep <= block_end) {
+      FindNextStep<kQ8>(b, t0 + kFlashStep, block_end, &next);
+      step_pf = &next;
+    }
     const int r0 = ta * g, r1 = tb * g;
     // Scores and the online softmax.
     ForRowGroups(r0, r1, kScoreRows, [&](int rg, int nr) {
       const float* q[kScoreRows];
       for (int i = 0; i < nr; ++i) q[i] = qrow(rg + i);
-      const NextStep* pf = prefetch && rg == r0 ? &next : nullptr;  // once per step
+      const NextStep* pf = rg == r0 ? step_pf : nullptr;
       __m512 sc[kScoreRows][kFlashStepTiles];
       switch (nr) {
         case 1: Scores<1, kQ8>(q, t, hd, pf, sc); break;
@@ -317,7 +320,7 @@ void FlashChunk(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l,
       float* out[kValueRows];
       for (int i = 0; i < nr; ++i) out[i] = o + int64_t(rg + i) * hd;
       const float* p = S + int64_t(rg) * kFlashStep;
-      const NextStep* pf = prefetch && rg == r0 ? &next : nullptr;
+      const NextStep* pf = rg == r0 ? step_pf : nullptr;
       switch (nr) {
         case 1: Values<1, kQ8>(out, corr + rg, p, t, j0, j1, hd, pf); break;
         case 2: Values<2, kQ8>(out, corr + rg, p, t, j0, j1, hd, pf); break;

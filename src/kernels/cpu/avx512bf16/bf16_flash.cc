@@ -272,6 +272,7 @@ void FlashChunkBf16(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float
     // is read at once by the rounding above, so it is prefetched at once.
     const int32_t block_end = b.last[b.nq - 1];
     const bool prefetch = t0 + kFlashStep <= block_end;
+    const NextStep* step_pf = nullptr;  // for the step's first row group only
     if (prefetch && b.k16 != nullptr) {
       for (int c = 0; c < kFlashStepTiles; ++c) {
         const int32_t slot = b.slots[std::min(block_end, t0 + kFlashStep + c * kFlashTile)];
@@ -279,6 +280,7 @@ void FlashChunkBf16(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float
         next.k[c] = reinterpret_cast<const char*>(b.k16 + FlashK16Index(group, 0, hd));
         next.v[c] = reinterpret_cast<const char*>(b.v16 + FlashV16Index(group, 0, hd));
       }
+      step_pf = &next;
     } else if (prefetch) {
       PrefetchPositionsF32(b, t0 + kFlashStep, std::min(block_end, t0 + 2 * kFlashStep - 1));
     }
@@ -287,7 +289,7 @@ void FlashChunkBf16(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float
     ForRowGroups(r0, r1, kScoreRows, [&](int rg, int nr) {
       const uint32_t* q[kScoreRows];
       for (int i = 0; i < nr; ++i) q[i] = qp + int64_t(rg + i) * hd2;
-      const NextStep* pf = prefetch && b.k16 != nullptr && rg == r0 ? &next : nullptr;  // once per step
+      const NextStep* pf = rg == r0 ? step_pf : nullptr;
       __m512 sc[kScoreRows][kFlashStepTiles];
       switch (nr) {
         case 1:
@@ -337,7 +339,7 @@ void FlashChunkBf16(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float
         out[i] = o + int64_t(rg + i) * hd;
         prow[i] = pp + int64_t(rg + i) * (kFlashStep / 2);
       }
-      const NextStep* pf = prefetch && b.k16 != nullptr && rg == r0 ? &next : nullptr;
+      const NextStep* pf = rg == r0 ? step_pf : nullptr;
       switch (nr) {
         case 1:
           Values<1>(out, corr + rg, prow, vt, nch, jp0, jp1, hd, pf);
