@@ -48,6 +48,10 @@ void RunMatmul(benchmark::State& state, CpuIsa isa, DType type, int64_t m) {
     return;
   }
   const int64_t n_in = state.range(0), n_out = state.range(1);
+  if (!RowBytes(type, n_in).has_value()) {  // e.g. K-quants (256-element blocks) at n_in 960
+    state.SkipWithError("n_in is not a whole number of this type's blocks");
+    return;
+  }
   const size_t row_bytes = *RowBytes(type, n_in);
   std::vector<uint8_t> w;
   std::vector<float> x, y;
@@ -86,6 +90,13 @@ MATMUL_BENCH(kAvx512, kF32, 64, Prefill64_Avx512_F32);
 MATMUL_BENCH(kAvx512, kF16, 64, Prefill64_Avx512_F16);
 MATMUL_BENCH(kAvx512, kQ8_0, 64, Prefill64_Avx512_Q8_0);
 MATMUL_BENCH(kAvx512, kQ4_0, 64, Prefill64_Avx512_Q4_0);
+MATMUL_BENCH(kAvx512, kQ4_K, 64, Prefill64_Avx512_Q4_K);
+MATMUL_BENCH(kAvx512, kQ6_K, 64, Prefill64_Avx512_Q6_K);
+// The AMX-INT8 tile kernel (qgemm_tile16; skipped where the CPU has none).
+MATMUL_BENCH(kAmx, kQ8_0, 64, Prefill64_Amx_Q8_0);
+MATMUL_BENCH(kAmx, kQ4_0, 64, Prefill64_Amx_Q4_0);
+MATMUL_BENCH(kAmx, kQ4_K, 64, Prefill64_Amx_Q4_K);
+MATMUL_BENCH(kAmx, kQ6_K, 64, Prefill64_Amx_Q6_K);
 // W8A8 (whole-row int8, per-token activations) beside Q8_0: same bytes.
 MATMUL_BENCH(kAvx512, kW8A8, 64, Prefill64_Avx512_W8A8);
 MATMUL_BENCH(kAvx512, kW8A8, 1, Decode_Avx512_W8A8);

@@ -31,7 +31,7 @@ StatusOr<KernelTable> SelectKernels(const RuntimeOptions& opts) {
   CpuIsa isa = f.BestIsa();
   if (!opts.cpu_isa.empty()) {
     CpuIsa want;
-    if (!ParseCpuIsa(opts.cpu_isa, &want)) return InvalidArgument("--cpu-isa must be scalar, avx2 or avx512");
+    if (!ParseCpuIsa(opts.cpu_isa, &want)) return InvalidArgument("--cpu-isa must be scalar, avx2, avx512 or amx");
     if (static_cast<int>(want) > static_cast<int>(isa)) {
       return InvalidArgument(std::string("--cpu-isa ") + opts.cpu_isa + " is not supported by this CPU");
     }
@@ -44,10 +44,11 @@ StatusOr<KernelTable> SelectKernels(const RuntimeOptions& opts) {
   KernelTable k = MakeKernelTable(isa);
   k.attn_bf16 = opts.attn_dtype == "bf16";
   k.matmul_bf16 = opts.matmul_dtype == "bf16";
-  LOG_INFO("cpu: {} | features: {} | kernels: {}, quantized: {}, attention: {}{}{}", CpuModelName(), f.ToString(),
-           CpuIsaName(k.isa), k.qgemm_variant, k.attn_bf16 ? k.flash_bf16_variant : k.flash_variant,
+  LOG_INFO("cpu: {} | features: {} | kernels: {}, quantized: {}{}{}, attention: {}{}{}", CpuModelName(), f.ToString(),
+           CpuIsaName(k.isa), k.qgemm_variant, k.qgemm_tile16 != nullptr ? ", prefill tiles: " : "",
+           k.qgemm_tile16 != nullptr ? k.qgemm_tile16_variant : "", k.attn_bf16 ? k.flash_bf16_variant : k.flash_variant,
            k.matmul_bf16 ? ", float matmuls: " : "", k.matmul_bf16 ? k.matmul_bf16_variant : "");
-  const bool bf16_kernels = f.avx512bf16 && k.isa == CpuIsa::kAvx512;
+  const bool bf16_kernels = f.avx512bf16 && k.isa >= CpuIsa::kAvx512;
   if (k.attn_bf16 && !bf16_kernels) {
     LOG_WARN("--attn-dtype bf16 without AVX512-BF16 kernels: the bf16 arithmetic is emulated, slower than f32");
   }

@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
   app.add_option("--log-format", log_format,
                  "text|json|auto (auto: json for `serve` when stderr is not a terminal, else text)");
   cli::RuntimeOptions rt;
-  app.add_option("--cpu-isa", rt.cpu_isa, "force a kernel ISA: scalar, avx2, avx512 (default: best available)");
+  app.add_option("--cpu-isa", rt.cpu_isa, "force a kernel ISA: scalar, avx2, avx512, amx (default: best available)");
   app.add_option("--attn-dtype", rt.attn_dtype,
                  "attention's products over an f32 KV cache: f32, or bf16 (queries, K, V and probabilities rounded "
                  "to bf16, sums in f32); --kv-cache-type bf16 gives the same bits with half the memory, faster")

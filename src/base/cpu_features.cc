@@ -1,12 +1,38 @@
 #include "base/cpu_features.h"
 
+#include <cstdint>
 #include <fstream>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__x86_64__) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace infera {
+
+namespace {
+
+#if defined(__x86_64__) && defined(__linux__)
+// Whether this process may use AMX tile data: the OS must have enabled the
+// tile state in XCR0 (bits 17 XTILECFG and 18 XTILEDATA) and Linux (5.16+)
+// must grant the dynamic XTILEDATA feature on request. Asking again once
+// granted succeeds again.
+bool RequestAmxPermission() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0 || ((ecx >> 27) & 1) == 0) return false;  // OSXSAVE
+  uint32_t xcr0_lo = 0, xcr0_hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  if ((xcr0_lo & (3u << 17)) != (3u << 17)) return false;
+  constexpr long kArchReqXcompPerm = 0x1023;  // asm/prctl.h
+  constexpr long kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+}
+#endif
+
+}  // namespace
 
 CpuFeatures DetectCpuFeatures() {
   CpuFeatures f;
@@ -28,11 +54,21 @@ CpuFeatures DetectCpuFeatures() {
   // whose OS support the avx2 check above covers.
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   f.avx_vnni = f.avx2 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0 && ((eax >> 4) & 1) != 0;
+#if defined(__x86_64__) && defined(__linux__)
+  // AMX: CPUID.(EAX=7, ECX=0):EDX bits 22 (AMX-BF16), 24 (AMX-TILE), 25
+  // (AMX-INT8).
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0 && ((edx >> 24) & 1) != 0 && RequestAmxPermission()) {
+    f.amx_tile = true;
+    f.amx_int8 = ((edx >> 25) & 1) != 0;
+    f.amx_bf16 = ((edx >> 22) & 1) != 0;
+  }
+#endif
 #endif
   return f;
 }
 
 CpuIsa CpuFeatures::BestIsa() const {
+  if (avx512f && avx512bw && avx512vl && avx512dq && fma && avx512vnni && amx_tile && amx_int8) return CpuIsa::kAmx;
   if (avx512f && avx512bw && avx512vl && avx512dq && fma) return CpuIsa::kAvx512;
   if (avx2 && fma && f16c) return CpuIsa::kAvx2;
   return CpuIsa::kScalar;
@@ -55,6 +91,9 @@ std::string CpuFeatures::ToString() const {
   add(avx512vbmi2, "avx512vbmi2");
   add(avx512bf16, "avx512bf16");
   add(avx_vnni, "avx_vnni");
+  add(amx_tile, "amx_tile");
+  add(amx_int8, "amx_int8");
+  add(amx_bf16, "amx_bf16");
   return s.empty() ? "none" : s;
 }
 
@@ -63,6 +102,7 @@ const char* CpuIsaName(CpuIsa isa) {
     case CpuIsa::kScalar: return "scalar";
     case CpuIsa::kAvx2: return "avx2";
     case CpuIsa::kAvx512: return "avx512";
+    case CpuIsa::kAmx: return "amx";
   }
   return "?";
 }
@@ -71,6 +111,7 @@ bool ParseCpuIsa(const std::string& name, CpuIsa* out) {
   if (name == "scalar") *out = CpuIsa::kScalar;
   else if (name == "avx2") *out = CpuIsa::kAvx2;
   else if (name == "avx512") *out = CpuIsa::kAvx512;
+  else if (name == "amx") *out = CpuIsa::kAmx;
   else return false;
   return true;
 }

@@ -5,13 +5,20 @@
 
 namespace infera {
 
-enum class CpuIsa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+// Levels in order: each includes the ones before it. kAmx is AVX-512 plus
+// the AMX-INT8 tile unit (prefill's quantized matmuls).
+enum class CpuIsa { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAmx = 3 };
 
 struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
   bool avx512vnni = false, avx512vbmi = false, avx512vbmi2 = false, avx512bf16 = false;
   bool avx_vnni = false;  // 256-bit VNNI (VEX), e.g. Alder Lake
+  // AMX (Sapphire Rapids and later): set only when cpuid reports the unit,
+  // the OS enables its state (XCR0 bits 17-18) and Linux granted this
+  // process the tile data permission (arch_prctl ARCH_REQ_XCOMP_PERM, asked
+  // by DetectCpuFeatures: process-wide, idempotent).
+  bool amx_tile = false, amx_int8 = false, amx_bf16 = false;
 
   // The best ISA level infera has kernels for on this CPU.
   CpuIsa BestIsa() const;

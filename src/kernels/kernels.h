@@ -67,6 +67,8 @@ using QGemmFn = void (*)(const PackedMatrix& w, int64_t group, const QuantActs& 
 
 // The most tokens one qgemm_row call takes.
 inline constexpr int kMaxRowTileTokens = 8;
+// The most tokens one qgemm_tile16 call takes.
+inline constexpr int kQGemmTileTokens = 16;
 
 // A group of a sparse layout (sparse24 or sparse_mask) -> the same group in
 // the dense layout it stands for (`dense`: PackedMatrix::DenseGroup of
@@ -196,6 +198,11 @@ struct KernelTable {
   FloatTileFn tile_f16 = nullptr;
   FloatTileFn tile_bf16 = nullptr;
   QGemmFn qgemm = nullptr;
+  // The same contract and bits as qgemm for up to kQGemmTileTokens tokens
+  // per call (nt <= 16), dense layouts only: prefill's blocks of tokens on a
+  // tile unit (AMX-INT8). Null where the CPU has none.
+  QGemmFn qgemm_tile16 = nullptr;
+  const char* qgemm_tile16_variant = "none";
   // The same for the 2:4 sparse layout (PackFormat::sparse24): identical
   // results to qgemm on the dense Q8_0 packing of the same weights.
   QGemmFn qgemm_sparse24 = nullptr;

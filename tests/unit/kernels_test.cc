@@ -258,6 +258,24 @@ void ExpectQGemmMatchesReference(const KernelTable& k) {
         QGemmFor(k, f)(pm, 0, a, 0, nt, y.data());
         ASSERT_EQ(std::memcmp(y.data(), y_ref.data(), y.size() * 4), 0) << DTypeName(t) << " n=" << n << " nt=" << nt;
       }
+      if (k.qgemm_tile16 != nullptr && !pm.format().row_scale && !pm.format().sparse24 &&
+          !pm.format().sparse_mask) {
+        // The tile kernel: up to 16 tokens per call, from any first token,
+        // the reference's bytes for each.
+        constexpr int kToks = kQGemmTileTokens + 3;
+        auto x16 = RandomVec(kToks * n, rng);
+        std::vector<uint8_t> buf16;
+        const QuantActs a16 = QuantizeActs(x16.data(), kToks, n, n, f, &buf16);
+        for (int t0 : {0, 3}) {
+          for (int nt = 1; nt <= kQGemmTileTokens; ++nt) {
+            std::vector<float> y_ref(kQGemmTileTokens * 16, -1), y(kQGemmTileTokens * 16, -1);
+            for (int t = 0; t < nt; t += 4) ref.qgemm(pm, 0, a16, t0 + t, std::min(4, nt - t), y_ref.data() + 16 * t);
+            k.qgemm_tile16(pm, 0, a16, t0, nt, y.data());
+            ASSERT_EQ(std::memcmp(y.data(), y_ref.data(), y.size() * 4), 0)
+                << k.qgemm_tile16_variant << " " << DTypeName(t) << " n=" << n << " t0=" << t0 << " nt=" << nt;
+          }
+        }
+      }
       // The integer dot approximates the exact one within the 8-bit
       // activation rounding (|dq| <= da / 2 per element).
       std::vector<float> y(toks * 16);
@@ -305,6 +323,14 @@ TEST(Kernels, EveryQGemmVariantMatchesReferenceExactly) {
     ASSERT_STREQ(t.qgemm_row_variant, "avx512vnni");
     ExpectQGemmMatchesReference(t);
     ++tested;
+  }
+  if (f.BestIsa() >= CpuIsa::kAmx) {
+    const KernelTable t = MakeKernelTable(CpuIsa::kAmx);
+    ASSERT_STREQ(t.qgemm_tile16_variant, "amx-int8");
+    ExpectQGemmMatchesReference(t);
+    ++tested;
+  } else {
+    std::printf("[ info ] no AMX-INT8 here (cpu: %s): the tile kernel is not run\n", f.ToString().c_str());
   }
   if (tested == 0) GTEST_SKIP() << "no SIMD quantized-matmul variant on this CPU";
   std::printf("[ info ] %d quantized-matmul variants tested (cpu: %s)\n", tested, f.ToString().c_str());

@@ -107,7 +107,7 @@ TEST_P(MatmulBf16Test, TilesMatchTheDefinitionExactly) {
   const KernelTable ref = MakeKernelTable(CpuIsa::kScalar);
   const KernelTable k = MakeKernelTable(GetParam());
   const CpuFeatures f = DetectCpuFeatures();
-  if (GetParam() == CpuIsa::kAvx512 && f.avx512bf16) {
+  if (GetParam() >= CpuIsa::kAvx512 && f.avx512bf16) {
     EXPECT_STREQ(k.matmul_bf16_variant, "avx512bf16-dpbf16");
   }
   std::mt19937 rng(5);

@@ -67,6 +67,7 @@ std::vector<CpuIsa> AvailableIsas() {
   const CpuIsa best = DetectCpuFeatures().BestIsa();
   if (best >= CpuIsa::kAvx2) v.push_back(CpuIsa::kAvx2);
   if (best >= CpuIsa::kAvx512) v.push_back(CpuIsa::kAvx512);
+  if (best >= CpuIsa::kAmx) v.push_back(CpuIsa::kAmx);
   return v;
 }
 

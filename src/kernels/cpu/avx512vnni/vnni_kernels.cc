@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "kernels/cpu/avx512vnni/block_decode512.h"
 #include "kernels/qgemm_dispatch.h"
 
 namespace infera::avx512vnni {
@@ -13,23 +14,14 @@ namespace {
 // the quants are loaded (and for 4-bit split into nibbles) once and used by
 // every token; vpdpbusd against 4 broadcast activation bytes accumulates the
 // exact integer dot of the block for all 16 rows at once.
-// 16 per-row scales (or mins) at p, as f32.
-template <bool kF16>
-inline __m512 LoadScales(const uint8_t* p) {
-  if constexpr (kF16) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  return _mm512_loadu_ps(p);
-}
-
 template <int kBits, int kBlock, bool kMin, bool kF16, bool kFac, bool kLut, int kT>
 void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, float* y) {
-  constexpr int kVecs = kBlock / 4;  // 4-element groups per block
-  constexpr int kLoads = kBits == 8 ? kVecs : kBits <= 3 ? 0 : kVecs / 2;
-  constexpr int kHigh = kBits == 5 || kBits == 6 ? kBits - 4 : 0;  // bits in the high-bit chunk
-  using Geometry = PackedGeometry<kBits, kBlock, kMin, kF16, kFac>;
-  constexpr size_t sbytes = Geometry::kScaleBytes;
+  using Decode = BlockDecode512<kBits, kBlock, kMin, kF16, kFac, kLut>;
+  constexpr int kVecs = Decode::kVecs;
+  constexpr int kLoads = Decode::kLoads;
+  using Geometry = typename Decode::Geometry;
   const int64_t nb = w.n_blocks();
-  const __m512i lo = _mm512_set1_epi8(0x0F);
-  [[maybe_unused]] const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(w.format().lut_u)));
+  const Decode decode(w.format().lut_u);
   __m512 acc[kT], macc[kT];
   const int8_t* q[kT];
   const int32_t* bias[kT];
@@ -47,85 +39,9 @@ void QGemmT(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0
                    __attribute__((always_inline)) {
     __m512i wv[kVecs];
     if constexpr (kT == 1) Geometry::PrefetchAhead(blk, b);  // decode
-#pragma GCC unroll 8
-    for (int c = 0; c < kLoads; ++c) {
-      const __m512i raw = _mm512_load_si512(blk + 64 * c);
-      if constexpr (kBits == 8) {
-        wv[c] = raw;
-      } else {
-        wv[c] = _mm512_and_si512(raw, lo);
-        wv[kLoads + c] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), lo);
-      }
-    }
-    if constexpr (kBits <= 3) {  // Q2_K, Q3_K: vector v at bits [2v, 2v + 2) of each byte
-      const __m512i raw = _mm512_loadu_si512(blk);  // Q3_K's odd blocks: 32-byte aligned
-      const __m512i three = _mm512_set1_epi8(3);
-#pragma GCC unroll 4
-      for (int v = 0; v < kVecs; ++v) wv[v] = _mm512_and_si512(_mm512_srli_epi16(raw, 2 * v), three);
-      if constexpr (kBits == 3) {  // high bits: rows 0-7 at bit v, rows 8-15 at 4 + v, to bit 2
-        const __m256i hb = _mm256_load_si256(reinterpret_cast<const __m256i*>(blk + 64));
-        const __m512i x = _mm512_srlv_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(hb), hb, 1),
-                                            _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1));
-        const __m512i four = _mm512_set1_epi8(4);
-#pragma GCC unroll 4
-        for (int v = 0; v < kVecs; ++v) {
-          const __m512i h = v < 2 ? _mm512_slli_epi16(x, 2 - v) : _mm512_srli_epi16(x, v - 2);
-          wv[v] = _mm512_or_si512(wv[v], _mm512_and_si512(h, four));
-        }
-      }
-    }
-    if constexpr (kHigh > 0) {  // vector v's high bits, at [kHigh v, ...) of each byte, to bit 4
-      const __m512i high = _mm512_load_si512(blk + kBlock * 8);
-      const __m512i mask = _mm512_set1_epi8(static_cast<char>(((1 << kHigh) - 1) << 4));
-#pragma GCC unroll 8
-      for (int v = 0; v < kVecs; ++v) {
-        const int at = kHigh * v;
-        const __m512i h = at >= 4 ? _mm512_srli_epi16(high, at - 4) : _mm512_slli_epi16(high, 4 - at);
-        wv[v] = _mm512_or_si512(wv[v], _mm512_and_si512(h, mask));
-      }
-    }
-    if constexpr (kLut) {  // codes -> u
-#pragma GCC unroll 8
-      for (int v = 0; v < kVecs; ++v) wv[v] = _mm512_shuffle_epi8(table, wv[v]);
-    }
-    __m512 s, m = _mm512_setzero_ps();
-    if constexpr (kFac) {  // s = d * sc, m = -(dmin * mn), as the unpacker computes them
-      auto u8 = [](const uint8_t* p) {
-        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-        // Sub-scales: unsigned with mins (Q4_K, Q5_K), signed without (Q6_K).
-        return _mm512_cvtepi32_ps(kMin ? _mm512_cvtepu8_epi32(v) : _mm512_cvtepi8_epi32(v));
-      };
-      if constexpr (kBits == 3) {  // Q3_K: 6-bit sc, low nibbles at r % 8, high 2 bits at 8 + r / 4
-        uint64_t lo8;
-        uint32_t hi4;
-        std::memcpy(&lo8, sp, 8);
-        std::memcpy(&hi4, sp + 8, 4);
-        const __m512i lo = _mm512_and_si512(
-            _mm512_srlv_epi32(_mm512_cvtepu8_epi32(_mm_set1_epi64x(static_cast<int64_t>(lo8))),
-                              _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4)),
-            _mm512_set1_epi32(15));
-        const __m512i hi = _mm512_and_si512(
-            _mm512_srlv_epi32(_mm512_set1_epi32(static_cast<int32_t>(hi4)),
-                              _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30)),
-            _mm512_set1_epi32(3));
-        const __m512i sc = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
-        s = _mm512_mul_ps(LoadScales<true>(super), _mm512_cvtepi32_ps(sc));
-      } else if constexpr (kBits == 2) {  // Q2_K: sc | mn << 4 in one byte
-        const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sp)));
-        s = _mm512_mul_ps(LoadScales<true>(super), _mm512_cvtepi32_ps(_mm512_and_si512(v, _mm512_set1_epi32(15))));
-        m = _mm512_xor_ps(_mm512_mul_ps(LoadScales<true>(super + 32), _mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4))),
-                          _mm512_set1_ps(-0.0f));
-      } else {
-        s = _mm512_mul_ps(LoadScales<true>(super), u8(sp));
-        if constexpr (kLut && kBlock == 16) s = _mm512_mul_ps(s, _mm512_set1_ps(0.125f));  // IQ2_XS
-        if constexpr (kMin) {
-          m = _mm512_xor_ps(_mm512_mul_ps(LoadScales<true>(super + 32), u8(sp + 16)), _mm512_set1_ps(-0.0f));
-        }
-      }
-    } else {
-      s = LoadScales<kF16>(sp);
-      if constexpr (kMin) m = LoadScales<kF16>(sp + sbytes);
-    }
+    decode.Quants(blk, wv);
+    __m512 s, m;
+    decode.Scales(sp, super, &s, &m);
 #pragma GCC unroll 4
     for (int t = 0; t < kT; ++t) {
       const int8_t* qt = q[t] + b * kBlock;

@@ -1,0 +1,180 @@
+#include "kernels/cpu/amx/amx_kernels.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cpu/avx512vnni/block_decode512.h"
+#include "kernels/qgemm_dispatch.h"
+
+namespace infera::amx {
+namespace {
+
+// The 64-byte tile configuration LDTILECFG reads (palette 1: 8 tiles of up
+// to 16 rows x 64 bytes).
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+static_assert(sizeof(TileConfig) == 64);
+
+// Two sets of three tiles, used by alternate k-blocks so that one block's
+// tile multiply overlaps the previous block's float epilogue:
+//   C (tmm0, tmm3): nt tokens x 16 rows, int32
+//   A (tmm1, tmm4): nt tokens x kBlock activation bytes (int8)
+//   B (tmm2, tmm5): kBlock / 4 x 64 bytes: the weight block in the packed
+//                   layout's order (row c: elements 4c .. 4c+3 of each of
+//                   the 16 rows), as int8 u - 2^shift
+// The configuration is per thread; each call loads its own (nt varies).
+template <int kBlock>
+void ConfigureTiles(int nt) {
+  TileConfig c;
+  for (int set = 0; set < 2; ++set) {
+    const int base = 3 * set;
+    c.rows[base] = static_cast<uint8_t>(nt);
+    c.colsb[base] = 64;
+    c.rows[base + 1] = static_cast<uint8_t>(nt);
+    c.colsb[base + 1] = kBlock;
+    c.rows[base + 2] = kBlock / 4;
+    c.colsb[base + 2] = 64;
+  }
+  // (Not GCC 12's _tile_loadconfig: its asm names only the first 8 bytes of
+  // the configuration as read, so the stores of rows and colsb could be
+  // dropped as dead; here the whole 64 bytes are the operand.)
+  __asm__ volatile("ldtilecfg %0" ::"m"(c));
+}
+
+constexpr int kTileTokens = 16;
+
+// Decodes k-block `blk` into the B buffer bt (u - 2^shift as int8: every
+// format's offset integer fits), then C = A · B for the block's activations
+// at `act` (rows `stride` bytes apart) and stores C to ct [16][16] int32.
+template <int kSet, typename Decode>
+inline __attribute__((always_inline)) void IssueBlock(const Decode& decode, const uint8_t* blk, const int8_t* act,
+                                                      int64_t stride, __m512i offset, int8_t* bt, int32_t* ct) {
+  __m512i wv[Decode::kVecs];
+  decode.Quants(blk, wv);
+#pragma GCC unroll 8
+  for (int c = 0; c < Decode::kVecs; ++c) _mm512_store_si512(bt + 64 * c, _mm512_sub_epi8(wv[c], offset));
+  // GCC's tile-load intrinsics take the address as a plain register operand
+  // (no memory clobber): this barrier keeps the B stores above before them.
+  __asm__ volatile("" ::: "memory");
+  // (The intrinsics paste the tile number into the instruction: literals.)
+  if constexpr (kSet == 0) {
+    _tile_loadd(2, bt, 64);
+    _tile_loadd(1, act, stride);
+    _tile_zero(0);
+    _tile_dpbssd(0, 1, 2);
+    _tile_stored(0, ct, 64);
+  } else {
+    _tile_loadd(5, bt, 64);
+    _tile_loadd(4, act, stride);
+    _tile_zero(3);
+    _tile_dpbssd(3, 4, 5);
+    _tile_stored(3, ct, 64);
+  }
+}
+
+// One 16-row group x nt <= 16 tokens, the QGemmFn contract (kernels.h) bit
+// for bit: per k-block the tile unit gives every (token, row) its exact
+// integer dot sum(q * (u - 2^shift)) = bias + sum(q * u) (the activations'
+// bias folds the same offset), then, in k-block order as the VNNI kernel,
+// acc = fma(float(isum), s * da, acc); with mins, a second pass over the
+// scales accumulates macc = fma(m, dsum, macc), and y = acc + macc.
+// Lane r of each vector is row r; token t's accumulator is acc[t]. Tokens
+// past nt run on stale C rows and a clamped da pointer and are not stored.
+template <int kBits, int kBlock, bool kMin, bool kF16, bool kFac, bool kLut>
+void QGemmTile(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
+  using Decode = BlockDecode512<kBits, kBlock, kMin, kF16, kFac, kLut>;
+  using Geometry = typename Decode::Geometry;
+  const Decode decode(w.format().lut_u);
+  const int shift = w.format().shift;
+  CHECK(kBits < 8 || shift == 7);  // 8-bit u must be offset to fit int8 (no 8-bit format has mins)
+  const __m512i offset = _mm512_set1_epi8(static_cast<char>(shift >= 0 ? 1 << shift : 0));
+  const int64_t nb = w.n_blocks();
+  ConfigureTiles<kBlock>(nt);
+  alignas(64) int8_t bbuf[2][kBlock * 16];
+  alignas(64) int32_t cbuf[2][kTileTokens * 16];
+  std::memset(cbuf, 0, sizeof(cbuf));
+  const float* da[kTileTokens];
+  __m512 acc[kTileTokens];
+  for (int t = 0; t < kTileTokens; ++t) {
+    da[t] = a.Da(t0 + std::min(t, nt - 1));
+    acc[t] = _mm512_setzero_ps();
+  }
+  const int8_t* act = a.Q(t0);
+  const int64_t stride = a.n;
+  auto epilogue = [&](const int32_t* ct, __m512 s, int64_t b) __attribute__((always_inline)) {
+#pragma GCC unroll 16
+    for (int t = 0; t < kTileTokens; ++t) {
+      const __m512 isum = _mm512_cvtepi32_ps(_mm512_load_si512(ct + 16 * t));
+      acc[t] = _mm512_fmadd_ps(isum, _mm512_mul_ps(s, _mm512_set1_ps(da[t][b])), acc[t]);
+    }
+  };
+  __m512 s_prev = _mm512_setzero_ps();
+  Geometry::ForEachBlock(w.Block(group, 0), nb, [&](const uint8_t* blk, const uint8_t* sp,
+                                                    [[maybe_unused]] const uint8_t* super, int64_t b)
+                                                    __attribute__((always_inline)) {
+    __m512 s, m;
+    decode.Scales(sp, super, &s, &m);
+    if (b & 1) {
+      IssueBlock<1>(decode, blk, act + b * kBlock, stride, offset, bbuf[1], cbuf[1]);
+      epilogue(cbuf[0], s_prev, b - 1);
+    } else {
+      IssueBlock<0>(decode, blk, act + b * kBlock, stride, offset, bbuf[0], cbuf[0]);
+      if (b > 0) epilogue(cbuf[1], s_prev, b - 1);
+    }
+    s_prev = s;
+  });
+  if (nb > 0) epilogue(cbuf[(nb - 1) & 1], s_prev, nb - 1);
+  if constexpr (!kMin) {
+#pragma GCC unroll 16
+    for (int t = 0; t < kTileTokens; ++t) {
+      if (t < nt) _mm512_storeu_ps(y + 16 * t, _mm512_add_ps(acc[t], _mm512_setzero_ps()));
+    }
+  } else {
+#pragma GCC unroll 16
+    for (int t = 0; t < kTileTokens; ++t) {
+      if (t < nt) _mm512_storeu_ps(y + 16 * t, acc[t]);
+    }
+    const float* dsum[kTileTokens];
+    __m512 macc[kTileTokens];
+    for (int t = 0; t < kTileTokens; ++t) {
+      dsum[t] = a.Dsum(t0 + std::min(t, nt - 1));
+      macc[t] = _mm512_setzero_ps();
+    }
+    Geometry::ForEachBlock(w.Block(group, 0), nb, [&](const uint8_t*, const uint8_t* sp,
+                                                      [[maybe_unused]] const uint8_t* super, int64_t b)
+                                                      __attribute__((always_inline)) {
+      __m512 s, m;
+      decode.Scales(sp, super, &s, &m);
+#pragma GCC unroll 16
+      for (int t = 0; t < kTileTokens; ++t) macc[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(dsum[t][b]), macc[t]);
+    });
+#pragma GCC unroll 16
+    for (int t = 0; t < kTileTokens; ++t) {
+      if (t < nt) _mm512_storeu_ps(y + 16 * t, _mm512_add_ps(_mm512_loadu_ps(y + 16 * t), macc[t]));
+    }
+  }
+}
+
+struct QGemmTileKernel {
+  template <int kBits, int kBlock, bool kMin, bool kF16, bool kFac, bool kLut = false>
+  static void Run(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
+    QGemmTile<kBits, kBlock, kMin, kF16, kFac, kLut>(w, group, a, t0, nt, y);
+  }
+};
+
+}  // namespace
+
+void Fill(KernelTable* t) {
+  t->isa = CpuIsa::kAmx;
+  t->qgemm_tile16 = DispatchPackFormat<QGemmTileKernel>;
+  t->qgemm_tile16_variant = "amx-int8";
+}
+
+}  // namespace infera::amx
