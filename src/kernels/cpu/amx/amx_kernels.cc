@@ -3,7 +3,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "kernels/cpu/avx512vnni/block_decode512.h"
 #include "kernels/qgemm_dispatch.h"
@@ -49,20 +48,15 @@ void ConfigureTiles(int nt) {
 }
 
 constexpr int kTileTokens = 16;
+// k-blocks per phase (below): 8 KiB of B, 16 KiB of C, in L1.
+constexpr int kChunk = 16;
 
-// Decodes k-block `blk` into the B buffer bt (u - 2^shift as int8: every
-// format's offset integer fits), then C = A · B for the block's activations
-// at `act` (rows `stride` bytes apart) and stores C to ct [16][16] int32.
-template <int kSet, typename Decode>
-inline __attribute__((always_inline)) void IssueBlock(const Decode& decode, const uint8_t* blk, const int8_t* act,
-                                                      int64_t stride, __m512i offset, int8_t* bt, int32_t* ct) {
-  __m512i wv[Decode::kVecs];
-  decode.Quants(blk, wv);
-#pragma GCC unroll 8
-  for (int c = 0; c < Decode::kVecs; ++c) _mm512_store_si512(bt + 64 * c, _mm512_sub_epi8(wv[c], offset));
-  // GCC's tile-load intrinsics take the address as a plain register operand
-  // (no memory clobber): this barrier keeps the B stores above before them.
-  __asm__ volatile("" ::: "memory");
+// C = A · B for one k-block: A the block's activations at `act` (rows
+// `stride` bytes apart), B the decoded block at bt; C stored to ct
+// [16][16] int32. Alternate blocks use alternate tile sets, so that one
+// block's loads and multiply overlap the previous block's store.
+template <int kSet>
+inline __attribute__((always_inline)) void TileBlock(const int8_t* act, int64_t stride, const int8_t* bt, int32_t* ct) {
   // (The intrinsics paste the tile number into the instruction: literals.)
   if constexpr (kSet == 0) {
     _tile_loadd(2, bt, 64);
@@ -85,8 +79,14 @@ inline __attribute__((always_inline)) void IssueBlock(const Decode& decode, cons
 // bias folds the same offset), then, in k-block order as the VNNI kernel,
 // acc = fma(float(isum), s * da, acc); with mins, a second pass over the
 // scales accumulates macc = fma(m, dsum, macc), and y = acc + macc.
-// Lane r of each vector is row r; token t's accumulator is acc[t]. Tokens
-// past nt run on stale C rows and a clamped da pointer and are not stored.
+// Lane r of each vector is row r; token t's accumulator is acc[t].
+//
+// The k-blocks go in chunks of kChunk, each in three phases: decode every
+// block's B (u - 2^shift as int8: every format's offset integer fits) and
+// s into buffers; the tile multiplies, C to a buffer; then the float
+// epilogue. A tile load cannot take data from stores still in flight, nor
+// a vector load from a tile store: interleaved per block (decode, tiles,
+// epilogue), each block waited for its own stores to retire.
 template <int kBits, int kBlock, bool kMin, bool kF16, bool kFac, bool kLut>
 void QGemmTile(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
   using Decode = BlockDecode512<kBits, kBlock, kMin, kF16, kFac, kLut>;
@@ -97,9 +97,9 @@ void QGemmTile(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t
   const __m512i offset = _mm512_set1_epi8(static_cast<char>(shift >= 0 ? 1 << shift : 0));
   const int64_t nb = w.n_blocks();
   ConfigureTiles<kBlock>(nt);
-  alignas(64) int8_t bbuf[2][kBlock * 16];
-  alignas(64) int32_t cbuf[2][kTileTokens * 16];
-  std::memset(cbuf, 0, sizeof(cbuf));
+  alignas(64) int8_t bbuf[kChunk][kBlock * 16];
+  alignas(64) int32_t cbuf[kChunk][kTileTokens * 16];
+  alignas(64) float sbuf[kChunk][16];
   const float* da[kTileTokens];
   __m512 acc[kTileTokens];
   for (int t = 0; t < kTileTokens; ++t) {
@@ -108,29 +108,44 @@ void QGemmTile(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t
   }
   const int8_t* act = a.Q(t0);
   const int64_t stride = a.n;
-  auto epilogue = [&](const int32_t* ct, __m512 s, int64_t b) __attribute__((always_inline)) {
+  const uint8_t* base = w.Block(group, 0);
+  for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
+    const int len = static_cast<int>(std::min<int64_t>(kChunk, nb - b0));
+    for (int j = 0; j < len; ++j) {  // the packed layout's addresses (Geometry::ForEachBlock's)
+      const int64_t b = b0 + j;
+      const uint8_t* unit = base + static_cast<size_t>(b >> Geometry::kUnitShift) * Geometry::kUnitBytes;
+      const size_t in_unit = static_cast<size_t>(b & (Geometry::kPer - 1));
+      __m512i wv[Decode::kVecs];
+      decode.Quants(unit + in_unit * Geometry::kQuantBytes, wv);
+#pragma GCC unroll 8
+      for (int c = 0; c < Decode::kVecs; ++c) _mm512_store_si512(bbuf[j] + 64 * c, _mm512_sub_epi8(wv[c], offset));
+      __m512 s, m;
+      decode.Scales(unit + Geometry::kPer * Geometry::kQuantBytes + in_unit * Geometry::kScaleStride,
+                    unit + Geometry::kPer * (Geometry::kQuantBytes + Geometry::kScaleStride), &s, &m);
+      _mm512_store_ps(sbuf[j], s);
+    }
+    // GCC's tile-load intrinsics take the address as a plain register
+    // operand (no memory clobber): this barrier keeps the B stores before them.
+    __asm__ volatile("" ::: "memory");
+    for (int j = 0; j < len; ++j) {
+      if (j & 1) {
+        TileBlock<1>(act + (b0 + j) * kBlock, stride, bbuf[j], cbuf[j]);
+      } else {
+        TileBlock<0>(act + (b0 + j) * kBlock, stride, bbuf[j], cbuf[j]);
+      }
+    }
+    for (int j = 0; j < len; ++j) {
+      const __m512 s = _mm512_load_ps(sbuf[j]);
+      const int64_t b = b0 + j;
 #pragma GCC unroll 16
-    for (int t = 0; t < kTileTokens; ++t) {
-      const __m512 isum = _mm512_cvtepi32_ps(_mm512_load_si512(ct + 16 * t));
-      acc[t] = _mm512_fmadd_ps(isum, _mm512_mul_ps(s, _mm512_set1_ps(da[t][b])), acc[t]);
+      for (int t = 0; t < kTileTokens; ++t) {
+        if (t < nt) {
+          const __m512 isum = _mm512_cvtepi32_ps(_mm512_load_si512(cbuf[j] + 16 * t));
+          acc[t] = _mm512_fmadd_ps(isum, _mm512_mul_ps(s, _mm512_set1_ps(da[t][b])), acc[t]);
+        }
+      }
     }
-  };
-  __m512 s_prev = _mm512_setzero_ps();
-  Geometry::ForEachBlock(w.Block(group, 0), nb, [&](const uint8_t* blk, const uint8_t* sp,
-                                                    [[maybe_unused]] const uint8_t* super, int64_t b)
-                                                    __attribute__((always_inline)) {
-    __m512 s, m;
-    decode.Scales(sp, super, &s, &m);
-    if (b & 1) {
-      IssueBlock<1>(decode, blk, act + b * kBlock, stride, offset, bbuf[1], cbuf[1]);
-      epilogue(cbuf[0], s_prev, b - 1);
-    } else {
-      IssueBlock<0>(decode, blk, act + b * kBlock, stride, offset, bbuf[0], cbuf[0]);
-      if (b > 0) epilogue(cbuf[1], s_prev, b - 1);
-    }
-    s_prev = s;
-  });
-  if (nb > 0) epilogue(cbuf[(nb - 1) & 1], s_prev, nb - 1);
+  }
   if constexpr (!kMin) {
 #pragma GCC unroll 16
     for (int t = 0; t < kTileTokens; ++t) {
