@@ -64,6 +64,15 @@ constexpr int64_t kFloatTileTokens = 6;
 constexpr int64_t kL2Budget = 384 * 1024;   // bytes of activations per token block (quantized)
 constexpr int64_t kL2Weights = 512 * 1024;  // bytes of weight rows per block (float)
 
+// The shortest rows the AMX tile kernel takes. Its per-k-block float
+// epilogue (one fma per token and row) is the VNNI kernel's; the tiles save
+// the integer work and the repeated weight decode. Xeon with AMX (KVM, 2
+// threads, kernels_bench Prefill64, medians, two machines): 2048 x 5632
+// 1.4-1.8x the VNNI kernel for Q8_0, Q4_0, Q4_K, Q6_K; 960 x 2560 Q8_0
+// 0.97-0.99x, Q4_0 1.14-1.23x, and m360's pp512 (960 wide) no faster end to
+// end (Q8_0 slower), so narrower rows keep the VNNI kernel.
+constexpr int64_t kTileMinInputs = 2048;
+
 // Tokens per block: a multiple of 12 (whole 4- and 6-token tiles).
 int64_t TokenBlock(int64_t bytes_per_token) {
   const int64_t tb = kL2Budget / std::max<int64_t>(bytes_per_token, 1);
@@ -150,8 +159,10 @@ void QuantGroups(const KernelTable& k, const MatmulPart& p, int64_t m, int64_t g
     const int64_t t1 = std::min(m, t0 + tb);
     const bool expand_here = expand != nullptr && t1 - t0 > 4;
     // A tile unit takes 16 tokens per call where a block has more than one
-    // 4-token tile (the same bits as qgemm).
-    const bool tile16 = k.qgemm_tile16 != nullptr && (dense_layout || expand_here) && t1 - t0 > 4;
+    // 4-token tile and the rows are long enough to pay (the same bits as
+    // qgemm either way).
+    const bool tile16 = k.qgemm_tile16 != nullptr && (dense_layout || expand_here) && t1 - t0 > 4 &&
+                        p.w->n_in >= kTileMinInputs;
     const int tile_here = tile16 ? kQGemmTileTokens : tile;
     if (expand_here && (dense == nullptr || dense->n_in() != p.w->n_in || dense->type() != p.pm->DenseType())) {
       dense = std::make_unique<PackedMatrix>(PackedMatrix::DenseGroup(p.pm->DenseType(), p.w->n_in));
