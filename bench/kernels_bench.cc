@@ -43,7 +43,7 @@ void RandomProblem(DType type, int64_t n_in, int64_t n_out, int64_t m, std::vect
 }
 
 void RunMatmul(benchmark::State& state, CpuIsa isa, DType type, int64_t m) {
-  if (static_cast<int>(isa) > static_cast<int>(DetectCpuFeatures().BestIsa())) {
+  if (static_cast<int>(isa) > static_cast<int>(DetectCpuFeatures().MaxIsa())) {
     state.SkipWithError("ISA not supported here");
     return;
   }

@@ -32,7 +32,7 @@ StatusOr<KernelTable> SelectKernels(const RuntimeOptions& opts) {
   if (!opts.cpu_isa.empty()) {
     CpuIsa want;
     if (!ParseCpuIsa(opts.cpu_isa, &want)) return InvalidArgument("--cpu-isa must be scalar, avx2, avx512 or amx");
-    if (static_cast<int>(want) > static_cast<int>(isa)) {
+    if (static_cast<int>(want) > static_cast<int>(f.MaxIsa())) {
       return InvalidArgument(std::string("--cpu-isa ") + opts.cpu_isa + " is not supported by this CPU");
     }
     isa = want;

@@ -67,8 +67,13 @@ CpuFeatures DetectCpuFeatures() {
   return f;
 }
 
+CpuIsa CpuFeatures::MaxIsa() const {
+  const CpuIsa best = BestIsa();
+  if (best == CpuIsa::kAvx512 && avx512vnni && amx_tile && amx_int8) return CpuIsa::kAmx;
+  return best;
+}
+
 CpuIsa CpuFeatures::BestIsa() const {
-  if (avx512f && avx512bw && avx512vl && avx512dq && fma && avx512vnni && amx_tile && amx_int8) return CpuIsa::kAmx;
   if (avx512f && avx512bw && avx512vl && avx512dq && fma) return CpuIsa::kAvx512;
   if (avx2 && fma && f16c) return CpuIsa::kAvx2;
   return CpuIsa::kScalar;

@@ -20,8 +20,13 @@ struct CpuFeatures {
   // by DetectCpuFeatures: process-wide, idempotent).
   bool amx_tile = false, amx_int8 = false, amx_bf16 = false;
 
-  // The best ISA level infera has kernels for on this CPU.
+  // The level infera runs by default: the best one whose kernels pay end to
+  // end. AMX only on request (--cpu-isa amx): its tile kernel was faster in
+  // kernels_bench but not in end-to-end prefill (performance.md, Stage 8
+  // thirteenth part).
   CpuIsa BestIsa() const;
+  // The highest level this CPU can run (what --cpu-isa accepts).
+  CpuIsa MaxIsa() const;
   std::string ToString() const;
 };
 

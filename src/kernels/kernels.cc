@@ -38,7 +38,7 @@ Bf16TileFn KernelTable::Bf16TileFor(DType t) const {
 
 KernelTable MakeKernelTable(CpuIsa isa) {
   const CpuFeatures f = DetectCpuFeatures();
-  const CpuIsa best = f.BestIsa();
+  const CpuIsa best = f.MaxIsa();
   if (static_cast<int>(isa) > static_cast<int>(best)) isa = best;
   KernelTable t;
   reference::Fill(&t);
@@ -66,11 +66,13 @@ constexpr int64_t kL2Weights = 512 * 1024;  // bytes of weight rows per block (f
 
 // The shortest rows the AMX tile kernel takes. Its per-k-block float
 // epilogue (one fma per token and row) is the VNNI kernel's; the tiles save
-// the integer work and the repeated weight decode. Xeon with AMX (KVM, 2
-// threads, kernels_bench Prefill64, medians, two machines): 2048 x 5632
-// 1.4-1.8x the VNNI kernel for Q8_0, Q4_0, Q4_K, Q6_K; 960 x 2560 Q8_0
-// 0.97-0.99x, Q4_0 1.14-1.23x, and m360's pp512 (960 wide) no faster end to
-// end (Q8_0 slower), so narrower rows keep the VNNI kernel.
+// the integer work and the repeated weight decode. Xeon with AMX (KVM,
+// kernels_bench Prefill64, medians, two machines): 2048 x 5632, 2 threads,
+// 1.3-2.2x the VNNI kernel for Q8_0, Q4_0, Q4_K, Q6_K; 960 x 2560, 1
+// thread, Q8_0 0.97-1.00x, Q4_0 1.14-1.23x, and m360's pp512 (960 wide) no
+// faster end to end (Q8_0 slower), so narrower rows keep the VNNI kernel.
+// (m1b's pp512 was not faster either: the whole level is opt-in,
+// CpuFeatures::BestIsa.)
 constexpr int64_t kTileMinInputs = 2048;
 
 // Tokens per block: a multiple of 12 (whole 4- and 6-token tiles).

@@ -269,7 +269,8 @@ struct KernelTable {
   Bf16TileFn Bf16TileFor(DType t) const;
 };
 
-// Fills the table for `isa` (clamped to what `DetectCpuFeatures` reports).
+// Fills the table for `isa` (clamped to what `DetectCpuFeatures` reports:
+// its MaxIsa).
 KernelTable MakeKernelTable(CpuIsa isa);
 KernelTable MakeBestKernelTable();
 

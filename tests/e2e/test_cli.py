@@ -113,6 +113,11 @@ class BadInputTest(unittest.TestCase):
         self.assert_bad("run", "--model", STORIES, "-i", "--context-shift", needle="not to the chat")
         self.assert_bad(*m, "--no-such-flag")
         self.assert_bad("run", "--model", STORIES, "-p", "x", "-f", "/nonexistent/prompt.txt")
+        self.assert_bad(*m, "--cpu-isa", "avx9", needle="--cpu-isa must be scalar, avx2, avx512 or amx")
+        with open("/proc/cpuinfo") as f:
+            has_amx = " amx_int8" in f.read()
+        if not has_amx:  # (--cpu-isa amx runs where the CPU has the tile unit)
+            self.assert_bad(*m, "--cpu-isa", "amx", needle="not supported by this CPU")
 
     def test_no_subcommand_and_unknown_subcommand(self):
         self.assert_bad()

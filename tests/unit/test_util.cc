@@ -64,7 +64,7 @@ std::vector<float> RandomVec(int64_t n, std::mt19937& rng, float stddev) {
 
 std::vector<CpuIsa> AvailableIsas() {
   std::vector<CpuIsa> v = {CpuIsa::kScalar};
-  const CpuIsa best = DetectCpuFeatures().BestIsa();
+  const CpuIsa best = DetectCpuFeatures().MaxIsa();
   if (best >= CpuIsa::kAvx2) v.push_back(CpuIsa::kAvx2);
   if (best >= CpuIsa::kAvx512) v.push_back(CpuIsa::kAvx512);
   if (best >= CpuIsa::kAmx) v.push_back(CpuIsa::kAmx);
