@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/avx512/flash_slots512.h"
 #include "kernels/cpu/avx512/reduce512.h"
 #include "kernels/cpu/avx512/softmax512.h"
 #include "kernels/cpu/avx512bf16/bf16_kernels.h"
@@ -252,19 +253,29 @@ void FlashChunkBf16(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float
     if (ta >= tb) continue;
     const int j0 = std::max(ulo, t0) - t0, j1 = std::min(uhi, t0 + kFlashStep - 1) - t0;
     const int32_t* slots = b.slots + t0;
-    // K pairs of the step's read lanes (tiles with none: zeros).
+    // Per tile: the K pairs of the step's read lanes (tiles with none:
+    // zeros) and the V pairs covering [j0, j1] (lanes outside: zeros). A
+    // bf16 cache's whole group is read in place: its K tile and its 8 V pairs
+    // with one vector check of its slots, the pointers KPairTile and VPair
+    // would return.
+    const int jp0 = j0 / 2, jp1 = j1 / 2;
     const uint32_t* kt[kFlashStepTiles];
+    const uint32_t* vt[kFlashStep / 2];
     for (int c = 0; c < kFlashStepTiles; ++c) {
       const int c0 = c * kFlashTile, a = std::max(j0, c0) - c0, z = std::min(j1, c0 + kFlashTile - 1) - c0;
+      int32_t base = 0;
+      if (b.k16 != nullptr && WholeGroup(slots, c, j0, j1, &base)) {
+        kt[c] = reinterpret_cast<const uint32_t*>(b.k16 + FlashK16Index(base, 0, hd));
+        const uint32_t* v = reinterpret_cast<const uint32_t*>(b.v16) + FlashV16Index(base, 0, hd) / 2;
+        for (int k = 0; k < kFlashTile / 2; ++k) vt[c0 / 2 + k] = v + int64_t(k) * FlashV16Width(hd);
+        continue;
+      }
       kt[c] = a > z ? zeros : KPairTile(b, slots + c0, a, z, kp + int64_t(c) * hd2 * 16, kbuf);
-    }
-    // V pairs covering [j0, j1] (lanes outside: zeros).
-    const int jp0 = j0 / 2, jp1 = j1 / 2;
-    const uint32_t* vt[kFlashStep / 2];
-    for (int jp = jp0; jp <= jp1; ++jp) {
-      const int j = 2 * jp;
-      const bool read0 = j >= j0, read1 = j + 1 <= j1;
-      vt[jp] = VPair(b, read0 ? slots[j] : 0, read1 ? slots[j + 1] : 0, read0, read1, vp + int64_t(jp) * nch * 16);
+      for (int jp = std::max(jp0, c0 / 2); jp <= std::min(jp1, c0 / 2 + kFlashTile / 2 - 1); ++jp) {
+        const int j = 2 * jp;
+        const bool read0 = j >= j0, read1 = j + 1 <= j1;
+        vt[jp] = VPair(b, read0 ? slots[j] : 0, read1 ? slots[j + 1] : 0, read0, read1, vp + int64_t(jp) * nch * 16);
+      }
     }
     // The next step's positions, in the next chunk too (up to the block's
     // last position: its slots exist). A bf16 cache's step is read in place
