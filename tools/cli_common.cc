@@ -42,6 +42,9 @@ StatusOr<KernelTable> SelectKernels(const RuntimeOptions& opts) {
     return InvalidArgument("--matmul-dtype must be f32 or bf16");
   }
   KernelTable k = MakeKernelTable(isa);
+  if (k.isa != isa && isa == CpuIsa::kAmx) {
+    return InvalidArgument("--cpu-isa amx: Linux refused this process the AMX tile-data permission");
+  }
   k.attn_bf16 = opts.attn_dtype == "bf16";
   k.matmul_bf16 = opts.matmul_dtype == "bf16";
   LOG_INFO("cpu: {} | features: {} | kernels: {}, quantized: {}{}{}, attention: {}{}{}", CpuModelName(), f.ToString(),

@@ -16,19 +16,21 @@ namespace infera {
 namespace {
 
 #if defined(__x86_64__) && defined(__linux__)
-// Whether this process may use AMX tile data: the OS must have enabled the
-// tile state in XCR0 (bits 17 XTILECFG and 18 XTILEDATA) and Linux (5.16+)
-// must grant the dynamic XTILEDATA feature on request. Asking again once
-// granted succeeds again.
-bool RequestAmxPermission() {
+constexpr long kArchGetXcompSupp = 0x1021;  // asm/prctl.h
+constexpr long kArchReqXcompPerm = 0x1023;
+constexpr int kXfeatureXtiledata = 18;
+
+// Whether the OS supports AMX tile data: tile state enabled in XCR0 (bits 17
+// XTILECFG and 18 XTILEDATA) and XTILEDATA among the dynamic features Linux
+// (5.16+) can grant. Asks for nothing.
+bool OsSupportsAmx() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0 || ((ecx >> 27) & 1) == 0) return false;  // OSXSAVE
   uint32_t xcr0_lo = 0, xcr0_hi = 0;
   __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
   if ((xcr0_lo & (3u << 17)) != (3u << 17)) return false;
-  constexpr long kArchReqXcompPerm = 0x1023;  // asm/prctl.h
-  constexpr long kXfeatureXtiledata = 18;
-  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  uint64_t supported = 0;
+  return syscall(SYS_arch_prctl, kArchGetXcompSupp, &supported) == 0 && ((supported >> kXfeatureXtiledata) & 1) != 0;
 }
 #endif
 
@@ -57,7 +59,7 @@ CpuFeatures DetectCpuFeatures() {
 #if defined(__x86_64__) && defined(__linux__)
   // AMX: CPUID.(EAX=7, ECX=0):EDX bits 22 (AMX-BF16), 24 (AMX-TILE), 25
   // (AMX-INT8).
-  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0 && ((edx >> 24) & 1) != 0 && RequestAmxPermission()) {
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0 && ((edx >> 24) & 1) != 0 && OsSupportsAmx()) {
     f.amx_tile = true;
     f.amx_int8 = ((edx >> 25) & 1) != 0;
     f.amx_bf16 = ((edx >> 22) & 1) != 0;
@@ -65,6 +67,14 @@ CpuFeatures DetectCpuFeatures() {
 #endif
 #endif
   return f;
+}
+
+bool RequestAmxTileData() {
+#if defined(__x86_64__) && defined(__linux__)
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
 }
 
 CpuIsa CpuFeatures::MaxIsa() const {

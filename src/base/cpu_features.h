@@ -15,9 +15,8 @@ struct CpuFeatures {
   bool avx512vnni = false, avx512vbmi = false, avx512vbmi2 = false, avx512bf16 = false;
   bool avx_vnni = false;  // 256-bit VNNI (VEX), e.g. Alder Lake
   // AMX (Sapphire Rapids and later): set only when cpuid reports the unit,
-  // the OS enables its state (XCR0 bits 17-18) and Linux granted this
-  // process the tile data permission (arch_prctl ARCH_REQ_XCOMP_PERM, asked
-  // by DetectCpuFeatures: process-wide, idempotent).
+  // the OS enables its state (XCR0 bits 17-18) and Linux can grant the
+  // tile-data permission (RequestAmxTileData; detection asks for nothing).
   bool amx_tile = false, amx_int8 = false, amx_bf16 = false;
 
   // The level infera runs by default: the best one whose kernels pay end to
@@ -31,6 +30,12 @@ struct CpuFeatures {
 };
 
 CpuFeatures DetectCpuFeatures();
+// Asks Linux for this process's AMX tile-data permission (arch_prctl
+// ARCH_REQ_XCOMP_PERM: process-wide, idempotent; without it the first tile
+// instruction faults). Only when the AMX level is chosen (MakeKernelTable):
+// granted, it enlarges every signal frame of the process. False where it
+// is refused (or not Linux x86-64).
+bool RequestAmxTileData();
 const char* CpuIsaName(CpuIsa isa);
 bool ParseCpuIsa(const std::string& name, CpuIsa* out);
 std::string CpuModelName();

@@ -52,7 +52,7 @@ KernelTable MakeKernelTable(CpuIsa isa) {
     if (f.avx512vnni && f.avx512vbmi2) avx512vbmi2::Fill(&t);
     if (f.avx512bf16) avx512bf16::Fill(&t);
   }
-  if (isa >= CpuIsa::kAmx) amx::Fill(&t);
+  if (isa >= CpuIsa::kAmx && RequestAmxTileData()) amx::Fill(&t);  // (refused: the AVX-512 level)
   return t;
 }
 
