@@ -22,7 +22,7 @@ struct alignas(64) TileConfig {
 static_assert(sizeof(TileConfig) == 64);
 
 // Two sets of three tiles, used by alternate k-blocks so that one block's
-// tile multiply overlaps the previous block's float epilogue:
+// loads and multiply overlap the previous block's (TileBlock):
 //   C (tmm0, tmm3): nt tokens x 16 rows, int32
 //   A (tmm1, tmm4): nt tokens x kBlock activation bytes (int8)
 //   B (tmm2, tmm5): kBlock / 4 x 64 bytes: the weight block in the packed
@@ -47,7 +47,7 @@ void ConfigureTiles(int nt) {
   __asm__ volatile("ldtilecfg %0" ::"m"(c));
 }
 
-constexpr int kTileTokens = 16;
+constexpr int kTileTokens = kQGemmTileTokens;
 // k-blocks per phase (below): 8 KiB of B, 16 KiB of C, in L1.
 constexpr int kChunk = 16;
 
