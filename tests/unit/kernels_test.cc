@@ -296,6 +296,24 @@ void ExpectQGemmMatchesReference(const KernelTable& k) {
 
 TEST_P(KernelIsaTest, QuantGemmMatchesReferenceExactly) { ExpectQGemmMatchesReference(MakeKernelTable(GetParam())); }
 
+// The ISA levels' names round-trip, and the default level never exceeds
+// what --cpu-isa accepts (AMX is opt-in: never the default).
+TEST(Kernels, IsaLevelsParseAndTheDefaultIsNeverAmx) {
+  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAmx}) {
+    CpuIsa parsed = CpuIsa::kScalar;
+    ASSERT_TRUE(ParseCpuIsa(CpuIsaName(isa), &parsed)) << CpuIsaName(isa);
+    EXPECT_EQ(parsed, isa);
+  }
+  CpuIsa parsed = CpuIsa::kScalar;
+  EXPECT_FALSE(ParseCpuIsa("avx9", &parsed));
+  const CpuFeatures f = DetectCpuFeatures();
+  EXPECT_LE(static_cast<int>(f.BestIsa()), static_cast<int>(f.MaxIsa()));
+  EXPECT_NE(f.BestIsa(), CpuIsa::kAmx);
+  EXPECT_EQ(f.MaxIsa() == CpuIsa::kAmx, f.amx_tile && f.amx_int8 && f.BestIsa() == CpuIsa::kAvx512 && f.avx512vnni);
+  // Asking for more than the CPU has gives its most.
+  EXPECT_EQ(MakeKernelTable(CpuIsa::kAmx).isa, f.MaxIsa());
+}
+
 // Each quantized-matmul variant the CPU can run, including those its best
 // ISA level shadows (plain AVX2 under AVX-VNNI, AVX-VNNI under AVX-512).
 TEST(Kernels, EveryQGemmVariantMatchesReferenceExactly) {
