@@ -295,6 +295,16 @@ struct PackedGeometry {
 #pragma GCC unroll 8
     for (size_t c = 0; c < (kPrefetchStep + 63) / 64; ++c) __builtin_prefetch(at + 64 * c, 0, 3);
   }
+  // The pointers ForEachBlock passes for k-block b, computed directly (for
+  // kernels that visit the blocks in chunks).
+  static inline __attribute__((always_inline)) void BlockAt(const uint8_t* group, int64_t b, const uint8_t** quants,
+                                                            const uint8_t** scales, const uint8_t** super) {
+    const uint8_t* unit = group + static_cast<size_t>(b >> kUnitShift) * kUnitBytes;
+    const size_t j = static_cast<size_t>(b & (kPer - 1));
+    *quants = unit + j * kQuantBytes;
+    *scales = unit + kPer * kQuantBytes + j * kScaleStride;
+    *super = unit + kPer * (kQuantBytes + kScaleStride);
+  }
   template <typename Body>
   static inline __attribute__((always_inline)) void ForEachBlock(const uint8_t* group, int64_t nb, Body&& body) {
     const uint8_t* super = group + kPer * (kQuantBytes + kScaleStride);

@@ -16,6 +16,7 @@
 #include "kernels/cpu/avxvnni/avxvnni_kernels.h"
 #include "kernels/exp_generic.h"
 #include "kernels/kernels.h"
+#include "kernels/qgemm_dispatch.h"
 #include "unit/test_util.h"
 #include "kernels/reference/reference_kernels.h"
 #include "tensor/fp16.h"
@@ -200,6 +201,39 @@ TEST(PackedMatrix, LeanTypesAreAtMostTheFileSize) {
     const size_t file = *RowBytes(t, n) * rows;
     const PackedMatrix pm = PackedMatrix::Pack(t, w.data(), *RowBytes(t, n), n, rows);
     EXPECT_LE(static_cast<double>(pm.bytes()), bound * static_cast<double>(file)) << DTypeName(t);
+  }
+}
+
+// PackedGeometry::BlockAt gives, for every k-block, the pointers
+// ForEachBlock passes (y[0]: how many differed), for each format the
+// kernels instantiate.
+struct BlockAtChecker {
+  template <int kBits, int kBlock, bool kMin, bool kF16, bool kFac, bool kLut = false>
+  static void Run(const PackedMatrix& w, int64_t group, const QuantActs&, int64_t, int, float* y) {
+    using G = PackedGeometry<kBits, kBlock, kMin, kF16, kFac>;
+    const uint8_t* base = w.Block(group, 0);
+    int bad = 0, seen = 0;
+    G::ForEachBlock(base, w.n_blocks(), [&](const uint8_t* q, const uint8_t* s, const uint8_t* sup, int64_t b) {
+      const uint8_t *q2, *s2, *sup2;
+      G::BlockAt(base, b, &q2, &s2, &sup2);
+      bad += (q != q2) + (s != s2) + (sup != sup2) + (b != seen++);
+    });
+    y[0] = static_cast<float>(bad + (seen != w.n_blocks()));
+  }
+};
+
+TEST(PackedMatrix, BlockAtIsForEachBlocksAddresses) {
+  std::mt19937 rng(3);
+  for (DType t : kQuantTypes) {
+    for (int64_t n : QuantSizes(t)) {
+      const PackFormat f = GetPackFormat(t);
+      auto w = RandomWeights(t, 32, n, rng);
+      const PackedMatrix pm = PackedMatrix::Pack(t, w.data(), *RowBytes(t, n), n, 32);
+      if (pm.format().sparse24 || pm.format().sparse_mask) continue;  // their own geometries
+      float bad = -1;
+      DispatchPackFormat<BlockAtChecker>(pm, 1, QuantActs{}, 0, 1, &bad);
+      EXPECT_EQ(bad, 0.0f) << DTypeName(t) << " n=" << n << " row_scale=" << f.row_scale;
+    }
   }
 }
 

@@ -84,9 +84,10 @@ inline __attribute__((always_inline)) void TileBlock(const int8_t* act, int64_t 
 // The k-blocks go in chunks of kChunk, each in three phases: decode every
 // block's B (u - 2^shift as int8: every format's offset integer fits) and
 // s into buffers; the tile multiplies, C to a buffer; then the float
-// epilogue. A tile load cannot take data from stores still in flight, nor
-// a vector load from a tile store: interleaved per block (decode, tiles,
-// epilogue), each block waited for its own stores to retire.
+// epilogue, so that no tile load waits on stores just issued for it, nor a
+// vector load on a tile store just issued (the reason for the phases; the
+// device runs could not separate this order from per-block interleaving:
+// performance.md, Stage 8 thirteenth part).
 template <int kBits, int kBlock, bool kMin, bool kF16, bool kFac, bool kLut>
 void QGemmTile(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
   using Decode = BlockDecode512<kBits, kBlock, kMin, kF16, kFac, kLut>;
@@ -111,17 +112,15 @@ void QGemmTile(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t
   const uint8_t* base = w.Block(group, 0);
   for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
     const int len = static_cast<int>(std::min<int64_t>(kChunk, nb - b0));
-    for (int j = 0; j < len; ++j) {  // the packed layout's addresses (Geometry::ForEachBlock's)
-      const int64_t b = b0 + j;
-      const uint8_t* unit = base + static_cast<size_t>(b >> Geometry::kUnitShift) * Geometry::kUnitBytes;
-      const size_t in_unit = static_cast<size_t>(b & (Geometry::kPer - 1));
+    for (int j = 0; j < len; ++j) {
+      const uint8_t *quants, *scales, *super;
+      Geometry::BlockAt(base, b0 + j, &quants, &scales, &super);
       __m512i wv[Decode::kVecs];
-      decode.Quants(unit + in_unit * Geometry::kQuantBytes, wv);
+      decode.Quants(quants, wv);
 #pragma GCC unroll 8
       for (int c = 0; c < Decode::kVecs; ++c) _mm512_store_si512(bbuf[j] + 64 * c, _mm512_sub_epi8(wv[c], offset));
       __m512 s, m;
-      decode.Scales(unit + Geometry::kPer * Geometry::kQuantBytes + in_unit * Geometry::kScaleStride,
-                    unit + Geometry::kPer * (Geometry::kQuantBytes + Geometry::kScaleStride), &s, &m);
+      decode.Scales(scales, super, &s, &m);
       _mm512_store_ps(sbuf[j], s);
     }
     // GCC's tile-load intrinsics take the address as a plain register
