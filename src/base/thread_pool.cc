@@ -34,7 +34,7 @@ void Relax(int spins) {
 }
 constexpr int kWindowOps = 512;          // Adapt: ops per decision (a few decode tokens)
 constexpr int kWindowsBeforeProbe = 16;  // windows with a worker benched before trying it again
-constexpr int64_t kChunksPerThread = 1;  // see thread_pool.h
+constexpr int64_t kChunksPerThread = 4;  // pieces per home run (thread_pool.h)
 
 // Reads one integer from a sysfs file (-1 if absent).
 long ReadLong(const std::string& path) {
@@ -80,8 +80,12 @@ int ThreadPool::DefaultThreadCount() {
   return std::max(1, n);
 }
 
-ThreadPool::ThreadPool(int n_threads)
-    : n_threads_(n_threads <= 0 ? DefaultThreadCount() : n_threads), active_helpers_(n_threads_ - 1) {
+ThreadPool::ThreadPool(int n_threads, uint64_t first_generation)
+    : n_threads_(n_threads <= 0 ? DefaultThreadCount() : n_threads),
+      ticket_(first_generation),
+      homes_(new Home[static_cast<size_t>(n_threads_)]),
+      active_helpers_(n_threads_ - 1),
+      gen_(first_generation) {
   workers_.reserve(n_threads_ - 1);
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
 }
@@ -90,7 +94,7 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_.store(true);
-    ticket_.store((gen_ + 1) << (2 * kChunkBits));  // a new generation with no chunks
+    ticket_.store(gen_ + 1);  // a new generation, with no pieces
   }
   cv_.notify_all();
   for (auto& t : workers_) t.join();
@@ -103,20 +107,31 @@ void ThreadPool::RunChunk(const Job& j, int thread, int64_t c) {
   (*j.fn)(thread, ub * j.align, std::min(j.n, ue * j.align));
 }
 
+int64_t ThreadPool::Take(int h, uint64_t gen) {
+  std::atomic<uint64_t>& next = homes_[h].next;
+  const uint64_t g = PackedGen(gen);
+  uint64_t t = next.load(std::memory_order_acquire);
+  for (;;) {
+    if (Gen(t) != g || Taken(t) >= Size(t)) return -1;
+    if (next.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel, std::memory_order_acquire)) return Taken(t);
+  }
+}
+
 int64_t ThreadPool::Help(int thread, uint64_t gen) {
   if (thread > active_helpers_.load(std::memory_order_relaxed)) return 0;  // benched (see Adapt)
   int64_t ran = 0;
-  uint64_t t = ticket_.load(std::memory_order_acquire);
-  for (;;) {
-    if (Gen(t) != gen || Next(t) >= Chunks(t)) return ran;
-    if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
-    // The op cannot end (nor job_ change) before this chunk is done.
-    RunChunk(*job_.load(std::memory_order_acquire), thread, Next(t));
-    ++ran;
-    // The caller counts its own chunks; only helpers' go through done_.
-    if (thread != 0) done_.fetch_add(1, std::memory_order_acq_rel);
-    t = ticket_.load(std::memory_order_acquire);
+  for (int k = 0; k < n_threads_; ++k) {
+    const int h = (thread + k) % n_threads_;
+    for (int64_t i; (i = Take(h, gen)) >= 0;) {
+      // The op cannot end (nor job_ change) before this piece is done.
+      const Job& j = *job_.load(std::memory_order_acquire);
+      RunChunk(j, thread, j.HomeBegin(h) + i);
+      ++ran;
+      // The caller counts its own pieces; only helpers' go through `done`.
+      if (thread != 0) homes_[thread].done.fetch_add(1, std::memory_order_release);
+    }
   }
+  return ran;
 }
 
 void ThreadPool::WorkerLoop(int index) {
@@ -124,14 +139,14 @@ void ThreadPool::WorkerLoop(int index) {
   for (;;) {
     uint64_t gen;
     int spins = 0;
-    while ((gen = Gen(ticket_.load(std::memory_order_acquire))) == seen) {
+    while ((gen = ticket_.load(std::memory_order_acquire)) == seen) {
       if (++spins < kSpinIterations) {
         Relax(spins);
         continue;
       }
       std::unique_lock<std::mutex> lock(mu_);
       sleepers_.fetch_add(1, std::memory_order_seq_cst);
-      cv_.wait(lock, [&] { return Gen(ticket_.load(std::memory_order_seq_cst)) != seen; });
+      cv_.wait(lock, [&] { return ticket_.load(std::memory_order_seq_cst) != seen; });
       sleepers_.fetch_sub(1, std::memory_order_seq_cst);
       spins = 0;
     }
@@ -154,25 +169,31 @@ void ThreadPool::ParallelForWithThread(int64_t n, int64_t align, FunctionRef<voi
   using Clock = std::chrono::steady_clock;
   const bool timed = (gen_ & 3) == 0;
   const auto t0 = timed ? Clock::now() : Clock::time_point();
-  const Job job{&fn, n, align, units, n_chunks};
-  job_.store(&job, std::memory_order_relaxed);
-  done_.store(0, std::memory_order_relaxed);
+  const Job job{&fn, n, align, units, n_chunks, static_cast<int>(std::min<int64_t>(n_threads_, n_chunks))};
   ++gen_;
-  // Chunk 0 is the caller's from the start (one counter update less per op).
-  ticket_.store((gen_ << (2 * kChunkBits)) | (static_cast<uint64_t>(n_chunks) << kChunkBits) | 1,
-                std::memory_order_seq_cst);
+  // The home runs are reset for the new generation before it is published.
+  for (int h = 0; h < n_threads_; ++h) {
+    const uint64_t size = h < job.n_homes ? job.HomeBegin(h + 1) - job.HomeBegin(h) : 0;
+    homes_[h].next.store((gen_ << (2 * kChunkBits)) | (size << kChunkBits), std::memory_order_relaxed);
+  }
+  job_.store(&job, std::memory_order_release);
+  ticket_.store(gen_, std::memory_order_seq_cst);
   if (sleepers_.load(std::memory_order_seq_cst) > 0) {
     { std::lock_guard<std::mutex> lock(mu_); }
     cv_.notify_all();
   }
-  RunChunk(job, 0, 0);
-  const int64_t mine = 1 + Help(0, gen_);
+  const int64_t mine = Help(0, gen_);
   const auto t1 = timed ? Clock::now() : Clock::time_point();
-  // Only chunks other threads already took remain.
+  // Only pieces other threads already took remain.
   int spins = 0;
-  while (done_.load(std::memory_order_acquire) != n_chunks - mine) {
+  const int64_t want = helpers_done_ + (n_chunks - mine);
+  for (;;) {
+    int64_t sum = 0;
+    for (int h = 1; h < n_threads_; ++h) sum += homes_[h].done.load(std::memory_order_acquire);
+    if (sum == want) break;
     Relax(++spins);
   }
+  helpers_done_ = want;
   job_.store(nullptr, std::memory_order_relaxed);
   if (timed) Adapt(n_chunks, mine, std::chrono::duration<double>(t1 - t0).count(),
         std::chrono::duration<double>(Clock::now() - t1).count());

@@ -2,16 +2,19 @@
 // The calling thread takes part as thread 0, so a pool of size N starts N-1
 // workers.
 //
-// Work is dealt dynamically: an op is cut into one chunk per thread (the cut
-// depends only on the op's size and the pool's size); the caller runs chunk
-// 0, and every thread, the caller included, takes the next chunk from a
-// shared counter until none is left. The caller waits only for chunks already
-// taken, never for a worker to show up: when a core is shared with another
-// busy process and a worker is descheduled, the caller takes its chunk and
-// the op ends. (More chunks per thread balance better but cost two contended
-// atomics each, measurably slower decode here.) Which thread runs a chunk
-// does not change any result, as long as the function computes each index
-// the same way whatever the range it is given (every caller here does).
+// Work is dealt with stealing: an op is cut into pieces (the cut depends only
+// on the op's size and the pool's size), and each thread has a home run of
+// consecutive pieces, taken through a counter on the thread's own cache line
+// (uncontended). A thread whose home run is used up takes the pieces left in
+// the others' runs, from their counters. So a thread that runs slower (a
+// core shared with another process, a vCPU the host stole for a while)
+// leaves its last pieces to the others instead of keeping them waiting, and
+// the pieces cost no contended atomics while the runs last. The caller waits
+// only for pieces already taken, never for a worker to show up: when a
+// worker is descheduled, the caller takes its pieces and the op ends. Which
+// thread runs a piece does not change any result, as long as the function
+// computes each index the same way whatever the range it is given (every
+// caller here does).
 //
 // A helper on a core shared with another busy process runs only part of the
 // time, and the caller ends up waiting for the chunks it took. The pool
@@ -32,6 +35,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -42,8 +46,9 @@ namespace infera {
 
 class ThreadPool {
  public:
-  // n_threads <= 0 means DefaultThreadCount().
-  explicit ThreadPool(int n_threads);
+  // n_threads <= 0 means DefaultThreadCount(). first_generation: where the
+  // op counter starts (tests of its wrap-around; otherwise 0).
+  explicit ThreadPool(int n_threads, uint64_t first_generation = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -63,39 +68,55 @@ class ThreadPool {
   static int DefaultThreadCount();
 
  private:
-  // One op: chunk c covers [c * per + min(c, extra), ...) in units of align.
+  // One op: piece c covers [c * per + min(c, extra), ...) in units of align;
+  // thread h's home run is pieces [HomeBegin(h), HomeBegin(h + 1)).
   struct Job {
     FunctionRef<void(int, int64_t, int64_t)>* fn;
     int64_t n, align, units, n_chunks;
+    int n_homes;
+    int64_t HomeBegin(int h) const { return n_chunks * h / n_homes; }
   };
-  // The ticket packs the op's generation, its chunk count and the next chunk
-  // to take, so a stale helper can never take a chunk of a newer op.
+  // One per thread, on its own cache lines. `next` packs the op's generation,
+  // the size of the thread's home run and how many of its pieces were taken,
+  // so a stale helper can never take a piece of a newer op, nor one of an op
+  // that has ended; `done` counts the pieces the thread finished (all ops;
+  // only the thread itself writes it).
+  struct alignas(64) Home {
+    std::atomic<uint64_t> next{0};
+    alignas(64) std::atomic<int64_t> done{0};
+  };
   static constexpr int kChunkBits = 20;
+  // The low 64 - 2 * kChunkBits bits of a generation (it wraps there).
   static uint64_t Gen(uint64_t t) { return t >> (2 * kChunkBits); }
-  static int64_t Chunks(uint64_t t) { return static_cast<int64_t>((t >> kChunkBits) & ((1u << kChunkBits) - 1)); }
-  static int64_t Next(uint64_t t) { return static_cast<int64_t>(t & ((1u << kChunkBits) - 1)); }
+  static uint64_t PackedGen(uint64_t gen) { return Gen(gen << (2 * kChunkBits)); }
+  static int64_t Size(uint64_t t) { return static_cast<int64_t>((t >> kChunkBits) & ((1u << kChunkBits) - 1)); }
+  static int64_t Taken(uint64_t t) { return static_cast<int64_t>(t & ((1u << kChunkBits) - 1)); }
 
   void WorkerLoop(int index);
   // After an op of n_chunks: the caller ran `mine` of them in `own` seconds,
   // then waited `wait` seconds for the helpers'. Adjusts active_helpers_.
   void Adapt(int64_t n_chunks, int64_t mine, double own, double wait);
-  // Runs chunk c of job j on pool thread `thread`.
+  // Runs piece c of job j on pool thread `thread`.
   static void RunChunk(const Job& j, int thread, int64_t c);
-  // Takes and runs chunks of generation `gen` until none is left; returns
-  // how many it ran.
+  // Takes the next piece of home h's run for generation `gen`: its index
+  // within the run, or -1 if none is left.
+  int64_t Take(int h, uint64_t gen);
+  // Takes and runs pieces of generation `gen` (its home run first, then the
+  // others') until none is left; returns how many it ran.
   int64_t Help(int thread, uint64_t gen);
 
   const int n_threads_;
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::atomic<uint64_t> ticket_{0};
-  std::atomic<int64_t> done_{0};
-  std::atomic<const Job*> job_{nullptr};  // the current op's; valid while chunks of it are out
+  std::atomic<uint64_t> ticket_{0};       // the current op's generation (workers wake on a change)
+  std::unique_ptr<Home[]> homes_;         // [n_threads_]
+  std::atomic<const Job*> job_{nullptr};  // the current op's; valid while pieces of it are out
   std::atomic<int> sleepers_{0};
   std::atomic<int> active_helpers_{0};  // workers 1 .. active_helpers_ take chunks
   std::atomic<bool> stop_{false};
-  uint64_t gen_ = 0;  // owner's: the last op's generation
+  uint64_t gen_ = 0;           // owner's: the last op's generation
+  int64_t helpers_done_ = 0;   // owner's: the helpers' `done` sum after the last op
   // Owner's: the current window of ops for Adapt.
   int window_ops_ = 0, windows_reduced_ = 0;
   double window_saved_ = 0, window_waited_ = 0;

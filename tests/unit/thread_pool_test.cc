@@ -65,6 +65,40 @@ TEST(ThreadPool, BackToBackTinyOps) {
   EXPECT_GT(total, 0);
 }
 
+// The op counter wraps in the home counters' generation bits (after 2^24
+// ops, minutes of decode) without losing or repeating a piece, or hanging.
+TEST(ThreadPool, GenerationWrapsAround) {
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads, (uint64_t{1} << 24) - 100);
+    for (int rep = 0; rep < 300; ++rep) {
+      std::vector<std::atomic<int>> hits(64);
+      pool.ParallelFor(64, 1, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) hits[i]++;
+      });
+      for (auto& h : hits) ASSERT_EQ(h.load(), 1) << threads << " threads, op " << rep;
+    }
+  }
+}
+
+// A slow thread leaves the rest of its share to the others: with one piece
+// far slower than the rest, the other threads run more than their share.
+TEST(ThreadPool, IdleThreadsTakeTheRestOfASlowThreadsShare) {
+  ThreadPool pool(2);
+  std::atomic<int> pieces_by_caller{0}, pieces_by_worker{0};
+  const std::thread::id caller = std::this_thread::get_id();
+  for (int rep = 0; rep < 20; ++rep) {
+    pool.ParallelFor(8, 1, [&](int64_t b, int64_t e) {
+      const bool by_caller = std::this_thread::get_id() == caller;
+      if (b == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the slow piece
+      (by_caller ? pieces_by_caller : pieces_by_worker) += static_cast<int>(e - b);
+    });
+  }
+  EXPECT_EQ(pieces_by_caller + pieces_by_worker, 20 * 8);
+  // The caller runs piece 0 (its home run's first) each time; the worker then
+  // takes the caller's other pieces too, unless it was not running at all.
+  EXPECT_GT(pieces_by_worker.load(), 20 * 4);
+}
+
 // Workers that went to sleep wake for the next op and take part in it.
 TEST(ThreadPool, SleepingWorkersWakeAndHelp) {
   ThreadPool pool(2);
