@@ -34,7 +34,6 @@ void Relax(int spins) {
 }
 constexpr int kWindowOps = 512;          // Adapt: ops per decision (a few decode tokens)
 constexpr int kWindowsBeforeProbe = 16;  // windows with a worker benched before trying it again
-constexpr int64_t kChunksPerThread = 4;  // pieces per home run (thread_pool.h)
 
 // Reads one integer from a sysfs file (-1 if absent).
 long ReadLong(const std::string& path) {
@@ -127,10 +126,11 @@ int64_t ThreadPool::Help(int thread, uint64_t gen) {
       const Job& j = *job_.load(std::memory_order_acquire);
       RunChunk(j, thread, j.HomeBegin(h) + i);
       ++ran;
-      // The caller counts its own pieces; only helpers' go through `done`.
-      if (thread != 0) homes_[thread].done.fetch_add(1, std::memory_order_release);
     }
   }
+  // The caller counts its own pieces; a helper's go through `done`, once per
+  // op (the caller polls that line: an update per piece cost a transfer each).
+  if (thread != 0 && ran > 0) homes_[thread].done.fetch_add(ran, std::memory_order_release);
   return ran;
 }
 
@@ -156,11 +156,13 @@ void ThreadPool::WorkerLoop(int index) {
   }
 }
 
-void ThreadPool::ParallelForWithThread(int64_t n, int64_t align, FunctionRef<void(int, int64_t, int64_t)> fn) {
+void ThreadPool::ParallelForWithThread(int64_t n, int64_t align, FunctionRef<void(int, int64_t, int64_t)> fn,
+                                       int pieces_per_thread) {
   if (n <= 0) return;
   align = std::max<int64_t>(align, 1);
   const int64_t units = (n + align - 1) / align;
-  const int64_t n_chunks = std::min<int64_t>({units, n_threads_ * kChunksPerThread, (1 << kChunkBits) - 1});
+  const int64_t n_chunks = std::min<int64_t>(
+      {units, int64_t{n_threads_} * std::max(pieces_per_thread, 1), (1 << kChunkBits) - 1});
   if (n_threads_ == 1 || n_chunks <= 1 || active_helpers_.load(std::memory_order_relaxed) == 0) {
     fn(0, 0, n);
     if (n_threads_ > 1 && n_chunks > 1) Adapt(n_chunks, n_chunks, 0, 0);  // counts towards the next probe
@@ -216,8 +218,9 @@ void ThreadPool::Adapt(int64_t n_chunks, int64_t mine, double own, double wait) 
   window_saved_ = window_waited_ = 0;
 }
 
-void ThreadPool::ParallelFor(int64_t n, int64_t align, FunctionRef<void(int64_t, int64_t)> fn) {
-  ParallelForWithThread(n, align, [&](int, int64_t b, int64_t e) { fn(b, e); });
+void ThreadPool::ParallelFor(int64_t n, int64_t align, FunctionRef<void(int64_t, int64_t)> fn,
+                             int pieces_per_thread) {
+  ParallelForWithThread(n, align, [&](int, int64_t b, int64_t e) { fn(b, e); }, pieces_per_thread);
 }
 
 }  // namespace infera

@@ -3,9 +3,9 @@
 // workers.
 //
 // Work is dealt with stealing: an op is cut into pieces (the cut depends only
-// on the op's size and the pool's size), and each thread has a home run of
-// consecutive pieces, taken through a counter on the thread's own cache line
-// (uncontended). A thread whose home run is used up takes the pieces left in
+// on the op's size, the pool's size and the pieces per thread asked for), and
+// each thread has a home run of consecutive pieces, taken through a counter
+// on the thread's own cache line (uncontended). A thread whose home run is used up takes the pieces left in
 // the others' runs, from their counters. So a thread that runs slower (a
 // core shared with another process, a vCPU the host stole for a while)
 // leaves its last pieces to the others instead of keeping them waiting, and
@@ -17,10 +17,10 @@
 // caller here does).
 //
 // A helper on a core shared with another busy process runs only part of the
-// time, and the caller ends up waiting for the chunks it took. The pool
+// time, and the caller ends up waiting for the pieces it took. The pool
 // weighs, over windows of ops, what the helpers saved the caller (their
-// chunks, at the caller's own time per chunk) against the time it waited for
-// them; when the wait costs more, it stops dealing chunks to one worker, and
+// pieces, at the caller's own time per piece) against the time it waited for
+// them; when the wait costs more, it stops dealing pieces to one worker, and
 // after a while tries it again. Under contention decode then runs at about
 // the -t 1 rate instead of below it (bench/contention.sh).
 //
@@ -55,13 +55,22 @@ class ThreadPool {
 
   int size() const { return n_threads_; }
 
+  // Pieces per thread's home run, by default: short ops (decode's matmuls,
+  // tens of microseconds) end with one thread waiting for the other's last
+  // piece, so smaller pieces waste less. Ops that block their work by ranges
+  // (a prefill matmul streams its tokens once per range of rows) pass fewer.
+  static constexpr int kPiecesPerThread = 16;
+
   // Splits [0, n) into ranges whose bounds are multiples of `align` (except
   // n) and calls fn(begin, end) once for each, on any of the pool's threads.
-  // Returns when all calls have returned.
-  void ParallelFor(int64_t n, int64_t align, FunctionRef<void(int64_t, int64_t)> fn);
+  // At most pieces_per_thread * size() ranges. Returns when all calls have
+  // returned.
+  void ParallelFor(int64_t n, int64_t align, FunctionRef<void(int64_t, int64_t)> fn,
+                   int pieces_per_thread = kPiecesPerThread);
   // The same, telling fn which pool thread (0 .. size() - 1) runs the range:
   // for per-thread scratch. fn(thread, begin, end).
-  void ParallelForWithThread(int64_t n, int64_t align, FunctionRef<void(int, int64_t, int64_t)> fn);
+  void ParallelForWithThread(int64_t n, int64_t align, FunctionRef<void(int, int64_t, int64_t)> fn,
+                             int pieces_per_thread = kPiecesPerThread);
 
   // The cores this process may use: the physical cores (SMT siblings count
   // once) of its affinity mask, capped by a cgroup v2 CPU quota when one is set.

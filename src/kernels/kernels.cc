@@ -63,6 +63,10 @@ namespace {
 constexpr int64_t kFloatTileTokens = 6;
 constexpr int64_t kL2Budget = 384 * 1024;   // bytes of activations per token block (quantized)
 constexpr int64_t kL2Weights = 512 * 1024;  // bytes of weight rows per block (float)
+// Matmuls of at least this many tokens are cut into this many pieces per
+// thread (MatmulMany).
+constexpr int64_t kCoarsePiecesTokens = 16;
+constexpr int kCoarsePiecesPerThread = 4;
 
 // The shortest rows the AMX tile kernel takes. Its per-k-block float
 // epilogue (one fma per token and row) is the VNNI kernel's; the tiles save
@@ -307,6 +311,9 @@ void MatmulMany(const KernelTable& k, ThreadPool& pool, const MatmulTarget* targ
     total += p.units;
   }
   if (total == 0) return;
+  // Prefill-sized batches stream their tokens once per range of rows (float
+  // rows: per row_block): a few large pieces; decode: the pool's small ones.
+  const int pieces = m >= kCoarsePiecesTokens ? kCoarsePiecesPerThread : ThreadPool::kPiecesPerThread;
   pool.ParallelFor(total, 1, [&](int64_t u0, int64_t u1) {
     for (int i = 0; i < n; ++i) {
       const MatmulPart& p = parts[i];
@@ -318,7 +325,7 @@ void MatmulMany(const KernelTable& k, ThreadPool& pool, const MatmulTarget* targ
         QuantGroups(k, p, m, lo, hi);
       }
     }
-  });
+  }, pieces);
 }
 
 void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps) {
