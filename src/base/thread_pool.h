@@ -88,8 +88,8 @@ class ThreadPool {
   // One per thread, on its own cache lines. `next` packs the op's generation,
   // the size of the thread's home run and how many of its pieces were taken,
   // so a stale helper can never take a piece of a newer op, nor one of an op
-  // that has ended; `done` counts the pieces the thread finished (all ops;
-  // only the thread itself writes it).
+  // that has ended; `done` counts the pieces the thread finished (all ops,
+  // added once per op; only the thread itself writes it).
   struct alignas(64) Home {
     std::atomic<uint64_t> next{0};
     alignas(64) std::atomic<int64_t> done{0};
@@ -122,7 +122,7 @@ class ThreadPool {
   std::unique_ptr<Home[]> homes_;         // [n_threads_]
   std::atomic<const Job*> job_{nullptr};  // the current op's; valid while pieces of it are out
   std::atomic<int> sleepers_{0};
-  std::atomic<int> active_helpers_{0};  // workers 1 .. active_helpers_ take chunks
+  std::atomic<int> active_helpers_{0};  // workers 1 .. active_helpers_ take pieces
   std::atomic<bool> stop_{false};
   uint64_t gen_ = 0;           // owner's: the last op's generation
   int64_t helpers_done_ = 0;   // owner's: the helpers' `done` sum after the last op
