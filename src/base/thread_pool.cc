@@ -24,7 +24,7 @@ constexpr int kSpinIterations = 20000;  // ~ a few hundred microseconds of pause
 // While spinning, give the core away this often: when a core is shared, the
 // thread being waited for may be queued behind the spinner on the same core.
 // (sched_yield returns at once when nothing else is runnable there.)
-// Short waits (the next op of a decode step, a chunk finishing) pause only.
+// Short waits (the next op of a decode step, a piece finishing) pause only.
 constexpr int kPauseOnly = 2000;
 constexpr int kYieldEvery = 16;
 
@@ -99,8 +99,8 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::RunChunk(const Job& j, int thread, int64_t c) {
-  const int64_t per = j.units / j.n_chunks, extra = j.units % j.n_chunks;
+void ThreadPool::RunPiece(const Job& j, int thread, int64_t c) {
+  const int64_t per = j.units / j.n_pieces, extra = j.units % j.n_pieces;
   const int64_t ub = c * per + std::min(c, extra);
   const int64_t ue = ub + per + (c < extra ? 1 : 0);
   (*j.fn)(thread, ub * j.align, std::min(j.n, ue * j.align));
@@ -124,7 +124,7 @@ int64_t ThreadPool::Help(int thread, uint64_t gen) {
     for (int64_t i; (i = Take(h, gen)) >= 0;) {
       // The op cannot end (nor job_ change) before this piece is done.
       const Job& j = *job_.load(std::memory_order_acquire);
-      RunChunk(j, thread, j.HomeBegin(h) + i);
+      RunPiece(j, thread, j.HomeBegin(h) + i);
       ++ran;
     }
   }
@@ -161,22 +161,22 @@ void ThreadPool::ParallelForWithThread(int64_t n, int64_t align, FunctionRef<voi
   if (n <= 0) return;
   align = std::max<int64_t>(align, 1);
   const int64_t units = (n + align - 1) / align;
-  const int64_t n_chunks = std::min<int64_t>(
-      {units, int64_t{n_threads_} * std::max(pieces_per_thread, 1), (1 << kChunkBits) - 1});
-  if (n_threads_ == 1 || n_chunks <= 1 || active_helpers_.load(std::memory_order_relaxed) == 0) {
+  const int64_t n_pieces = std::min<int64_t>(
+      {units, int64_t{n_threads_} * std::max(pieces_per_thread, 1), (1 << kPieceBits) - 1});
+  if (n_threads_ == 1 || n_pieces <= 1 || active_helpers_.load(std::memory_order_relaxed) == 0) {
     fn(0, 0, n);
-    if (n_threads_ > 1 && n_chunks > 1) Adapt(n_chunks, n_chunks, 0, 0);  // counts towards the next probe
+    if (n_threads_ > 1 && n_pieces > 1) Adapt(n_pieces, n_pieces, 0, 0);  // counts towards the next probe
     return;
   }
   using Clock = std::chrono::steady_clock;
   const bool timed = (gen_ & 3) == 0;
   const auto t0 = timed ? Clock::now() : Clock::time_point();
-  const Job job{&fn, n, align, units, n_chunks, static_cast<int>(std::min<int64_t>(n_threads_, n_chunks))};
+  const Job job{&fn, n, align, units, n_pieces, static_cast<int>(std::min<int64_t>(n_threads_, n_pieces))};
   ++gen_;
   // The home runs are reset for the new generation before it is published.
   for (int h = 0; h < n_threads_; ++h) {
     const uint64_t size = h < job.n_homes ? job.HomeBegin(h + 1) - job.HomeBegin(h) : 0;
-    homes_[h].next.store((gen_ << (2 * kChunkBits)) | (size << kChunkBits), std::memory_order_relaxed);
+    homes_[h].next.store((gen_ << (2 * kPieceBits)) | (size << kPieceBits), std::memory_order_relaxed);
   }
   job_.store(&job, std::memory_order_release);
   ticket_.store(gen_, std::memory_order_seq_cst);
@@ -188,7 +188,7 @@ void ThreadPool::ParallelForWithThread(int64_t n, int64_t align, FunctionRef<voi
   const auto t1 = timed ? Clock::now() : Clock::time_point();
   // Only pieces other threads already took remain.
   int spins = 0;
-  const int64_t want = helpers_done_ + (n_chunks - mine);
+  const int64_t want = helpers_done_ + (n_pieces - mine);
   for (;;) {
     int64_t sum = 0;
     for (int h = 1; h < n_threads_; ++h) sum += homes_[h].done.load(std::memory_order_acquire);
@@ -197,13 +197,13 @@ void ThreadPool::ParallelForWithThread(int64_t n, int64_t align, FunctionRef<voi
   }
   helpers_done_ = want;
   job_.store(nullptr, std::memory_order_relaxed);
-  if (timed) Adapt(n_chunks, mine, std::chrono::duration<double>(t1 - t0).count(),
+  if (timed) Adapt(n_pieces, mine, std::chrono::duration<double>(t1 - t0).count(),
         std::chrono::duration<double>(Clock::now() - t1).count());
 }
 
-void ThreadPool::Adapt(int64_t n_chunks, int64_t mine, double own, double wait) {
-  // What the helpers' chunks would have cost the caller, against the wait.
-  if (mine > 0) window_saved_ += own / mine * (n_chunks - mine);
+void ThreadPool::Adapt(int64_t n_pieces, int64_t mine, double own, double wait) {
+  // What the helpers' pieces would have cost the caller, against the wait.
+  if (mine > 0) window_saved_ += own / mine * (n_pieces - mine);
   window_waited_ += wait;
   if (++window_ops_ < kWindowOps) return;
   const int active = active_helpers_.load(std::memory_order_relaxed);

@@ -5,11 +5,12 @@
 // Work is dealt with stealing: an op is cut into pieces (the cut depends only
 // on the op's size, the pool's size and the pieces per thread asked for), and
 // each thread has a home run of consecutive pieces, taken through a counter
-// on the thread's own cache line (uncontended). A thread whose home run is used up takes the pieces left in
-// the others' runs, from their counters. So a thread that runs slower (a
-// core shared with another process, a vCPU the host stole for a while)
-// leaves its last pieces to the others instead of keeping them waiting, and
-// the pieces cost no contended atomics while the runs last. The caller waits
+// on the thread's own cache line (uncontended). A thread whose home run is
+// used up takes the pieces left in the others' runs, from their counters. So
+// a thread that runs slower (a core shared with another process, a vCPU the
+// host stole for a while) leaves its last pieces to the others instead of
+// keeping them waiting, and the pieces cost no contended atomics while the
+// runs last. The caller waits
 // only for pieces already taken, never for a worker to show up: when a
 // worker is descheduled, the caller takes its pieces and the op ends. Which
 // thread runs a piece does not change any result, as long as the function
@@ -81,9 +82,9 @@ class ThreadPool {
   // thread h's home run is pieces [HomeBegin(h), HomeBegin(h + 1)).
   struct Job {
     FunctionRef<void(int, int64_t, int64_t)>* fn;
-    int64_t n, align, units, n_chunks;
+    int64_t n, align, units, n_pieces;
     int n_homes;
-    int64_t HomeBegin(int h) const { return n_chunks * h / n_homes; }
+    int64_t HomeBegin(int h) const { return n_pieces * h / n_homes; }
   };
   // One per thread, on its own cache lines. `next` packs the op's generation,
   // the size of the thread's home run and how many of its pieces were taken,
@@ -94,19 +95,19 @@ class ThreadPool {
     std::atomic<uint64_t> next{0};
     alignas(64) std::atomic<int64_t> done{0};
   };
-  static constexpr int kChunkBits = 20;
-  // The low 64 - 2 * kChunkBits bits of a generation (it wraps there).
-  static uint64_t Gen(uint64_t t) { return t >> (2 * kChunkBits); }
-  static uint64_t PackedGen(uint64_t gen) { return Gen(gen << (2 * kChunkBits)); }
-  static int64_t Size(uint64_t t) { return static_cast<int64_t>((t >> kChunkBits) & ((1u << kChunkBits) - 1)); }
-  static int64_t Taken(uint64_t t) { return static_cast<int64_t>(t & ((1u << kChunkBits) - 1)); }
+  static constexpr int kPieceBits = 20;
+  // The low 64 - 2 * kPieceBits bits of a generation (it wraps there).
+  static uint64_t Gen(uint64_t t) { return t >> (2 * kPieceBits); }
+  static uint64_t PackedGen(uint64_t gen) { return Gen(gen << (2 * kPieceBits)); }
+  static int64_t Size(uint64_t t) { return static_cast<int64_t>((t >> kPieceBits) & ((1u << kPieceBits) - 1)); }
+  static int64_t Taken(uint64_t t) { return static_cast<int64_t>(t & ((1u << kPieceBits) - 1)); }
 
   void WorkerLoop(int index);
-  // After an op of n_chunks: the caller ran `mine` of them in `own` seconds,
+  // After an op of n_pieces: the caller ran `mine` of them in `own` seconds,
   // then waited `wait` seconds for the helpers'. Adjusts active_helpers_.
-  void Adapt(int64_t n_chunks, int64_t mine, double own, double wait);
+  void Adapt(int64_t n_pieces, int64_t mine, double own, double wait);
   // Runs piece c of job j on pool thread `thread`.
-  static void RunChunk(const Job& j, int thread, int64_t c);
+  static void RunPiece(const Job& j, int thread, int64_t c);
   // Takes the next piece of home h's run for generation `gen`: its index
   // within the run, or -1 if none is left.
   int64_t Take(int h, uint64_t gen);
