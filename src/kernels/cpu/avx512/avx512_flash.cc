@@ -19,7 +19,6 @@
 #include "kernels/cpu/avx512/avx512_kernels.h"
 #include "kernels/cpu/avx512/softmax512.h"
 #include "kernels/cpu/avx512/flash_slots512.h"
-#include "kernels/cpu/avx512/reduce512.h"
 #include "kernels/flash_bf16_generic.h"
 #include "kernels/flash_generic.h"
 
@@ -287,22 +286,27 @@ void FlashChunk(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l,
         case 5: Scores<5, kQ8>(q, t, hd, pf, sc); break;
         default: Scores<6, kQ8>(q, t, hd, pf, sc); break;
       }
+      // The rows' maxima and corrections as lanes of one vector each, then
+      // each row's probabilities, then their sums (rows as lanes again).
+      int32_t a[kScoreRows], z[kScoreRows];
       for (int k = 0; k < nr; ++k) {
-        const int r = rg + k, i = r / g;
-        float* s = S + int64_t(r) * kFlashStep;
-        __m512 sv[kFlashStepTiles];
-        const float mx =
-            StepMax(sc[k], std::max(lo, b.first[i]) - t0, std::min(hi, b.last[i]) - t0, b.softcap, m[r], sv);
-        corr[r] = ExpNonPositive(m[r] - mx);
-        const __m512 mxv = _mm512_set1_ps(mx);
+        const int i = (rg + k) / g;
+        a[k] = std::max(lo, b.first[i]) - t0;
+        z[k] = std::min(hi, b.last[i]) - t0;
+      }
+      const __m512 mx = StepMaxRows(sc, nr, a, z, b.softcap, m + rg, corr + rg);
+      __m512 sums[kScoreRows];
+      for (int k = 0; k < nr; ++k) {
+        float* s = S + int64_t(rg + k) * kFlashStep;
+        const __m512 mxv = LaneOf(mx, k);
         __m512 p[kFlashStepTiles];
         for (int c = 0; c < kFlashStepTiles; ++c) {
-          p[c] = ExpNonPositive16(_mm512_sub_ps(sv[c], mxv));
+          p[c] = ExpNonPositive16(_mm512_sub_ps(sc[k][c], mxv));
           _mm512_storeu_ps(s + c * kFlashTile, kQ8 ? _mm512_mul_ps(p[c], t.vscale[c]) : p[c]);
         }
-        l[r] = l[r] * corr[r] + Sum(_mm512_add_ps(_mm512_add_ps(p[0], p[1]), _mm512_add_ps(p[2], p[3])));
-        m[r] = mx;
+        sums[k] = _mm512_add_ps(_mm512_add_ps(p[0], p[1]), _mm512_add_ps(p[2], p[3]));
       }
+      AddRowSums(sums, nr, corr + rg, l + rg);
     });
     // Values.
     ForRowGroups(r0, r1, kValueRows, [&](int rg, int nr) {

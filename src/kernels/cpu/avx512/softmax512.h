@@ -47,17 +47,67 @@ inline __m512 CapAndMask(__m512 s, int c, __m512i a, __m512i z, float softcap) {
   return _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), valid, s);
 }
 
-// One row's scores of a step, sc [kFlashStepTiles] -> sv: capped and masked
-// to the row's lanes [a, z] of the step; returns the new running max
-// max(m, sv).
-inline float StepMax(const __m512* sc, int32_t a, int32_t z, float softcap, float m, __m512* sv) {
-  const __m512i av = _mm512_set1_epi32(a), zv = _mm512_set1_epi32(z);
-  __m512 vmax = _mm512_set1_ps(-INFINITY);
-  for (int c = 0; c < kFlashStepTiles; ++c) {
-    sv[c] = CapAndMask(sc[c], c, av, zv, softcap);
-    vmax = _mm512_max_ps(vmax, sv[c]);
+// Rows as lanes: lane k (k < 8) of the result is v[k]'s 16 lanes reduced
+// by op (rows k >= n: `fill`), in Sum's order (reduce512.h: i + i+8, then
+// + i+4, then (0+2)+(1+3)), so that with an add each lane holds exactly
+// Sum(v[k]); a max gives the same value in any order. Eight rows share the
+// shuffles one row's reduction takes, and no row waits on another's.
+template <typename Op>
+inline __m512 ReduceRows8(const __m512* v, int n, __m512 fill, Op op) {
+  __m512 x[8];
+  for (int k = 0; k < 8; ++k) x[k] = k < n ? v[k] : fill;
+  __m512 h[4];  // h[k]: [row 2k's lanes i op i+8 (8) | row 2k+1's]
+  for (int k = 0; k < 4; ++k) {
+    h[k] = op(_mm512_shuffle_f32x4(x[2 * k], x[2 * k + 1], 0x44), _mm512_shuffle_f32x4(x[2 * k], x[2 * k + 1], 0xEE));
   }
-  return std::max(m, _mm512_reduce_max_ps(vmax));
+  __m512 q[2];  // q[k]: rows 4k .. 4k+3, each its lanes i op i+4 (4) in one 128-bit lane
+  for (int k = 0; k < 2; ++k) {
+    q[k] = op(_mm512_shuffle_f32x4(h[2 * k], h[2 * k + 1], 0x88), _mm512_shuffle_f32x4(h[2 * k], h[2 * k + 1], 0xDD));
+    const __m512 e = op(q[k], _mm512_permute_ps(q[k], 0x4E));  // lanes 0, 1: q0 op q2, q1 op q3
+    q[k] = op(e, _mm512_permute_ps(e, 0xB1));                   // lane 0: e0 op e1
+  }
+  const __m512i first_lanes = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0);
+  return _mm512_permutex2var_ps(q[0], first_lanes, q[1]);
+}
+
+inline __mmask16 RowLanes(int n) { return static_cast<__mmask16>((1u << n) - 1); }
+
+// The step's scores of n rows (n <= 8; sc[k]: row k's kFlashStepTiles
+// tiles; the row reads lanes [a[k], z[k]]) soft-capped and masked in place
+// (rows that read the whole step without a cap are left as they are: the
+// same values); their new running maxima mx = max(m, max(sc[k])), returned
+// as lanes k; corr [n] = ExpNonPositive(m - mx), and m [n] = mx. The
+// scalar definition's operations, lane k doing row k's.
+inline __m512 StepMaxRows(__m512 (*sc)[kFlashStepTiles], int n, const int32_t* a, const int32_t* z, float softcap,
+                          float* m, float* corr) {
+  __m512 vmax[8];
+  for (int k = 0; k < n; ++k) {
+    if (softcap > 0 || a[k] > 0 || z[k] < kFlashStep - 1) {
+      const __m512i av = _mm512_set1_epi32(a[k]), zv = _mm512_set1_epi32(z[k]);
+      for (int c = 0; c < kFlashStepTiles; ++c) sc[k][c] = CapAndMask(sc[k][c], c, av, zv, softcap);
+    }
+    vmax[k] = sc[k][0];
+    for (int c = 1; c < kFlashStepTiles; ++c) vmax[k] = _mm512_max_ps(vmax[k], sc[k][c]);
+  }
+  const __mmask16 rows = RowLanes(n);
+  const __m512 m_old = _mm512_maskz_loadu_ps(rows, m);
+  const __m512 mx = _mm512_max_ps(
+      m_old, ReduceRows8(vmax, n, _mm512_set1_ps(-INFINITY), [](__m512 x, __m512 y) { return _mm512_max_ps(x, y); }));
+  _mm512_mask_storeu_ps(corr, rows, ExpNonPositive16(_mm512_sub_ps(m_old, mx)));
+  _mm512_mask_storeu_ps(m, rows, mx);
+  return mx;
+}
+
+// Lane k of v, in every lane.
+inline __m512 LaneOf(__m512 v, int k) { return _mm512_permutexvar_ps(_mm512_set1_epi32(k), v); }
+
+// l [n] = l * corr + Sum(p[k]) for n rows (n <= 8), lane k doing row k's
+// operations (a multiply, then an add).
+inline void AddRowSums(const __m512* p, int n, const float* corr, float* l) {
+  const __mmask16 rows = RowLanes(n);
+  const __m512 sums = ReduceRows8(p, n, _mm512_setzero_ps(), [](__m512 x, __m512 y) { return _mm512_add_ps(x, y); });
+  const __m512 lv = _mm512_mul_ps(_mm512_maskz_loadu_ps(rows, l), _mm512_maskz_loadu_ps(rows, corr));
+  _mm512_mask_storeu_ps(l, rows, _mm512_add_ps(lv, sums));
 }
 
 }  // namespace

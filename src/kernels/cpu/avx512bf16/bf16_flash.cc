@@ -19,7 +19,6 @@
 #include <cstring>
 
 #include "kernels/cpu/avx512/flash_slots512.h"
-#include "kernels/cpu/avx512/reduce512.h"
 #include "kernels/cpu/avx512/softmax512.h"
 #include "kernels/cpu/avx512bf16/bf16_kernels.h"
 #include "kernels/flash_generic.h"
@@ -27,9 +26,10 @@
 namespace infera::avx512bf16 {
 namespace {
 
-using avx512::StepMax;
+using avx512::AddRowSums;
 using avx512::ExpNonPositive16;
-using avx512::Sum;
+using avx512::LaneOf;
+using avx512::StepMaxRows;
 
 constexpr int kScoreRows = 6;  // rows per score block: 24 accumulators
 constexpr int kValueRows = 4;  // rows per value block: 16 accumulators
@@ -322,25 +322,30 @@ void FlashChunkBf16(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float
           Scores<6>(q, kt, hd2, b.scale, pf, sc);
           break;
       }
+      // The rows' maxima and corrections as lanes of one vector each, then
+      // each row's probabilities, then their sums (rows as lanes again).
+      int32_t a[kScoreRows], z[kScoreRows];
       for (int k = 0; k < nr; ++k) {
-        const int r = rg + k, i = r / g;
-        __m512 sv[kFlashStepTiles];
-        const float mx =
-            StepMax(sc[k], std::max(lo, b.first[i]) - t0, std::min(hi, b.last[i]) - t0, b.softcap, m[r], sv);
-        corr[r] = ExpNonPositive(m[r] - mx);
-        const __m512 mxv = _mm512_set1_ps(mx);
+        const int i = (rg + k) / g;
+        a[k] = std::max(lo, b.first[i]) - t0;
+        z[k] = std::min(hi, b.last[i]) - t0;
+      }
+      const __m512 mx = StepMaxRows(sc, nr, a, z, b.softcap, m + rg, corr + rg);
+      __m512 sums[kScoreRows];
+      for (int k = 0; k < nr; ++k) {
+        const __m512 mxv = LaneOf(mx, k);
         __m512 p[kFlashStepTiles];
         for (int c = 0; c < kFlashStepTiles; c += 2) {
-          const __m512 e0 = ExpNonPositive16(_mm512_sub_ps(sv[c], mxv));
-          const __m512 e1 = ExpNonPositive16(_mm512_sub_ps(sv[c + 1], mxv));
+          const __m512 e0 = ExpNonPositive16(_mm512_sub_ps(sc[k][c], mxv));
+          const __m512 e1 = ExpNonPositive16(_mm512_sub_ps(sc[k][c + 1], mxv));
           const __m512i w = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(e1, e0));  // 32 bf16 in lane order
-          _mm512_storeu_si512(pp + int64_t(r) * (kFlashStep / 2) + c * kFlashTile / 2, w);
+          _mm512_storeu_si512(pp + int64_t(rg + k) * (kFlashStep / 2) + c * kFlashTile / 2, w);
           p[c] = Widen(_mm512_castsi512_si256(w));
           p[c + 1] = Widen(_mm512_extracti64x4_epi64(w, 1));
         }
-        l[r] = l[r] * corr[r] + Sum(_mm512_add_ps(_mm512_add_ps(p[0], p[1]), _mm512_add_ps(p[2], p[3])));
-        m[r] = mx;
+        sums[k] = _mm512_add_ps(_mm512_add_ps(p[0], p[1]), _mm512_add_ps(p[2], p[3]));
       }
+      AddRowSums(sums, nr, corr + rg, l + rg);
     });
     // Values.
     ForRowGroups(r0, r1, kValueRows, [&](int rg, int nr) {
