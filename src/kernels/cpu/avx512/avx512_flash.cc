@@ -6,11 +6,13 @@
 // KV blocks hold a multiple of 16 slots): scores of up to 6 rows at once,
 // four vector loads of K per dimension shared by every row (one accumulator
 // per row and group: the reference's single chain), so a row's 64 scores
-// land in four registers; one online-softmax update per row there; then the
-// values, 4 rows × 64 output elements at a time, one broadcast probability
-// per row and position. While a step computes, its first row group
-// prefetches the next step's K and V a line at a time (decode over a long
-// context streams them from memory: 1.4× from prefetching alone).
+// land in four registers; the online-softmax update of the 6 rows together,
+// one row per lane for their maxima, corrections and sums (StepMaxRows,
+// AddRowSums); then the values, 4 rows × 64 output elements at a time, one
+// broadcast probability per row and position. While a step computes, its
+// first row group prefetches the next step's K and V a line at a time
+// (decode over a long context streams them from memory: 1.4× from
+// prefetching alone).
 #include <immintrin.h>
 
 #include <algorithm>
