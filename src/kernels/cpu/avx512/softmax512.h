@@ -72,6 +72,17 @@ inline __m512 ReduceRows8(const __m512* v, int n, __m512 fill, Op op) {
 
 inline __mmask16 RowLanes(int n) { return static_cast<__mmask16>((1u << n) - 1); }
 
+// The lanes [a[k], z[k]] that rows rg + k (k < nr) of b read of the step at
+// t0, within the chunk's positions [lo, hi].
+inline void StepLanes(const FlashBlock& b, int32_t lo, int32_t hi, int32_t t0, int rg, int nr, int32_t* a,
+                      int32_t* z) {
+  for (int k = 0; k < nr; ++k) {
+    const int i = (rg + k) / b.g;
+    a[k] = std::max(lo, b.first[i]) - t0;
+    z[k] = std::min(hi, b.last[i]) - t0;
+  }
+}
+
 // The step's scores of n rows (n <= 8; sc[k]: row k's kFlashStepTiles
 // tiles; the row reads lanes [a[k], z[k]]) soft-capped and masked in place
 // (rows that read the whole step without a cap are left as they are: the

@@ -29,6 +29,7 @@ namespace {
 using avx512::AddRowSums;
 using avx512::ExpNonPositive16;
 using avx512::LaneOf;
+using avx512::StepLanes;
 using avx512::StepMaxRows;
 
 constexpr int kScoreRows = 6;  // rows per score block: 24 accumulators
@@ -325,11 +326,7 @@ void FlashChunkBf16(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float
       // The rows' maxima and corrections as lanes of one vector each, then
       // each row's probabilities, then their sums (rows as lanes again).
       int32_t a[kScoreRows], z[kScoreRows];
-      for (int k = 0; k < nr; ++k) {
-        const int i = (rg + k) / g;
-        a[k] = std::max(lo, b.first[i]) - t0;
-        z[k] = std::min(hi, b.last[i]) - t0;
-      }
+      StepLanes(b, lo, hi, t0, rg, nr, a, z);
       const __m512 mx = StepMaxRows(sc, nr, a, z, b.softcap, m + rg, corr + rg);
       __m512 sums[kScoreRows];
       for (int k = 0; k < nr; ++k) {
