@@ -237,6 +237,33 @@ TEST_P(FlashIsaTest, BlockOfTokensEqualsEachTokenAlone) {
   }
 }
 
+// A NaN score (here a NaN in one cached K row) is left out of the running
+// max and gets p = 0 in the definition (std::max passes over NaN,
+// ExpNonPositive(NaN) is 0): every ISA's kernel gives the definition's bits
+// and finite outputs, with f32 and int8 caches, whichever lane of a step the
+// NaN sits in.
+TEST_P(FlashIsaTest, NanScoresAreLeftOutAsTheDefinitionLeavesThemOut) {
+  const KernelTable ref = MakeKernelTable(CpuIsa::kScalar);
+  const KernelTable k = MakeKernelTable(GetParam());
+  std::mt19937 rng(31);
+  const int hd = 64, g = 3, nq = 10;
+  const int32_t p0 = 120;
+  const auto slots = PagedSlots(p0 + nq, 16, rng);
+  for (const int32_t bad : {0, 5, 70, 127}) {
+    Cache c(int64_t(slots.size()), hd, rng);
+    c.kt[FlashKIndex(slots[bad], 7, hd)] = NAN;
+    c.ks[slots[bad]] = NAN;
+    const auto q = RandomVec(int64_t(nq) * g * hd, rng, 0.7f);
+    for (const int cache : {kF32Cache, kQ8Cache}) {
+      const auto out = Attend(k, c, cache, q.data(), nq, g, hd, p0, 0, slots, 0.1f, 0.0f);
+      const auto want = Attend(ref, c, cache, q.data(), nq, g, hd, p0, 0, slots, 0.1f, 0.0f);
+      EXPECT_EQ(std::memcmp(out.data(), want.data(), out.size() * 4), 0) << "position " << bad << " cache " << cache;
+      EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](float x) { return std::isfinite(x); }))
+          << "position " << bad << " cache " << cache;
+    }
+  }
+}
+
 // The table with bf16 attention products (`--attn-dtype bf16`).
 KernelTable Bf16Table(CpuIsa isa) {
   KernelTable k = MakeKernelTable(isa);

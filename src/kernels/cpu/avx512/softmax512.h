@@ -88,7 +88,8 @@ inline void StepLanes(const FlashBlock& b, int32_t lo, int32_t hi, int32_t t0, i
 // (rows that read the whole step without a cap are left as they are: the
 // same values); their new running maxima mx = max(m, max(sc[k])), returned
 // as lanes k; corr [n] = ExpNonPositive(m - mx), and m [n] = mx. The
-// scalar definition's operations, lane k doing row k's.
+// scalar definition's operations, lane k doing row k's (NaN scores
+// included: left out of the max, and their p is 0).
 inline __m512 StepMaxRows(__m512 (*sc)[kFlashStepTiles], int n, const int32_t* a, const int32_t* z, float softcap,
                           float* m, float* corr) {
   __m512 vmax[8];
@@ -97,8 +98,10 @@ inline __m512 StepMaxRows(__m512 (*sc)[kFlashStepTiles], int n, const int32_t* a
       const __m512i av = _mm512_set1_epi32(a[k]), zv = _mm512_set1_epi32(z[k]);
       for (int c = 0; c < kFlashStepTiles; ++c) sc[k][c] = CapAndMask(sc[k][c], c, av, zv, softcap);
     }
-    vmax[k] = sc[k][0];
-    for (int c = 1; c < kFlashStepTiles; ++c) vmax[k] = _mm512_max_ps(vmax[k], sc[k][c]);
+    // VMAXPS returns its second operand when either is NaN: a NaN score is
+    // passed over, as std::max(mx, s) does in the definition.
+    vmax[k] = _mm512_set1_ps(-INFINITY);
+    for (int c = 0; c < kFlashStepTiles; ++c) vmax[k] = _mm512_max_ps(sc[k][c], vmax[k]);
   }
   const __mmask16 rows = RowLanes(n);
   const __m512 m_old = _mm512_maskz_loadu_ps(rows, m);
