@@ -81,6 +81,8 @@ Vocab MakeSyntheticVocab(int n_vocab) {
                          "little", "big", "happy", "play", "friend", "sun", "tree", "dog", "cat", "bird"};
   for (const char* w : words) {
     if (static_cast<int>(v.pieces.size()) >= n_vocab) break;
+    // ("a" is already there from the letters: every piece once.)
+    if (std::find(v.pieces.begin(), v.pieces.end(), sp + w) != v.pieces.end()) continue;
     add(sp + w, score--, TokenType::kNormal);
   }
   while (static_cast<int>(v.pieces.size()) < n_vocab) {

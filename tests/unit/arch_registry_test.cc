@@ -80,5 +80,17 @@ TEST(ArchRegistryTest, RandomShapesTakeTheirFamilysProperties) {
   EXPECT_NE(bad.status().message().find("g2b"), std::string::npos) << bad.status().message();
 }
 
+// The random models' vocabulary: every piece once (a duplicate would leave
+// one of its ids unreachable by the tokenizer), ids in range at any size.
+TEST(ArchRegistryTest, SyntheticVocabHasEveryPieceOnce) {
+  for (int n : {300, 400, 32000}) {
+    const Vocab v = MakeSyntheticVocab(n);
+    ASSERT_EQ(v.size(), n);
+    std::set<std::string> seen(v.pieces.begin(), v.pieces.end());
+    EXPECT_EQ(static_cast<int>(seen.size()), n) << "vocabulary of " << n;
+    for (int32_t id = 0; id < n; ++id) EXPECT_EQ(v.Find(v.pieces[id]), id) << v.pieces[id];
+  }
+}
+
 }  // namespace
 }  // namespace infera
