@@ -11,8 +11,9 @@ PKGS=(
   libhiredis-dev libxxhash-dev redis-server
   libboost-dev  # Beast/Asio (header-only): the HTTP server and bench-serve
   libgtest-dev libgmock-dev libbenchmark-dev
-  # fuzzing (libFuzzer + sanitizers come with clang's runtime)
-  clang libclang-rt-14-dev
+  # fuzzing (libFuzzer + sanitizers come with clang's runtime); clang-format:
+  # scripts/check_format.sh
+  clang libclang-rt-14-dev clang-format
   # tooling and independent references in tests (Debian's interpreter);
   # pybind11: the Python API (python/)
   python3 python3-numpy python3-pybind11

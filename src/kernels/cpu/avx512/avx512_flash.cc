@@ -19,8 +19,8 @@
 #include <cmath>
 
 #include "kernels/cpu/avx512/avx512_kernels.h"
-#include "kernels/cpu/avx512/softmax512.h"
 #include "kernels/cpu/avx512/flash_slots512.h"
+#include "kernels/cpu/avx512/softmax512.h"
 #include "kernels/flash_bf16_generic.h"
 #include "kernels/flash_generic.h"
 

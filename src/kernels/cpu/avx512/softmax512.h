@@ -64,7 +64,7 @@ inline __m512 ReduceRows8(const __m512* v, int n, __m512 fill, Op op) {
   for (int k = 0; k < 2; ++k) {
     q[k] = op(_mm512_shuffle_f32x4(h[2 * k], h[2 * k + 1], 0x88), _mm512_shuffle_f32x4(h[2 * k], h[2 * k + 1], 0xDD));
     const __m512 e = op(q[k], _mm512_permute_ps(q[k], 0x4E));  // lanes 0, 1: q0 op q2, q1 op q3
-    q[k] = op(e, _mm512_permute_ps(e, 0xB1));                   // lane 0: e0 op e1
+    q[k] = op(e, _mm512_permute_ps(e, 0xB1));                  // lane 0: e0 op e1
   }
   const __m512i first_lanes = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0);
   return _mm512_permutex2var_ps(q[0], first_lanes, q[1]);
@@ -74,8 +74,7 @@ inline __mmask16 RowLanes(int n) { return static_cast<__mmask16>((1u << n) - 1);
 
 // The lanes [a[k], z[k]] that rows rg + k (k < nr) of b read of the step at
 // t0, within the chunk's positions [lo, hi].
-inline void StepLanes(const FlashBlock& b, int32_t lo, int32_t hi, int32_t t0, int rg, int nr, int32_t* a,
-                      int32_t* z) {
+inline void StepLanes(const FlashBlock& b, int32_t lo, int32_t hi, int32_t t0, int rg, int nr, int32_t* a, int32_t* z) {
   for (int k = 0; k < nr; ++k) {
     const int i = (rg + k) / b.g;
     a[k] = std::max(lo, b.first[i]) - t0;
