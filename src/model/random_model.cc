@@ -76,13 +76,11 @@ Vocab MakeSyntheticVocab(int n_vocab) {
   add(sp, score--, TokenType::kNormal);
   for (char c = 'a'; c <= 'z'; ++c) add(sp + c, score--, TokenType::kNormal);
   for (int c = 33; c < 127; ++c) add(std::string(1, static_cast<char>(c)), score--, TokenType::kNormal);
-  const char* words[] = {"the", "and", "was", "to", "he", "she", "it", "a", "of", "in", "said", "they",
+  const char* words[] = {"the", "and", "was", "to", "he", "she", "it", "of", "in", "said", "they",
                          "with", "his", "her", "on", "that", "for", "day", "time", "once", "upon", "there",
                          "little", "big", "happy", "play", "friend", "sun", "tree", "dog", "cat", "bird"};
   for (const char* w : words) {
     if (static_cast<int>(v.pieces.size()) >= n_vocab) break;
-    // ("a" is already there from the letters: every piece once.)
-    if (std::find(v.pieces.begin(), v.pieces.end(), sp + w) != v.pieces.end()) continue;
     add(sp + w, score--, TokenType::kNormal);
   }
   while (static_cast<int>(v.pieces.size()) < n_vocab) {
