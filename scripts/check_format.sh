@@ -13,7 +13,7 @@ if [ "${1:-}" = --fix ]; then FIX=1; shift; fi
 BASE="${1:-HEAD~1}"
 ARGS=(--extensions cc,h "$BASE" -- src tools tests bench include python)
 if [ "$FIX" = 1 ]; then
-  git clang-format "${ARGS[@]}"
+  git clang-format --force "${ARGS[@]}"  # (also files with unstaged changes)
   exit 0
 fi
 out="$(git clang-format --diff "${ARGS[@]}")"

@@ -76,9 +76,9 @@ Vocab MakeSyntheticVocab(int n_vocab) {
   add(sp, score--, TokenType::kNormal);
   for (char c = 'a'; c <= 'z'; ++c) add(sp + c, score--, TokenType::kNormal);
   for (int c = 33; c < 127; ++c) add(std::string(1, static_cast<char>(c)), score--, TokenType::kNormal);
-  const char* words[] = {"the", "and", "was", "to", "he", "she", "it", "of", "in", "said", "they",
-                         "with", "his", "her", "on", "that", "for", "day", "time", "once", "upon", "there",
-                         "little", "big", "happy", "play", "friend", "sun", "tree", "dog", "cat", "bird"};
+  const char* words[] = {"the",    "and", "was",   "to",   "he",     "she", "it",   "of",   "in",   "said", "they",
+                         "with",   "his", "her",   "on",   "that",   "for", "day",  "time", "once", "upon", "there",
+                         "little", "big", "happy", "play", "friend", "sun", "tree", "dog",  "cat",  "bird"};
   for (const char* w : words) {
     if (static_cast<int>(v.pieces.size()) >= n_vocab) break;
     add(sp + w, score--, TokenType::kNormal);
