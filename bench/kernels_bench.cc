@@ -73,9 +73,15 @@ void RunMatmul(benchmark::State& state, CpuIsa isa, DType type, int64_t m) {
                                                  benchmark::Counter::kIs1000);
 }
 
-#define MATMUL_BENCH(ISA, TYPE, M, NAME)                                                      \
-  void NAME(benchmark::State& s) { RunMatmul(s, CpuIsa::ISA, DType::TYPE, M); }              \
-  BENCHMARK(NAME)->Args({960, 2560, 1})->Args({960, 2560, 2})->Args({2048, 5632, 2})->Args({4096, 16384, 1})->UseRealTime()
+#define MATMUL_BENCH(ISA, TYPE, M, NAME)                                        \
+  void NAME(benchmark::State& s) { RunMatmul(s, CpuIsa::ISA, DType::TYPE, M); } \
+  BENCHMARK(NAME)                                                               \
+      ->Args({960, 2560, 1})                                                    \
+      ->Args({960, 2560, 2})                                                    \
+      ->Args({2048, 5632, 2})                                                   \
+      ->Args({4096, 16384, 1})                                                  \
+      ->Args({4096, 16384, 2})                                                  \
+      ->UseRealTime()
 
 MATMUL_BENCH(kScalar, kF32, 1, Decode_Scalar_F32);
 MATMUL_BENCH(kAvx2, kF32, 1, Decode_Avx2_F32);
@@ -86,6 +92,8 @@ MATMUL_BENCH(kAvx512, kBF16, 1, Decode_Avx512_BF16);
 MATMUL_BENCH(kAvx2, kQ8_0, 1, Decode_Avx2_Q8_0);
 MATMUL_BENCH(kAvx512, kQ8_0, 1, Decode_Avx512_Q8_0);
 MATMUL_BENCH(kAvx512, kQ4_0, 1, Decode_Avx512_Q4_0);
+MATMUL_BENCH(kAvx512, kQ4_K, 1, Decode_Avx512_Q4_K);
+MATMUL_BENCH(kAvx512, kQ6_K, 1, Decode_Avx512_Q6_K);
 MATMUL_BENCH(kAvx512, kF32, 64, Prefill64_Avx512_F32);
 MATMUL_BENCH(kAvx512, kF16, 64, Prefill64_Avx512_F16);
 MATMUL_BENCH(kAvx512, kQ8_0, 64, Prefill64_Avx512_Q8_0);
@@ -107,6 +115,74 @@ MATMUL_BENCH(kAvx2, kQ8_0, 64, Prefill64_Avx2_Q8_0);
 MATMUL_BENCH(kAvx512, kQ8_0, 9, Verify9_Avx512_Q8_0);
 MATMUL_BENCH(kAvx512, kQ4_0, 9, Verify9_Avx512_Q4_0);
 MATMUL_BENCH(kAvx512, kQ4_K, 9, Verify9_Avx512_Q4_K);
+
+// Decode through a model's layer matrices in turn, as a decode step reads
+// them: each matrix once per pass, the whole set far beyond the L3 cache, so
+// every call starts cold. DecodeLayers: Args n_embd, n_ff, kv_dim, layers,
+// threads (q, k, v, o, gate, up, down per layer; m1b: 2048, 5632, 256, 22).
+// DecodeLong: the same bytes in one matrix, Args n_in, n_out, threads: what
+// a long stream reaches, against which the per-call start-up costs show.
+// Bytes: the packed matrices (one layer's raw bytes are packed once per layer).
+void RunDecodeMatrices(benchmark::State& state, DType type, const std::vector<std::pair<int64_t, int64_t>>& shapes,
+                       int threads) {
+  const KernelTable k = MakeKernelTable(CpuIsa::kAvx512);
+  ThreadPool pool(threads);
+  std::vector<std::vector<uint8_t>> raw(shapes.size());
+  std::vector<std::unique_ptr<PackedMatrix>> packed(shapes.size());
+  std::vector<WeightMatrix> ws;
+  std::vector<float> x, y, xi, yi;
+  size_t bytes = 0;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const auto [n_in, n_out] = shapes[i];
+    const size_t row_bytes = *RowBytes(type, n_in);
+    size_t same = i;  // the first matrix of this shape holds the raw bytes
+    for (size_t j = 0; j < i; ++j) {
+      if (shapes[j] == shapes[i]) {
+        same = j;
+        break;
+      }
+    }
+    if (same == i) {  // random rows: at most 4,096 of them, repeated (quantizing them all takes minutes)
+      const int64_t drawn = std::min<int64_t>(n_out, 4096);
+      RandomProblem(type, n_in, drawn, 1, &raw[i], &xi, &yi);
+      raw[i].resize(row_bytes * n_out);
+      for (int64_t r = drawn; r < n_out; ++r) {
+        std::memcpy(raw[i].data() + r * row_bytes, raw[i].data() + (r % drawn) * row_bytes, row_bytes);
+      }
+    }
+    const std::vector<uint8_t>& w = raw[same];
+    packed[i] = std::make_unique<PackedMatrix>(PackedMatrix::Pack(type, w.data(), row_bytes, n_in, n_out));
+    ws.push_back(WeightMatrix{type, n_in, n_out, w.data(), row_bytes, packed[i].get()});
+    bytes += packed[i]->bytes();
+    if (xi.size() > x.size()) x = xi;
+    y.resize(std::max<size_t>(y.size(), n_out));
+  }
+  for (auto _ : state) {
+    for (const WeightMatrix& w : ws) Matmul(k, pool, w, x.data(), 1, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
+  state.counters["calls"] = static_cast<double>(ws.size());
+}
+void DecodeLayers(benchmark::State& state, DType type) {
+  const int64_t e = state.range(0), f = state.range(1), kv = state.range(2);
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+  for (int64_t l = 0; l < state.range(3); ++l) {
+    for (auto s : {std::pair{e, e}, {e, kv}, {e, kv}, {e, e}, {e, f}, {e, f}, {f, e}}) shapes.push_back(s);
+  }
+  RunDecodeMatrices(state, type, shapes, static_cast<int>(state.range(4)));
+}
+void DecodeLong(benchmark::State& state, DType type) {
+  RunDecodeMatrices(state, type, {{state.range(0), state.range(1)}}, static_cast<int>(state.range(2)));
+}
+#define DECODE_MATRICES_BENCH(TYPE, NAME)                                                                        \
+  void DecodeLayers_##NAME(benchmark::State& s) { DecodeLayers(s, DType::TYPE); }                                \
+  void DecodeLong_##NAME(benchmark::State& s) { DecodeLong(s, DType::TYPE); }                                    \
+  BENCHMARK(DecodeLayers_##NAME)->Args({2048, 5632, 256, 22, 2})->Args({2048, 5632, 256, 22, 1})->UseRealTime(); \
+  BENCHMARK(DecodeLong_##NAME)->Args({2048, 22 * 21504, 2})->Args({2048, 22 * 21504, 1})->UseRealTime()
+DECODE_MATRICES_BENCH(kQ4_0, Q4_0);
+DECODE_MATRICES_BENCH(kQ4_K, Q4_K);
+DECODE_MATRICES_BENCH(kQ8_0, Q8_0);
 
 // 2:4 sparse weights (Q8_0_S24 / Q4_0_S24: QuantizeRow keeps the two
 // largest of each 4-group), packed sparse (the AVX-512 VNNI kernels skip
