@@ -125,6 +125,10 @@ MATMUL_BENCH(kAvx512, kQ4_K, 9, Verify9_Avx512_Q4_K);
 // Bytes: the packed matrices (one layer's raw bytes are packed once per layer).
 void RunDecodeMatrices(benchmark::State& state, DType type, const std::vector<std::pair<int64_t, int64_t>>& shapes,
                        int threads) {
+  if (DetectCpuFeatures().MaxIsa() < CpuIsa::kAvx512) {
+    state.SkipWithError("ISA not supported here");
+    return;
+  }
   const KernelTable k = MakeKernelTable(CpuIsa::kAvx512);
   ThreadPool pool(threads);
   std::vector<std::vector<uint8_t>> raw(shapes.size());
@@ -135,13 +139,8 @@ void RunDecodeMatrices(benchmark::State& state, DType type, const std::vector<st
   for (size_t i = 0; i < shapes.size(); ++i) {
     const auto [n_in, n_out] = shapes[i];
     const size_t row_bytes = *RowBytes(type, n_in);
-    size_t same = i;  // the first matrix of this shape holds the raw bytes
-    for (size_t j = 0; j < i; ++j) {
-      if (shapes[j] == shapes[i]) {
-        same = j;
-        break;
-      }
-    }
+    // The first matrix of this shape holds the raw bytes.
+    const size_t same = static_cast<size_t>(std::find(shapes.begin(), shapes.begin() + i, shapes[i]) - shapes.begin());
     if (same == i) {  // random rows: at most 4,096 of them, repeated (quantizing them all takes minutes)
       const int64_t drawn = std::min<int64_t>(n_out, 4096);
       RandomProblem(type, n_in, drawn, 1, &raw[i], &xi, &yi);
