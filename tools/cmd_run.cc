@@ -53,6 +53,7 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
   KvType kv_type;
   if (!ParseKvType(a.kv_cache_type, &kv_type)) return ReportError("--kv-cache-type must be f32, bf16 or q8");
   if (a.context_keep < 0) return ReportError("--context-keep must be >= 0");
+  if (Status st = CheckModelFreeEngineOptions(a.engine); !st.ok()) return ReportError(st);
   SamplingParams sp = a.sampling;
   if (a.seed >= 0) {
     sp.seed = static_cast<uint64_t>(a.seed);
@@ -133,11 +134,6 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
                                    "generate; raise -c or shorten the prompt", ids.size(), n_ctx));
   }
   print_context();
-  const bool echo = !a.no_display_prompt && !prompt.empty();
-  if (echo) {
-    std::fwrite(prompt.data(), 1, prompt.size(), stdout);
-    std::fflush(stdout);
-  }
   // The generation is a single-sequence client of the serving engine, so it
   // runs the same scheduling, paged KV cache, sampling and stop handling as
   // `serve` and `generate`.
@@ -155,6 +151,13 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
   if (!draft.ok()) return ReportError(draft.status());
   auto engine = Engine::Create(model, &tok, *kernels, eo, ps.RunnerFactory(model, *kernels, n_ctx));
   if (!engine.ok()) return ReportError(engine.status());
+  // The prompt is echoed only once the engine exists: an option the engine
+  // refuses leaves stdout empty (one error line on stderr, exit 2).
+  const bool echo = !a.no_display_prompt && !prompt.empty();
+  if (echo) {
+    std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+    std::fflush(stdout);
+  }
   if (a.n_predict == 0) {  // nothing to generate
     std::fputc('\n', stdout);
     std::fprintf(stderr, "\nfinish: length | prompt: %zu tokens, not run | generation: 0 tokens\n", ids.size());

@@ -77,6 +77,7 @@ std::string ResolveEngineFlags(EngineFlags* f, int threads) {
   if (f->opts.kv_block_size < 1 || f->opts.kv_block_size > 1024) return "--kv-block-size must be in 1..1024";
   if (f->opts.max_model_len < 0) return "--max-model-len must be >= 0";
   if (f->opts.context_keep < 0) return "--context-keep must be >= 0";
+  if (Status st = CheckModelFreeEngineOptions(f->opts); !st.ok()) return st.message();
   KvType kv_type;
   if (!ParseKvType(f->opts.kv_cache_type, &kv_type)) return "--kv-cache-type must be f32, bf16 or q8";
   const KvOffloadOptions& k = f->opts.kv_offload;

@@ -221,6 +221,11 @@ struct SessionInfo {
   int64_t written_blocks = 0;  // written to the tiers by this call (save)
 };
 
+// The options that need no model (block size, batch limits, speculative
+// decoding's); Engine::Create checks them too. Lets a front end refuse a
+// bad flag before loading a model.
+Status CheckModelFreeEngineOptions(const EngineOptions& o);
+
 class Engine {
  public:
   // `model`, `tokenizer` (may be null: token ids only) and `kernels` must

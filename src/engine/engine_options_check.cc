@@ -9,20 +9,12 @@
 
 namespace infera {
 
-Status CheckEngineOptions(const ModelConfig& c, EngineOptions* opts) {
-  EngineOptions& o = *opts;
+Status CheckModelFreeEngineOptions(const EngineOptions& o) {
   if (o.kv_block_size < 1 || o.kv_block_size > 1024) return InvalidArgument("--kv-block-size must be in 1..1024");
   if (o.max_num_seqs < 1) return InvalidArgument("--max-num-seqs must be at least 1");
   if (o.max_batched_tokens < 1) return InvalidArgument("--max-batched-tokens must be at least 1");
   if (o.spec != "none" && o.spec != "ngram" && o.spec != "draft") {
     return InvalidArgument("--spec must be none, ngram or draft");
-  }
-  if ((o.spec == "draft") != (o.draft_model != nullptr)) {
-    return InvalidArgument("--spec draft and --draft-model go together");
-  }
-  if (o.draft_model != nullptr && o.draft_model->config.n_vocab != c.n_vocab) {
-    return InvalidArgument(fmt::format("the draft model's vocabulary ({} tokens) is not the model's ({} tokens)",
-                                       o.draft_model->config.n_vocab, c.n_vocab));
   }
   if (!(o.spec_p_min >= 0.0f && o.spec_p_min <= 1.0f)) return InvalidArgument("--draft-p-min must be in [0, 1]");
   if (o.spec_draft_max < 1 || o.spec_draft_max > 64) return InvalidArgument("--draft-max must be in 1..64");
@@ -33,6 +25,19 @@ Status CheckEngineOptions(const ModelConfig& c, EngineOptions* opts) {
     return InvalidArgument("--spec-ngram-min and --spec-ngram-max must satisfy 1 <= min <= max <= 64");
   }
   if (o.spec_max_seqs < 1) return InvalidArgument("--spec-max-seqs must be at least 1");
+  return Status::Ok();
+}
+
+Status CheckEngineOptions(const ModelConfig& c, EngineOptions* opts) {
+  EngineOptions& o = *opts;
+  RETURN_IF_ERROR(CheckModelFreeEngineOptions(o));
+  if ((o.spec == "draft") != (o.draft_model != nullptr)) {
+    return InvalidArgument("--spec draft and --draft-model go together");
+  }
+  if (o.draft_model != nullptr && o.draft_model->config.n_vocab != c.n_vocab) {
+    return InvalidArgument(fmt::format("the draft model's vocabulary ({} tokens) is not the model's ({} tokens)",
+                                       o.draft_model->config.n_vocab, c.n_vocab));
+  }
   if (o.max_model_len <= 0) o.max_model_len = c.n_ctx_train > 0 ? c.n_ctx_train : 2048;
   if (c.n_ctx_train > 0 && o.max_model_len > c.n_ctx_train) {
     // Positions past the trained context were never trained: the output

@@ -190,6 +190,16 @@ class ExitCodesTest(unittest.TestCase):
                 self.assertNotEqual(r.returncode, 0, args)
                 self.assertIn(b"cannot write to standard output", r.stderr)
 
+    def test_engine_option_errors_leave_stdout_empty(self):
+        # Speculative and engine options are checked when the engine is made,
+        # after the model loads: the prompt must not be echoed before that.
+        for extra in (("--draft-max", "0"), ("--spec", "bogus"), ("--draft-p-min", "2"),
+                      ("--spec", "ngram", "--draft-min", "9", "--draft-max", "2"),
+                      ("--draft-model", "/nonexistent/draft.gguf")):
+            r = infera("run", "-m", MODEL, "-p", "In the beginning", "-n", "4", *extra)
+            one_error_line(self, r)
+            self.assertEqual(r.stdout, b"", extra)
+
     def test_bench_serve_fails_when_requests_fail(self):
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
