@@ -72,9 +72,6 @@ std::string ResolveEngineFlags(EngineFlags* f, int threads) {
   if (f->admission == "guaranteed") f->opts.guaranteed_admission = true;
   else if (f->admission != "preempt") return "--admission must be preempt or guaranteed";
   if (f->opts.kv_cache_mb < 0) return "--kv-cache-mb must be >= 0";
-  if (f->opts.max_num_seqs < 1) return "--max-num-seqs must be >= 1";
-  if (f->opts.max_batched_tokens < 1) return "--max-batched-tokens must be >= 1";
-  if (f->opts.kv_block_size < 1 || f->opts.kv_block_size > 1024) return "--kv-block-size must be in 1..1024";
   if (f->opts.max_model_len < 0) return "--max-model-len must be >= 0";
   if (f->opts.context_keep < 0) return "--context-keep must be >= 0";
   if (Status st = CheckModelFreeEngineOptions(f->opts); !st.ok()) return st.message();
