@@ -191,8 +191,9 @@ class ExitCodesTest(unittest.TestCase):
                 self.assertIn(b"cannot write to standard output", r.stderr)
 
     def test_engine_option_errors_leave_stdout_empty(self):
-        # Speculative and engine options are checked when the engine is made,
-        # after the model loads: the prompt must not be echoed before that.
+        # Refused engine options (most before the model loads, a missing draft
+        # model after it) leave stdout empty: the prompt is echoed only once
+        # the engine exists.
         for extra in (("--draft-max", "0"), ("--spec", "bogus"), ("--draft-p-min", "2"),
                       ("--spec", "ngram", "--draft-min", "9", "--draft-max", "2"),
                       ("--draft-model", "/nonexistent/draft.gguf")):
