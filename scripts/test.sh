@@ -10,6 +10,11 @@ cd "$(dirname "$0")/.."
 JOBS="$(nproc)"
 rm -f build/ctest.log build-asan/ctest.log
 
+stage() {  # $1 = the stage starting now, after [minutes:seconds] since the suite started
+  printf '== [%d:%02d] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$1"
+}
+
+stage "dependencies"
 bash scripts/install-deps.sh
 # The official OpenAI client for the server's end-to-end tests (npm registry).
 npm ci --prefix tests/e2e/js --no-audit --no-fund --loglevel=error
@@ -23,29 +28,35 @@ run_ctest() {  # $1 = build dir, then extra ctest arguments
   (cd "$dir" && ctest --output-on-failure -j "$JOBS" --timeout 900 "$@") | tee "$dir/ctest.log"
 }
 
-echo "== release build (-Werror)"
+stage "release build (-Werror)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DINFERA_WERROR=ON >/dev/null
 cmake --build build -j "$JOBS"
+stage "release tests"
 run_ctest build
 
 if [ "${INFERA_SKIP_ASAN:-0}" != 1 ]; then
-  echo "== ASan + UBSan build"
+  stage "ASan + UBSan build"
   # (-Werror stays with the release build: GCC 12 emits false positives under sanitizers.)
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DINFERA_SANITIZE=address,undefined -DINFERA_BENCH=OFF >/dev/null
   cmake --build build-asan -j "$JOBS"
+  stage "ASan + UBSan tests"
   # The llama.cpp perplexity sweep (14 files x 40 chunks through the scalar
   # dequantize path) takes ~10 min under ASan; its code is covered there by
   # the bit-exact dequantization test, so the sanitizer stage skips it.
   # The manifest checks run no infera code: once (release stage) is enough.
-  ASAN_OPTIONS=detect_leaks=1 run_ctest build-asan -E '^(py_test_perplexity|py_test_manifests)$'
+  # The distillation test spends its time training in torch; the infera
+  # commands it calls (prune, perplexity, info) run under the sanitizers in
+  # the pruning tests.
+  ASAN_OPTIONS=detect_leaks=1 run_ctest build-asan -E '^(py_test_perplexity|py_test_manifests|py_test_distill)$'
 fi
 
 if [ "${INFERA_SKIP_FUZZ:-0}" != 1 ]; then
-  echo "== fuzzing"
+  stage "fuzzing"
   bash scripts/fuzz.sh "${INFERA_FUZZ_SECONDS:-60}"
 fi
 
+stage "all stages done"
 passed=0
 for log in build/ctest.log build-asan/ctest.log; do
   [ -f "$log" ] || continue

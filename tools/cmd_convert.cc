@@ -86,7 +86,10 @@ CommandFn RegisterConvert(CLI::App& app, const RuntimeOptions&) {
   app.add_option("paths", a->paths, "IN OUT.gguf (or only OUT.gguf with --random)")->required();
   app.add_option("--tokenizer", a->tokenizer, "tokenizer file to embed (llama2.c .bin or GGUF)");
   app.add_option("--outtype", a->outtype, "keep, f32, f16 or bf16");
-  app.add_option("--random", a->random_shape, "write random weights of a standard shape: tiny, m360, m1b, m3b (OpenLLaMA-3B), g2b (Gemma 2 2B, 32000 vocabulary), moe-s (8 experts, top-2), moe-s-dense (its dense twin)");
+  app.add_option(
+      "--random", a->random_shape,
+      "write random weights of a standard shape: tiny, m360, m1b, m3b (OpenLLaMA-3B), g2b (Gemma 2 2B, 32000 "
+      "vocabulary), moe-s (8 experts, top-2), moe-s-dense (its dense twin), moe-tiny (4 experts, top-2, tiny's size)");
   app.add_option("--vocab", a->vocab, "with --random: take the vocabulary from this GGUF or tokenizer file");
   app.add_option("--seed", a->seed, "with --random: RNG seed");
   return [a]() { return Convert(*a); };

@@ -51,8 +51,23 @@ StatusOr<ModelConfig> RandomModelShape(const std::string& name) {
       c.n_expert_used = 2;
       c.n_ff_exp = 1792;
     }
+  } else if (name == "moe-tiny") {
+    // A mixture-of-experts model as small as "tiny" (4 experts, top-2), for
+    // tests that need an MoE file but not its speed.
+    c.n_vocab = 512;
+    c.n_embd = 128;
+    c.n_layer = 2;
+    c.n_head = 4;
+    c.n_head_kv = 2;
+    c.n_ff = 384;
+    c.n_ctx_train = 2048;
+    c.rope_theta = 10000.0f;
+    c.n_expert = 4;
+    c.n_expert_used = 2;
+    c.n_ff_exp = 192;
   } else {
-    return InvalidArgument("unknown model shape '" + name + "' (known: tiny, m360, m1b, m3b, g2b, moe-s, moe-s-dense)");
+    return InvalidArgument("unknown model shape '" + name +
+                           "' (known: tiny, m360, m1b, m3b, g2b, moe-s, moe-s-dense, moe-tiny)");
   }
   c.name = "infera-random-" + name;
   if (c.head_dim == 0) c.head_dim = c.n_embd / c.n_head;
