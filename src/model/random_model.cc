@@ -19,9 +19,16 @@ StatusOr<ModelConfig> RandomModelShape(const std::string& name) {
   c.arch = Arch::kLlama;
   c.rope_style = RopeStyle::kNorm;
   c.rms_eps = 1e-5f;
-  if (name == "tiny") {
+  if (name == "tiny" || name == "moe-tiny") {
     c.n_vocab = 512; c.n_embd = 128; c.n_layer = 4; c.n_head = 4; c.n_head_kv = 2; c.n_ff = 384;
     c.n_ctx_train = 2048; c.rope_theta = 10000.0f;
+    if (name == "moe-tiny") {
+      // The same with 4 experts, top-2: for tests that need an MoE file but
+      // not its speed.
+      c.n_expert = 4;
+      c.n_expert_used = 2;
+      c.n_ff_exp = 192;
+    }
   } else if (name == "m360") {
     c.n_vocab = 32000; c.n_embd = 960; c.n_layer = 32; c.n_head = 15; c.n_head_kv = 5; c.n_ff = 2560;
     c.n_ctx_train = 8192; c.rope_theta = 100000.0f; c.tied_embeddings = true;
@@ -51,20 +58,6 @@ StatusOr<ModelConfig> RandomModelShape(const std::string& name) {
       c.n_expert_used = 2;
       c.n_ff_exp = 1792;
     }
-  } else if (name == "moe-tiny") {
-    // A mixture-of-experts model as small as "tiny" (4 experts, top-2), for
-    // tests that need an MoE file but not its speed.
-    c.n_vocab = 512;
-    c.n_embd = 128;
-    c.n_layer = 2;
-    c.n_head = 4;
-    c.n_head_kv = 2;
-    c.n_ff = 384;
-    c.n_ctx_train = 2048;
-    c.rope_theta = 10000.0f;
-    c.n_expert = 4;
-    c.n_expert_used = 2;
-    c.n_ff_exp = 192;
   } else {
     return InvalidArgument("unknown model shape '" + name +
                            "' (known: tiny, m360, m1b, m3b, g2b, moe-s, moe-s-dense, moe-tiny)");
