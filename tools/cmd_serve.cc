@@ -31,6 +31,16 @@
 namespace infera::cli {
 namespace {
 
+// A drain signal taken by a thread that does not block it. Threads a library
+// starts before `RunServe` blocks the signals keep them unblocked (OpenBLAS
+// starts its pool when it is loaded); without a handler the default action
+// there would kill the process, and a worker rank, which never waits for the
+// signals, would die of mpirun's forwarded SIGUSR1. Written only by the
+// handler, read by rank 0's wait loop.
+std::atomic<int> g_stray_drain_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free, "read and written in a signal handler");
+extern "C" void RecordStrayDrainSignal(int sig) { g_stray_drain_signal.store(sig, std::memory_order_relaxed); }
+
 struct ServeArgs {
   std::string model, model_positional, tokenizer, host = "127.0.0.1", served_model_name, api_key, api_key_file,
       chat_template, chat_template_file, tool_call_parser = "auto";
@@ -184,12 +194,18 @@ int Serve(const ServeArgs& args, const RuntimeOptions& rt_in) {
   // while it turns a SIGTERM into killing the job a few seconds later) start
   // a drain. Blocked in every thread from here on (MPI starts threads of its
   // own); rank 0 takes them with sigtimedwait below, and worker ranks, which
-  // step until rank 0 stops them after its drain, never.
+  // step until rank 0 stops them after its drain, never. Threads started
+  // earlier by a library take them through RecordStrayDrainSignal.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGUSR1);
+  struct sigaction stray {};
+  stray.sa_handler = RecordStrayDrainSignal;
+  stray.sa_flags = SA_RESTART;
+  sigemptyset(&stray.sa_mask);
+  for (int s : {SIGINT, SIGTERM, SIGUSR1}) sigaction(s, &stray, nullptr);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   auto session = ParallelSession::Start(a.parallel);
   if (!session.ok()) return ReportError(session.status());
@@ -287,6 +303,7 @@ int Serve(const ServeArgs& args, const RuntimeOptions& rt_in) {
   for (;;) {
     timespec wait{0, 100 * 1000 * 1000};
     sig = sigtimedwait(&signals, nullptr, &wait);
+    if (sig <= 0) sig = g_stray_drain_signal.exchange(0, std::memory_order_relaxed);
     if (sig > 0) break;
     if (load_done && !reported_ready) {
       if (!load_status.ok()) {
