@@ -14,7 +14,7 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       build-essential cmake ninja-build pkg-config git \
       nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libpcre2-dev libboost-dev \
-      libopenmpi-dev \
+      libopenblas-dev libopenmpi-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./
@@ -27,11 +27,12 @@ RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DINFERA_TESTS=OFF -
 
 FROM debian:12-slim AS runtime
 ENV DEBIAN_FRONTEND=noninteractive
-# The binary's shared libraries (Open MPI for --tp / --pp across pods, with
-# ssh for mpirun's remote launch), curl for the health check.
+# The binary's shared libraries (OpenBLAS for the calibrated quantizers; Open
+# MPI for --tp / --pp across pods, with ssh for mpirun's remote launch), curl
+# for the health check.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      libfmt9 libspdlog1.10 libpcre2-8-0 libopenmpi3 openmpi-bin openssh-client openssh-server \
+      libfmt9 libspdlog1.10 libpcre2-8-0 libopenblas0-pthread libopenmpi3 openmpi-bin openssh-client openssh-server \
       curl ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 infera \

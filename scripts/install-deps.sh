@@ -10,6 +10,8 @@ PKGS=(
   # KV offload tiers: Redis client, XXH3 checksums; redis-server for the tests
   libhiredis-dev libxxhash-dev redis-server
   libboost-dev  # Beast/Asio (header-only): the HTTP server and bench-serve
+  # BLAS + LAPACK: the Hessians and Cholesky factors of GPTQ / SparseGPT
+  libopenblas-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # fuzzing (libFuzzer + sanitizers come with clang's runtime); clang-format:
   # scripts/check_format.sh

@@ -1,52 +1,76 @@
-#include "base/cholesky.h"
+#include "base/linalg.h"
 
-#include <cmath>
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstddef>
+
+#include "base/check.h"
+
+// LAPACK's Fortran interface (OpenBLAS exports it; Debian ships no C header
+// for it beside OpenBLAS). The trailing size_t is the hidden length of each
+// character argument, as gfortran passes it.
+extern "C" {
+void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info, size_t uplo_len);
+void dpotri_(const char* uplo, const int* n, double* a, const int* lda, int* info, size_t uplo_len);
+}
 
 namespace infera {
+namespace {
+
+// LAPACK is column-major: a row-major symmetric matrix is its own transpose,
+// so the row-major lower triangle is LAPACK's "U" and the upper one its "L".
+bool Potrf(char lapack_uplo, double* a, int64_t n) {
+  CHECK(n >= 0 && n <= (int64_t{1} << 30));
+  const int ni = static_cast<int>(n);
+  int info = 0;
+  dpotrf_(&lapack_uplo, &ni, a, &ni, &info, 1);
+  CHECK(info >= 0);  // < 0: an argument is wrong, a bug here
+  return info == 0;
+}
+
+}  // namespace
 
 bool CholeskyLower(double* a, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) {
-    double d = a[j * n + j];
-    for (int64_t k = 0; k < j; ++k) d -= a[j * n + k] * a[j * n + k];
-    if (!(d > 0.0)) return false;
-    d = std::sqrt(d);
-    a[j * n + j] = d;
-    for (int64_t i = j + 1; i < n; ++i) {
-      double s = a[i * n + j];
-      for (int64_t k = 0; k < j; ++k) s -= a[i * n + k] * a[j * n + k];
-      a[i * n + j] = s / d;
-    }
-  }
-  return true;
+  if (n == 0) return true;
+  return Potrf('U', a, n);  // row-major lower: a = L L^T
 }
 
 bool UpperCholeskyOfInverse(std::vector<double>* hp, int64_t n) {
   std::vector<double>& h = *hp;
-  if (!CholeskyLower(h.data(), n)) return false;  // H = L L^T
-  // M = L^-1 (lower), by forward substitution column by column.
-  std::vector<double> m(static_cast<size_t>(n * n), 0.0);
-  for (int64_t j = 0; j < n; ++j) {
-    m[j * n + j] = 1.0 / h[j * n + j];
-    for (int64_t i = j + 1; i < n; ++i) {
-      double s = 0;
-      for (int64_t k = j; k < i; ++k) s += h[i * n + k] * m[k * n + j];
-      m[i * n + j] = -s / h[i * n + i];
-    }
-  }
-  // H^-1 = M^T M: (i, j) = sum_k>=max(i,j) M[k][i] M[k][j].
-  std::vector<double> inv(static_cast<size_t>(n * n));
+  CHECK(static_cast<int64_t>(h.size()) == n * n);
+  if (n == 0) return true;
+  if (!Potrf('U', h.data(), n)) return false;  // H = L L^T, L row-major lower
+  const int ni = static_cast<int>(n);
+  int info = 0;
+  dpotri_("U", &ni, h.data(), &ni, &info, 1);  // H^-1 into the row-major lower triangle
+  CHECK(info >= 0);
+  if (info > 0) return false;
   for (int64_t i = 0; i < n; ++i) {
-    for (int64_t j = i; j < n; ++j) {
-      double s = 0;
-      for (int64_t k = j; k < n; ++k) s += m[k * n + i] * m[k * n + j];
-      inv[i * n + j] = inv[j * n + i] = s;
-    }
+    for (int64_t j = 0; j < i; ++j) h[j * n + i] = h[i * n + j];
   }
-  if (!CholeskyLower(inv.data(), n)) return false;  // H^-1 = C C^T; U = C^T
+  // LAPACK "L" of the column-major matrix: H^-1 = C C^T with C column-major
+  // lower, which is U = C^T in the row-major upper triangle (U^T U = H^-1).
+  if (!Potrf('L', h.data(), n)) return false;
   for (int64_t i = 0; i < n; ++i) {
-    for (int64_t j = 0; j < n; ++j) h[i * n + j] = j >= i ? inv[j * n + i] : 0.0;
+    std::fill(h.begin() + i * n, h.begin() + i * n + i, 0.0);
   }
   return true;
+}
+
+void AddGramUpper(const float* x, int64_t rows, int64_t n, double* upper) {
+  if (rows <= 0 || n <= 0) return;
+  CHECK(n <= (int64_t{1} << 30));
+  // Rows converted to double a block at a time (at most ~8 MiB of copies).
+  const int64_t block = std::max<int64_t>(1, std::min<int64_t>(rows, (int64_t{1} << 20) / n));
+  std::vector<double> xd(static_cast<size_t>(block * n));
+  for (int64_t r0 = 0; r0 < rows; r0 += block) {
+    const int64_t nr = std::min(block, rows - r0);
+    std::copy(x + r0 * n, x + (r0 + nr) * n, xd.begin());
+    // C [n, n] += A^T A, A = xd [nr, n], row-major upper triangle.
+    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, static_cast<int>(n), static_cast<int>(nr), 1.0, xd.data(),
+                static_cast<int>(n), 1.0, upper, static_cast<int>(n));
+  }
 }
 
 }  // namespace infera

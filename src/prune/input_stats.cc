@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/linalg.h"
+
 namespace infera::prune {
 
 InputStats::InputStats(int64_t width, bool with_hessian)
@@ -10,22 +12,15 @@ InputStats::InputStats(int64_t width, bool with_hessian)
 
 void InputStats::Add(const float* x, int64_t rows) {
   const int64_t n = width_;
-  std::vector<double> row(n);
   for (int64_t t = 0; t < rows; ++t) {
     const float* xt = x + t * n;
     for (int64_t j = 0; j < n; ++j) {
-      row[j] = xt[j];
-      sq_norm_[j] += row[j] * row[j];
+      const double v = xt[j];
+      sq_norm_[j] += v * v;
       abs_max_[j] = std::max(abs_max_[j], std::fabs(xt[j]));
     }
-    if (upper_.empty()) continue;
-    for (int64_t i = 0; i < n; ++i) {
-      const double xi = row[i];
-      if (xi == 0.0) continue;
-      double* hi = &upper_[i * n];
-      for (int64_t j = i; j < n; ++j) hi[j] += xi * row[j];
-    }
   }
+  if (!upper_.empty()) AddGramUpper(x, rows, n, upper_.data());
   tokens_ += rows;
 }
 

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "base/check.h"
-#include "base/cholesky.h"
+#include "base/linalg.h"
 #include "prune/for_rows.h"
 
 namespace infera::prune {

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "base/check.h"
-#include "base/cholesky.h"
+#include "base/linalg.h"
 #include "quant/kquants.h"
 #include "quant/quantize.h"
 #include "tensor/fp16.h"

@@ -214,7 +214,7 @@ class DockerfileTest(unittest.TestCase):
                 r = subprocess.run(["dpkg", "-S", os.path.realpath(lib)], capture_output=True, text=True)
                 if r.returncode == 0:
                     owners.add(r.stdout.split(":")[0])
-            for must in ("libfmt9", "libspdlog1.10", "libpcre2-8-0", "libopenmpi3"):
+            for must in ("libfmt9", "libspdlog1.10", "libpcre2-8-0", "libopenblas0-pthread", "libopenmpi3"):
                 if must in owners:
                     self.assertIn(must, runtime_pkgs)
 
