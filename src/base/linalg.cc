@@ -31,11 +31,6 @@ bool Potrf(char lapack_uplo, double* a, int64_t n) {
 
 }  // namespace
 
-bool CholeskyLower(double* a, int64_t n) {
-  if (n == 0) return true;
-  return Potrf('U', a, n);  // row-major lower: a = L L^T
-}
-
 bool UpperCholeskyOfInverse(std::vector<double>* hp, int64_t n) {
   std::vector<double>& h = *hp;
   CHECK(static_cast<int64_t>(h.size()) == n * n);

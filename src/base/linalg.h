@@ -10,11 +10,6 @@
 
 namespace infera {
 
-// a [n, n] symmetric -> its lower Cholesky factor L (a = L L^T) in the lower
-// triangle, in place (the strict upper triangle is left as it was); false if a
-// is not positive definite.
-bool CholeskyLower(double* a, int64_t n);
-
 // The upper Cholesky factor U of H^-1 (U^T U = H^-1), H [n, n] symmetric
 // positive definite, in place (zeros below the diagonal); false if it is not.
 bool UpperCholeskyOfInverse(std::vector<double>* h, int64_t n);
