@@ -198,14 +198,14 @@ int Serve(const ServeArgs& args, const RuntimeOptions& rt_in) {
   // earlier by a library take them through RecordStrayDrainSignal.
   sigset_t signals;
   sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGUSR1);
   struct sigaction stray {};
   stray.sa_handler = RecordStrayDrainSignal;
   stray.sa_flags = SA_RESTART;
   sigemptyset(&stray.sa_mask);
-  for (int s : {SIGINT, SIGTERM, SIGUSR1}) sigaction(s, &stray, nullptr);
+  for (int s : {SIGINT, SIGTERM, SIGUSR1}) {
+    sigaddset(&signals, s);
+    sigaction(s, &stray, nullptr);
+  }
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   auto session = ParallelSession::Start(a.parallel);
   if (!session.ok()) return ReportError(session.status());
