@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "base/json.h"
 #include "base/logging.h"
 #include "build_paths.h"
 #include "infera/engine.h"
@@ -409,7 +410,7 @@ class LLM {
   // A Python value as ordered JSON (json.dumps keeps dict order).
   static nlohmann::ordered_json ToJson(const py::handle& v) {
     const std::string text = py::module_::import("json").attr("dumps")(v).cast<std::string>();
-    return nlohmann::ordered_json::parse(text);
+    return infera::ParseOrderedJson(text);
   }
 
   std::vector<int32_t> EncodeConversation(const py::list& conv, bool add_generation_prompt, const py::object& tools,
@@ -447,7 +448,7 @@ class LLM {
           if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
           auto& args = call["function"]["arguments"];
           if (!args.is_string()) continue;
-          auto parsed = nlohmann::ordered_json::parse(args.get<std::string>(), nullptr, false);
+          auto parsed = infera::ParseOrderedJson(args.get<std::string>());
           if (!parsed.is_discarded() && parsed.is_object()) args = std::move(parsed);
         }
       }
@@ -635,7 +636,7 @@ PYBIND11_MODULE(_infera, m) {
              infera::server::ApiError err;
              if (!infera::server::ParseOutputConstraint(body, &g.grammar, &err)) throw py::value_error(err.message);
              if (!g.grammar) throw py::value_error("the constraint is empty");
-             g.description = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+             g.description = infera::DumpJson(body);
              return g;
            }),
            py::kw_only(), py::arg("json") = py::none(), py::arg("regex") = py::none(), py::arg("choice") = py::none(),

@@ -11,8 +11,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "base/logging.h"
 #include "attention/kv_storage.h"
+#include "base/json.h"
+#include "base/logging.h"
 #include "infera/engine.h"
 #include "tools/commands.h"
 #include "tools/engine_flags.h"
@@ -136,7 +137,7 @@ int BenchParallel(const BenchArgs& a, const RuntimeOptions& rt, ParallelSession&
   for (int32_t n_par : ns) {
     if (Status st = run(n_par, a.n_prompt, a.n_gen, true); !st.ok()) return ReportError(st);
   }
-  if (a.json) std::printf("%s\n", out.dump(2).c_str());
+  if (a.json) std::printf("%s\n", DumpJson(out, 2).c_str());
   return kExitOk;
 }
 
@@ -315,7 +316,7 @@ int Bench(const BenchArgs& args, const RuntimeOptions& rt_in) {
   if (a.n_gen > 0) {
     if (Status st = run_test(fmt::format("tg{}{}", a.n_gen, at), a.n_gen, false); !st.ok()) return ReportError(st);
   }
-  if (a.json) std::printf("%s\n", out.dump(2).c_str());
+  if (a.json) std::printf("%s\n", DumpJson(out, 2).c_str());
   return kExitOk;
 }
 

@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/json.h"
 #include "base/output_file.h"
 #include "server/http_client.h"
 #include "tools/commands.h"
@@ -107,7 +108,7 @@ void RunRequest(const BenchServeArgs& a, const Target& t, const Json& body, Cloc
     };
     std::vector<std::pair<std::string, std::string>> headers;
     if (!a.api_key.empty()) headers.emplace_back("Authorization", "Bearer " + a.api_key);
-    auto res = server::HttpFetch(t, "POST", a.endpoint, body.dump(),
+    auto res = server::HttpFetch(t, "POST", a.endpoint, DumpJson(body),
                                  std::chrono::milliseconds(static_cast<int64_t>(a.timeout * 1000)), headers, on_chunk);
     if (!res.ok()) {
       r->error = res.status().message();
@@ -296,7 +297,7 @@ int BenchServe(const BenchServeArgs& a) {
     Json out = {{"url", a.url}, {"endpoint", a.endpoint}, {"num_prompts", a.num_prompts},
                 {"input_len", a.input_len}, {"output_len", a.output_len}, {"request_rate", a.request_rate},
                 {"stream", !a.no_stream}, {"levels", levels}};
-    if (Status st = WriteFileAtomically(a.json_out, out.dump(1) + "\n"); !st.ok()) return ReportError(st);
+    if (Status st = WriteFileAtomically(a.json_out, DumpJson(out, 1) + "\n"); !st.ok()) return ReportError(st);
   }
   if (!a.plot_out.empty()) {
     auto p50 = [](const char* k) { return [k](const Json& l) { return l[k]["p50"].get<double>(); }; };

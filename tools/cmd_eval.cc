@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/json.h"
 #include "infera/engine.h"
 #include "tools/commands.h"
 #include "tools/eval_tasks.h"
@@ -190,7 +191,7 @@ int RunEval(const EvalArgs& a, const RuntimeOptions& rt) {
     j["acc_norm_stderr"] = stderr_of(acc_norm);
   }
   if (a.json) {
-    std::printf("%s\n", j.dump().c_str());
+    std::printf("%s\n", DumpJson(j).c_str());
   } else if (lambada) {
     std::printf("%s: %lld passages, last-word accuracy %.2f %% ± %.2f, target ppl %.3f (%.1f s)\n", a.file.c_str(),
                 static_cast<long long>(n), 100 * acc, 100 * stderr_of(acc), j["target_ppl"].get<double>(), secs);

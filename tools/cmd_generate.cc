@@ -11,12 +11,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/json.h"
 #include "base/logging.h"
 #include "base/output_file.h"
-#include "server/openai_request.h"
-#include "server/output_constraints.h"
 #include "infera/engine.h"
 #include "sampling/sampler.h"
+#include "server/openai_request.h"
+#include "server/output_constraints.h"
 #include "tokenizer/chat_template.h"
 #include "tools/commands.h"
 #include "tools/engine_flags.h"
@@ -93,7 +94,7 @@ std::string ParseRequest(const Json& j, const std::string& line, const Tokenizer
   }
   {
     server::ApiError err;
-    if (!server::ParseOutputConstraint(nlohmann::ordered_json::parse(line), &p->grammar, &err)) return err.message;
+    if (!server::ParseOutputConstraint(ParseOrderedJson(line), &p->grammar, &err)) return err.message;
   }
   std::string e;
   // max_tokens, or its other names (OpenAI chat, llama.cpp).
@@ -289,7 +290,7 @@ int Generate(const GenerateArgs& a, const RuntimeOptions& rt_in) {
                   {"total_tokens", first.prompt_tokens + completion},
                   {"prompt_tokens_details", {{"cached_tokens", cached_here}}}};
     j["timing"] = {{"queue_ms", 1e3 * first.queue_seconds}, {"ttft_ms", 1e3 * first.ttft_seconds}, {"e2e_ms", 1e3 * e2e}};
-    if (Status st = (*out)->Write(j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n"); !st.ok()) {
+    if (Status st = (*out)->Write(DumpJson(j) + "\n"); !st.ok()) {
       return ReportError(st);
     }
     prompt_tokens += static_cast<uint64_t>(first.prompt_tokens) * choices.size();

@@ -16,6 +16,7 @@
 
 #include "base/check.h"
 #include "base/file_util.h"
+#include "base/json.h"
 #include "base/logging.h"
 #include "base/output_file.h"
 #include "infera/engine.h"
@@ -228,7 +229,7 @@ int Evaluate(const PplArgs& a, const Model& m, const Tokenizer& tok, const std::
                         100.0 * top1 / count);
   }
   if (a.json) {
-    std::printf("%s\n", j.dump().c_str());
+    std::printf("%s\n", DumpJson(j).c_str());
   } else {
     std::printf("ppl = %.4f +/- %.4f (%lld tokens scored, %d chunks of %d)%s\n", ppl, ppl_err,
                 static_cast<long long>(count), n_chunks, a.ctx, extra.c_str());

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/file_util.h"
+#include "base/json.h"
 #include "base/logging.h"
 #include "base/output_file.h"
 #include "model/tensor_schema.h"
@@ -427,7 +428,7 @@ int Prune(PruneArgs a, const RuntimeOptions& rt_in) {
   auto sum = WriteModelGguf(*lm, choose, wo, a.paths[1]);
   if (!sum.ok()) return ReportError(sum.status());
   if (!a.report.empty()) {
-    if (Status st = WriteFileAtomically(a.report, report.dump(1) + "\n"); !st.ok()) return ReportError(st);
+    if (Status st = WriteFileAtomically(a.report, DumpJson(report, 1) + "\n"); !st.ok()) return ReportError(st);
   }
   auto size = FileSize(a.paths[1]);
   std::fprintf(stderr, "wrote %s: %.2f MiB; layer weights %.1f %% zeros\n", a.paths[1].c_str(),

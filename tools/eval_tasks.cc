@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/json.h"
+
 namespace infera::cli {
 namespace {
 
@@ -114,7 +116,7 @@ StatusOr<std::vector<EvalTask>> ParseJsonl(const std::string& text, const std::s
   std::vector<EvalTask> tasks;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (lines[i].find_first_not_of(" \t") == std::string::npos) continue;
-    const auto j = nlohmann::json::parse(lines[i], nullptr, /*allow_exceptions=*/false);
+    const auto j = ParseJson(lines[i]);
     const std::string where = fmt::format("{}:{}", path, i + 1);
     if (!j.is_object()) return InvalidArgument(where + ": not a JSON object");
     const auto* ctx = FirstOf(j, {"ctx", "context", "question"});

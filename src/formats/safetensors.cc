@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/file_util.h"
+#include "base/json.h"
 
 namespace infera {
 namespace {
@@ -37,7 +38,7 @@ Status SafetensorsSet::AddFile(const uint8_t* data, size_t size, const std::stri
   std::memcpy(&n, data, 8);
   if (n > kMaxHeaderBytes || n > size - 8) return err(fmt::format("header length {} exceeds the file", n));
   const char* hb = reinterpret_cast<const char*>(data + 8);
-  nlohmann::json header = nlohmann::json::parse(hb, hb + n, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json header = ParseJson(std::string_view(hb, n));
   if (header.is_discarded() || !header.is_object()) return err("header is not a JSON object");
   const uint8_t* base = data + 8 + n;
   const uint64_t data_size = size - 8 - n;
@@ -115,7 +116,7 @@ StatusOr<std::unique_ptr<SafetensorsSet>> SafetensorsSet::OpenDir(const std::str
   if (FileExists(single)) return OpenFile(single);
   if (!FileExists(index)) return NotFound(dir + ": no model.safetensors or model.safetensors.index.json");
   ASSIGN_OR_RETURN(std::string text, ReadFileToString(index));
-  auto j = nlohmann::json::parse(text, nullptr, false);
+  auto j = ParseJson(text);
   if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
     return DataLoss(index + ": not a valid safetensors index (no weight_map)");
   }

@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/check.h"
+#include "base/json.h"
 #include "model/arch/registry.h"
 #include "model/tensor_schema.h"
 
@@ -226,7 +228,7 @@ StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& f) {
 namespace {
 StatusOr<ModelConfig> ConfigFromHfJsonUnchecked(const std::string& text, const std::string& source) {
   using nlohmann::json;
-  json j = json::parse(text, nullptr, false);
+  json j = ParseJson(text);
   if (j.is_discarded() || !j.is_object()) return DataLoss(source + ": not a JSON object");
   // A multimodal checkpoint: its language model's config (text_config over
   // the family's defaults); the vision part is not used.
@@ -238,7 +240,8 @@ StatusOr<ModelConfig> ConfigFromHfJsonUnchecked(const std::string& text, const s
       if (std::find(mm.begin(), mm.end(), wrapper) == mm.end()) continue;
       auto tc = j.find("text_config");
       if (tc == j.end() || !tc->is_object()) return DataLoss(source + ": " + wrapper + " without a text_config object");
-      json text_cfg = json::parse(a->hf_text_config_defaults);
+      json text_cfg = ParseJson(a->hf_text_config_defaults);
+      CHECK(text_cfg.is_object());  // the table's own defaults
       text_cfg.update(*tc);
       j = std::move(text_cfg);
       break;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/file_util.h"
+#include "base/json.h"
 #include "formats/llama2c.h"
 #include "formats/safetensors.h"
 #include "model/arch/registry.h"
@@ -129,7 +130,7 @@ class ExpertStacker {
 Status ReadEosIds(const std::string& path, int32_t n_vocab, std::vector<int32_t>* out) {
   if (!FileExists(path)) return Status::Ok();
   ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
-  auto j = nlohmann::json::parse(text, nullptr, false);
+  auto j = ParseJson(text);
   if (j.is_discarded() || !j.is_object()) return DataLoss(path + ": not a JSON object");
   auto it = j.find("eos_token_id");
   if (it == j.end() || it->is_null()) return Status::Ok();

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/json.h"
 #include "base/logging.h"
 #include "server/completion_job.h"
 #include "server/embeddings.h"
@@ -103,7 +104,7 @@ class RequestResponder : public Responder {
     metrics_->HttpRequest(endpoint_, status);
     if (status >= 400) {
       std::string message = body;
-      auto j = nlohmann::json::parse(body, nullptr, false);
+      auto j = ParseJson(body);
       if (!j.is_discarded() && j.contains("error") && j["error"].is_object()) message = j["error"].value("message", body);
       LogEvent(status >= 500 ? LogLevel::kError : LogLevel::kWarn, "request failed",
                {Field("request_id", request_id_), Field("trace_id", trace_.trace_id), Field("endpoint", endpoint_),

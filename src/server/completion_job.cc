@@ -10,8 +10,6 @@ namespace infera::server {
 
 using nlohmann::json;
 
-std::string DumpJson(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
 namespace {
 
 const char* FinishReasonString(FinishReason r) {

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json.h"
 #include "engine/async_engine.h"
 #include "server/http_server.h"
 #include "server/openai_request.h"
@@ -23,9 +24,6 @@
 #include "server/tracing.h"
 
 namespace infera::server {
-
-// JSON text; invalid UTF-8 (a model may emit it) becomes U+FFFD, never an exception.
-std::string DumpJson(const nlohmann::json& j);
 
 class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
  public:

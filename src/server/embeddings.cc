@@ -5,7 +5,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "server/completion_job.h"  // DumpJson
+#include "base/json.h"
+#include "server/completion_job.h"
 
 namespace infera::server {
 

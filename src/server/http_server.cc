@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/json.h"
 #include "base/logging.h"
 
 namespace infera::server {
@@ -42,7 +43,7 @@ std::string Lower(std::string_view s) {
 // An OpenAI-style error object (the HTTP layer's own errors: 400, 413).
 std::string ErrorBody(const std::string& message, const char* code) {
   const nlohmann::json e = {{"message", message}, {"type", "invalid_request_error"}, {"param", nullptr}, {"code", code}};
-  return nlohmann::json{{"error", e}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return DumpJson(nlohmann::json{{"error", e}});
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "base/json.h"
 #include "sampling/grammar.h"
 
 namespace infera::server {
@@ -91,7 +92,7 @@ class Converter {
     if (auto it = s.find("enum"); it != s.end()) {
       if (!it->is_array() || it->empty()) return Unsupported(path, "'enum' must be a non-empty list");
       std::string alts;
-      for (const json& v : *it) alts += (alts.empty() ? "" : " | ") + GbnfLiteral(v.dump());
+      for (const json& v : *it) alts += (alts.empty() ? "" : " | ") + GbnfLiteral(DumpJson(v));
       return "(" + alts + ")";
     }
     for (const char* key : {"anyOf", "oneOf"}) {
@@ -305,7 +306,7 @@ class Converter {
       extra = "json-value";  // {"type": "object"}: any object
     }
     auto member = [&](const std::string& name) {
-      return NewRule(GbnfLiteral(json(name).dump()) + " ws \":\" ws " + value_of[name] + " ws");
+      return NewRule(GbnfLiteral(DumpJson(json(name))) + " ws \":\" ws " + value_of[name] + " ws");
     };
     std::string extra_member;
     if (!extra.empty()) {

@@ -5,9 +5,10 @@
 
 #include <fmt/format.h>
 
+#include "base/json.h"
+#include "sampling/grammar.h"
 #include "server/output_constraints.h"
 #include "server/request_fields.h"
-#include "sampling/grammar.h"
 
 namespace infera::server {
 
@@ -29,7 +30,7 @@ std::string ApiError::ToJson() const {
   if (!param.empty()) e["param"] = param;
   if (!code.empty()) e["code"] = code;
   // (A message may quote the request's bytes, which need not be UTF-8.)
-  return json{{"error", e}}.dump(-1, ' ', false, json::error_handler_t::replace);
+  return DumpJson(json{{"error", e}});
 }
 
 ApiError BadValue(std::string param, std::string message) {
@@ -168,7 +169,7 @@ bool ToolCallsForTemplate(const nlohmann::ordered_json& calls, nlohmann::ordered
     }
     nlohmann::ordered_json call = c;
     if (auto args = fn->find("arguments"); args != fn->end() && args->is_string()) {
-      auto parsed = nlohmann::ordered_json::parse(args->get<std::string>(), nullptr, false);
+      auto parsed = ParseOrderedJson(args->get<std::string>());
       if (!parsed.is_discarded() && parsed.is_object()) call["function"]["arguments"] = std::move(parsed);
     }
     out->push_back(std::move(call));
@@ -254,7 +255,7 @@ bool ParseMessages(const nlohmann::ordered_json& obody, const ToolRequest& treq,
     if (!kw->is_object()) return r->Fail("chat_template_kwargs", "'chat_template_kwargs' must be an object");
     for (auto it = kw->begin(); it != kw->end(); ++it) {
       if (tmpl.is_jinja()) {
-        chat_opts.kwargs[it.key()] = nlohmann::ordered_json::parse(it->dump());
+        chat_opts.kwargs[it.key()] = ParseOrderedJson(DumpJson(*it));
         continue;
       }
       if (it.key() == "enable_thinking" && it->is_boolean()) {
@@ -466,7 +467,7 @@ bool IsUnsupportedField(const std::string& name) {
 }
 
 bool ParseJsonBody(const std::string& body, json* out, ApiError* err) {
-  *out = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  *out = ParseJson(body);
   if (out->is_discarded()) {
     err->status = 400;
     err->message = "the request body is not valid JSON";
@@ -586,7 +587,7 @@ bool ParseCompletionRequest(const std::string& body_text, bool chat, const Parse
     r.Bool("echo", &out->echo);
   }
   // The body with its key order: JSON schemas and tools keep their properties' order.
-  nlohmann::ordered_json obody = nlohmann::ordered_json::parse(body_text, nullptr, false);
+  nlohmann::ordered_json obody = ParseOrderedJson(body_text);
   if (r.ok() && !ParseOutputConstraint(obody, &p.grammar, err)) return false;
   ToolRequest treq;
   if (chat && r.ok()) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "base/json.h"
 #include "server/json_schema_grammar.h"
 #include "server/regex_grammar.h"
 
@@ -59,7 +60,7 @@ bool ParseOutputConstraint(const json& body, std::shared_ptr<const Grammar>* gra
   auto schema = [&](const char* field, const json& v) {
     json parsed = v;
     if (v.is_string()) {  // (vLLM takes guided_json as text too)
-      parsed = json::parse(v.get<std::string>(), nullptr, false);
+      parsed = ParseOrderedJson(v.get<std::string>());
       if (parsed.is_discarded()) return SetBadValue(err, field, fmt::format("'{}' is not valid JSON", field));
     }
     auto gbnf = JsonSchemaToGbnf(parsed);

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "base/json.h"
 #include "sampling/grammar.h"
 #include "server/json_schema_grammar.h"
 
@@ -78,7 +79,7 @@ bool CallFromJson(const json& j, ToolCall* out) {
 
 // A JSON object or a list of them -> calls; false unless all are calls.
 bool CallsFromText(const std::string& text, std::vector<ToolCall>* out) {
-  const json j = json::parse(text, nullptr, false);
+  const json j = ParseJson(text);
   if (j.is_discarded()) return false;
   std::vector<ToolCall> calls;
   const auto add = [&](const json& e) {
@@ -246,7 +247,7 @@ StatusOr<std::string> ToolCallGrammar(ToolCallFormat format, const ToolRequest& 
       return fmt::format("root ::= {}\n{}{}", *args, rules, JsonGbnfPrimitives());
     }
     const char* args_key = format == ToolCallFormat::kHermes || format == ToolCallFormat::kMistral ? "arguments" : "parameters";
-    const std::string head = fmt::format("{{\"name\": {}, \"{}\": ", json(t.name).dump(), args_key);
+    const std::string head = fmt::format("{{\"name\": {}, \"{}\": ", DumpJson(json(t.name)), args_key);
     calls.push_back(fmt::format("{} {} \"}}\"", GbnfLiteral(head), *args));
   }
   if (calls.empty()) return InvalidArgument("tool_choice: no tool to call");

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/json.h"
 #include "base/logging.h"
 
 namespace infera::server {
@@ -140,7 +141,7 @@ std::string OtlpExporter::BatchJson(const std::vector<Span>& spans) const {
                                {{"attributes", json::array({{{"key", "service.name"},
                                                              {"value", {{"stringValue", service_name_}}}}})}}},
                               {"scopeSpans", json::array({{{"scope", {{"name", "infera"}}}, {"spans", out}}})}}})}};
-  return body.dump(-1, ' ', false, json::error_handler_t::replace);
+  return DumpJson(body);
 }
 
 bool OtlpExporter::Post(const std::string& body) {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/file_util.h"
+#include "base/json.h"
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/byte_unicode.h"
 #include "tokenizer/file_loaders.h"
@@ -96,7 +97,7 @@ Status ParseMergeLine(const std::string& line, const std::string& source, Merges
 void ApplyTokenizerConfig(const std::string& dir, Vocab* v) {
   auto text = ReadFileToString(dir + "/tokenizer_config.json");
   if (!text.ok()) return;
-  json j = json::parse(*text, nullptr, false);
+  json j = ParseJson(*text);
   if (!j.is_object()) return;
   auto token_text = [&](const char* key) -> std::string {
     auto it = j.find(key);
@@ -124,7 +125,7 @@ void ApplyTokenizerConfig(const std::string& dir, Vocab* v) {
 
 StatusOr<std::unique_ptr<Tokenizer>> FromTokenizerJsonUnchecked(const std::string& path, const std::string& pre_override) {
   ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
-  json j = json::parse(text, nullptr, false);
+  json j = ParseJson(text);
   if (j.is_discarded() || !j.is_object() || !j.contains("model") || !j["model"].is_object()) {
     return DataLoss(path + ": not a tokenizer.json (no model object)");
   }
@@ -263,7 +264,7 @@ StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromTiktoken(const std::string& pa
 StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromVocabMerges(const std::string& vocab_path, const std::string& merges_path,
                                                              const std::string& pre_override) {
   ASSIGN_OR_RETURN(std::string vtext, ReadFileToString(vocab_path));
-  json j = json::parse(vtext, nullptr, false);
+  json j = ParseJson(vtext);
   if (j.is_discarded() || !j.is_object()) return DataLoss(vocab_path + ": not a JSON object of token -> id");
   Vocab v;
   for (auto it = j.begin(); it != j.end(); ++it) {

@@ -9,11 +9,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json.h"
 #include "jinja/template.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace infera;
-  static const nlohmann::ordered_json kContext = nlohmann::ordered_json::parse(R"({
+  static const nlohmann::ordered_json kContext = ParseOrderedJson(R"({
     "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "héllo 🙂"},
                  {"role": "assistant", "content": null, "tool_calls": [{"id": "call12345", "type": "function",
                    "function": {"name": "f", "arguments": {"x": 1.5, "y": [true, null]}}}]},

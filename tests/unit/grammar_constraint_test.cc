@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "base/json.h"
 #include "server/output_constraints.h"
 #include "unit/test_util.h"
 
@@ -114,8 +115,7 @@ TEST_F(GrammarConstraintTest, RandomWalksEndInSentences) {
     ASSERT_TRUE(m.AcceptBytes(text)) << text;
     if (done) {
       EXPECT_TRUE(m.CanEnd()) << text;
-      EXPECT_TRUE(nlohmann::json::accept(text)) << text;
-      EXPECT_TRUE(nlohmann::json::parse(text).is_object()) << text;
+      EXPECT_TRUE(ParseJson(text).is_object()) << text;  // (a discarded value is not an object)
       ++ended;
     }
   }

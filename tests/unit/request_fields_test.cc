@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "base/json.h"
 #include "server/openai_request.h"
 #include "server/request_fields.h"
 #include "unit/test_util.h"
@@ -38,7 +39,7 @@ class RequestFieldsTest : public ::testing::Test {
   ApiError Error(const json& body, bool chat) {
     CompletionSpec spec;
     ApiError err;
-    if (ParseCompletionRequest(body.dump(), chat, ctx_, &spec, &err)) err.status = 0;
+    if (ParseCompletionRequest(DumpJson(body), chat, ctx_, &spec, &err)) err.status = 0;
     return err;
   }
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/json.h"
 #include "sampling/grammar.h"
 #include "server/json_schema_grammar.h"
 
@@ -194,7 +195,7 @@ namespace {
 // A schema's properties are generated in the order the request gives them
 // (OpenAI's structured outputs keep that order), not sorted.
 TEST(JsonSchemaGrammar, PropertiesKeepTheSchemasOrder) {
-  const auto schema = nlohmann::ordered_json::parse(
+  const auto schema = ParseOrderedJson(
       R"({"type": "object", "properties": {"zeta": {"type": "integer"}, "alpha": {"type": "integer"}},
           "required": ["zeta", "alpha"]})");
   auto gbnf = JsonSchemaToGbnf(schema);
