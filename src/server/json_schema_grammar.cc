@@ -12,7 +12,7 @@ namespace infera::server {
 
 // Ordered: a schema's properties are generated in the order it gives them
 // (as OpenAI's structured outputs keep them).
-using json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 
 namespace {
 
@@ -33,7 +33,7 @@ json-array ::= "[" ws ( json-value ws ( "," ws json-value ws )* )? "]"
 
 class Converter {
  public:
-  explicit Converter(const json& root, std::string prefix = "") : root_(root), prefix_(std::move(prefix)) {}
+  explicit Converter(const OrderedJson& root, std::string prefix = "") : root_(root), prefix_(std::move(prefix)) {}
 
   StatusOr<std::string> Run() {
     ASSIGN_OR_RETURN(std::string top, Visit(root_, "#"));
@@ -61,7 +61,7 @@ class Converter {
   }
 
   // The GBNF expression (a rule name or a group) for schema `s` at `path`.
-  StatusOr<std::string> Visit(const json& s, const std::string& path) {
+  StatusOr<std::string> Visit(const OrderedJson& s, const std::string& path) {
     if (++depth_ > 64) return Unsupported(path, "nested too deeply");
     struct Leave {
       int* d;
@@ -92,7 +92,7 @@ class Converter {
     if (auto it = s.find("enum"); it != s.end()) {
       if (!it->is_array() || it->empty()) return Unsupported(path, "'enum' must be a non-empty list");
       std::string alts;
-      for (const json& v : *it) alts += (alts.empty() ? "" : " | ") + GbnfLiteral(DumpJson(v));
+      for (const OrderedJson& v : *it) alts += (alts.empty() ? "" : " | ") + GbnfLiteral(DumpJson(v));
       return "(" + alts + ")";
     }
     for (const char* key : {"anyOf", "oneOf"}) {
@@ -117,7 +117,7 @@ class Converter {
       if (it->is_string()) {
         types.push_back(it->get<std::string>());
       } else if (it->is_array()) {
-        for (const json& t : *it) {
+        for (const OrderedJson& t : *it) {
           if (!t.is_string()) return Unsupported(path, "'type' must be a string or a list of strings");
           types.push_back(t.get<std::string>());
         }
@@ -141,7 +141,7 @@ class Converter {
 
   StatusOr<std::string> Ref(const std::string& ref, const std::string& path) {
     std::string name;
-    const json* defs = nullptr;
+    const OrderedJson* defs = nullptr;
     for (const char* prefix : {"#/$defs/", "#/definitions/"}) {
       if (ref.rfind(prefix, 0) == 0) {
         name = ref.substr(std::string(prefix).size());
@@ -174,7 +174,7 @@ class Converter {
     }
   }
 
-  static StatusOr<int> Bound(const json& s, const char* key, const std::string& path, int fallback) {
+  static StatusOr<int> Bound(const OrderedJson& s, const char* key, const std::string& path, int fallback) {
     auto it = s.find(key);
     if (it == s.end()) return fallback;
     if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > kMaxRepeat) {
@@ -189,7 +189,7 @@ class Converter {
     return fmt::format("{}{{{},{}}}", item, lo, hi);
   }
 
-  StatusOr<std::string> Typed(const json& s, const std::string& type, const std::string& path) {
+  StatusOr<std::string> Typed(const OrderedJson& s, const std::string& type, const std::string& path) {
     if (type == "string") {
       ASSIGN_OR_RETURN(int lo, Bound(s, "minLength", path, 0));
       ASSIGN_OR_RETURN(int hi, Bound(s, "maxLength", path, -1));
@@ -228,7 +228,7 @@ class Converter {
     return Unsupported(path, fmt::format("unknown type '{}'", type));
   }
 
-  StatusOr<std::string> Array(const json& s, const std::string& path) {
+  StatusOr<std::string> Array(const OrderedJson& s, const std::string& path) {
     ASSIGN_OR_RETURN(int lo, Bound(s, "minItems", path, 0));
     ASSIGN_OR_RETURN(int hi, Bound(s, "maxItems", path, -1));
     if (hi >= 0 && hi < lo) return Unsupported(path, "maxItems < minItems");
@@ -274,7 +274,7 @@ class Converter {
     return NewRule(body + " \"]\"");
   }
 
-  StatusOr<std::string> Object(const json& s, const std::string& path) {
+  StatusOr<std::string> Object(const OrderedJson& s, const std::string& path) {
     std::vector<std::string> names;
     std::map<std::string, std::string> value_of;
     if (auto it = s.find("properties"); it != s.end()) {
@@ -288,7 +288,7 @@ class Converter {
     std::set<std::string> required;
     if (auto it = s.find("required"); it != s.end()) {
       if (!it->is_array()) return Unsupported(path, "'required' must be a list");
-      for (const json& r : *it) {
+      for (const OrderedJson& r : *it) {
         if (!r.is_string() || !value_of.count(r.get<std::string>())) {
           return Unsupported(path, "every 'required' name must be one of 'properties'");
         }
@@ -306,7 +306,7 @@ class Converter {
       extra = "json-value";  // {"type": "object"}: any object
     }
     auto member = [&](const std::string& name) {
-      return NewRule(GbnfLiteral(DumpJson(json(name))) + " ws \":\" ws " + value_of[name] + " ws");
+      return NewRule(GbnfLiteral(DumpJson(OrderedJson(name))) + " ws \":\" ws " + value_of[name] + " ws");
     };
     std::string extra_member;
     if (!extra.empty()) {
@@ -317,7 +317,7 @@ class Converter {
         if (!pn->is_object() || pn->value("type", "string") != "string") {
           return Unsupported(path, "'propertyNames' must be a string schema");
         }
-        json as_string = *pn;
+        OrderedJson as_string = *pn;
         as_string["type"] = "string";
         ASSIGN_OR_RETURN(key, Visit(as_string, path + "/propertyNames"));
       }
@@ -353,7 +353,7 @@ class Converter {
     return NewRule(body);
   }
 
-  const json& root_;
+  const OrderedJson& root_;
   std::string prefix_;
   std::vector<std::pair<std::string, std::string>> rules_;
   std::map<std::string, std::string> refs_;
@@ -362,9 +362,9 @@ class Converter {
 
 }  // namespace
 
-StatusOr<std::string> JsonSchemaToGbnf(const json& schema) { return Converter(schema).Run(); }
+StatusOr<std::string> JsonSchemaToGbnf(const OrderedJson& schema) { return Converter(schema).Run(); }
 
-StatusOr<std::string> JsonSchemaToGbnfExpr(const json& schema, const std::string& prefix, std::string* rules) {
+StatusOr<std::string> JsonSchemaToGbnfExpr(const OrderedJson& schema, const std::string& prefix, std::string* rules) {
   return Converter(schema, prefix).RunExpr(rules);
 }
 

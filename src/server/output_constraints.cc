@@ -8,7 +8,7 @@
 
 namespace infera::server {
 
-using json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 
 const char kJsonObjectGbnf[] = R"(
 root    ::= "{" ws ( member ( "," ws member )* )? "}"
@@ -21,7 +21,7 @@ number  ::= "-"? ( "0" | [1-9] [0-9]{0,15} ) ( "." [0-9]{1,16} )? ( [eE] [-+]? [
 ws      ::= ( " " | "\n" [ \t]{0,20} )?
 )";
 
-bool ParseOutputConstraint(const json& body, std::shared_ptr<const Grammar>* grammar, ApiError* err) {
+bool ParseOutputConstraint(const OrderedJson& body, std::shared_ptr<const Grammar>* grammar, ApiError* err) {
   grammar->reset();
   std::string gbnf, from;
   auto take = [&](const char* field, std::string text) {
@@ -49,7 +49,7 @@ bool ParseOutputConstraint(const json& body, std::shared_ptr<const Grammar>* gra
     if (!it->is_array()) return SetBadValue(err, "guided_choice", "'guided_choice' must be a list of strings");
     std::string rule = "root ::= ";
     for (size_t i = 0; i < it->size(); ++i) {
-      const json& c = (*it)[i];
+      const OrderedJson& c = (*it)[i];
       if (!c.is_string() || c.get_ref<const std::string&>().empty()) {
         return SetBadValue(err, "guided_choice", "'guided_choice' must be a list of non-empty strings");
       }
@@ -57,8 +57,8 @@ bool ParseOutputConstraint(const json& body, std::shared_ptr<const Grammar>* gra
     }
     if (!take("guided_choice", rule)) return false;
   }
-  auto schema = [&](const char* field, const json& v) {
-    json parsed = v;
+  auto schema = [&](const char* field, const OrderedJson& v) {
+    OrderedJson parsed = v;
     if (v.is_string()) {  // (vLLM takes guided_json as text too)
       parsed = ParseOrderedJson(v.get<std::string>());
       if (parsed.is_discarded()) return SetBadValue(err, field, fmt::format("'{}' is not valid JSON", field));
@@ -90,7 +90,7 @@ bool ParseOutputConstraint(const json& body, std::shared_ptr<const Grammar>* gra
         return SetBadValue(err, "response_format", "response_format json_schema needs a 'json_schema' object");
       }
       auto sc = js->find("schema");
-      if (!schema("response_format", sc == js->end() ? json::object() : *sc)) return false;
+      if (!schema("response_format", sc == js->end() ? OrderedJson::object() : *sc)) return false;
     } else if (type != "text") {
       return SetBadValue(err, "response_format", "response_format type must be text, json_object or json_schema");
     }

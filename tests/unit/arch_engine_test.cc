@@ -20,7 +20,7 @@
 #include "tensor/quant_blocks.h"
 #include "unit/test_util.h"
 
-namespace infera {
+namespace infera::arch_engine_test {
 namespace {
 
 ModelConfig MoeConfig() {
@@ -324,9 +324,9 @@ TEST(MoeEngineTest, EngineRunsAFakeRunner) {
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::arch_engine_test
 
-namespace infera {
+namespace infera::arch_engine_test {
 namespace {
 
 // Every layer sliding (Mistral v0.1-style, window 24 over 16-token blocks):
@@ -375,4 +375,4 @@ TEST(ArchEngineTest, SlidingWindowMemoryStopsGrowingAtTheWindow) {
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::arch_engine_test

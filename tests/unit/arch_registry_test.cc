@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-namespace infera {
+namespace infera::arch_registry_test {
 namespace {
 
 TEST(ArchRegistryTest, EveryFamilyOnceAndFoundByEveryName) {
@@ -93,4 +93,4 @@ TEST(ArchRegistryTest, SyntheticVocabHasEveryPieceOnce) {
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::arch_registry_test

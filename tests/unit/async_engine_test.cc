@@ -12,7 +12,7 @@
 #include "model/loader.h"
 #include "unit/test_util.h"
 
-namespace infera {
+namespace infera::async_engine_test {
 namespace {
 
 struct Fixture {
@@ -103,4 +103,4 @@ TEST(AsyncEngine, CancelFromAnotherThreadAndShutdownWithWorkInFlight) {
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::async_engine_test

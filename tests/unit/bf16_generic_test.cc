@@ -17,7 +17,7 @@
 #include <immintrin.h>
 #endif
 
-namespace infera {
+namespace infera::bf16_generic_test {
 namespace {
 
 #if defined(__x86_64__)
@@ -100,4 +100,4 @@ TEST(Bf16Generic, TheAvx512Bf16AttentionKernelIsChosenWhereAvailable) {
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::bf16_generic_test

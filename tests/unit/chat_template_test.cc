@@ -7,7 +7,7 @@
 #include "tokenizer/loader.h"
 #include "unit/test_util.h"
 
-namespace infera {
+namespace infera::chat_template_test {
 namespace {
 
 const std::vector<ChatMessage> kConv = {
@@ -126,4 +126,4 @@ TEST(ChatTemplate, ChatmlSpecialTokensBecomeTokens) {
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::chat_template_test

@@ -10,7 +10,7 @@
 #include "model/loader.h"
 #include "unit/test_util.h"
 
-namespace infera {
+namespace infera::engine_test {
 namespace {
 
 struct Fixture {
@@ -240,4 +240,4 @@ INSTANTIATE_TEST_SUITE_P(Types, EngineTest, ::testing::Values(DType::kF32, DType
                          [](const auto& info) { return std::string(DTypeName(info.param)); });
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::engine_test

@@ -18,7 +18,7 @@
 #include "kernels/kernels.h"
 #include "unit/test_util.h"
 
-namespace infera {
+namespace infera::flash_test {
 namespace {
 
 using testing::AvailableIsas;
@@ -433,4 +433,4 @@ TEST(AttendBatch, SplitDecodeEqualsPrefillAndBatching) {
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::flash_test

@@ -4,7 +4,7 @@
 
 #include "tensor/fp16.h"
 
-namespace infera {
+namespace infera::fp16_test {
 namespace {
 
 TEST(Fp16, KnownValues) {
@@ -41,4 +41,4 @@ TEST(Bf16, RoundTripAndRounding) {
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::fp16_test

@@ -10,7 +10,7 @@
 #include "formats/mmap_file.h"
 #include "unit/test_util.h"
 
-namespace infera {
+namespace infera::gguf_test {
 namespace {
 
 // Raw GGUF bytes for hand-made (often broken) files.
@@ -214,4 +214,4 @@ TEST(Gguf, ReadsRealLlamaCppFile) {
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::gguf_test

@@ -14,7 +14,7 @@
 #include "server/output_constraints.h"
 #include "unit/test_util.h"
 
-namespace infera {
+namespace infera::grammar_constraint_test {
 namespace {
 
 class GrammarConstraintTest : public ::testing::Test {
@@ -130,4 +130,4 @@ TEST_F(GrammarConstraintTest, RandomWalksEndInSentences) {
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::grammar_constraint_test

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-namespace infera {
+namespace infera::grammar_test {
 namespace {
 
 std::shared_ptr<const Grammar> MustParse(const std::string& g) {
@@ -144,4 +144,4 @@ root ::= "b")", "defined twice"},
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::grammar_test

@@ -14,7 +14,7 @@
 #include "quant/quantize.h"
 #include "tensor/quant_blocks.h"
 
-namespace infera {
+namespace infera::imatrix_test {
 namespace {
 
 std::string TempPath(const std::string& name) {
@@ -112,4 +112,4 @@ TEST(Imatrix, WeightedQuantizersLowerTheWeightedError) {
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::imatrix_test

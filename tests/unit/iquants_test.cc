@@ -14,7 +14,7 @@
 #include "quant/quantize.h"
 #include "tensor/quant_blocks.h"
 
-namespace infera {
+namespace infera::iquants_test {
 namespace {
 
 TEST(Iq3sGrid, IsTheFormatsCodebook) {
@@ -172,4 +172,4 @@ TEST(Iq3s, AnAllZeroGroupLeavesTheOthersInPlace) {
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::iquants_test

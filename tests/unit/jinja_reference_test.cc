@@ -15,7 +15,7 @@
 
 #include "jinja/template.h"
 
-namespace infera {
+namespace infera::jinja_reference_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -126,4 +126,4 @@ TEST(JinjaLimits, SyntaxErrorsNameTheLine) {
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::jinja_reference_test

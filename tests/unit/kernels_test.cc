@@ -22,7 +22,7 @@
 #include "tensor/fp16.h"
 #include "tensor/quant_blocks.h"
 
-namespace infera {
+namespace infera::kernels_test {
 namespace {
 
 using testing::AvailableIsas;
@@ -978,4 +978,4 @@ TEST(Kernels, TanhDefinedIsCloseToLibm) {
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::kernels_test

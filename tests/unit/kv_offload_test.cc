@@ -25,7 +25,7 @@
 #include "model/loader.h"
 #include "unit/test_util.h"
 
-namespace infera {
+namespace infera::kv_offload_test {
 namespace {
 
 using kv_offload::BlockBlobHeader;
@@ -422,4 +422,4 @@ TEST(KvOffloadEngine, RefillsAnEvictedPrefixFromDiskWithinOneEngine) {
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::kv_offload_test

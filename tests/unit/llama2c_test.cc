@@ -6,7 +6,7 @@
 #include "formats/llama2c.h"
 #include "unit/test_util.h"
 
-namespace infera {
+namespace infera::llama2c_test {
 namespace {
 
 StatusOr<std::unique_ptr<Llama2cCheckpoint>> P(const std::string& b) {
@@ -53,4 +53,4 @@ TEST(Llama2c, TokenizerRejectsTruncation) {
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::llama2c_test

@@ -8,7 +8,7 @@
 #include "model/loader.h"
 #include "unit/test_util.h"
 
-namespace infera {
+namespace infera::loader_test {
 namespace {
 
 // Copies `src` to a new GGUF, dropping key `drop_key` and tensor
@@ -95,4 +95,4 @@ TEST_F(LoaderTest, LoadsRealTinyRandomLlama) {
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::loader_test

@@ -16,7 +16,7 @@
 #include "tensor/fp16.h"
 #include "unit/test_util.h"
 
-namespace infera {
+namespace infera::matmul_bf16_test {
 namespace {
 
 using testing::AvailableIsas;
@@ -207,4 +207,4 @@ INSTANTIATE_TEST_SUITE_P(AllIsas, MatmulBf16Test, ::testing::ValuesIn(AvailableI
                          [](const ::testing::TestParamInfo<CpuIsa>& i) { return std::string(CpuIsaName(i.param)); });
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::matmul_bf16_test

@@ -8,7 +8,7 @@
 
 #include "metrics/registry.h"
 
-namespace infera::metrics {
+namespace infera::metrics::metrics_test {
 namespace {
 
 TEST(Metrics, ConcurrentIncrementsAreExact) {
@@ -79,4 +79,4 @@ TEST(Metrics, TextExposition) {
 }
 
 }  // namespace
-}  // namespace infera::metrics
+}  // namespace infera::metrics::metrics_test

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-namespace infera {
+namespace infera::moe_routing_test {
 namespace {
 
 TEST(MoeRoutingTest, TopKWithSoftmaxWeights) {
@@ -53,4 +53,4 @@ TEST(MoeRoutingTest, AllExpertsChosen) {
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::moe_routing_test

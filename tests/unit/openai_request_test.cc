@@ -7,7 +7,7 @@
 #include "server/openai_request.h"
 #include "unit/test_util.h"
 
-namespace infera::server {
+namespace infera::server::openai_request_test {
 namespace {
 
 class OpenAIRequestTest : public ::testing::Test {
@@ -260,4 +260,4 @@ TEST_F(OpenAIRequestTest, LlamaCppNamesAreAliases) {
 }
 
 }  // namespace
-}  // namespace infera::server
+}  // namespace infera::server::openai_request_test

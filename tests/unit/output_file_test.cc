@@ -12,7 +12,7 @@
 
 #include <gtest/gtest.h>
 
-namespace infera {
+namespace infera::output_file_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -101,4 +101,4 @@ TEST_F(OutputFileTest, DevicesAreWrittenInPlaceAndErrorsReported) {
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::output_file_test

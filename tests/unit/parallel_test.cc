@@ -18,7 +18,7 @@
 #include "parallel/local_communicator.h"
 #include "unit/test_util.h"
 
-namespace infera {
+namespace infera::parallel_test {
 namespace {
 
 // Runs fn(rank) on n threads at once.
@@ -297,4 +297,4 @@ TEST(SplitModel, EveryFamilyShardsCorrectly) {
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::parallel_test

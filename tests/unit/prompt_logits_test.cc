@@ -17,7 +17,7 @@
 #include "tokenizer/loader.h"
 #include "unit/test_util.h"
 
-namespace infera {
+namespace infera::prompt_logits_test {
 namespace {
 
 struct Fixture {
@@ -293,4 +293,4 @@ TEST(PromptLogits, Stories260KGreedyMatchesLlama2c) {
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::prompt_logits_test

@@ -13,7 +13,7 @@
 #include "prune/model_pruning.h"
 #include "unit/test_util.h"
 
-namespace infera {
+namespace infera::prune_structured_test {
 namespace {
 
 std::vector<float> PromptLogits(const Model& m, const KernelTable& k, const std::vector<int32_t>& toks) {
@@ -141,4 +141,4 @@ TEST(PruneStructuredTest, RefusesWhatAModelDoesNotHave) {
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::prune_structured_test

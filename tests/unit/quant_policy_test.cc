@@ -4,7 +4,7 @@
 
 #include "quant/policy.h"
 
-namespace infera {
+namespace infera::quant_policy_test {
 namespace {
 
 TEST(QuantPolicy, ParsesTypesAndPresets) {
@@ -46,4 +46,4 @@ TEST(QuantPolicy, MixtureAndOutputRules) {
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::quant_policy_test

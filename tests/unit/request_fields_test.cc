@@ -13,7 +13,7 @@
 #include "server/request_fields.h"
 #include "unit/test_util.h"
 
-namespace infera::server {
+namespace infera::server::request_fields_test {
 namespace {
 
 using nlohmann::json;
@@ -200,4 +200,4 @@ TEST(RequestFieldsDocs, ApiMdListsExactlyTheTable) {
 }
 
 }  // namespace
-}  // namespace infera::server
+}  // namespace infera::server::request_fields_test

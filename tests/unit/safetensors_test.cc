@@ -4,7 +4,7 @@
 
 #include "formats/safetensors.h"
 
-namespace infera {
+namespace infera::safetensors_test {
 namespace {
 
 std::string Make(const std::string& header, size_t data_bytes) {
@@ -59,4 +59,4 @@ TEST(Safetensors, MissingDirIsNotFound) {
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::safetensors_test

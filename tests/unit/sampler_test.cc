@@ -4,7 +4,7 @@
 
 #include "sampling/sampler.h"
 
-namespace infera {
+namespace infera::sampler_test {
 namespace {
 
 TEST(Sampler, GreedyPicksArgmax) {
@@ -102,4 +102,4 @@ TEST(Sampler, ValidatesParams) {
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::sampler_test

@@ -9,7 +9,7 @@
 #include "kv_cache/block_manager.h"
 #include "scheduler/scheduler.h"
 
-namespace infera {
+namespace infera::scheduler_test {
 namespace {
 
 TEST(BlockPool, RefCountsCacheAndEviction) {
@@ -251,4 +251,4 @@ TEST(Scheduler, RandomOperationsLeaveThePoolEmpty) {
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::scheduler_test

@@ -14,7 +14,7 @@
 #include "model/model_runner.h"
 #include "unit/test_util.h"
 
-namespace infera {
+namespace infera::speculative_test {
 namespace {
 
 using Tokens = std::vector<int32_t>;
@@ -337,4 +337,4 @@ TEST(Speculative, RefusesBadOptions) {
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::speculative_test

@@ -2,7 +2,7 @@
 
 #include "engine/stop_checker.h"
 
-namespace infera {
+namespace infera::stop_checker_test {
 namespace {
 
 TEST(StopChecker, PassesThroughWithoutStops) {
@@ -46,4 +46,4 @@ TEST(StopChecker, FlushReturnsHeldText) {
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::stop_checker_test

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-namespace infera {
+namespace infera::tensor_schema_test {
 namespace {
 
 ModelConfig SmallConfig(bool qkv_bias, bool tied) {
@@ -141,4 +141,4 @@ TEST(TensorSchemaTest, ShapesAndDestinations) {
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::tensor_schema_test

@@ -9,7 +9,7 @@
 
 #include "base/thread_pool.h"
 
-namespace infera {
+namespace infera::thread_pool_test {
 namespace {
 
 TEST(ThreadPool, ParallelForCoversRangeExactlyOnce) {
@@ -116,4 +116,4 @@ TEST(ThreadPool, SleepingWorkersWakeAndHelp) {
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::thread_pool_test

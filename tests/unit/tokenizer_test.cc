@@ -10,7 +10,7 @@
 #include "tokenizer/utf8.h"
 #include "unit/test_util.h"
 
-namespace infera {
+namespace infera::tokenizer_test {
 namespace {
 
 TEST(Utf8, IncompleteTailAndSanitize) {
@@ -92,4 +92,4 @@ TEST(StreamDecoder, NeverEmitsInvalidUtf8) {
 }
 
 }  // namespace
-}  // namespace infera
+}  // namespace infera::tokenizer_test

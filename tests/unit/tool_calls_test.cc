@@ -9,7 +9,7 @@
 #include "sampling/grammar.h"
 #include "server/json_schema_grammar.h"
 
-namespace infera::server {
+namespace infera::server::tool_calls_test {
 namespace {
 
 using OJson = nlohmann::ordered_json;
@@ -187,9 +187,9 @@ TEST(ToolCalls, GrammarAdmitsOnlyValidCallsInTheFormat) {
 }
 
 }  // namespace
-}  // namespace infera::server
+}  // namespace infera::server::tool_calls_test
 
-namespace infera::server {
+namespace infera::server::tool_calls_test {
 namespace {
 
 // A schema's properties are generated in the order the request gives them
@@ -205,4 +205,4 @@ TEST(JsonSchemaGrammar, PropertiesKeepTheSchemasOrder) {
 }
 
 }  // namespace
-}  // namespace infera::server
+}  // namespace infera::server::tool_calls_test
