@@ -99,23 +99,45 @@ int DumpTensor(const DumpTensorArgs& a) {
 }
 
 struct DetokenizeArgs {
-  std::string model, ids, pre;
+  std::string model, ids, file, split, pre;
+  bool ids_given = false;  // the positional ids, possibly an empty list
   bool special = false;
 };
 
+// Decodes `ids` (one space-separated id list) or, with --file, each line of
+// the file as its own list: the text of each, followed by --split's separator
+// (default a newline). One process for many lists (tokenizer test vectors).
 int Detokenize(const DetokenizeArgs& a) {
-  std::vector<int32_t> ids;
-  if (std::string e = ParseIds(a.ids, "ids", &ids); !e.empty()) return ReportError(e);
+  if (a.ids_given == !a.file.empty()) return ReportError("give either ids or --file (one id list per line)");
+  std::vector<std::string> lists;
+  if (a.file.empty()) {
+    lists.push_back(a.ids);
+  } else {
+    auto t = ReadFileToString(a.file);
+    if (!t.ok()) return ReportError(t.status());
+    std::istringstream in(*t);
+    for (std::string line; std::getline(in, line);) lists.push_back(line);
+  }
+  std::vector<std::vector<int32_t>> all(lists.size());
+  for (size_t i = 0; i < lists.size(); ++i) {
+    const std::string what = a.file.empty() ? std::string("ids") : fmt::format("{} line {}: ids", a.file, i + 1);
+    if (std::string e = ParseIds(lists[i], what.c_str(), &all[i]); !e.empty()) return ReportError(e);
+  }
   auto tok = TokenizerFromFile(a.model, -1, a.pre);
   if (!tok.ok()) return ReportError(tok.status());
-  for (int32_t id : ids) {
-    if (id >= (*tok)->n_vocab()) {
-      return ReportError(fmt::format("token id {} is out of range [0, {})", id, (*tok)->n_vocab()));
+  for (const std::vector<int32_t>& ids : all) {
+    for (int32_t id : ids) {
+      if (id >= (*tok)->n_vocab()) {
+        return ReportError(fmt::format("token id {} is out of range [0, {})", id, (*tok)->n_vocab()));
+      }
     }
   }
-  const std::string text = (*tok)->Decode(ids, a.special);
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fputc('\n', stdout);
+  const std::string sep = a.split.empty() ? std::string("\n") : a.split;
+  for (const std::vector<int32_t>& ids : all) {
+    const std::string text = (*tok)->Decode(ids, a.special);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fwrite(sep.data(), 1, sep.size(), stdout);
+  }
   return kExitOk;
 }
 
@@ -208,10 +230,15 @@ CommandFn RegisterDumpTensor(CLI::App& app, const RuntimeOptions&) {
 CommandFn RegisterDetokenize(CLI::App& app, const RuntimeOptions&) {
   auto a = std::make_shared<DetokenizeArgs>();
   app.add_option("-m,--model", a->model, "tokenizer file or model (as for tokenize)")->required();
-  app.add_option("ids", a->ids, "space-separated token ids")->required();
+  CLI::Option* ids = app.add_option("ids", a->ids, "space-separated token ids");
+  app.add_option("--file", a->file, "decode each line of this file (space-separated ids) instead");
+  app.add_option("--split", a->split, "print SEP after each decoded text instead of a newline");
   app.add_option("--pre", a->pre, "pre-tokenizer name (byte-level BPE files)");
   app.add_flag("--special", a->special, "render special tokens as text");
-  return [a]() { return Detokenize(*a); };
+  return [a, ids]() {
+    a->ids_given = ids->count() > 0;
+    return Detokenize(*a);
+  };
 }
 
 CommandFn RegisterEvalLogits(CLI::App& app, const RuntimeOptions& rt) {

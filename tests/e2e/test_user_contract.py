@@ -180,6 +180,27 @@ class LimitsTest(unittest.TestCase):
         r = infera("detokenize", "-m", MODEL, "1 100")
         self.assertEqual(r.returncode, 0, r.stderr)
 
+    def test_detokenize_file_decodes_each_line(self):
+        with tempfile.TemporaryDirectory() as d:
+            ids = os.path.join(d, "ids.txt")
+            with open(ids, "w") as f:
+                f.write("1 100\n\n200 300\n")
+            one = [infera("detokenize", "-m", MODEL, x).stdout for x in ("1 100", "", "200 300")]
+            r = infera("detokenize", "-m", MODEL, "--file", ids, "--split", "|")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stdout, b"|".join(o[:-1] for o in one) + b"|")  # each without its newline
+            r = infera("detokenize", "-m", MODEL, "--file", ids)
+            self.assertEqual(r.stdout, b"".join(one))
+            with open(ids, "a") as f:
+                f.write("5 x\n")
+            r = infera("detokenize", "-m", MODEL, "--file", ids)
+            one_error_line(self, r)
+            self.assertIn("line 4", r.stderr.decode())
+            self.assertEqual(r.stdout, b"")  # nothing printed before the whole file is checked
+            for args in (("1 2", "--file", ids), ()):  # both, or neither
+                r = infera("detokenize", "-m", MODEL, *args)
+                one_error_line(self, r)
+
 
 class ExitCodesTest(unittest.TestCase):
     def test_failed_stdout_write_is_an_error(self):
