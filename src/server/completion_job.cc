@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "base/json.h"
 #include "base/logging.h"
 
 namespace infera::server {

@@ -16,7 +16,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "base/json.h"
 #include "engine/async_engine.h"
 #include "server/http_server.h"
 #include "server/openai_request.h"
