@@ -2,9 +2,10 @@
 //
 // nlohmann::json's parser (lexer, parser, DOM builder) and serializer are
 // templates defined in its header: each translation unit that calls
-// json::parse or json::dump compiles its own copy (~2 s at -O3, ~8 s under
-// ASan per file). These non-template entry points keep that code in one
-// object. Thread-safe (no shared state).
+// json::parse or json::dump compiles its own copy (measured with g++ 12: one
+// parse 4 s at -O3 and 17 s under ASan, one dump 3 s and 10 s). These
+// non-template entry points keep that code in one object. Thread-safe (no
+// shared state).
 #pragma once
 
 #include <nlohmann/json.hpp>
