@@ -23,6 +23,7 @@
 
 #include "base/file_util.h"
 #include "base/json.h"
+#include "base/linalg.h"
 #include "base/logging.h"
 #include "base/output_file.h"
 #include "model/tensor_schema.h"
@@ -209,6 +210,9 @@ int Prune(PruneArgs a, const RuntimeOptions& rt_in) {
     return ReportError("--steps applies to unstructured pruning (an N:M pattern or a structure is one step)");
   }
   if (a.max_ppl_increase >= 0 && a.steps == 1) return ReportError("--max-ppl-increase needs --steps K > 1");
+  if (a.method == "sparsegpt" && !structured) {
+    if (Status st = LoadLinalg(); !st.ok()) return ReportError(st);  // OpenBLAS, before any work
+  }
   if (a.damp == "auto") {
     a.damp_value = -1;
   } else {

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "base/file_util.h"
+#include "base/linalg.h"
 #include "base/logging.h"
 #include "base/output_file.h"
 #include "model/tensor_schema.h"
@@ -99,6 +100,9 @@ int Quantize(const QuantizeArgs& a, const RuntimeOptions& rt) {
     const int g = a.gptq.gptq.group;
     if (g != 32 && g != 64 && g != 128) return ReportError("--group must be 32, 64 or 128");
     if (!(a.gptq.gptq.damp > 0 && a.gptq.gptq.damp < 10)) return ReportError("--damp must be in (0, 10)");
+  }
+  if (gptq || awq) {
+    if (Status st = LoadLinalg(); !st.ok()) return ReportError(st);  // OpenBLAS, before any work
   }
   const bool smooth = a.gptq.smooth_alpha >= 0;
   if (smooth || a.gptq.smooth_alpha != -1) {

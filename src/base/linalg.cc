@@ -1,22 +1,76 @@
 #include "base/linalg.h"
 
-#include <cblas.h>
+#include <cblas.h>  // declarations and enums only: the symbols come from dlsym
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdio>
+#include <string>
 
 #include "base/check.h"
+
+namespace infera {
+namespace {
 
 // LAPACK's Fortran interface (OpenBLAS exports it; Debian ships no C header
 // for it beside OpenBLAS). The trailing size_t is the hidden length of each
 // character argument, as gfortran passes it.
-extern "C" {
-void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info, size_t uplo_len);
-void dpotri_(const char* uplo, const int* n, double* a, const int* lda, int* info, size_t uplo_len);
+using LapackSymmetricFn = void (*)(const char* uplo, const int* n, double* a, const int* lda, int* info,
+                                   size_t uplo_len);
+
+// The entry points used, resolved once; immutable afterwards. The library
+// stays loaded for the life of the process (never dlclose'd).
+struct OpenBlas {
+  decltype(&cblas_dsyrk) dsyrk = nullptr;
+  LapackSymmetricFn dpotrf = nullptr;
+  LapackSymmetricFn dpotri = nullptr;
+  std::string error;  // empty when the three above are set
+};
+
+OpenBlas Open() {
+  OpenBlas lib;
+  // Debian's soname (update-alternatives picks the build behind it), then the
+  // pkg-config directory the binary was built against.
+  const std::string candidates[] = {"libopenblas.so.0", std::string(INFERA_OPENBLAS_LIBDIR) + "/libopenblas.so.0",
+                                    std::string(INFERA_OPENBLAS_LIBDIR) + "/libopenblas.so"};
+  void* handle = nullptr;
+  std::string reasons;
+  for (const std::string& name : candidates) {
+    handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle != nullptr) break;
+    const char* why = dlerror();
+    reasons += reasons.empty() ? "" : "; ";
+    reasons += why != nullptr ? why : name;
+  }
+  if (handle == nullptr) {
+    lib.error = "OpenBLAS could not be loaded (install libopenblas0): " + reasons;
+    return lib;
+  }
+  lib.dsyrk = reinterpret_cast<decltype(&cblas_dsyrk)>(dlsym(handle, "cblas_dsyrk"));
+  lib.dpotrf = reinterpret_cast<LapackSymmetricFn>(dlsym(handle, "dpotrf_"));
+  lib.dpotri = reinterpret_cast<LapackSymmetricFn>(dlsym(handle, "dpotri_"));
+  if (lib.dsyrk == nullptr || lib.dpotrf == nullptr || lib.dpotri == nullptr) {
+    lib.error = "the loaded OpenBLAS lacks cblas_dsyrk, dpotrf_ or dpotri_ (a build without LAPACK?)";
+  }
+  return lib;
 }
 
-namespace infera {
-namespace {
+const OpenBlas& Library() {
+  static const OpenBlas lib = Open();  // C++11 guarantees one thread-safe initialization
+  return lib;
+}
+
+// The library, or a CHECK failure naming why not (callers that report errors
+// cleanly call LoadLinalg first).
+const OpenBlas& Blas() {
+  const OpenBlas& lib = Library();
+  if (!lib.error.empty()) {
+    std::fprintf(stderr, "infera: %s\n", lib.error.c_str());
+    CHECK(lib.error.empty());
+  }
+  return lib;
+}
 
 // LAPACK is column-major: a row-major symmetric matrix is its own transpose,
 // so the row-major lower triangle is LAPACK's "U" and the upper one its "L".
@@ -24,12 +78,18 @@ bool Potrf(char lapack_uplo, double* a, int64_t n) {
   CHECK(n >= 0 && n <= (int64_t{1} << 30));
   const int ni = static_cast<int>(n);
   int info = 0;
-  dpotrf_(&lapack_uplo, &ni, a, &ni, &info, 1);
+  Blas().dpotrf(&lapack_uplo, &ni, a, &ni, &info, 1);
   CHECK(info >= 0);  // < 0: an argument is wrong, a bug here
   return info == 0;
 }
 
 }  // namespace
+
+Status LoadLinalg() {
+  const OpenBlas& lib = Library();
+  if (!lib.error.empty()) return Unavailable(lib.error);
+  return Status::Ok();
+}
 
 bool UpperCholeskyOfInverse(std::vector<double>* hp, int64_t n) {
   std::vector<double>& h = *hp;
@@ -38,7 +98,7 @@ bool UpperCholeskyOfInverse(std::vector<double>* hp, int64_t n) {
   if (!Potrf('U', h.data(), n)) return false;  // H = L L^T, L row-major lower
   const int ni = static_cast<int>(n);
   int info = 0;
-  dpotri_("U", &ni, h.data(), &ni, &info, 1);  // H^-1 into the row-major lower triangle
+  Blas().dpotri("U", &ni, h.data(), &ni, &info, 1);  // H^-1 into the row-major lower triangle
   CHECK(info >= 0);
   if (info > 0) return false;
   for (int64_t i = 0; i < n; ++i) {
@@ -63,8 +123,8 @@ void AddGramUpper(const float* x, int64_t rows, int64_t n, double* upper) {
     const int64_t nr = std::min(block, rows - r0);
     std::copy(x + r0 * n, x + (r0 + nr) * n, xd.begin());
     // C [n, n] += A^T A, A = xd [nr, n], row-major upper triangle.
-    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, static_cast<int>(n), static_cast<int>(nr), 1.0, xd.data(),
-                static_cast<int>(n), 1.0, upper, static_cast<int>(n));
+    Blas().dsyrk(CblasRowMajor, CblasUpper, CblasTrans, static_cast<int>(n), static_cast<int>(nr), 1.0, xd.data(),
+                 static_cast<int>(n), 1.0, upper, static_cast<int>(n));
   }
 }
 

@@ -3,12 +3,26 @@
 // (blocked and multi-threaded: an n = 5632 Hessian, m1b's FFN width, takes
 // seconds instead of the minutes a textbook loop needs). Reentrant; OpenBLAS
 // runs each call on its own threads.
+//
+// OpenBLAS is opened on first use (dlopen), not linked: its pthread build
+// starts a worker per core from a library constructor, and each worker spins
+// on sched_yield for ~0.1 s of CPU before it sleeps. Linked, every infera
+// process (server, run, bench, each test's) paid that and the load of
+// libgfortran beside it; now only the commands that solve do.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "infera/status.h"
+
 namespace infera {
+
+// Opens OpenBLAS once (thread-safe; later calls return the first result). An
+// error names the library and the loader's reason. The functions below call
+// it themselves and CHECK it; commands call it before their work so that a
+// missing library is a one-line error, not a crash after calibration.
+Status LoadLinalg();
 
 // The upper Cholesky factor U of H^-1 (U^T U = H^-1), H [n, n] symmetric
 // positive definite, in place (zeros below the diagonal); false if it is not.

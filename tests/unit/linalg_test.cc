@@ -1,0 +1,81 @@
+// base/linalg: OpenBLAS opened on first use, against textbook loops in double.
+#include "base/linalg.h"
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace infera::linalg_test {
+namespace {
+
+// x [rows, n] with entries in [-1, 1).
+std::vector<float> RandomRows(int64_t rows, int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(rows * n));
+  for (float& v : x) v = u(rng);
+  return x;
+}
+
+TEST(Linalg, LoadsOpenBlas) {
+  const Status st = LoadLinalg();
+  EXPECT_TRUE(st.ok()) << st.message();
+  EXPECT_TRUE(LoadLinalg().ok());  // the first result, again
+}
+
+TEST(Linalg, GramUpperMatchesLoopsAndLeavesTheLowerTriangle) {
+  const int64_t rows = 300, n = 37;
+  const std::vector<float> x = RandomRows(rows, n, 7);
+  std::vector<double> upper(n * n, -5.0);  // the sums start from what is there
+  AddGramUpper(x.data(), rows, n, upper.data());
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      if (j < i) {
+        EXPECT_EQ(upper[i * n + j], -5.0) << i << "," << j;
+        continue;
+      }
+      double want = -5.0;
+      for (int64_t r = 0; r < rows; ++r) want += double{x[r * n + i]} * double{x[r * n + j]};
+      EXPECT_NEAR(upper[i * n + j], want, 1e-12 * rows) << i << "," << j;
+    }
+  }
+}
+
+TEST(Linalg, UpperCholeskyOfInverseFactorsTheInverse) {
+  const int64_t n = 24;
+  const std::vector<float> x = RandomRows(200, n, 11);
+  std::vector<double> h(n * n, 0.0);
+  AddGramUpper(x.data(), 200, n, h.data());
+  for (int64_t i = 0; i < n; ++i) {
+    h[i * n + i] += 0.1;
+    for (int64_t j = 0; j < i; ++j) h[i * n + j] = h[j * n + i];
+  }
+  std::vector<double> u = h;
+  ASSERT_TRUE(UpperCholeskyOfInverse(&u, n));
+  // U upper, and H · (U^T U) = I.
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < i; ++j) EXPECT_EQ(u[i * n + j], 0.0);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double hinv_col_j_dot = 0;  // (H · U^T U)[i][j]
+      for (int64_t k = 0; k < n; ++k) {
+        double utu = 0;  // (U^T U)[k][j]
+        for (int64_t m = 0; m < n; ++m) utu += u[m * n + k] * u[m * n + j];
+        hinv_col_j_dot += h[i * n + k] * utu;
+      }
+      EXPECT_NEAR(hinv_col_j_dot, i == j ? 1.0 : 0.0, 1e-9) << i << "," << j;
+    }
+  }
+}
+
+TEST(Linalg, ANonPositiveDefiniteMatrixIsRefused) {
+  const int64_t n = 3;
+  std::vector<double> h = {1, 2, 0, 2, 1, 0, 0, 0, 1};  // eigenvalues 3, -1, 1
+  EXPECT_FALSE(UpperCholeskyOfInverse(&h, n));
+}
+
+}  // namespace
+}  // namespace infera::linalg_test
