@@ -23,6 +23,7 @@ using LapackSymmetricFn = void (*)(const char* uplo, const int* n, double* a, co
 // stays loaded for the life of the process (never dlclose'd).
 struct OpenBlas {
   decltype(&cblas_dsyrk) dsyrk = nullptr;
+  decltype(&cblas_dsymm) dsymm = nullptr;
   LapackSymmetricFn dpotrf = nullptr;
   LapackSymmetricFn dpotri = nullptr;
   std::string error;  // empty when the three above are set
@@ -48,10 +49,11 @@ OpenBlas Open() {
     return lib;
   }
   lib.dsyrk = reinterpret_cast<decltype(&cblas_dsyrk)>(dlsym(handle, "cblas_dsyrk"));
+  lib.dsymm = reinterpret_cast<decltype(&cblas_dsymm)>(dlsym(handle, "cblas_dsymm"));
   lib.dpotrf = reinterpret_cast<LapackSymmetricFn>(dlsym(handle, "dpotrf_"));
   lib.dpotri = reinterpret_cast<LapackSymmetricFn>(dlsym(handle, "dpotri_"));
-  if (lib.dsyrk == nullptr || lib.dpotrf == nullptr || lib.dpotri == nullptr) {
-    lib.error = "the loaded OpenBLAS lacks cblas_dsyrk, dpotrf_ or dpotri_ (a build without LAPACK?)";
+  if (lib.dsyrk == nullptr || lib.dsymm == nullptr || lib.dpotrf == nullptr || lib.dpotri == nullptr) {
+    lib.error = "the loaded OpenBLAS lacks cblas_dsyrk, cblas_dsymm, dpotrf_ or dpotri_ (a build without LAPACK?)";
   }
   return lib;
 }
@@ -126,6 +128,24 @@ void AddGramUpper(const float* x, int64_t rows, int64_t n, double* upper) {
     Blas().dsyrk(CblasRowMajor, CblasUpper, CblasTrans, static_cast<int>(n), static_cast<int>(nr), 1.0, xd.data(),
                  static_cast<int>(n), 1.0, upper, static_cast<int>(n));
   }
+}
+
+double SumOfQuadraticForms(const double* d, int64_t rows, int64_t n, const double* h) {
+  if (rows <= 0 || n <= 0) return 0.0;
+  CHECK(n <= (int64_t{1} << 30));
+  // D H a block of rows at a time (at most ~8 MiB of products).
+  const int64_t block = std::max<int64_t>(1, std::min<int64_t>(rows, (int64_t{1} << 20) / n));
+  std::vector<double> dh(static_cast<size_t>(block * n));
+  const int ni = static_cast<int>(n);
+  double total = 0;
+  for (int64_t r0 = 0; r0 < rows; r0 += block) {
+    const int64_t nr = std::min(block, rows - r0);
+    // DH [nr, n] = D [nr, n] · H [n, n], H symmetric on the right.
+    Blas().dsymm(CblasRowMajor, CblasRight, CblasUpper, static_cast<int>(nr), ni, 1.0, h, ni, d + r0 * n, ni, 0.0,
+                 dh.data(), ni);
+    for (int64_t i = 0; i < nr * n; ++i) total += d[r0 * n + i] * dh[i];
+  }
+  return total;
 }
 
 }  // namespace infera

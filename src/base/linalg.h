@@ -32,4 +32,9 @@ bool UpperCholeskyOfInverse(std::vector<double>* h, int64_t n);
 // x [rows, n] in float; the products and sums in double.
 void AddGramUpper(const float* x, int64_t rows, int64_t n, double* upper);
 
+// sum over r of d_r^T H d_r: d [rows, n] row-major, h [n, n] symmetric (its
+// upper triangle is read). One blocked product D H (dsymm) then a dot per
+// row: rows * n^2 multiply-adds at BLAS speed.
+double SumOfQuadraticForms(const double* d, int64_t rows, int64_t n, const double* h);
+
 }  // namespace infera

@@ -4,52 +4,52 @@
 #include <cmath>
 #include <thread>
 
+#include "base/linalg.h"
 #include "quant/quantize.h"
 #include "tensor/quant_blocks.h"
 
 namespace infera {
 namespace {
 
-// sum over rows of dw_r^T H dw_r for the scaled rounding of one matrix,
-// rows [r0, r1).
-double Loss(const AwqMatrix& m, const std::vector<double>& h, const std::vector<float>& s, int64_t cols, int64_t r0,
-            int64_t r1) {
+// dw [r1 - r0, cols] for rows [r0, r1): the scaled rounding's error,
+// Q(w_r * s) / s - w_r, in double.
+void RoundingError(const AwqMatrix& m, const std::vector<float>& s, int64_t cols, int64_t r0, int64_t r1, double* dw) {
   std::vector<float> scaled(cols), back(cols);
   std::vector<uint8_t> q(*RowBytes(m.type, cols));
-  std::vector<double> dw(cols);
-  double loss = 0;
   for (int64_t r = r0; r < r1; ++r) {
     const float* wr = m.w + r * cols;
     for (int64_t j = 0; j < cols; ++j) scaled[j] = wr[j] * s[j];
     QuantizeRow(m.type, scaled.data(), q.data(), cols);
     DequantizeRow(m.type, q.data(), back.data(), cols);
-    for (int64_t j = 0; j < cols; ++j) dw[j] = static_cast<double>(back[j]) / s[j] - wr[j];
-    for (int64_t i = 0; i < cols; ++i) {
-      if (dw[i] == 0) continue;
-      const double* hi = &h[i * cols];
-      double acc = 0;
-      for (int64_t j = 0; j < cols; ++j) acc += hi[j] * dw[j];
-      loss += dw[i] * acc;
-    }
+    double* out = dw + (r - r0) * cols;
+    for (int64_t j = 0; j < cols; ++j) out[j] = static_cast<double>(back[j]) / s[j] - wr[j];
   }
-  return loss;
 }
 
+// sum over the matrices' rows of dw_r^T H dw_r. The rounding runs on
+// `threads` threads a block of rows at a time; the quadratic forms, rows *
+// cols^2 multiply-adds, are one BLAS product per block.
 double TotalLoss(const std::vector<AwqMatrix>& mats, const std::vector<double>& h, const std::vector<float>& s,
                  int64_t cols, int threads) {
+  const int64_t block_rows = std::max<int64_t>(1, (int64_t{1} << 21) / cols);  // dw at most 16 MiB
+  std::vector<double> dw;
   double total = 0;
   for (const AwqMatrix& m : mats) {
-    const int n = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, m.rows / 16)));
-    std::vector<double> part(n, 0.0);
-    std::vector<std::thread> pool;
-    const int64_t per = (m.rows + n - 1) / n;
-    for (int t = 0; t < n; ++t) {
-      auto job = [&, t] { part[t] = Loss(m, h, s, cols, std::min(m.rows, t * per), std::min(m.rows, (t + 1) * per)); };
-      if (t + 1 < n) pool.emplace_back(job);
-      else job();
+    for (int64_t b0 = 0; b0 < m.rows; b0 += block_rows) {
+      const int64_t nr = std::min(block_rows, m.rows - b0);
+      dw.resize(static_cast<size_t>(nr * cols));
+      const int n = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, nr / 16)));
+      const int64_t per = (nr + n - 1) / n;
+      std::vector<std::thread> pool;
+      for (int t = 0; t < n; ++t) {
+        const int64_t r0 = b0 + std::min(nr, t * per), r1 = b0 + std::min(nr, (t + 1) * per);
+        auto job = [&, r0, r1] { RoundingError(m, s, cols, r0, r1, dw.data() + (r0 - b0) * cols); };
+        if (t + 1 < n) pool.emplace_back(job);
+        else job();
+      }
+      for (auto& th : pool) th.join();
+      total += SumOfQuadraticForms(dw.data(), nr, cols, h.data());
     }
-    for (auto& th : pool) th.join();
-    for (double p : part) total += p;
   }
   return total;
 }
@@ -62,6 +62,7 @@ StatusOr<AwqResult> AwqSearch(const std::vector<AwqMatrix>& mats, const std::vec
   for (const AwqMatrix& m : mats) {
     if (!RowBytes(m.type, cols) || !CanDequantize(m.type)) return InvalidArgument("AWQ: a type it cannot round to");
   }
+  if (Status st = LoadLinalg(); !st.ok()) return st;
   // The channel magnitudes (RMS up to a constant the normalization removes).
   std::vector<double> a(cols);
   for (int64_t j = 0; j < cols; ++j) a[j] = std::max(std::sqrt(std::max(h[j * cols + j], 0.0)), 1e-8);

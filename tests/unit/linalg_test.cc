@@ -71,6 +71,36 @@ TEST(Linalg, UpperCholeskyOfInverseFactorsTheInverse) {
   }
 }
 
+TEST(Linalg, SumOfQuadraticFormsMatchesLoops) {
+  // n = 40: the rows in one block of the implementation; n = 1100: blocks of
+  // 953 rows, so 2,000 rows take three.
+  for (const int64_t n : {int64_t{40}, int64_t{1100}}) {
+    const int64_t rows = n == 40 ? 70 : 2000;
+    const std::vector<float> x = RandomRows(rows, n, 3);
+    const std::vector<float> g = RandomRows(n, n, 5);
+    std::vector<double> d(x.begin(), x.end()), h(n * n);
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = i; j < n; ++j) h[i * n + j] = h[j * n + i] = double{g[i * n + j]};
+    }
+    double want = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const double* dr = &d[r * n];
+      for (int64_t i = 0; i < n; ++i) {
+        double acc = 0;
+        for (int64_t j = 0; j < n; ++j) acc += h[i * n + j] * dr[j];
+        want += dr[i] * acc;
+      }
+    }
+    const double got = SumOfQuadraticForms(d.data(), rows, n, h.data());
+    EXPECT_NEAR(got, want, 1e-9 * std::fabs(want) + 1e-6) << n;
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < i; ++j) h[i * n + j] = 1e30;  // the lower triangle is not read
+    }
+    EXPECT_EQ(SumOfQuadraticForms(d.data(), rows, n, h.data()), got) << n;
+  }
+  EXPECT_EQ(SumOfQuadraticForms(nullptr, 0, 5, nullptr), 0.0);
+}
+
 TEST(Linalg, ANonPositiveDefiniteMatrixIsRefused) {
   const int64_t n = 3;
   std::vector<double> h = {1, 2, 0, 2, 1, 0, 0, 0, 1};  // eigenvalues 3, -1, 1
