@@ -24,6 +24,7 @@ using LapackSymmetricFn = void (*)(const char* uplo, const int* n, double* a, co
 struct OpenBlas {
   decltype(&cblas_dsyrk) dsyrk = nullptr;
   decltype(&cblas_dsymm) dsymm = nullptr;
+  decltype(&cblas_dgemm) dgemm = nullptr;
   LapackSymmetricFn dpotrf = nullptr;
   LapackSymmetricFn dpotri = nullptr;
   std::string error;  // empty when the three above are set
@@ -50,10 +51,12 @@ OpenBlas Open() {
   }
   lib.dsyrk = reinterpret_cast<decltype(&cblas_dsyrk)>(dlsym(handle, "cblas_dsyrk"));
   lib.dsymm = reinterpret_cast<decltype(&cblas_dsymm)>(dlsym(handle, "cblas_dsymm"));
+  lib.dgemm = reinterpret_cast<decltype(&cblas_dgemm)>(dlsym(handle, "cblas_dgemm"));
   lib.dpotrf = reinterpret_cast<LapackSymmetricFn>(dlsym(handle, "dpotrf_"));
   lib.dpotri = reinterpret_cast<LapackSymmetricFn>(dlsym(handle, "dpotri_"));
-  if (lib.dsyrk == nullptr || lib.dsymm == nullptr || lib.dpotrf == nullptr || lib.dpotri == nullptr) {
-    lib.error = "the loaded OpenBLAS lacks cblas_dsyrk, cblas_dsymm, dpotrf_ or dpotri_ (a build without LAPACK?)";
+  if (lib.dsyrk == nullptr || lib.dsymm == nullptr || lib.dgemm == nullptr || lib.dpotrf == nullptr ||
+      lib.dpotri == nullptr) {
+    lib.error = "the loaded OpenBLAS lacks one of cblas_dsyrk, cblas_dsymm, cblas_dgemm, dpotrf_, dpotri_";
   }
   return lib;
 }
@@ -128,6 +131,16 @@ void AddGramUpper(const float* x, int64_t rows, int64_t n, double* upper) {
     Blas().dsyrk(CblasRowMajor, CblasUpper, CblasTrans, static_cast<int>(n), static_cast<int>(nr), 1.0, xd.data(),
                  static_cast<int>(n), 1.0, upper, static_cast<int>(n));
   }
+}
+
+void SubtractProduct(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b, int64_t ldb,
+                     double* c, int64_t ldc) {
+  if (m <= 0 || n <= 0 || k <= 0) return;
+  const int64_t limit = int64_t{1} << 30;
+  CHECK(m <= limit && n <= limit && k <= limit && lda <= limit && ldb <= limit && ldc <= limit);
+  CHECK(lda >= k && ldb >= n && ldc >= n);
+  Blas().dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+               -1.0, a, static_cast<int>(lda), b, static_cast<int>(ldb), 1.0, c, static_cast<int>(ldc));
 }
 
 double SumOfQuadraticForms(const double* d, int64_t rows, int64_t n, const double* h) {

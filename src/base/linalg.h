@@ -32,6 +32,11 @@ bool UpperCholeskyOfInverse(std::vector<double>* h, int64_t n);
 // x [rows, n] in float; the products and sums in double.
 void AddGramUpper(const float* x, int64_t rows, int64_t n, double* upper);
 
+// c [m, n] -= a [m, k] · b [k, n], row-major with row strides lda, ldb, ldc
+// (dgemm).
+void SubtractProduct(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b, int64_t ldb,
+                     double* c, int64_t ldc);
+
 // sum over r of d_r^T H d_r: d [rows, n] row-major, h [n, n] symmetric (its
 // upper triangle is read). One blocked product D H (dsymm) then a dot per
 // row: rows * n^2 multiply-adds at BLAS speed.

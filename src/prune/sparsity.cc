@@ -96,6 +96,7 @@ Status SparseGpt(float* w_out, int64_t rows, int64_t cols, std::vector<double> h
   }
   mean_diag /= static_cast<double>(cols);
   for (int64_t j = 0; j < cols; ++j) h[j * cols + j] += opt.damp * mean_diag;
+  if (Status st = LoadLinalg(); !st.ok()) return st;
   if (!UpperCholeskyOfInverse(&h, cols)) {
     return InvalidArgument("SparseGPT: the damped Hessian is not positive definite (raise --damp)");
   }

@@ -187,55 +187,52 @@ int64_t GptqGroupColumns(DType t, int group) { return IsLegacy(t) ? group : kqua
 
 namespace {
 
-// The column loop: w [rows, cols] row-major (f64, edited), u [cols, cols]
-// upper with U^T U = H^-1 in processing order perm; codes [rows, cols] in
-// the original column order.
+// The column loop: w [rows, cols] row-major (f64; left edited, in
+// processing order), u [cols, cols] upper with U^T U = H^-1 in processing
+// order perm; codes [rows, cols] in the original column order. Each block
+// of B columns is quantized tile by tile of 16 rows on `threads` threads
+// (the corrections inside the block, rows * cols * B / 2 multiply-adds in
+// all); its errors then reach every later column in one BLAS product,
+// W[:, i2:] -= Err [rows, B] · U[i1:i2, i2:] (rows * cols^2 / 2 in all).
 template <typename Q>
 void QuantizeColumns(Q& q, std::vector<double>& w, int64_t rows, int64_t cols, const std::vector<double>& u,
                      const std::vector<int64_t>& perm, bool act_order, int64_t block_size, int threads,
                      std::vector<int8_t>* codes) {
   const int64_t G = q.group();
-  if (act_order) {  // static groups, from the original weights
+  if (act_order) {  // static groups, from the original weights; then columns in processing order
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t c0 = 0; c0 < cols; c0 += G) q.Fit(r, c0, &w[r * cols + c0]);
     }
+    std::vector<double> wp(w.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t k = 0; k < cols; ++k) wp[r * cols + k] = w[r * cols + perm[k]];
+    }
+    w.swap(wp);
   }
   const int64_t B = block_size;
-  ForTiles(rows, 16, threads, [&](int64_t r0, int64_t r1) {
-    const int64_t T = r1 - r0;
-    std::vector<double> wp(T * cols), err(T * B);
-    for (int64_t r = 0; r < T; ++r) {
-      for (int64_t k = 0; k < cols; ++k) wp[r * cols + k] = w[(r0 + r) * cols + perm[k]];
-    }
-    for (int64_t i1 = 0; i1 < cols; i1 += B) {
-      const int64_t i2 = std::min(cols, i1 + B);
+  std::vector<double> err(static_cast<size_t>(rows * B));  // [rows, B]: the block's scaled errors
+  for (int64_t i1 = 0; i1 < cols; i1 += B) {
+    const int64_t i2 = std::min(cols, i1 + B);
+    ForTiles(rows, 16, threads, [&](int64_t r0, int64_t r1) {
       for (int64_t k = i1; k < i2; ++k) {
         const int64_t c = perm[k];
         const double ukk = u[k * cols + k];
-        for (int64_t r = 0; r < T; ++r) {
-          double* wr = &wp[r * cols];
+        const double* uk = &u[k * cols];
+        for (int64_t r = r0; r < r1; ++r) {
+          double* wr = &w[r * cols];
           // Without act-order perm is the identity: the group's columns
           // are wr[k .. k + G), already corrected by the earlier errors.
-          if (!act_order && c % G == 0) q.Fit(r0 + r, c, wr + k);
+          if (!act_order && c % G == 0) q.Fit(r, c, wr + k);
           double back;
-          (*codes)[(r0 + r) * cols + c] = static_cast<int8_t>(q.Quant(r0 + r, c, wr[k], &back));
+          (*codes)[r * cols + c] = static_cast<int8_t>(q.Quant(r, c, wr[k], &back));
           const double e = (wr[k] - back) / ukk;
           err[r * B + (k - i1)] = e;
-          const double* uk = &u[k * cols];
           for (int64_t j = k + 1; j < i2; ++j) wr[j] -= e * uk[j];
         }
       }
-      // The block's errors, fed into every later column at once.
-      for (int64_t r = 0; r < T; ++r) {
-        double* wr = &wp[r * cols];
-        for (int64_t k = i1; k < i2; ++k) {
-          const double e = err[r * B + (k - i1)];
-          const double* uk = &u[k * cols];
-          for (int64_t j = i2; j < cols; ++j) wr[j] -= e * uk[j];
-        }
-      }
-    }
-  });
+    });
+    SubtractProduct(rows, cols - i2, i2 - i1, err.data(), B, &u[i1 * cols + i2], cols, &w[i2], cols);
+  }
 }
 
 }  // namespace
@@ -284,6 +281,7 @@ Status Gptq(float* w_io, int64_t rows, int64_t cols, std::vector<double> h, cons
     }
     h.swap(hp);
   }
+  if (Status st = LoadLinalg(); !st.ok()) return st;
   if (!UpperCholeskyOfInverse(&h, cols)) {
     return InvalidArgument("GPTQ: the damped Hessian is not positive definite (raise --damp)");
   }

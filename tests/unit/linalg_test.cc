@@ -101,6 +101,24 @@ TEST(Linalg, SumOfQuadraticFormsMatchesLoops) {
   EXPECT_EQ(SumOfQuadraticForms(nullptr, 0, 5, nullptr), 0.0);
 }
 
+TEST(Linalg, SubtractProductUsesTheStridesGiven) {
+  // c [5, 7] inside a [5, 10] array, a [5, 3] inside [5, 4], b [3, 7] inside [3, 9].
+  const int64_t m = 5, n = 7, k = 3, lda = 4, ldb = 9, ldc = 10;
+  const std::vector<float> fa = RandomRows(m, lda, 1), fb = RandomRows(k, ldb, 2), fc = RandomRows(m, ldc, 3);
+  const std::vector<double> a(fa.begin(), fa.end()), b(fb.begin(), fb.end());
+  std::vector<double> c(fc.begin(), fc.end());
+  SubtractProduct(m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < ldc; ++j) {
+      double want = fc[i * ldc + j];
+      if (j < n) {
+        for (int64_t p = 0; p < k; ++p) want -= a[i * lda + p] * b[p * ldb + j];
+      }
+      EXPECT_NEAR(c[i * ldc + j], want, 1e-12) << i << "," << j;  // columns past n untouched
+    }
+  }
+}
+
 TEST(Linalg, ANonPositiveDefiniteMatrixIsRefused) {
   const int64_t n = 3;
   std::vector<double> h = {1, 2, 0, 2, 1, 0, 0, 0, 1};  // eigenvalues 3, -1, 1
