@@ -147,17 +147,12 @@ Status SparseGpt(float* w_out, int64_t rows, int64_t cols, std::vector<double> h
           wr[k] = q;
           err1[r * cnt + k] = e;
         }
-        // The block's pruned values, and the lazy update of the columns after it.
-        for (int64_t k = 0; k < cnt; ++k) w[r * cols + i1 + k] = wr[k];
-        double* rest = &w[r * cols + i2];
-        for (int64_t k = 0; k < cnt; ++k) {
-          const double e = err1[r * cnt + k];
-          if (e == 0.0) continue;
-          const double* urow = &u[(i1 + k) * cols + i2];
-          for (int64_t j = 0; j < cols - i2; ++j) rest[j] -= e * urow[j];
-        }
+        for (int64_t k = 0; k < cnt; ++k) w[r * cols + i1 + k] = wr[k];  // the block's pruned values
       }
     });
+    // The lazy update of the columns after the block, all rows in one
+    // product: W[:, i2:] -= Err [rows, cnt] · U[i1:i2, i2:].
+    SubtractProduct(rows, cols - i2, cnt, err1.data(), cnt, &u[i1 * cols + i2], cols, &w[i2], cols);
   }
   for (int64_t i = 0; i < rows * cols; ++i) w_out[i] = static_cast<float>(w[i]);
   return Status::Ok();
