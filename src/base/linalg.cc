@@ -18,6 +18,8 @@ namespace {
 // character argument, as gfortran passes it.
 using LapackSymmetricFn = void (*)(const char* uplo, const int* n, double* a, const int* lda, int* info,
                                    size_t uplo_len);
+using LapackTriangularFn = void (*)(const char* uplo, const char* diag, const int* n, double* a, const int* lda,
+                                    int* info, size_t uplo_len, size_t diag_len);
 
 // The entry points used, resolved once; immutable afterwards. The library
 // stays loaded for the life of the process (never dlclose'd).
@@ -26,8 +28,8 @@ struct OpenBlas {
   decltype(&cblas_dsymm) dsymm = nullptr;
   decltype(&cblas_dgemm) dgemm = nullptr;
   LapackSymmetricFn dpotrf = nullptr;
-  LapackSymmetricFn dpotri = nullptr;
-  std::string error;  // empty when the three above are set
+  LapackTriangularFn dtrtri = nullptr;
+  std::string error;  // empty when the entry points above are set
 };
 
 OpenBlas Open() {
@@ -53,10 +55,10 @@ OpenBlas Open() {
   lib.dsymm = reinterpret_cast<decltype(&cblas_dsymm)>(dlsym(handle, "cblas_dsymm"));
   lib.dgemm = reinterpret_cast<decltype(&cblas_dgemm)>(dlsym(handle, "cblas_dgemm"));
   lib.dpotrf = reinterpret_cast<LapackSymmetricFn>(dlsym(handle, "dpotrf_"));
-  lib.dpotri = reinterpret_cast<LapackSymmetricFn>(dlsym(handle, "dpotri_"));
+  lib.dtrtri = reinterpret_cast<LapackTriangularFn>(dlsym(handle, "dtrtri_"));
   if (lib.dsyrk == nullptr || lib.dsymm == nullptr || lib.dgemm == nullptr || lib.dpotrf == nullptr ||
-      lib.dpotri == nullptr) {
-    lib.error = "the loaded OpenBLAS lacks one of cblas_dsyrk, cblas_dsymm, cblas_dgemm, dpotrf_, dpotri_";
+      lib.dtrtri == nullptr) {
+    lib.error = "the loaded OpenBLAS lacks one of cblas_dsyrk, cblas_dsymm, cblas_dgemm, dpotrf_, dtrtri_";
   }
   return lib;
 }
@@ -96,24 +98,32 @@ Status LoadLinalg() {
   return Status::Ok();
 }
 
+// With J the reversal of indices, J H J = L L^T (Cholesky, L lower) gives
+// H = M M^T with M = J L J upper, so H^-1 = (M^-1)^T M^-1: U = M^-1 =
+// J L^-1 J. One factorization and one triangular inverse (2n^3/3 flops),
+// where factor, invert H, factor again cost 4n^3/3. J H J of a row-major
+// matrix is its element array reversed.
 bool UpperCholeskyOfInverse(std::vector<double>* hp, int64_t n) {
   std::vector<double>& h = *hp;
   CHECK(static_cast<int64_t>(h.size()) == n * n);
   if (n == 0) return true;
-  if (!Potrf('U', h.data(), n)) return false;  // H = L L^T, L row-major lower
+  std::reverse(h.begin(), h.end());  // J H J
+  // LAPACK "L" of the column-major matrix (H is symmetric): L in the
+  // row-major upper triangle, transposed.
+  if (!Potrf('L', h.data(), n)) return false;
   const int ni = static_cast<int>(n);
   int info = 0;
-  Blas().dpotri("U", &ni, h.data(), &ni, &info, 1);  // H^-1 into the row-major lower triangle
+  Blas().dtrtri("L", "N", &ni, h.data(), &ni, &info, 1, 1);  // L^-1 in place
   CHECK(info >= 0);
-  if (info > 0) return false;
+  if (info > 0) return false;  // a zero pivot (potrf succeeded, so not expected)
+  // Reversed back, the row-major lower triangle holds U transposed:
+  // element [j][i] (j >= i) is U[i][j].
+  std::reverse(h.begin(), h.end());
   for (int64_t i = 0; i < n; ++i) {
-    for (int64_t j = 0; j < i; ++j) h[j * n + i] = h[i * n + j];
-  }
-  // LAPACK "L" of the column-major matrix: H^-1 = C C^T with C column-major
-  // lower, which is U = C^T in the row-major upper triangle (U^T U = H^-1).
-  if (!Potrf('L', h.data(), n)) return false;
-  for (int64_t i = 0; i < n; ++i) {
-    std::fill(h.begin() + i * n, h.begin() + i * n + i, 0.0);
+    for (int64_t j = i + 1; j < n; ++j) {
+      h[i * n + j] = h[j * n + i];
+      h[j * n + i] = 0.0;
+    }
   }
   return true;
 }
