@@ -254,6 +254,7 @@ int Prune(PruneArgs a, const RuntimeOptions& rt_in) {
   for (const auto& m : prune::LayerMatrices(&model)) stored[m.name] = m.m->type;
   if (Status st = prune::MakeLayerMatricesF32(&model); !st.ok()) return ReportError(st);
   PruneContext ctx{a, model, {}, *pattern, nullptr, {}, {}, {}, {}, {}, ResolveThreads(a.threads)};
+  if (a.method == "sparsegpt" && !structured) SetLinalgThreads(ctx.threads);
   for (const auto& m : prune::LayerMatrices(&model)) {
     if (Skipped(a.skip, m.name)) continue;
     if (!structured) {

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "base/linalg.h"
 #include "base/logging.h"
 #include "prune/model_pruning.h"
 #include "quant/awq.h"
@@ -173,6 +174,7 @@ StatusOr<EncodedTensors> RunCalibrated(LoadedModel* lm, const TypeChooser& choos
   const auto& chunks = (*session)->chunks;
   Calibrator* cal = (*session)->calibrator.get();
   const int threads = (*session)->threads;
+  SetLinalgThreads(threads);
   const auto mats = prune::LayerMatrices(&model);
   std::map<const WeightMatrix*, std::string> names;
   for (const auto& lmx : mats) names[lmx.m] = lmx.name.substr(0, lmx.name.find('['));

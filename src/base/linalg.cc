@@ -29,6 +29,7 @@ struct OpenBlas {
   decltype(&cblas_dgemm) dgemm = nullptr;
   LapackSymmetricFn dpotrf = nullptr;
   LapackTriangularFn dtrtri = nullptr;
+  void (*set_num_threads)(int) = nullptr;  // optional: OpenBLAS's own extension
   std::string error;  // empty when the entry points above are set
 };
 
@@ -56,6 +57,7 @@ OpenBlas Open() {
   lib.dgemm = reinterpret_cast<decltype(&cblas_dgemm)>(dlsym(handle, "cblas_dgemm"));
   lib.dpotrf = reinterpret_cast<LapackSymmetricFn>(dlsym(handle, "dpotrf_"));
   lib.dtrtri = reinterpret_cast<LapackTriangularFn>(dlsym(handle, "dtrtri_"));
+  lib.set_num_threads = reinterpret_cast<void (*)(int)>(dlsym(handle, "openblas_set_num_threads"));
   if (lib.dsyrk == nullptr || lib.dsymm == nullptr || lib.dgemm == nullptr || lib.dpotrf == nullptr ||
       lib.dtrtri == nullptr) {
     lib.error = "the loaded OpenBLAS lacks one of cblas_dsyrk, cblas_dsymm, cblas_dgemm, dpotrf_, dtrtri_";
@@ -103,6 +105,11 @@ Status LoadLinalg() {
 // J L^-1 J. One factorization and one triangular inverse (2n^3/3 flops),
 // where factor, invert H, factor again cost 4n^3/3. J H J of a row-major
 // matrix is its element array reversed.
+void SetLinalgThreads(int n) {
+  const OpenBlas& lib = Library();
+  if (lib.error.empty() && lib.set_num_threads != nullptr) lib.set_num_threads(std::max(1, n));
+}
+
 bool UpperCholeskyOfInverse(std::vector<double>* hp, int64_t n) {
   std::vector<double>& h = *hp;
   CHECK(static_cast<int64_t>(h.size()) == n * n);

@@ -24,6 +24,11 @@ namespace infera {
 // missing library is a one-line error, not a crash after calibration.
 Status LoadLinalg();
 
+// The number of threads OpenBLAS runs each call on from now on (n >= 1;
+// process-wide, as OpenBLAS keeps it). Commands pass their -t, so that
+// `-t 1` leaves the other cores alone. No effect if OpenBLAS is not loaded.
+void SetLinalgThreads(int n);
+
 // The upper Cholesky factor U of H^-1 (U^T U = H^-1), H [n, n] symmetric
 // positive definite, in place (zeros below the diagonal); false if it is not.
 bool UpperCholeskyOfInverse(std::vector<double>* h, int64_t n);
