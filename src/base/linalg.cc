@@ -100,16 +100,16 @@ Status LoadLinalg() {
   return Status::Ok();
 }
 
-// With J the reversal of indices, J H J = L L^T (Cholesky, L lower) gives
-// H = M M^T with M = J L J upper, so H^-1 = (M^-1)^T M^-1: U = M^-1 =
-// J L^-1 J. One factorization and one triangular inverse (2n^3/3 flops),
-// where factor, invert H, factor again cost 4n^3/3. J H J of a row-major
-// matrix is its element array reversed.
 void SetLinalgThreads(int n) {
   const OpenBlas& lib = Library();
   if (lib.error.empty() && lib.set_num_threads != nullptr) lib.set_num_threads(std::max(1, n));
 }
 
+// With J the reversal of indices, J H J = L L^T (Cholesky, L lower) gives
+// H = M M^T with M = J L J upper, so H^-1 = (M^-1)^T M^-1: U = M^-1 =
+// J L^-1 J. One factorization and one triangular inverse (2n^3/3 flops),
+// where factor, invert H, factor again cost 4n^3/3. J H J of a row-major
+// matrix is its element array reversed.
 bool UpperCholeskyOfInverse(std::vector<double>* hp, int64_t n) {
   std::vector<double>& h = *hp;
   CHECK(static_cast<int64_t>(h.size()) == n * n);

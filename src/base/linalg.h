@@ -26,11 +26,13 @@ Status LoadLinalg();
 
 // The number of threads OpenBLAS runs each call on from now on (n >= 1;
 // process-wide, as OpenBLAS keeps it). Commands pass their -t, so that
-// `-t 1` leaves the other cores alone. No effect if OpenBLAS is not loaded.
+// `-t 1` leaves the other cores alone. Opens OpenBLAS if not yet; no effect
+// if it cannot be opened.
 void SetLinalgThreads(int n);
 
 // The upper Cholesky factor U of H^-1 (U^T U = H^-1), H [n, n] symmetric
-// positive definite, in place (zeros below the diagonal); false if it is not.
+// positive definite, in place (zeros below the diagonal); false if it is not
+// (*h then holds intermediate values).
 bool UpperCholeskyOfInverse(std::vector<double>* h, int64_t n);
 
 // upper [n, n] += X^T X on and above the diagonal (below it untouched),
