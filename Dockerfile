@@ -27,7 +27,8 @@ RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DINFERA_TESTS=OFF -
 
 FROM debian:12-slim AS runtime
 ENV DEBIAN_FRONTEND=noninteractive
-# The binary's shared libraries (OpenBLAS for the calibrated quantizers; Open
+# The binary's shared libraries (OpenBLAS for the calibrated quantizers,
+# opened at run time by the commands that solve, so ldd does not list it; Open
 # MPI for --tp / --pp across pods, with ssh for mpirun's remote launch), curl
 # for the health check.
 RUN apt-get update \

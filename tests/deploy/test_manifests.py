@@ -214,9 +214,12 @@ class DockerfileTest(unittest.TestCase):
                 r = subprocess.run(["dpkg", "-S", os.path.realpath(lib)], capture_output=True, text=True)
                 if r.returncode == 0:
                     owners.add(r.stdout.split(":")[0])
-            for must in ("libfmt9", "libspdlog1.10", "libpcre2-8-0", "libopenblas0-pthread", "libopenmpi3"):
+            for must in ("libfmt9", "libspdlog1.10", "libpcre2-8-0", "libopenmpi3"):
                 if must in owners:
                     self.assertIn(must, runtime_pkgs)
+        # OpenBLAS is dlopen'ed by GPTQ / AWQ / SparseGPT (src/base/linalg.cc):
+        # ldd cannot show it, so it is required by name.
+        self.assertIn("libopenblas0-pthread", runtime_pkgs)
 
     def test_runtime_is_non_root_with_healthcheck(self):
         runtime = self.stages()["runtime"]["lines"]
