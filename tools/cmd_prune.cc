@@ -210,8 +210,9 @@ int Prune(PruneArgs a, const RuntimeOptions& rt_in) {
     return ReportError("--steps applies to unstructured pruning (an N:M pattern or a structure is one step)");
   }
   if (a.max_ppl_increase >= 0 && a.steps == 1) return ReportError("--max-ppl-increase needs --steps K > 1");
-  if (a.method == "sparsegpt" && !structured) {
-    if (Status st = LoadLinalg(); !st.ok()) return ReportError(st);  // OpenBLAS, before any work
+  const bool solves = a.method == "sparsegpt" && !structured;  // on OpenBLAS (base/linalg)
+  if (solves) {
+    if (Status st = LoadLinalg(); !st.ok()) return ReportError(st);  // before any work
   }
   if (a.damp == "auto") {
     a.damp_value = -1;
@@ -254,7 +255,7 @@ int Prune(PruneArgs a, const RuntimeOptions& rt_in) {
   for (const auto& m : prune::LayerMatrices(&model)) stored[m.name] = m.m->type;
   if (Status st = prune::MakeLayerMatricesF32(&model); !st.ok()) return ReportError(st);
   PruneContext ctx{a, model, {}, *pattern, nullptr, {}, {}, {}, {}, {}, ResolveThreads(a.threads)};
-  if (a.method == "sparsegpt" && !structured) SetLinalgThreads(ctx.threads);
+  if (solves) SetLinalgThreads(ctx.threads);
   for (const auto& m : prune::LayerMatrices(&model)) {
     if (Skipped(a.skip, m.name)) continue;
     if (!structured) {
