@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <thread>
 
 #include "base/linalg.h"
 #include "quant/quantize.h"
+#include "quant/row_tiles.h"
 #include "tensor/quant_blocks.h"
 
 namespace infera {
@@ -38,16 +38,8 @@ double TotalLoss(const std::vector<AwqMatrix>& mats, const std::vector<double>& 
     for (int64_t b0 = 0; b0 < m.rows; b0 += block_rows) {
       const int64_t nr = std::min(block_rows, m.rows - b0);
       dw.resize(static_cast<size_t>(nr * cols));
-      const int n = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, nr / 16)));
-      const int64_t per = (nr + n - 1) / n;
-      std::vector<std::thread> pool;
-      for (int t = 0; t < n; ++t) {
-        const int64_t r0 = b0 + std::min(nr, t * per), r1 = b0 + std::min(nr, (t + 1) * per);
-        auto job = [&, r0, r1] { RoundingError(m, s, cols, r0, r1, dw.data() + (r0 - b0) * cols); };
-        if (t + 1 < n) pool.emplace_back(job);
-        else job();
-      }
-      for (auto& th : pool) th.join();
+      ForRowTiles(nr, 16, threads,
+                  [&](int64_t r0, int64_t r1) { RoundingError(m, s, cols, b0 + r0, b0 + r1, dw.data() + r0 * cols); });
       total += SumOfQuadraticForms(dw.data(), nr, cols, h.data());
     }
   }

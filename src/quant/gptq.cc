@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -12,6 +11,7 @@
 #include "base/linalg.h"
 #include "quant/kquants.h"
 #include "quant/quantize.h"
+#include "quant/row_tiles.h"
 #include "tensor/fp16.h"
 #include "tensor/quant_blocks.h"
 
@@ -83,19 +83,6 @@ int Quantize(const Grid& g, const Params& p, double v, double* back) {
   const int q = static_cast<int>(std::clamp(std::nearbyint(v / p.d), lo, hi));
   *back = q * p.d;
   return g.q8 ? q : q + g.nmax;
-}
-
-template <typename Fn>
-void ForTiles(int64_t rows, int64_t tile, int threads, Fn&& fn) {
-  const int64_t n_tiles = (rows + tile - 1) / tile;
-  const int n = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, n_tiles)));
-  auto work = [&](int t) {
-    for (int64_t i = t; i < n_tiles; i += n) fn(i * tile, std::min(rows, (i + 1) * tile));
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < n; ++t) pool.emplace_back(work, t);
-  work(0);
-  for (auto& th : pool) th.join();
 }
 
 // The quantizers the column loop drives. Each fits the parameters of a
@@ -213,7 +200,7 @@ void QuantizeColumns(Q& q, std::vector<double>& w, int64_t rows, int64_t cols, c
   std::vector<double> err(static_cast<size_t>(rows * B));  // [rows, B]: the block's scaled errors
   for (int64_t i1 = 0; i1 < cols; i1 += B) {
     const int64_t i2 = std::min(cols, i1 + B);
-    ForTiles(rows, 16, threads, [&](int64_t r0, int64_t r1) {
+    ForRowTiles(rows, 16, threads, [&](int64_t r0, int64_t r1) {
       for (int64_t k = i1; k < i2; ++k) {
         const int64_t c = perm[k];
         const double ukk = u[k * cols + k];
