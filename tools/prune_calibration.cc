@@ -16,9 +16,10 @@ namespace {
 class ObservedRunner : public ModelRunner, private ActivationObserver {
  public:
   ObservedRunner(const Model& model, const KernelTable& kernels, ThreadPool& pool, int n_ctx,
-                 ActivationObserver* const* observer)
+                 ActivationObserver* const* observer, ResidualTap* tap)
       : runner_(model, kernels, pool, n_ctx), observer_(observer) {
     runner_.set_observer(this);
+    runner_.set_residual_tap(tap);
   }
   Status Forward(const ForwardBatch& b, KvStorage& kv, std::vector<float>* logits) override {
     return runner_.Forward(b, kv, logits);
@@ -79,7 +80,7 @@ StatusOr<std::unique_ptr<Calibrator>> Calibrator::Create(const Model& model, con
   eo.prefix_caching = false;  // the weights change between runs
   Calibrator* self = c.get();
   ModelRunnerFactory factory = [self, &model, &kernels, n_ctx](ThreadPool& pool) -> std::unique_ptr<ModelRunner> {
-    return std::make_unique<ObservedRunner>(model, kernels, pool, n_ctx, &self->observer_);
+    return std::make_unique<ObservedRunner>(model, kernels, pool, n_ctx, &self->observer_, &self->block_inputs_);
   };
   auto engine = Engine::Create(model, &tok, kernels, eo, factory);
   if (!engine.ok()) return engine.status();
@@ -142,6 +143,22 @@ StatusOr<std::vector<float>> Calibrator::LogProbRows(const std::vector<std::vect
     for (int32_t i = 0; i < n_vocab_; ++i) out.push_back(static_cast<float>(row[i] - lse));
   }));
   return out;
+}
+
+StatusOr<std::vector<float>> Calibrator::LogProbRowsKeepingBlockInputs(
+    const std::vector<std::vector<int32_t>>& chunks) {
+  block_inputs_.StartRun(BlockInputCache::Mode::kKeep);
+  auto rows = LogProbRows(chunks);
+  block_inputs_.StartRun(BlockInputCache::Mode::kOff);
+  return rows;
+}
+
+StatusOr<std::vector<float>> Calibrator::LogProbRowsFromBlock(const std::vector<std::vector<int32_t>>& chunks,
+                                                              int block) {
+  block_inputs_.StartRun(BlockInputCache::Mode::kResume, block);
+  auto rows = LogProbRows(chunks);
+  block_inputs_.StartRun(BlockInputCache::Mode::kOff);
+  return rows;
 }
 
 StatusOr<std::unique_ptr<CalibrationSession>> StartCalibration(LoadedModel* lm, const std::string& calib,

@@ -11,6 +11,7 @@
 
 #include "infera/engine.h"
 #include "model/activation_observer.h"
+#include "model/block_input_cache.h"
 #include "prune/input_stats.h"
 #include "tools/cli_common.h"
 
@@ -52,6 +53,15 @@ class Calibrator {
   // The log-softmax rows [positions, n_vocab] at the positions Perplexity
   // scores (the second half of each chunk, but the last), chunk after chunk.
   StatusOr<std::vector<float>> LogProbRows(const std::vector<std::vector<int32_t>>& chunks);
+  // LogProbRows, keeping the residual stream at every block's input: 2
+  // n_layer + 1 rows of n_embd floats per token of the chunks.
+  StatusOr<std::vector<float>> LogProbRowsKeepingBlockInputs(const std::vector<std::vector<int32_t>>& chunks);
+  // LogProbRows with every pass started at `block` (2 l: layer l's attention,
+  // 2 l + 1: its FFN) from the streams kept by the last
+  // LogProbRowsKeepingBlockInputs of the same chunks: the same rows as a whole
+  // pass while no weight before that block has changed since.
+  StatusOr<std::vector<float>> LogProbRowsFromBlock(const std::vector<std::vector<int32_t>>& chunks, int block);
+  const BlockInputCache& block_inputs() const { return block_inputs_; }
   int32_t n_vocab() const { return n_vocab_; }
 
  private:
@@ -61,6 +71,7 @@ class Calibrator {
   template <typename Fn>
   Status ForEachScoredRow(const std::vector<std::vector<int32_t>>& chunks, Fn&& fn);
   ActivationObserver* observer_ = nullptr;  // shown by the runner while Run runs
+  BlockInputCache block_inputs_;            // the runner's ResidualTap (off but in those runs)
   std::unique_ptr<Engine> engine_;
   int32_t n_vocab_ = 0;
 };

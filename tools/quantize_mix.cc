@@ -40,6 +40,18 @@ double MeanKld(const std::vector<float>& base, const std::vector<float>& q, int3
   return total / static_cast<double>(rows);
 }
 
+// The first block whose output a layer tensor changes (see ResidualTap): 2 l
+// for layer l's attention matrices, 2 l + 1 for its FFN's (dense, router,
+// experts, shared expert); 0 (a whole pass) for a name of another form.
+int FirstBlockOf(const std::string& name) {
+  int layer = -1, used = 0;
+  if (std::sscanf(name.c_str(), "blk.%d.%n", &layer, &used) != 1 || layer < 0 || used == 0) return 0;
+  const std::string rest = name.substr(static_cast<size_t>(used));
+  if (rest.rfind("attn_", 0) == 0) return 2 * layer;
+  if (rest.rfind("ffn_", 0) == 0) return 2 * layer + 1;
+  return 0;
+}
+
 struct TensorParts {
   std::vector<WeightMatrix*> parts;
   int64_t elements = 0;
@@ -55,8 +67,13 @@ StatusOr<std::map<std::string, DType>> PlanMixedPrecision(LoadedModel* lm, const
   if (!session.ok()) return session.status();
   const auto& chunks = (*session)->chunks;
   Calibrator* cal = (*session)->calibrator.get();
-  auto base = cal->LogProbRows(chunks);
+  // The F32 model's rows, keeping the residual stream at every block's input:
+  // each candidate's pass then starts at its tensor's block (the blocks
+  // before it are the F32 model's), computing the same rows as a whole pass.
+  auto base = cal->LogProbRowsKeepingBlockInputs(chunks);
   if (!base.ok()) return base.status();
+  std::fprintf(stderr, "target-bpw: kept the residual stream at every block's input (%.1f MiB)\n",
+               static_cast<double>(cal->block_inputs().bytes()) / (1 << 20));
 
   std::map<std::string, TensorParts> tensors;
   for (const auto& lmx : prune::LayerMatrices(&model)) {
@@ -90,8 +107,12 @@ StatusOr<std::map<std::string, DType>> PlanMixedPrecision(LoadedModel* lm, const
           DequantizeRow(type, q.data(), w + r * m->n_in, m->n_in);
         }
       }
-      auto rows = cal->LogProbRows(chunks);
+      auto rows = cal->LogProbRowsFromBlock(chunks, FirstBlockOf(name));
       if (!rows.ok()) return rows.status();
+      if (cal->block_inputs().unmatched() > 0) {  // the same rows, only slower
+        std::fprintf(stderr, "target-bpw: warning: %d calibration passes for %s ran whole (no kept pass matched)\n",
+                     cal->block_inputs().unmatched(), name.c_str());
+      }
       kld[name].push_back(MeanKld(*base, *rows, cal->n_vocab()));
     }
     for (size_t p = 0; p < t.parts.size(); ++p) {

@@ -28,4 +28,24 @@ class ActivationObserver {
   virtual void Observe(int layer, LinearInput which, int expert, const float* x, int64_t rows, int64_t width) = 0;
 };
 
+// Calibration: resuming forward passes part-way through. Blocks are numbered
+// 2 l (layer l's attention) and 2 l + 1 (its FFN); each reads and updates
+// the residual stream x [T, n_embd], so a pass can start at block b from the
+// stream a pass with the same tokens and the same weights before b left at
+// b's input. Not set while serving; only a runner that holds the whole model
+// (not split over ranks) calls it.
+class ResidualTap {
+ public:
+  virtual ~ResidualTap() = default;
+  // Once per forward pass, after the embedding: x [rows, width] holds the
+  // embedded tokens. Returns the block to start at: 0 (every block), or b in
+  // (0, 2 n_layer] (2 n_layer: only the final norm and the output) after
+  // writing block b's input into x.
+  virtual int ResumeAt(float* x, int64_t rows, int64_t width) = 0;
+  // x [rows, width] at the input of block b, for every block that runs
+  // (b = 2 n_layer: after the last layer). Called on the thread that runs
+  // Forward, between the pool's jobs.
+  virtual void BlockInput(int b, const float* x, int64_t rows, int64_t width) = 0;
+};
+
 }  // namespace infera

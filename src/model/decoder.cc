@@ -471,10 +471,20 @@ Status DecoderRunner::Forward(const ForwardBatch& b, KvStorage& kv, std::vector<
   GrowScratch(b);
   if (!shard_.split()) {
     Embed(b);
-    for (int l = 0; l < c_.n_layer; ++l) {
-      RETURN_IF_ERROR(AttentionBlock(l, b, kv));
-      RETURN_IF_ERROR(FfnBlock(l, b.size()));
+    const int n_blocks = 2 * c_.n_layer;
+    int first = 0;
+    if (tap_ != nullptr) {
+      first = tap_->ResumeAt(x_.data(), b.size(), c_.n_embd);
+      CHECK(first >= 0 && first <= n_blocks);
     }
+    // Blocks before `first` do not run: their layers' K/V of these tokens
+    // are not written, and no later block reads them.
+    for (int k = first; k < n_blocks; ++k) {
+      if (tap_ != nullptr) tap_->BlockInput(k, x_.data(), b.size(), c_.n_embd);
+      if (k % 2 == 0) RETURN_IF_ERROR(AttentionBlock(k / 2, b, kv));
+      else RETURN_IF_ERROR(FfnBlock(k / 2, b.size()));
+    }
+    if (tap_ != nullptr) tap_->BlockInput(n_blocks, x_.data(), b.size(), c_.n_embd);
     return Logits(b, logits);
   }
   if (shard_.first_stage()) Embed(b);

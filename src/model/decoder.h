@@ -39,6 +39,9 @@ class DecoderRunner : public ModelRunner {
   const std::vector<float>& hidden() const override { return hidden_; }
   // Shows every linear layer's input to `observer` (not owned; null: none).
   void set_observer(ActivationObserver* observer) { observer_ = observer; }
+  // Lets `tap` (not owned; null: none) see every block's input and start
+  // passes part-way (see ResidualTap). Ignored by a model split over ranks.
+  void set_residual_tap(ResidualTap* tap) { tap_ = tap; }
 
  private:
   Status Validate(const ForwardBatch& batch, const KvStorage& kv) const;
@@ -75,6 +78,7 @@ class DecoderRunner : public ModelRunner {
   }
 
   ActivationObserver* observer_ = nullptr;
+  ResidualTap* tap_ = nullptr;
   const Model& model_;
   const ModelConfig& c_;
   const KernelTable& kernels_;

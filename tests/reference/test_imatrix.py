@@ -169,6 +169,9 @@ class QuantizeWithImatrixTest(unittest.TestCase):
                 "--calib-tokens", "512", "--imatrix", os.path.join(d, "im.gguf"))
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("target-bpw plan", r.stderr)
+        # Every candidate's pass started at its tensor's block from the kept stream.
+        self.assertIn("kept the residual stream", r.stderr)
+        self.assertNotIn("warning", r.stderr)
         uniform = os.path.join(d, "uniform.gguf")
         r = run("quantize", self.f32, uniform, "--type", "q4_k", "--imatrix", os.path.join(d, "im.gguf"))
         self.assertEqual(r.returncode, 0, r.stderr)
