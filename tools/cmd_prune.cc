@@ -131,11 +131,11 @@ Status PrunePass(PruneContext& ctx, double sparsity) {
     std::unique_ptr<StatsCollector> stats, check;
     if (calibrated) {
       stats = std::make_unique<StatsCollector>(std::vector<int>{l}, std::vector<LinearInput>{}, sparsegpt);
-      RETURN_IF_ERROR(ctx.calibrator->Run(split ? ctx.calib_even : ctx.calib, stats.get()));
+      RETURN_IF_ERROR(ctx.calibrator->RunLayer(split ? ctx.calib_even : ctx.calib, l, stats.get()));
     }
     if (split) {
       check = std::make_unique<StatsCollector>(std::vector<int>{l}, std::vector<LinearInput>{}, true);
-      RETURN_IF_ERROR(ctx.calibrator->Run(ctx.calib_odd, check.get()));
+      RETURN_IF_ERROR(ctx.calibrator->RunLayer(ctx.calib_odd, l, check.get()));
     }
     for (const LayerMatrix& lm : ctx.mats) {
       if (lm.layer != l) continue;

@@ -1,10 +1,12 @@
 #include "tools/prune_calibration.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 
 #include <fmt/format.h>
 
+#include "base/logging.h"
 #include "model/decoder.h"
 #include "prune/model_pruning.h"
 
@@ -13,13 +15,13 @@ namespace {
 
 // A decoder runner that shows its activations to *observer (read at every
 // call, so the calibrator can switch observers between runs; null: none).
-class ObservedRunner : public ModelRunner, private ActivationObserver {
+class ObservedRunner : public ModelRunner, private ActivationObserver, private ResidualTap {
  public:
   ObservedRunner(const Model& model, const KernelTable& kernels, ThreadPool& pool, int n_ctx,
-                 ActivationObserver* const* observer, ResidualTap* tap)
-      : runner_(model, kernels, pool, n_ctx), observer_(observer) {
+                 ActivationObserver* const* observer, ResidualTap* const* tap)
+      : runner_(model, kernels, pool, n_ctx), observer_(observer), tap_(tap) {
     runner_.set_observer(this);
-    runner_.set_residual_tap(tap);
+    runner_.set_residual_tap(this);
   }
   Status Forward(const ForwardBatch& b, KvStorage& kv, std::vector<float>* logits) override {
     return runner_.Forward(b, kv, logits);
@@ -30,9 +32,17 @@ class ObservedRunner : public ModelRunner, private ActivationObserver {
   void Observe(int l, LinearInput w, int e, const float* x, int64_t rows, int64_t width) override {
     (*observer_)->Observe(l, w, e, x, rows, width);
   }
+  int ResumeAt(float* x, int64_t rows, int64_t width) override {
+    return *tap_ != nullptr ? (*tap_)->ResumeAt(x, rows, width) : 0;
+  }
+  int StopBefore() const override { return *tap_ != nullptr ? (*tap_)->StopBefore() : INT_MAX; }
+  void BlockInput(int b, const float* x, int64_t rows, int64_t width) override {
+    if (*tap_ != nullptr) (*tap_)->BlockInput(b, x, rows, width);
+  }
 
   DecoderRunner runner_;
   ActivationObserver* const* observer_;
+  ResidualTap* const* tap_;
 };
 
 }  // namespace
@@ -80,7 +90,7 @@ StatusOr<std::unique_ptr<Calibrator>> Calibrator::Create(const Model& model, con
   eo.prefix_caching = false;  // the weights change between runs
   Calibrator* self = c.get();
   ModelRunnerFactory factory = [self, &model, &kernels, n_ctx](ThreadPool& pool) -> std::unique_ptr<ModelRunner> {
-    return std::make_unique<ObservedRunner>(model, kernels, pool, n_ctx, &self->observer_, &self->block_inputs_);
+    return std::make_unique<ObservedRunner>(model, kernels, pool, n_ctx, &self->observer_, &self->tap_);
   };
   auto engine = Engine::Create(model, &tok, kernels, eo, factory);
   if (!engine.ok()) return engine.status();
@@ -148,17 +158,34 @@ StatusOr<std::vector<float>> Calibrator::LogProbRows(const std::vector<std::vect
 StatusOr<std::vector<float>> Calibrator::LogProbRowsKeepingBlockInputs(
     const std::vector<std::vector<int32_t>>& chunks) {
   block_inputs_.StartRun(BlockInputCache::Mode::kKeep);
+  tap_ = &block_inputs_;
   auto rows = LogProbRows(chunks);
-  block_inputs_.StartRun(BlockInputCache::Mode::kOff);
+  tap_ = nullptr;
   return rows;
 }
 
 StatusOr<std::vector<float>> Calibrator::LogProbRowsFromBlock(const std::vector<std::vector<int32_t>>& chunks,
                                                               int block) {
   block_inputs_.StartRun(BlockInputCache::Mode::kResume, block);
+  tap_ = &block_inputs_;
   auto rows = LogProbRows(chunks);
-  block_inputs_.StartRun(BlockInputCache::Mode::kOff);
+  tap_ = nullptr;
   return rows;
+}
+
+Status Calibrator::RunLayer(const std::vector<std::vector<int32_t>>& chunks, int layer, ActivationObserver* observer) {
+  BlockInputCache& cache = layer_inputs_[&chunks];
+  // Layer l - 1's input, kept by the passes for layer l - 1 (or l): layer
+  // l - 1 may have changed since, what precedes it may not. Layer l's FFN
+  // is the last block observed.
+  cache.StartRun(BlockInputCache::Mode::kResumeAndKeep, std::max(0, 2 * (layer - 1)), 2 * layer + 2);
+  tap_ = &cache;
+  Status st = Run(chunks, observer);
+  tap_ = nullptr;
+  if (layer >= 2 && cache.unmatched() > 0) {  // the same statistics, only slower
+    LOG_INFO("calibration: {} passes for layer {} ran from the first layer", cache.unmatched(), layer);
+  }
+  return st;
 }
 
 StatusOr<std::unique_ptr<CalibrationSession>> StartCalibration(LoadedModel* lm, const std::string& calib,

@@ -48,6 +48,15 @@ class Calibrator {
                                                       const KernelTable& kernels, int threads, int32_t n_ctx);
   // Runs every chunk with `observer` shown the activations.
   Status Run(const std::vector<std::vector<int32_t>>& chunks, ActivationObserver* observer);
+  // Run for layer-by-layer algorithms, whose `observer` wants layer `layer`
+  // only: the passes stop after that layer's FFN and start at layer
+  // `layer - 1` from the residual stream the previous RunLayer of the same
+  // `chunks` (the same object) kept, so each runs two layers, not all. Exact
+  // while no weight before layer `layer - 1` has changed since that call: the
+  // algorithms go through the layers in order and change only the layer
+  // they observed. Passes that match no kept one run from the start (logged
+  // at info level).
+  Status RunLayer(const std::vector<std::vector<int32_t>>& chunks, int layer, ActivationObserver* observer);
   // llama-perplexity's measure over the chunks: the second half of each scored.
   StatusOr<double> Perplexity(const std::vector<std::vector<int32_t>>& chunks);
   // The log-softmax rows [positions, n_vocab] at the positions Perplexity
@@ -71,7 +80,10 @@ class Calibrator {
   template <typename Fn>
   Status ForEachScoredRow(const std::vector<std::vector<int32_t>>& chunks, Fn&& fn);
   ActivationObserver* observer_ = nullptr;  // shown by the runner while Run runs
-  BlockInputCache block_inputs_;            // the runner's ResidualTap (off but in those runs)
+  ResidualTap* tap_ = nullptr;              // the runner's, while a run that resumes runs
+  BlockInputCache block_inputs_;            // LogProbRows*: every block of whole passes
+  // RunLayer: per chunk set (by address), the streams up to the last layer run.
+  std::map<const std::vector<std::vector<int32_t>>*, BlockInputCache> layer_inputs_;
   std::unique_ptr<Engine> engine_;
   int32_t n_vocab_ = 0;
 };

@@ -196,7 +196,7 @@ StatusOr<EncodedTensors> RunCalibrated(LoadedModel* lm, const TypeChooser& choos
     std::unique_ptr<StatsCollector> layer_stats;  // every input of the layer, before any change to it
     if (o.awq || !o.true_sequential) {
       layer_stats = std::make_unique<StatsCollector>(std::vector<int>{l}, std::vector<LinearInput>{}, true);
-      RETURN_IF_ERROR(cal->Run(chunks, layer_stats.get()));
+      RETURN_IF_ERROR(cal->RunLayer(chunks, l, layer_stats.get()));
     }
     // AWQ scales per input (with one pass per layer, the Hessians of the
     // scaled inputs for GPTQ).
@@ -223,7 +223,7 @@ StatusOr<EncodedTensors> RunCalibrated(LoadedModel* lm, const TypeChooser& choos
       std::unique_ptr<StatsCollector> stage_stats;
       if (o.true_sequential) {
         stage_stats = std::make_unique<StatsCollector>(std::vector<int>{l}, stage, true);
-        RETURN_IF_ERROR(cal->Run(chunks, stage_stats.get()));
+        RETURN_IF_ERROR(cal->RunLayer(chunks, l, stage_stats.get()));
         stats = stage_stats.get();
       }
       for (const prune::LayerMatrix& lmx : mats) {

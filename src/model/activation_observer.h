@@ -42,6 +42,10 @@ class ResidualTap {
   // (0, 2 n_layer] (2 n_layer: only the final norm and the output) after
   // writing block b's input into x.
   virtual int ResumeAt(float* x, int64_t rows, int64_t width) = 0;
+  // Asked after ResumeAt: the block to stop before. A pass that stops before
+  // 2 n_layer computes no logits (they are zeros): for passes that only show
+  // activations to an observer.
+  virtual int StopBefore() const = 0;
   // x [rows, width] at the input of block b, for every block that runs
   // (b = 2 n_layer: after the last layer). Called on the thread that runs
   // Forward, between the pool's jobs.

@@ -6,34 +6,45 @@
 
 namespace infera {
 
-void BlockInputCache::StartRun(Mode mode, int block) {
+void BlockInputCache::StartRun(Mode mode, int block, int stop_before) {
+  CHECK(block >= 0 && block <= stop_before);
   mode_ = mode;
-  block_ = block;
+  block_ = mode == Mode::kResume || mode == Mode::kResumeAndKeep ? block : 0;
+  stop_before_ = mode == Mode::kResumeAndKeep ? stop_before : INT_MAX;
   pass_ = 0;
-  if (mode == Mode::kResume) unmatched_ = 0;
+  if (block_ > 0) unmatched_ = 0;
   if (mode == Mode::kKeep) kept_.clear();
 }
 
 int BlockInputCache::ResumeAt(float* x, int64_t rows, int64_t width) {
-  if (mode_ != Mode::kResume || block_ == 0) return 0;
-  const size_t n = static_cast<size_t>(rows * width);
+  if (mode_ == Mode::kOff) return 0;
   const size_t pass = pass_++;
-  // The same pass of the kept run: the same embedded tokens, and the block kept.
-  if (pass >= kept_.size() || kept_[pass].size() <= static_cast<size_t>(block_) || kept_[pass][0].size() != n ||
-      std::memcmp(kept_[pass][0].data(), x, n * sizeof(float)) != 0) {
+  const bool keeping = mode_ == Mode::kKeep || mode_ == Mode::kResumeAndKeep;
+  if (keeping && kept_.size() <= pass) kept_.resize(pass + 1);
+  if (block_ > 0) {
+    // The same pass of a kept run: the same embedded tokens, and the block kept.
+    const size_t n = static_cast<size_t>(rows * width);
+    if (pass < kept_.size() && kept_[pass].size() > static_cast<size_t>(block_) && kept_[pass][0].size() == n &&
+        std::memcmp(kept_[pass][0].data(), x, n * sizeof(float)) == 0) {
+      std::memcpy(x, kept_[pass][block_].data(), n * sizeof(float));
+      // Blocks from stop_before on were not run: what was kept there may
+      // predate changes before them.
+      if (keeping && kept_[pass].size() > static_cast<size_t>(stop_before_)) kept_[pass].resize(stop_before_);
+      return block_;
+    }
     ++unmatched_;
-    return 0;
   }
-  std::memcpy(x, kept_[pass][block_].data(), n * sizeof(float));
-  return block_;
+  if (keeping) kept_[pass].clear();
+  return 0;
 }
 
 void BlockInputCache::BlockInput(int b, const float* x, int64_t rows, int64_t width) {
-  if (mode_ != Mode::kKeep) return;
-  if (b == 0) kept_.emplace_back();  // a pass starts (kept runs start every pass at block 0)
-  auto& blocks = kept_.back();
-  CHECK(blocks.size() == static_cast<size_t>(b));
-  blocks.emplace_back(x, x + rows * width);
+  if (mode_ != Mode::kKeep && mode_ != Mode::kResumeAndKeep) return;
+  auto& blocks = kept_[pass_ - 1];
+  // Blocks run in order from the start block, whose predecessors are kept.
+  CHECK(blocks.size() >= static_cast<size_t>(b));
+  if (blocks.size() == static_cast<size_t>(b)) blocks.emplace_back();
+  blocks[b].assign(x, x + rows * width);
 }
 
 size_t BlockInputCache::bytes() const {

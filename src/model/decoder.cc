@@ -472,17 +472,22 @@ Status DecoderRunner::Forward(const ForwardBatch& b, KvStorage& kv, std::vector<
   if (!shard_.split()) {
     Embed(b);
     const int n_blocks = 2 * c_.n_layer;
-    int first = 0;
+    int first = 0, end = n_blocks;
     if (tap_ != nullptr) {
       first = tap_->ResumeAt(x_.data(), b.size(), c_.n_embd);
-      CHECK(first >= 0 && first <= n_blocks);
+      end = std::min(end, tap_->StopBefore());
+      CHECK(first >= 0 && first <= end);
     }
     // Blocks before `first` do not run: their layers' K/V of these tokens
     // are not written, and no later block reads them.
-    for (int k = first; k < n_blocks; ++k) {
+    for (int k = first; k < end; ++k) {
       if (tap_ != nullptr) tap_->BlockInput(k, x_.data(), b.size(), c_.n_embd);
       if (k % 2 == 0) RETURN_IF_ERROR(AttentionBlock(k / 2, b, kv));
       else RETURN_IF_ERROR(FfnBlock(k / 2, b.size()));
+    }
+    if (end < n_blocks) {  // stopped early: no logits (ResidualTap::StopBefore)
+      logits->assign(b.logit_rows.size() * size_t(c_.n_vocab), 0.0f);
+      return Status::Ok();
     }
     if (tap_ != nullptr) tap_->BlockInput(n_blocks, x_.data(), b.size(), c_.n_embd);
     return Logits(b, logits);

@@ -125,5 +125,58 @@ TEST(BlockInputCache, BlocksBeforeTheResumePointDoNotRun) {
   EXPECT_EQ(RunPasses(**m, kernels, &cache), before);
 }
 
+// The layer-by-layer calibration order (Calibrator::RunLayer): the passes
+// for layer l start at layer l - 1 and stop after layer l's FFN, after layer
+// l - 1 changed. Each layer sees the inputs whole passes over the changed
+// model show it, bit for bit, and stopped passes return zero logits.
+TEST(BlockInputCache, LayerByLayerPassesSeeWhatWholePassesSee) {
+  const KernelTable kernels = MakeBestKernelTable();
+  ModelConfig c = testing::TinyConfig();
+  c.n_embd = 64;
+  c.head_dim = c.rope_dim = 16;
+  c.n_head = 4;
+  c.n_head_kv = 2;
+  c.n_ctx_train = 256;
+  c.n_layer = 4;
+  auto m = LoadModel(testing::WriteTinyModel(c, DType::kF32, 11, "resume-layers.gguf"));
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_TRUE(prune::MakeLayerMatricesF32(m->get()).ok());
+  const int n_layer = (*m)->config.n_layer;
+  ASSERT_EQ(n_layer, 4);
+  BlockInputCache layered;
+  for (int l = 0; l < n_layer; ++l) {
+    SCOPED_TRACE(l);
+    const auto full_logits = RunPasses(**m, kernels, nullptr);  // whole passes over the model as it is now
+    layered.StartRun(BlockInputCache::Mode::kResumeAndKeep, std::max(0, 2 * (l - 1)), 2 * l + 2);
+    const auto stopped = RunPasses(**m, kernels, &layered);
+    EXPECT_EQ(layered.unmatched(), 0);
+    if (l + 1 < n_layer) {  // stopped early (the last layer's passes run to the logits)
+      for (const auto& logits : stopped) {
+        for (float v : logits) ASSERT_EQ(v, 0.0f);
+      }
+    } else {
+      EXPECT_EQ(stopped, full_logits);
+    }
+    // Layer l's FFN input as kept: what whole passes compute there.
+    layered.StartRun(BlockInputCache::Mode::kResume, 2 * l + 1);
+    EXPECT_EQ(RunPasses(**m, kernels, &layered), full_logits);
+    EXPECT_EQ(layered.unmatched(), 0);
+    // Then layer l changes (as GPTQ or pruning change it): its FFN down
+    // matrix and its attention output matrix scaled.
+    for (WeightMatrix* wm : {&(*m)->weights->layers[l].w_down, &(*m)->weights->layers[l].wo}) {
+      float* w = const_cast<float*>(reinterpret_cast<const float*>(wm->data));
+      for (int64_t i = 0; i < wm->n_out * wm->n_in; ++i) w[i] *= 0.5f + 0.1f * l;
+    }
+  }
+  // A kept pass holds only the blocks before the stop of its last run:
+  // resuming past them runs whole.
+  layered.StartRun(BlockInputCache::Mode::kResumeAndKeep, 2, 4);
+  RunPasses(**m, kernels, &layered);
+  EXPECT_EQ(layered.unmatched(), 0);
+  layered.StartRun(BlockInputCache::Mode::kResume, 6);
+  EXPECT_EQ(RunPasses(**m, kernels, &layered), RunPasses(**m, kernels, nullptr));
+  EXPECT_EQ(layered.unmatched(), 2);
+}
+
 }  // namespace
 }  // namespace infera::block_input_cache_test
