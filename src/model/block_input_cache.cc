@@ -25,11 +25,17 @@ int BlockInputCache::ResumeAt(float* x, int64_t rows, int64_t width) {
     // The same pass of a kept run: the same embedded tokens, and the block kept.
     const size_t n = static_cast<size_t>(rows * width);
     if (pass < kept_.size() && kept_[pass].size() > static_cast<size_t>(block_) && kept_[pass][0].size() == n &&
-        std::memcmp(kept_[pass][0].data(), x, n * sizeof(float)) == 0) {
+        kept_[pass][block_].size() == n && std::memcmp(kept_[pass][0].data(), x, n * sizeof(float)) == 0) {
       std::memcpy(x, kept_[pass][block_].data(), n * sizeof(float));
-      // Blocks from stop_before on were not run: what was kept there may
-      // predate changes before them.
-      if (keeping && kept_[pass].size() > static_cast<size_t>(stop_before_)) kept_[pass].resize(stop_before_);
+      if (keeping) {
+        // Blocks from stop_before on were not run: what was kept there may
+        // predate changes before them. Runs that keep go forward: the
+        // inputs between block 0 (kept to match passes) and this one are
+        // not needed again.
+        std::vector<std::vector<float>>& blocks = kept_[pass];
+        if (blocks.size() > static_cast<size_t>(stop_before_)) blocks.resize(stop_before_);
+        for (int b = 1; b < block_; ++b) std::vector<float>().swap(blocks[b]);
+      }
       return block_;
     }
     ++unmatched_;

@@ -26,7 +26,8 @@ class BlockInputCache : public ResidualTap {
     kKeep,    // runs every block, keeps every block's input (drops the rest)
     kResume,  // starts at `block` from the kept inputs
     // Starts at `block`, stops before `stop_before`, and keeps the inputs of
-    // the blocks it ran (a pass then holds blocks [0, stop_before)).
+    // the blocks it ran: a pass then holds block 0 and blocks
+    // [block, stop_before) (runs go forward: what lies between is dropped).
     kResumeAndKeep,
   };
   // Starts a run. Resuming at `block` is exact when no weight before that

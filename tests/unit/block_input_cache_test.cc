@@ -168,13 +168,21 @@ TEST(BlockInputCache, LayerByLayerPassesSeeWhatWholePassesSee) {
       for (int64_t i = 0; i < wm->n_out * wm->n_in; ++i) w[i] *= 0.5f + 0.1f * l;
     }
   }
+  // Going forward, a run drops the inputs between block 0 and its start:
+  // resuming there runs whole.
+  const auto whole = RunPasses(**m, kernels, nullptr);
+  layered.StartRun(BlockInputCache::Mode::kResume, 2);
+  EXPECT_EQ(RunPasses(**m, kernels, &layered), whole);
+  EXPECT_EQ(layered.unmatched(), 2);
   // A kept pass holds only the blocks before the stop of its last run:
-  // resuming past them runs whole.
-  layered.StartRun(BlockInputCache::Mode::kResumeAndKeep, 2, 4);
+  // resuming past them runs whole too.
+  layered.StartRun(BlockInputCache::Mode::kResumeAndKeep, 0, 4);
   RunPasses(**m, kernels, &layered);
+  layered.StartRun(BlockInputCache::Mode::kResume, 2);
+  EXPECT_EQ(RunPasses(**m, kernels, &layered), whole);
   EXPECT_EQ(layered.unmatched(), 0);
   layered.StartRun(BlockInputCache::Mode::kResume, 6);
-  EXPECT_EQ(RunPasses(**m, kernels, &layered), RunPasses(**m, kernels, nullptr));
+  EXPECT_EQ(RunPasses(**m, kernels, &layered), whole);
   EXPECT_EQ(layered.unmatched(), 2);
 }
 
