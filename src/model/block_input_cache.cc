@@ -12,7 +12,7 @@ void BlockInputCache::StartRun(Mode mode, int block, int stop_before) {
   block_ = mode == Mode::kResume || mode == Mode::kResumeAndKeep ? block : 0;
   stop_before_ = mode == Mode::kResumeAndKeep ? stop_before : INT_MAX;
   pass_ = 0;
-  if (block_ > 0) unmatched_ = 0;
+  if (mode == Mode::kResume || mode == Mode::kResumeAndKeep) unmatched_ = 0;
   if (mode == Mode::kKeep) kept_.clear();
 }
 

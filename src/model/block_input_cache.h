@@ -36,8 +36,9 @@ class BlockInputCache : public ResidualTap {
   int ResumeAt(float* x, int64_t rows, int64_t width) override;
   int StopBefore() const override { return stop_before_; }
   void BlockInput(int b, const float* x, int64_t rows, int64_t width) override;
-  // Passes of the last run that asked to resume (block > 0) but ran from
-  // block 0 because no kept pass matched (until the next such run starts).
+  // Passes of the last resuming run (kResume, kResumeAndKeep; until the
+  // next one starts) that asked for a block > 0 but ran from block 0
+  // because no kept pass matched.
   int unmatched() const { return unmatched_; }
   // Bytes kept.
   size_t bytes() const;
