@@ -53,23 +53,30 @@ std::vector<std::vector<float>> RunPasses(const Model& m, const KernelTable& ker
   return out;
 }
 
+// A small model of `arch`'s shape (null: Llama): 64 wide, 4 heads over 2
+// KV heads; MoE families with 4 experts, 2 used.
+ModelConfig SmallShape(const ArchInfo* arch) {
+  ModelConfig c = testing::TinyConfig();
+  if (arch != nullptr) ApplyArchShape(*arch, &c);
+  c.n_embd = 64;
+  c.head_dim = c.rope_dim = 16;
+  c.n_head = 4;
+  c.n_head_kv = 2;
+  c.n_ctx_train = 256;
+  if (c.moe()) {
+    c.n_expert = 4;
+    c.n_expert_used = 2;
+    c.n_ff_exp = 32;
+    c.n_ff_shexp = arch->arch == Arch::kQwen2Moe ? 48 : 0;
+  }
+  return c;
+}
+
 TEST(BlockInputCache, ResumedPassesEqualWholePassesForEveryFamily) {
   const KernelTable kernels = MakeBestKernelTable();
   for (const ArchInfo* arch : AllArchs()) {
     SCOPED_TRACE(arch->name);
-    ModelConfig c = testing::TinyConfig();
-    ApplyArchShape(*arch, &c);
-    c.n_embd = 64;
-    c.head_dim = c.rope_dim = 16;
-    c.n_head = 4;
-    c.n_head_kv = 2;
-    c.n_ctx_train = 256;
-    if (c.moe()) {
-      c.n_expert = 4;
-      c.n_expert_used = 2;
-      c.n_ff_exp = 32;
-      c.n_ff_shexp = arch->arch == Arch::kQwen2Moe ? 48 : 0;
-    }
+    const ModelConfig c = SmallShape(arch);
     auto m = LoadModel(testing::WriteTinyModel(c, DType::kF32, 7, std::string("resume-") + arch->name + ".gguf"));
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     const int n_blocks = 2 * (*m)->config.n_layer;
@@ -99,12 +106,7 @@ TEST(BlockInputCache, ResumedPassesEqualWholePassesForEveryFamily) {
 // after it do not (their input was kept before the change).
 TEST(BlockInputCache, BlocksBeforeTheResumePointDoNotRun) {
   const KernelTable kernels = MakeBestKernelTable();
-  ModelConfig c = testing::TinyConfig();
-  c.n_embd = 64;
-  c.head_dim = c.rope_dim = 16;
-  c.n_head = 4;
-  c.n_head_kv = 2;
-  c.n_ctx_train = 256;
+  const ModelConfig c = SmallShape(nullptr);
   auto m = LoadModel(testing::WriteTinyModel(c, DType::kF32, 9, "resume-skip.gguf"));
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   ASSERT_GE((*m)->config.n_layer, 2);
@@ -131,12 +133,7 @@ TEST(BlockInputCache, BlocksBeforeTheResumePointDoNotRun) {
 // model show it, bit for bit, and stopped passes return zero logits.
 TEST(BlockInputCache, LayerByLayerPassesSeeWhatWholePassesSee) {
   const KernelTable kernels = MakeBestKernelTable();
-  ModelConfig c = testing::TinyConfig();
-  c.n_embd = 64;
-  c.head_dim = c.rope_dim = 16;
-  c.n_head = 4;
-  c.n_head_kv = 2;
-  c.n_ctx_train = 256;
+  ModelConfig c = SmallShape(nullptr);
   c.n_layer = 4;
   auto m = LoadModel(testing::WriteTinyModel(c, DType::kF32, 11, "resume-layers.gguf"));
   ASSERT_TRUE(m.ok()) << m.status().ToString();
