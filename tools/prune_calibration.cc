@@ -13,8 +13,9 @@
 namespace infera::cli {
 namespace {
 
-// A decoder runner that shows its activations to *observer (read at every
-// call, so the calibrator can switch observers between runs; null: none).
+// A decoder runner that shows its activations to *observer and lets *tap
+// start and stop its passes part-way (both read at every call, so the
+// calibrator can switch them between runs; null: none).
 class ObservedRunner : public ModelRunner, private ActivationObserver, private ResidualTap {
  public:
   ObservedRunner(const Model& model, const KernelTable& kernels, ThreadPool& pool, int n_ctx,
