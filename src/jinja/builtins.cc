@@ -7,11 +7,6 @@
 #include "jinja/pystr.h"
 
 namespace infera::jinja {
-namespace {
-
-[[noreturn]] void Fail(const std::string& msg) { throw JinjaError(msg); }
-
-}  // namespace
 
 Value Arg(const CallArgs& a, size_t pos, const char* name, const Value& fallback) {
   const Value* v = a.Get(pos, name);
@@ -349,6 +344,5 @@ void AddGlobals(ValueDict* g) {
                     return Value::Str(std::string(buf, n));
                   }));
 }
-
 
 }  // namespace infera::jinja

@@ -8,8 +8,6 @@
 namespace infera::jinja {
 namespace {
 
-[[noreturn]] void Fail(const std::string& msg) { throw JinjaError(msg); }
-
 Value AttrPath(const Value& v, const Value& attr) {
   if (attr.kind() == Value::Kind::kInt) return GetItem(v, attr);
   if (!attr.is_string()) Fail("attribute name must be a string");

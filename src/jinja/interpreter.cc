@@ -7,10 +7,6 @@
 namespace infera::jinja {
 namespace {
 
-[[noreturn]] void Fail(int line, const std::string& msg) {
-  throw JinjaError("line " + std::to_string(line) + ": " + msg);
-}
-
 std::string BinaryTypeError(const char* op, const Value& a, const Value& b) {
   if (a.is_undefined() || b.is_undefined()) return std::string("an undefined value used with '") + op + "'";
   return std::string("unsupported operand type(s) for ") + op + ": '" + a.TypeName() + "' and '" + b.TypeName() + "'";

@@ -9,13 +9,6 @@
 namespace infera::jinja {
 namespace {
 
-[[noreturn]] void Fail(int line, const std::string& msg) {
-  std::string text = "line ";
-  text.append(std::to_string(line)).append(": ").append(msg);
-  throw JinjaError(text);
-}
-
-
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 bool IsNameStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }

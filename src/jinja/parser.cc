@@ -14,11 +14,6 @@ namespace {
 constexpr int kMaxExprDepth = 200;
 constexpr int kMaxBlockDepth = 200;
 
-[[noreturn]] void Fail(int line, const std::string& msg) {
-  throw JinjaError("line " + std::to_string(line) + ": " + msg);
-}
-
-
 // Recursive descent over the pieces; one Parser per template.
 class Parser {
  public:

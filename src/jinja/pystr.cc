@@ -3,8 +3,6 @@
 namespace infera::jinja {
 namespace {
 
-[[noreturn]] void Fail(const std::string& msg) { throw JinjaError(msg); }
-
 char AsciiUpper(char c) { return c >= 'a' && c <= 'z' ? static_cast<char>(c - 32) : c; }
 char AsciiLower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; }
 bool IsAlpha(char c) {

@@ -7,6 +7,14 @@
 
 namespace infera::jinja {
 
+void Fail(const std::string& msg) { throw JinjaError(msg); }
+
+void Fail(int line, const std::string& msg) {
+  std::string text = "line ";
+  text.append(std::to_string(line)).append(": ").append(msg);
+  throw JinjaError(text);
+}
+
 const Value* CallArgs::Get(size_t pos, std::string_view name) const {
   if (pos < positional.size()) return &positional[pos];
   for (const auto& [k, v] : keyword) {

@@ -48,6 +48,11 @@ class JinjaError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Throw JinjaError(msg); with a line, "line N: msg" (the lexer's, parser's
+// and interpreter's errors name the template line).
+[[noreturn]] void Fail(const std::string& msg);
+[[noreturn]] void Fail(int line, const std::string& msg);
+
 class Value {
  public:
   enum class Kind { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict, kNamespace, kCallable };

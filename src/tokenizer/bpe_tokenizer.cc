@@ -8,7 +8,7 @@
 namespace infera {
 namespace {
 
-struct Symbol {
+struct MergeSymbol {
   int prev, next;
   size_t start, len;  // byte range in the mapped word; len 0 once merged away
 };
@@ -52,7 +52,7 @@ void BpeTokenizer::EncodeWord(const std::string& w, std::vector<int32_t>* out) c
       return;
     }
   }
-  std::vector<Symbol> sym;
+  std::vector<MergeSymbol> sym;
   for (size_t i = 0; i < w.size();) {
     const size_t n = std::min(Utf8SeqLen(static_cast<unsigned char>(w[i])), w.size() - i);
     sym.push_back({static_cast<int>(sym.size()) - 1, static_cast<int>(sym.size()) + 1, i, n});
@@ -72,8 +72,8 @@ void BpeTokenizer::EncodeWord(const std::string& w, std::vector<int32_t>* out) c
   while (!queue.empty()) {
     const Pair p = queue.top();
     queue.pop();
-    Symbol& l = sym[p.left];
-    Symbol& r = sym[p.right];
+    MergeSymbol& l = sym[p.left];
+    MergeSymbol& r = sym[p.right];
     if (l.len == 0 || r.len == 0 || l.len + r.len != p.len || l.next != p.right) continue;  // stale
     l.len += r.len;
     r.len = 0;

@@ -21,7 +21,7 @@ std::string EscapeSpaces(std::string_view s) {
   return out;
 }
 
-struct Symbol {
+struct PieceSymbol {
   int prev, next;
   size_t start, len;  // byte range in the text; len 0 once merged away
 };
@@ -66,7 +66,7 @@ void SpmTokenizer::EncodeFragment(const std::string& text, std::vector<int32_t>*
 }
 
 void SpmTokenizer::EncodeWord(std::string_view text, std::vector<int32_t>* out) const {
-  std::vector<Symbol> sym;
+  std::vector<PieceSymbol> sym;
   for (size_t i = 0; i < text.size();) {
     const size_t n = std::min(Utf8SeqLen(static_cast<unsigned char>(text[i])), text.size() - i);
     sym.push_back({static_cast<int>(sym.size()) - 1, static_cast<int>(sym.size()) + 1, i, n});
@@ -89,8 +89,8 @@ void SpmTokenizer::EncodeWord(std::string_view text, std::vector<int32_t>* out) 
   while (!queue.empty()) {
     const Bigram b = queue.top();
     queue.pop();
-    Symbol& l = sym[b.left];
-    Symbol& r = sym[b.right];
+    PieceSymbol& l = sym[b.left];
+    PieceSymbol& r = sym[b.right];
     if (l.len == 0 || r.len == 0 || l.len + r.len != b.len) continue;  // stale
     l.len += r.len;
     r.len = 0;
