@@ -6,6 +6,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 INFERA = os.path.abspath(os.environ.get("INFERA_BIN", os.path.join(REPO, "build", "tools", "infera")))
 SHARED = os.environ.get("INFERA_SHARED_DIR", os.path.join(REPO, "..", "shared"))
+# True when INFERA_BIN is the sanitizer build (tests/CMakeLists.txt sets it).
+# Its arithmetic is the release build's, so a suite that measures model
+# quality over a large input (perplexity of a whole held-out file, accuracy on
+# hundreds of tasks) checks those numbers in the release run only, and under
+# the sanitizers runs the same commands over a smaller input.
+SANITIZED = os.environ.get("INFERA_SANITIZED") == "1"
 
 
 def infera(*args, input=None, timeout=300):

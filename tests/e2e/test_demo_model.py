@@ -13,7 +13,7 @@ import unittest
 
 import numpy as np
 
-from common import INFERA, REPO, infera, shared
+from common import INFERA, REPO, SANITIZED, infera, shared
 
 sys.path.insert(0, os.path.join(REPO, "tools", "py"))
 sys.path.insert(0, os.path.join(REPO, "tests", "reference"))
@@ -51,10 +51,12 @@ class DemoModelTest(unittest.TestCase):
         self.assertLess(rel_err(got_gguf, want), 1e-4)
         self.assertEqual(got_gguf.tobytes(), got_hf.tobytes())  # same canonical layout: bit-identical
 
+    @unittest.skipIf(SANITIZED, "the release build's arithmetic, checked in its run; perplexity runs under the "
+                     "sanitizers in test_wikitext_perplexity_is_finite and the pruning and W8A8 suites")
     def test_perplexity_matches_training_tool(self):
         with open(os.path.join(DEMO, "tool_eval.json")) as f:
             tool = json.load(f)
-        # 387 chunks: about 5 minutes under ASan on a 2-core AMD EPYC (Zen 3) VM.
+        # 387 chunks: 6 s in the release build on 2 vCPUs, 22 s under ASan.
         r = infera("perplexity", "--model", GGUF, "-f", os.path.join(DEMO, "heldout.txt"), "--ctx", str(tool["ctx"]), "--json",
                    timeout=880)
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -16,6 +16,10 @@ INFERA = os.environ.get("INFERA_BIN", "build/tools/infera")
 SHARED = os.environ.get("INFERA_SHARED_DIR", os.path.join(ROOT, "..", "shared"))
 KJV_EVAL = os.path.join(ROOT, "models", "kjv-7m", "eval")
 TS3M = os.path.join(SHARED, "models", "tinystories-3m")
+# The sanitizer build (tests/e2e/common.py, SANITIZED) scores the first tasks
+# of each shipped file only: its accuracy is the release run's to check.
+SANITIZED = os.environ.get("INFERA_SANITIZED") == "1"
+SHIPPED_LIMIT = ("--limit", "40") if SANITIZED else ()
 
 
 def run_eval(*args):
@@ -25,20 +29,21 @@ def run_eval(*args):
 
 class EvalTest(unittest.TestCase):
     def test_shipped_kjv_tasks(self):
-        _, j1 = run_eval("-f", os.path.join(KJV_EVAL, "kjv-continuation.jsonl"))
-        _, j2 = run_eval("-f", os.path.join(KJV_EVAL, "kjv-continuation.txt"))
+        _, j1 = run_eval("-f", os.path.join(KJV_EVAL, "kjv-continuation.jsonl"), *SHIPPED_LIMIT)
+        _, j2 = run_eval("-f", os.path.join(KJV_EVAL, "kjv-continuation.txt"), *SHIPPED_LIMIT)
         self.assertEqual(j1["format"], "jsonl")
         self.assertEqual(j2["format"], "hellaswag")
-        self.assertEqual(j1["tasks"], 300)
+        self.assertEqual(j1["tasks"], 40 if SANITIZED else 300)
         for k in ("acc", "acc_norm"):
             self.assertEqual(j1[k], j2[k], k)
-        # Four endings: chance is 25 %; the model knows its Bible.
-        self.assertGreater(j1["acc_norm"], 0.45)
         # The context is computed once per task: the other endings reuse it.
         self.assertGreater(j1["cached_tokens"], 0.3 * j1["prompt_tokens"])
-        _, lam = run_eval("-f", os.path.join(KJV_EVAL, "kjv-lambada.txt"))
+        _, lam = run_eval("-f", os.path.join(KJV_EVAL, "kjv-lambada.txt"), *SHIPPED_LIMIT)
         self.assertEqual(lam["format"], "lambada")
-        self.assertGreater(lam["acc"], 0.15)
+        if not SANITIZED:
+            # Four endings: chance is 25 %; the model knows its Bible.
+            self.assertGreater(j1["acc_norm"], 0.45)
+            self.assertGreater(lam["acc"], 0.15)
 
     def test_batched_equals_one_at_a_time(self):
         f = os.path.join(KJV_EVAL, "kjv-continuation.jsonl")

@@ -33,6 +33,7 @@ class W8A8Test(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
+        cls.done = {}
         d = cls.d = cls.tmp.name
         text = open(HELDOUT, encoding="utf-8").read()
         cut = len(text) * 2 // 5
@@ -54,15 +55,25 @@ class W8A8Test(unittest.TestCase):
     def path(self, name):
         return os.path.join(self.d, name)
 
+    # The tests share files and measurements (f32's and ow8's perplexity, ow8
+    # itself): each is made once per class (cls.done, set up above). Nothing
+    # writes a name twice with other flags, so the name is the key.
     def quantize(self, src, out, *flags):
-        r = infera("quantize", self.path(src), self.path(out), *flags)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        return r
+        key = ("quantize", out)
+        if key not in self.done:
+            r = infera("quantize", self.path(src), self.path(out), *flags)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.done[key] = (src, flags, r)
+        self.assertEqual(self.done[key][:2], (src, flags), out)
+        return self.done[key][2]
 
     def ppl(self, model):
-        r = infera("perplexity", "-m", self.path(model), "-f", self.path("eval.txt"), "-c", "128")
-        self.assertEqual(r.returncode, 0, r.stderr)
-        return float(re.search(r"^ppl = ([0-9.]+)", r.stdout + r.stderr, re.M).group(1))
+        key = ("ppl", model)
+        if key not in self.done:
+            r = infera("perplexity", "-m", self.path(model), "-f", self.path("eval.txt"), "-c", "128")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.done[key] = float(re.search(r"^ppl = ([0-9.]+)", r.stdout + r.stderr, re.M).group(1))
+        return self.done[key]
 
     def test_outlier_model_smoothquant_recovers(self):
         base = self.ppl("f32.gguf")
