@@ -145,7 +145,7 @@ class PruneTest(unittest.TestCase):
             self.assertRegex(info, rf"blk\.0\.ffn_down\.weight\s+{outtype}\s+.*{zeros} %")
             for isa in ("scalar", "avx2", None):  # dense packing, and the sparse layouts where the CPU has them
                 isa_args = ["--log-level", "info"] + (["--cpu-isa", isa] if isa else [])
-                # (The scalar kernels, 7x slower, over one chunk of 64: every weight is still used.)
+                # (The scalar kernels, the slowest, over one 64-token chunk: every weight is still used.)
                 window = ["-c", "64", "--chunks", "1"] if isa == "scalar" else ["-c", "128", "--chunks", "2"]
                 r = [run_ok(*isa_args, "perplexity", "-m", m, "-f", HELDOUT, *window, "--json")
                      for m in (packed, plain)]
