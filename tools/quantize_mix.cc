@@ -63,6 +63,27 @@ struct TensorParts {
 StatusOr<std::map<std::string, DType>> PlanMixedPrecision(LoadedModel* lm, const MixOptions& o, const Imatrix* im,
                                                           const RuntimeOptions& rt) {
   Model& model = *lm->model;
+  std::map<std::string, TensorParts> tensors;
+  for (const auto& lmx : prune::LayerMatrices(&model)) {
+    TensorParts& t = tensors[lmx.name.substr(0, lmx.name.find('['))];
+    t.parts.push_back(lmx.m);
+    t.elements += lmx.m->n_out * lmx.m->n_in;
+    t.n_in = lmx.m->n_in;
+  }
+  // The cheapest plan, every tensor at its ladder's first type, needs no
+  // measurement: a budget below it is refused before any calibration pass.
+  // (StartCalibration makes these matrices F32 in place: `parts` stay valid.)
+  double total_elems = 0, cheapest_bits = 0;
+  for (auto& [name, t] : tensors) {
+    total_elems += static_cast<double>(t.elements);
+    cheapest_bits += static_cast<double>(t.elements) * BitsPerWeight(Ladder(t.n_in)[0]);
+  }
+  const double budget = o.target_bpw * total_elems;
+  if (cheapest_bits > budget) {
+    return InvalidArgument(fmt::format("--target-bpw {:.3f} is below the cheapest plan ({:.3f} bits per weight)",
+                                       o.target_bpw, cheapest_bits / total_elems));
+  }
+
   auto session = StartCalibration(lm, o.calib, o.calib_tokens, o.calib_ctx, o.threads, rt);
   if (!session.ok()) return session.status();
   const auto& chunks = (*session)->chunks;
@@ -75,13 +96,6 @@ StatusOr<std::map<std::string, DType>> PlanMixedPrecision(LoadedModel* lm, const
   std::fprintf(stderr, "target-bpw: kept the residual stream at every block's input (%.1f MiB)\n",
                static_cast<double>(cal->block_inputs().bytes()) / (1 << 20));
 
-  std::map<std::string, TensorParts> tensors;
-  for (const auto& lmx : prune::LayerMatrices(&model)) {
-    TensorParts& t = tensors[lmx.name.substr(0, lmx.name.find('['))];
-    t.parts.push_back(lmx.m);
-    t.elements += lmx.m->n_out * lmx.m->n_in;
-    t.n_in = lmx.m->n_in;
-  }
   // kld[name][k]: the KLD with only this tensor in Ladder(n_in)[k].
   std::map<std::string, std::vector<double>> kld;
   int done = 0;
@@ -121,19 +135,10 @@ StatusOr<std::map<std::string, DType>> PlanMixedPrecision(LoadedModel* lm, const
     std::fprintf(stderr, "target-bpw: sensitivity %d/%zu tensors\n", ++done, tensors.size());
   }
 
-  // Greedy allocation under the budget.
-  double total_elems = 0, bits = 0;
+  // Greedy allocation under the budget, from the cheapest plan.
+  double bits = cheapest_bits;
   std::map<std::string, size_t> at;
-  for (auto& [name, t] : tensors) {
-    at[name] = 0;
-    total_elems += static_cast<double>(t.elements);
-    bits += static_cast<double>(t.elements) * BitsPerWeight(Ladder(t.n_in)[0]);
-  }
-  const double budget = o.target_bpw * total_elems;
-  if (bits > budget) {
-    return InvalidArgument(fmt::format("--target-bpw {:.3f} is below the cheapest plan ({:.3f} bits per weight)",
-                                       o.target_bpw, bits / total_elems));
-  }
+  for (auto& [name, t] : tensors) at[name] = 0;
   for (;;) {
     std::string best;
     size_t best_k = 0;

@@ -186,6 +186,8 @@ class QuantizeWithImatrixTest(unittest.TestCase):
             r = run("quantize", self.f32, never, "--type", "q4_k", *args)
             self.assertEqual(r.returncode, 2, (args, r.stderr))
             self.assertFalse(os.path.exists(never))
+            # Refused before any calibration pass (the cheapest plan needs no measurement).
+            self.assertNotIn("sensitivity", r.stderr, args)
 
     def test_bad_input(self):
         d = self.dir.name
