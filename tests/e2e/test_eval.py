@@ -10,15 +10,16 @@ import sys
 import tempfile
 import unittest
 
+from common import SANITIZED
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
 INFERA = os.environ.get("INFERA_BIN", "build/tools/infera")
 SHARED = os.environ.get("INFERA_SHARED_DIR", os.path.join(ROOT, "..", "shared"))
 KJV_EVAL = os.path.join(ROOT, "models", "kjv-7m", "eval")
 TS3M = os.path.join(SHARED, "models", "tinystories-3m")
-# The sanitizer build (tests/e2e/common.py, SANITIZED) scores the first tasks
-# of each shipped file only: its accuracy is the release run's to check.
-SANITIZED = os.environ.get("INFERA_SANITIZED") == "1"
+# The sanitizer build (common.SANITIZED) scores the first tasks of each
+# shipped file only: its accuracy is the release run's to check.
 SHIPPED_LIMIT = ("--limit", "40") if SANITIZED else ()
 
 
