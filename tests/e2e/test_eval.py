@@ -6,17 +6,12 @@ time scoring; bad task files are refused with one line and exit 2."""
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import unittest
 
-from common import SANITIZED
+from common import INFERA, REPO, SANITIZED, SHARED
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.join(HERE, "..", "..")
-INFERA = os.environ.get("INFERA_BIN", "build/tools/infera")
-SHARED = os.environ.get("INFERA_SHARED_DIR", os.path.join(ROOT, "..", "shared"))
-KJV_EVAL = os.path.join(ROOT, "models", "kjv-7m", "eval")
+KJV_EVAL = os.path.join(REPO, "models", "kjv-7m", "eval")
 TS3M = os.path.join(SHARED, "models", "tinystories-3m")
 # The sanitizer build (common.SANITIZED) scores the first tasks of each
 # shipped file only: its accuracy is the release run's to check.
@@ -56,7 +51,7 @@ class EvalTest(unittest.TestCase):
     @unittest.skipUnless(os.path.exists(TS3M), "../shared not present")
     def test_tasks_from_the_tinystories_fixture(self):
         with tempfile.TemporaryDirectory() as d:
-            subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tools", "py", "make_eval_tasks.py"),
+            subprocess.run(["/usr/bin/python3", os.path.join(REPO, "tools", "py", "make_eval_tasks.py"),
                             os.path.join(TS3M, "heldout.txt"), d, "ts", "--tasks", "120"], check=True,
                            capture_output=True)
             model = os.path.join(TS3M, "tinystories-3m-f32.gguf")
