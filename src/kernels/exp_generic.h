@@ -40,15 +40,16 @@ inline float ExpInRange(float x) {
 }
 
 // exp(x) for x <= 0 (softmax arguments): 0 below -87 (and for -inf); the
-// cut-off is a select.
+// cut-off is a select. (std::max(-87, x) is -87 for a NaN x, so the float to
+// int conversion in ExpInRange never sees a NaN, which is undefined.)
 inline float ExpNonPositive(float x_in) {
-  const float out = ExpInRange(std::max(x_in, -87.0f));
+  const float out = ExpInRange(std::max(-87.0f, x_in));
   return x_in > -87.0f ? out : 0.0f;
 }
 
 // exp(x) for any x: 0 below -87, +inf above 88 (and for +inf), NaN gives 0.
 inline float ExpClamped(float x_in) {
-  float out = ExpInRange(std::min(std::max(x_in, -87.0f), 88.0f));
+  float out = ExpInRange(std::min(88.0f, std::max(-87.0f, x_in)));  // (NaN -> -87, as above)
   out = x_in > 88.0f ? INFINITY : out;
   return x_in > -87.0f ? out : 0.0f;
 }
