@@ -3,15 +3,25 @@
 # bounded time (default 60 s) from the committed seed corpus, as many targets
 # at once as there are cores (each target is single-threaded). Exits non-zero
 # on any crash, leak, sanitizer report or timeout inside a target.
-#   scripts/fuzz.sh [seconds-per-target]
+#   scripts/fuzz.sh [seconds-per-target] [build-dir]
+# Without a build dir it configures build-fuzz with the fuzz targets alone.
+# With one (the test suite passes build-asan, its clang sanitizer tree
+# configured with -DINFERA_FUZZ=ON), it builds the targets there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET="${1:-60}"
-BUILD=build-fuzz
+BUILD="${2:-}"
 JOBS="$(nproc)"
 TARGETS=(gguf safetensors llama2c openai_request kv_block imatrix eval_tasks chat_template)
-CC=clang CXX=clang++ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DINFERA_FUZZ=ON -DINFERA_SANITIZE=address,undefined -DINFERA_TESTS=OFF -DINFERA_BENCH=OFF >/dev/null
+if [ -z "$BUILD" ]; then
+  BUILD=build-fuzz
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DINFERA_FUZZ=ON -DINFERA_SANITIZE=address,undefined \
+    -DINFERA_TESTS=OFF -DINFERA_BENCH=OFF >/dev/null
+elif ! grep -q '^INFERA_FUZZ:BOOL=ON$' "$BUILD/CMakeCache.txt" 2>/dev/null; then
+  echo "fuzz: $BUILD is not a build configured with -DINFERA_FUZZ=ON" >&2
+  exit 2
+fi
 ninja -C "$BUILD" "${TARGETS[@]/%/_fuzzer}"
 
 fuzz_one() {  # $1 = target; its whole output goes to $BUILD/fuzz-$1.log

@@ -24,15 +24,15 @@
 namespace infera::kquants {
 namespace {
 
-constexpr int kMaxQ = 3;  // levels 0..2: magnitudes 1, 3, 5 in the search
-constexpr int kGroup = 16;
+constexpr int kIq2xsMaxQ = 3;  // levels 0..2: magnitudes 1, 3, 5 in the search
+constexpr int kIq2xsGroup = 16;
 constexpr float kGroupMaxEps = 1e-15f;
 
 using Iq2xsIndex = CodebookIndex<8, 2>;
 
 // The codebook's points as levels (magnitude bytes 0x08, 0x19, 0x2b are
 // levels 0, 1, 2); nearest points: those at the 2 smallest distances.
-const Iq2xsIndex& Index() {
+const Iq2xsIndex& Iq2xsCodebook() {
   static const Iq2xsIndex index = [] {  // thread-safe initialization
     std::vector<std::array<int8_t, 8>> points(512);
     for (int g = 0; g < 512; ++g) {
@@ -42,7 +42,7 @@ const Iq2xsIndex& Index() {
         points[g][j] = static_cast<int8_t>(b == 0x08 ? 0 : b == 0x19 ? 1 : 2);
       }
     }
-    return Iq2xsIndex(points, kMaxQ, 2);
+    return Iq2xsIndex(points, kIq2xsMaxQ, 2);
   }();
   return index;
 }
@@ -50,23 +50,23 @@ const Iq2xsIndex& Index() {
 }  // namespace
 
 void QuantizeIq2Xs(const float* x, const float* qw, uint8_t* block) {
-  const Iq2xsIndex& index = Index();
+  const Iq2xsIndex& index = Iq2xsCodebook();
   std::memset(block, 0, kIq2xsBlockBytes);
   uint16_t q2[32] = {};
   float scales[16];
-  float weight[kGroup], waux[kGroup], xval[kGroup];
-  int8_t L[kGroup];
+  float weight[kIq2xsGroup], waux[kIq2xsGroup], xval[kIq2xsGroup];
+  int8_t L[kIq2xsGroup];
   uint8_t block_signs[2];
   float max_scale = 0;
   float sumx2 = 0;
   for (int i = 0; i < 256; ++i) sumx2 += x[i] * x[i];
   const float sigma2 = sumx2 / 256;
   for (int ib = 0; ib < 16; ++ib) {
-    const float* xb = x + kGroup * ib;
-    for (int i = 0; i < kGroup; ++i) {
-      weight[i] = (qw != nullptr ? qw[kGroup * ib + i] : 1.0f) * std::sqrt(sigma2 + xb[i] * xb[i]);
+    const float* xb = x + kIq2xsGroup * ib;
+    for (int i = 0; i < kIq2xsGroup; ++i) {
+      weight[i] = (qw != nullptr ? qw[kIq2xsGroup * ib + i] : 1.0f) * std::sqrt(sigma2 + xb[i] * xb[i]);
     }
-    for (int i = 0; i < kGroup; ++i) waux[i] = std::sqrt(weight[i]);
+    for (int i = 0; i < kIq2xsGroup; ++i) waux[i] = std::sqrt(weight[i]);
     for (int k = 0; k < 2; ++k) {
       int nflip = 0;
       uint8_t s = 0;
@@ -95,14 +95,14 @@ void QuantizeIq2Xs(const float* x, const float* qw, uint8_t* block) {
       block_signs[k] = s & 127;
     }
     float max = xval[0];
-    for (int i = 1; i < kGroup; ++i) max = max > xval[i] ? max : xval[i];
+    for (int i = 1; i < kIq2xsGroup; ++i) max = max > xval[i] ? max : xval[i];
     std::memset(L, 0, sizeof(L));
     if (max < kGroupMaxEps) {
       scales[ib] = 0;
       continue;
     }
     // Trial scales 0.1 apart; only the off-codebook tuples re-snapped after.
-    float scale = index.SearchScale(2, kMaxQ, max, {0.1f, true, false}, weight, waux, xval, L);
+    float scale = index.SearchScale(2, kIq2xsMaxQ, max, {0.1f, true, false}, weight, waux, xval, L);
     if (scale < 0) {  // kept as llama.cpp keeps it
       scale = -scale;
       for (uint8_t& s : block_signs) s = static_cast<uint8_t>(~s & 127);

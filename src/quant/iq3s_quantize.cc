@@ -22,21 +22,21 @@
 namespace infera::kquants {
 namespace {
 
-constexpr int kMaxQ = 8;      // magnitudes 2l + 1, l = 0..7
-constexpr int kGroup = 32;    // elements per scale
-constexpr int kTuples = kGroup / 4;
+constexpr int kIq3sMaxQ = 8;    // magnitudes 2l + 1, l = 0..7
+constexpr int kIq3sGroup = 32;  // elements per scale
+constexpr int kTuples = kIq3sGroup / 4;
 
 using Iq3sIndex = CodebookIndex<4, 3>;
 
 // The codebook's points as levels (magnitude byte j of kIq3sGrid = 2 l_j + 1);
 // nearest points: those at the 3 smallest distances, as llama.cpp builds them.
-const Iq3sIndex& Index() {
+const Iq3sIndex& Iq3sCodebook() {
   static const Iq3sIndex index = [] {  // thread-safe initialization
     std::vector<std::array<int8_t, 4>> points(512);
     for (int g = 0; g < 512; ++g) {
       for (int j = 0; j < 4; ++j) points[g][j] = static_cast<int8_t>((((kIq3sGrid[g] >> (8 * j)) & 0xFF) - 1) / 2);
     }
-    return Iq3sIndex(points, kMaxQ, 3);
+    return Iq3sIndex(points, kIq3sMaxQ, 3);
   }();
   return index;
 }
@@ -44,28 +44,28 @@ const Iq3sIndex& Index() {
 }  // namespace
 
 void QuantizeIq3s(const float* x, const float* qw, uint8_t* block) {
-  const Iq3sIndex& index = Index();
+  const Iq3sIndex& index = Iq3sCodebook();
   std::memset(block, 0, kIq3sBlockBytes);
   uint8_t* qs = block + 2;
   uint8_t* qh = block + 66;
   uint8_t* signs = block + 74;
   float scales[8];
-  float weight[kGroup], waux[kGroup], xval[kGroup];
-  int8_t L[kGroup];
-  uint8_t block_signs[kGroup / 8];
+  float weight[kIq3sGroup], waux[kIq3sGroup], xval[kIq3sGroup];
+  int8_t L[kIq3sGroup];
+  uint8_t block_signs[kIq3sGroup / 8];
   float max_scale = 0;
   float sumx2 = 0;
   for (int i = 0; i < 256; ++i) sumx2 += x[i] * x[i];
   const float sigma2 = 2 * sumx2 / 256;
   for (int ib = 0; ib < 8; ++ib) {
-    const float* xb = x + kGroup * ib;
+    const float* xb = x + kIq3sGroup * ib;
     if (qw != nullptr) {
-      for (int i = 0; i < kGroup; ++i) weight[i] = qw[kGroup * ib + i] * std::sqrt(sigma2 + xb[i] * xb[i]);
+      for (int i = 0; i < kIq3sGroup; ++i) weight[i] = qw[kIq3sGroup * ib + i] * std::sqrt(sigma2 + xb[i] * xb[i]);
     } else {
-      for (int i = 0; i < kGroup; ++i) weight[i] = xb[i] * xb[i];
+      for (int i = 0; i < kIq3sGroup; ++i) weight[i] = xb[i] * xb[i];
     }
-    for (int i = 0; i < kGroup; ++i) waux[i] = std::sqrt(weight[i]);
-    for (int k = 0; k < kGroup / 8; ++k) {
+    for (int i = 0; i < kIq3sGroup; ++i) waux[i] = std::sqrt(weight[i]);
+    for (int k = 0; k < kIq3sGroup / 8; ++k) {
       uint8_t s = 0;
       for (int i = 0; i < 8; ++i) {
         if (xb[8 * k + i] >= 0) {
@@ -78,7 +78,7 @@ void QuantizeIq3s(const float* x, const float* qw, uint8_t* block) {
       block_signs[k] = s;
     }
     float max = xval[0];
-    for (int i = 1; i < kGroup; ++i) max = max > xval[i] ? max : xval[i];
+    for (int i = 1; i < kIq3sGroup; ++i) max = max > xval[i] ? max : xval[i];
     std::memset(L, 0, sizeof(L));
     if (max == 0) {
       // An all-zero group keeps zero bytes (it decodes to +-d, the format's
@@ -89,11 +89,11 @@ void QuantizeIq3s(const float* x, const float* qw, uint8_t* block) {
       // group are byte-identical.
       scales[ib] = 0;
       qs += kTuples;
-      signs += kGroup / 8;
+      signs += kIq3sGroup / 8;
       continue;
     }
     // Trial scales 0.2 apart; every tuple re-snapped after.
-    float scale = index.SearchScale(kTuples, kMaxQ, max, {0.2f, false, true}, weight, waux, xval, L);
+    float scale = index.SearchScale(kTuples, kIq3sMaxQ, max, {0.2f, false, true}, weight, waux, xval, L);
     if (scale < 0) {  // cannot happen with these weights; kept as llama.cpp keeps it
       scale = -scale;
       for (uint8_t& s : block_signs) s = static_cast<uint8_t>(~s);
