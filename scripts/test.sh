@@ -40,6 +40,11 @@ if [ "${INFERA_SKIP_ASAN:-0}" != 1 ]; then
   # One sanitizer tree for the tests and the libFuzzer targets (clang: libFuzzer
   # needs it; its UBSan also checks float-to-int conversions, which GCC's
   # -fsanitize=undefined leaves out). GCC builds the release stage with -Werror.
+  # (A tree configured with GCC before is started afresh: when CMake sees the
+  # compiler change it resets the cache and drops the options given with it.)
+  if [ -f build-asan/CMakeCache.txt ] && ! grep -q '^CMAKE_CXX_COMPILER:.*clang++$' build-asan/CMakeCache.txt; then
+    rm -rf build-asan
+  fi
   cmake -S . -B build-asan -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DINFERA_SANITIZE=address,undefined -DINFERA_FUZZ=ON \
     -DINFERA_BENCH=OFF >/dev/null
