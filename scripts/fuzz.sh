@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang + ASan + UBSan and runs each for a
-# bounded time (default 60 s) from the committed seed corpus, as many targets
+# bounded time (default 60 s) from the committed corpus (hand-made seeds and
+# the grown corpus of earlier runs, tests/fuzz/grown), as many targets
 # at once as there are cores (each target is single-threaded). Exits non-zero
 # on any crash, leak, sanitizer report or timeout inside a target.
 #   scripts/fuzz.sh [seconds-per-target] [build-dir]
@@ -25,12 +26,18 @@ fi
 ninja -C "$BUILD" "${TARGETS[@]/%/_fuzzer}"
 
 fuzz_one() {  # $1 = target; its whole output goes to $BUILD/fuzz-$1.log
-  local target="$1" work="$BUILD/corpus-$1"
+  local target="$1" work="$BUILD/corpus-$1" grown="$BUILD/grown-$1"
   mkdir -p "$work"
   cp -n tests/fuzz/corpus/$target/* "$work/" 2>/dev/null || true
   # The chat-template fuzzer starts from the real templates the tests use.
   if [ "$target" = chat_template ]; then cp -n tests/data/chat_templates/*.jinja "$work/"; fi
-  "$BUILD/tests/fuzz/${target}_fuzzer" "$work" -max_total_time="$SECONDS_PER_TARGET" -max_len=65536 \
+  # ... and from the committed grown corpus: earlier runs' inputs, merged to
+  # those that add coverage (scripts/fuzz_grow.sh), read but not written to:
+  # libFuzzer writes new inputs to the first directory only.
+  rm -rf "$grown"
+  mkdir -p "$grown"
+  if [ -f "tests/fuzz/grown/$target.tar.gz" ]; then tar -xzf "tests/fuzz/grown/$target.tar.gz" -C "$grown"; fi
+  "$BUILD/tests/fuzz/${target}_fuzzer" "$work" "$grown" -max_total_time="$SECONDS_PER_TARGET" -max_len=65536 \
     -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 -artifact_prefix="$BUILD/crash-$target-" \
     >"$BUILD/fuzz-$target.log" 2>&1
 }
