@@ -138,6 +138,8 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
         self._thread.join(5)
+        if not self._thread.is_alive():
+            self.proc.stderr.close()  # (drained to its end; left open, Python warns of it)
         return self.proc.returncode
 
     def __enter__(self):
