@@ -502,10 +502,10 @@ sys.exit(0 if s.recv(64) == b"ok\\n" else 1)
             while not stop.is_set():
                 try:
                     st, _, data = server.request("POST", "/v1/completions", body, timeout=60)
-                    if st not in (200, 429):
-                        errors.append((st, data))
-                    elif st == 429:
+                    if st == 429:
                         time.sleep(0.002)  # (a refusal is instant: no busy loop)
+                    elif st != 200:
+                        errors.append((st, data))
                 except (OSError, http.client.HTTPException) as e:
                     errors.append(str(e))
         hammers = [threading.Thread(target=hammer) for _ in range(3)]

@@ -38,8 +38,8 @@ test('type a prompt, watch it stream, stop it, keep the conversation', async () 
     // Turn 1: stream, then stop. The page keeps what it received, and turn 2
     // sends it back as history, which must fit the model's 1,024-token context.
     // The server streams thousands of tokens a second, and on a busy machine
-    // the stop can land a second or more after the text first grows (in CI
-    // the reply had outgrown the context, and turn 2 failed with a 400). So
+    // the stop can land a second or more after the text first grows (in a
+    // full suite run the reply outgrew the context and turn 2 got a 400). So
     // the browser's downloads are throttled while turn 1 streams (DevTools'
     // network emulation, 2 kB/s: about 10 SSE chunks a second). The server
     // generates ahead of it; the stop cancels that.
