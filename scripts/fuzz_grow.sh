@@ -15,8 +15,17 @@ cd "$(dirname "$0")/.."
 BUILD="${1:?usage: scripts/fuzz_grow.sh build-dir [target...]}"
 shift
 TARGETS=("$@")
-if [ ${#TARGETS[@]} -eq 0 ]; then
-  TARGETS=(gguf safetensors llama2c openai_request kv_block imatrix eval_tasks chat_template)
+if [ ${#TARGETS[@]} -eq 0 ]; then  # every fuzz target built there (scripts/fuzz.sh's list)
+  for fuzzer in "$BUILD"/tests/fuzz/*_fuzzer; do
+    if [ -x "$fuzzer" ]; then
+      name="${fuzzer##*/}"
+      TARGETS+=("${name%_fuzzer}")
+    fi
+  done
+  if [ ${#TARGETS[@]} -eq 0 ]; then
+    echo "fuzz_grow: no fuzz targets in $BUILD/tests/fuzz (scripts/fuzz.sh builds them)" >&2
+    exit 2
+  fi
 fi
 mkdir -p tests/fuzz/grown
 tmp="$(mktemp -d)"
