@@ -15,6 +15,7 @@
 #include <benchmark/benchmark.h>
 
 #include "kernels/bf16_generic.h"
+#include "kernels/cpu/amx/amx_kernels.h"
 #include "kernels/flash.h"
 #include "kernels/kernels.h"
 #include "kernels/packed.h"
@@ -42,7 +43,8 @@ void RandomProblem(DType type, int64_t n_in, int64_t n_out, int64_t m, std::vect
   for (auto& v : *x) v = d(rng);
 }
 
-void RunMatmul(benchmark::State& state, CpuIsa isa, DType type, int64_t m) {
+// bf16: bf16 products in the float matmuls (--matmul-dtype bf16).
+void RunMatmul(benchmark::State& state, CpuIsa isa, DType type, int64_t m, bool bf16 = false) {
   if (static_cast<int>(isa) > static_cast<int>(DetectCpuFeatures().MaxIsa())) {
     state.SkipWithError("ISA not supported here");
     return;
@@ -56,7 +58,12 @@ void RunMatmul(benchmark::State& state, CpuIsa isa, DType type, int64_t m) {
   std::vector<uint8_t> w;
   std::vector<float> x, y;
   RandomProblem(type, n_in, n_out, m, &w, &x, &y);
-  const KernelTable k = MakeKernelTable(isa);
+  KernelTable k = MakeKernelTable(isa);
+  k.matmul_bf16 = bf16;
+  if (bf16 && isa == CpuIsa::kAmx && k.bf16_tile_rows == nullptr) {
+    state.SkipWithError("no AMX-BF16 here");
+    return;
+  }
   ThreadPool pool(static_cast<int>(state.range(2)));
   WeightMatrix W{type, n_in, n_out, w.data(), row_bytes};
   std::unique_ptr<PackedMatrix> packed;
@@ -105,6 +112,37 @@ MATMUL_BENCH(kAmx, kQ8_0, 64, Prefill64_Amx_Q8_0);
 MATMUL_BENCH(kAmx, kQ4_0, 64, Prefill64_Amx_Q4_0);
 MATMUL_BENCH(kAmx, kQ4_K, 64, Prefill64_Amx_Q4_K);
 MATMUL_BENCH(kAmx, kQ6_K, 64, Prefill64_Amx_Q6_K);
+// bf16 products (--matmul-dtype bf16): AVX512-BF16's 16-lane form, and the
+// AMX-BF16 tile form (skipped where the CPU has none).
+#define MATMUL_BF16_BENCH(ISA, TYPE, M, NAME)                                         \
+  void NAME(benchmark::State& s) { RunMatmul(s, CpuIsa::ISA, DType::TYPE, M, true); } \
+  BENCHMARK(NAME)->Args({960, 2560, 1})->Args({2048, 5632, 1})->Args({2048, 5632, 2})->UseRealTime()
+MATMUL_BF16_BENCH(kAvx512, kF16, 1, Decode_Avx512Bf16_F16);
+MATMUL_BF16_BENCH(kAvx512, kF16, 64, Prefill64_Avx512Bf16_F16);
+MATMUL_BF16_BENCH(kAmx, kF16, 1, Decode_AmxBf16_F16);
+MATMUL_BF16_BENCH(kAmx, kF16, 64, Prefill64_AmxBf16_F16);
+// The AMX-BF16 kernel's conversion of F16 rows to bf16 alone (the tile
+// kernel with no tokens: AVX-512 work, measurable without AMX), one
+// thread; bytes = the F16 rows read.
+void AmxBf16Convert_F16(benchmark::State& state) {
+  if (!DetectCpuFeatures().avx512bf16) {
+    state.SkipWithError("no AVX512-BF16 here");
+    return;
+  }
+  const int64_t n_in = state.range(0), n_out = state.range(1);
+  std::vector<uint8_t> w;
+  std::vector<float> x, y;
+  RandomProblem(DType::kF16, n_in, n_out, 0, &w, &x, &y);
+  const Bf16TileRowsFn convert = amx::Bf16TileRowsEmulated();
+  for (auto _ : state) {
+    for (int64_t r = 0; r < n_out; r += kBf16TileRows) {
+      convert(DType::kF16, w.data() + r * 2 * n_in, 2 * n_in, kBf16TileRows, nullptr, n_in, 0, n_in, nullptr, 0);
+    }
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.size()));
+}
+BENCHMARK(AmxBf16Convert_F16)->Args({960, 2560})->Args({2048, 5632})->UseRealTime();
 // W8A8 (whole-row int8, per-token activations) beside Q8_0: same bytes.
 MATMUL_BENCH(kAvx512, kW8A8, 64, Prefill64_Avx512_W8A8);
 MATMUL_BENCH(kAvx512, kW8A8, 1, Decode_Avx512_W8A8);

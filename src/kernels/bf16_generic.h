@@ -56,5 +56,11 @@ inline float DotBf16Pair(float acc, float a0, float b0, float a1, float b1) {
   return FlushDenormal(std::fma(a0, b0, t));
 }
 
+// One element of the tile form of the bf16 dot (kernels.h,
+// Bf16TileRowsFn; TDPBF16PS's pseudo-code: a fused multiply-add per element,
+// the even one of each pair first, round to nearest even, denormal results
+// flushed). The operands come from Bf16Round (never denormal).
+inline float TileDotBf16Step(float acc, float a, float b) { return FlushDenormal(std::fma(a, b, acc)); }
+
 }  // namespace
 }  // namespace infera

@@ -52,7 +52,10 @@ KernelTable MakeKernelTable(CpuIsa isa) {
     if (f.avx512vnni && f.avx512vbmi2) avx512vbmi2::Fill(&t);
     if (f.avx512bf16) avx512bf16::Fill(&t);
   }
-  if (isa >= CpuIsa::kAmx && RequestAmxTileData()) amx::Fill(&t);  // (refused: the AVX-512 level)
+  if (isa >= CpuIsa::kAmx && RequestAmxTileData()) {  // (refused: the AVX-512 level)
+    amx::Fill(&t);
+    if (f.amx_bf16 && f.avx512bf16) amx::FillBf16(&t);
+  }
   return t;
 }
 
@@ -108,9 +111,18 @@ struct MatmulPart {
 // bf16 (this thread's scratch, once per row block) so that the tiles do not
 // convert them again for every 6 tokens: the same bits (the tiles round the
 // same way in registers; m360 F16 pp512 1.25x -> 1.40x f32 products).
-void FloatRows(const KernelTable& k, const MatmulPart& p, const float* x, const uint16_t* xb, int64_t ldxb, int64_t m,
-               int64_t r0, int64_t r1) {
+// Where a tile unit has bf16 (KernelTable::bf16_tile_rows), it takes 32
+// rows and every token per call, for every m (its own form of the dot).
+void FloatRows(const KernelTable& k, const MatmulPart& p, const float* x, const uint16_t* xb, int64_t ldxb,
+               const uint32_t* x2, int64_t m, int64_t r0, int64_t r1) {
   const WeightMatrix& w = *p.w;
+  if (x2 != nullptr) {  // a tile unit: every token per call
+    for (int64_t r = r0; r < r1; r += kBf16TileRows) {
+      const int nr = static_cast<int>(std::min<int64_t>(kBf16TileRows, r1 - r));
+      k.bf16_tile_rows(w.type, w.data + r * w.row_bytes, w.row_bytes, nr, x2, m, m, w.n_in, p.y + r, w.n_out);
+    }
+    return;
+  }
   const bool convert = p.bf16_tile != nullptr && w.type != DType::kBF16 && m > kFloatTileTokens;
   thread_local std::vector<uint16_t> wb;
   for (int64_t b0 = r0; b0 < r1; b0 += p.row_block) {
@@ -256,6 +268,8 @@ void MatmulMany(const KernelTable& k, ThreadPool& pool, const MatmulTarget* targ
   thread_local std::vector<uint16_t> xb_buf;
   const int64_t ldxb = RoundUpToBf16Step(targets[0].w->n_in);
   const uint16_t* xb = nullptr;
+  thread_local std::vector<uint32_t> x2_buf;
+  const uint32_t* x2 = nullptr;
   int64_t total = 0;
   for (int i = 0; i < n; ++i) {
     MatmulPart& p = parts[i];
@@ -277,6 +291,12 @@ void MatmulMany(const KernelTable& k, ThreadPool& pool, const MatmulTarget* targ
             std::fill(xb_buf.data() + t * ldxb + w.n_in, xb_buf.data() + (t + 1) * ldxb, uint16_t{0});
           }
           xb = xb_buf.data();
+          if (k.bf16_tile_rows != nullptr) {  // a tile unit's form: the pairs transposed too, rows of m
+            CHECK(k.bf16_pairs != nullptr);
+            x2_buf.resize(static_cast<size_t>(ldxb / 2 * m));
+            k.bf16_pairs(xb, ldxb, m, w.n_in, x2_buf.data(), m);
+            x2 = x2_buf.data();
+          }
         }
       } else {
         p.tile = k.FloatTileFor(w.type);
@@ -320,7 +340,7 @@ void MatmulMany(const KernelTable& k, ThreadPool& pool, const MatmulTarget* targ
       const int64_t lo = std::max(u0, p.unit0) - p.unit0, hi = std::min(u1, p.unit0 + p.units) - p.unit0;
       if (lo >= hi) continue;
       if (p.tile != nullptr || p.bf16_tile != nullptr) {
-        FloatRows(k, p, x, xb, ldxb, m, lo * kUnit, std::min(hi * kUnit, p.w->n_out));
+        FloatRows(k, p, x, xb, ldxb, x2, m, lo * kUnit, std::min(hi * kUnit, p.w->n_out));
       } else {
         QuantGroups(k, p, m, lo, hi);
       }

@@ -48,6 +48,23 @@ using FloatTileFn = void (*)(const uint8_t* w, size_t row_bytes, int nr, const f
 // bf16 (elements past n: 0), then Reduce16.
 using Bf16TileFn = void (*)(const uint8_t* w, size_t row_bytes, int nr, const uint16_t* x, int64_t ldx, int nt,
                             int64_t n, float* y, int64_t ldy);
+// The tile form of the bf16 dot, a tile unit's (AMX-BF16 TDPBF16PS as the
+// instruction's pseudo-code defines it): one f32 sum per token and row, in
+// element order, acc = FlushDenormal(fma(x[e], w[e], acc)) from acc = +0 for
+// e < RoundUpToBf16Step(n) (w rounded to bf16; both zero past n). Not the
+// 16-lane form above (a tile sums a whole step of 32 into one element), so
+// its results differ from it within f32 rounding; batch invariance holds
+// because every token count runs it (KernelTable::bf16_tile_rows).
+// y[t * ldy + r] for nr <= kBf16TileRows rows of type `type` (row_bytes
+// apart) and every token t < m. The activations come as bf16 pairs,
+// transposed once per matmul (Bf16PairsFn): x2[q * ld2 + t] (ld2 >= m) holds
+// elements 2 q (low half) and 2 q + 1 of token t, for q < RoundUpToBf16Step(n) / 2.
+using Bf16TileRowsFn = void (*)(DType type, const uint8_t* w, size_t row_bytes, int nr, const uint32_t* x2, int64_t ld2,
+                                int64_t m, int64_t n, float* y, int64_t ldy);
+inline constexpr int kBf16TileRows = 32;
+// xb [m] rows of ldx bf16 (zero past n, ldx >= RoundUpToBf16Step(n)) -> x2
+// as above.
+using Bf16PairsFn = void (*)(const uint16_t* xb, int64_t ldx, int64_t m, int64_t n, uint32_t* x2, int64_t ld2);
 inline constexpr int64_t kBf16Step = 32;
 inline int64_t RoundUpToBf16Step(int64_t n) { return (n + kBf16Step - 1) / kBf16Step * kBf16Step; }
 // x [n] -> bf16 bits y [n] (Bf16Round, VCVTNEPS2BF16).
@@ -263,6 +280,11 @@ struct KernelTable {
   RoundBf16Fn round_bf16 = nullptr;
   RowToBf16Fn row_to_bf16 = nullptr;
   const char* matmul_bf16_variant = "scalar";
+  // Where a tile unit has bf16 (AMX-BF16): float matmuls with bf16 products
+  // run its tile form (Bf16TileRowsFn) for every token count instead of
+  // bf16_tile_*, matmul_bf16_variant then naming it. Null elsewhere.
+  Bf16TileRowsFn bf16_tile_rows = nullptr;
+  Bf16PairsFn bf16_pairs = nullptr;
   bool matmul_bf16 = false;
 
   FloatTileFn FloatTileFor(DType t) const;

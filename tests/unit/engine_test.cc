@@ -1,11 +1,13 @@
 // The serving engine with a real (tiny, random-weight) model: batched ==
 // isolated, chunking invariance, prefix cache, preemption, cancellation, and
 // every KV block back in the pool at the end.
+#include <atomic>
 #include <map>
 
 #include <gtest/gtest.h>
 
 #include "infera/engine.h"
+#include "kernels/cpu/amx/amx_kernels.h"
 #include "kernels/kernels.h"
 #include "model/loader.h"
 #include "unit/test_util.h"
@@ -66,6 +68,14 @@ std::vector<std::vector<int32_t>> RunAll(Engine& e, const std::vector<std::vecto
   return out;
 }
 
+// The emulated AMX-BF16 kernel, counting its calls (engine threads call it).
+std::atomic<int64_t> tile_rows_calls{0};
+void CountedEmulatedTileRows(DType type, const uint8_t* w, size_t row_bytes, int nr, const uint32_t* x2, int64_t ld2,
+                             int64_t m, int64_t n, float* y, int64_t ldy) {
+  ++tile_rows_calls;
+  amx::Bf16TileRowsEmulated()(type, w, row_bytes, nr, x2, ld2, m, n, y, ldy);
+}
+
 class EngineTest : public ::testing::TestWithParam<DType> {};
 
 // 32 varied requests run together give exactly the tokens each gives alone,
@@ -121,6 +131,20 @@ TEST_P(EngineTest, BatchedEqualsIsolated) {
   for (int i = 0; i < 32; i += 5) {
     auto e1 = f.Make(solo);
     EXPECT_EQ(RunAll(*e1, {prompts[i]}, {params[i]})[0], batched[i]) << "bf16 matmuls " << i;
+  }
+  // A tile unit's form of them (the AMX-BF16 kernel on its software model of
+  // the tile instructions: runs wherever AVX512-BF16 does): batched ==
+  // isolated too, every token count going through the tiles.
+  if (!DetectCpuFeatures().avx512bf16) return;
+  f.kernels.bf16_tile_rows = CountedEmulatedTileRows;
+  f.kernels.bf16_pairs = amx::Bf16PairsAvx512();
+  tile_rows_calls = 0;
+  auto et = f.Make(o);
+  const auto tiled = RunAll(*et, prompts, params);
+  EXPECT_GT(tile_rows_calls.load(), 0);
+  for (int i = 0; i < 32; i += 5) {
+    auto e1 = f.Make(solo);
+    EXPECT_EQ(RunAll(*e1, {prompts[i]}, {params[i]})[0], tiled[i]) << "bf16 tile form " << i;
   }
 }
 

@@ -2,7 +2,11 @@
 // KernelTable::bf16_tile_*): every ISA's tiles against the scalar definition
 // (kernels.h, Bf16TileFn) bit for bit, the definition against a double dot
 // within bf16's rounding, and Matmul with bf16 products batch-, thread- and
-// ISA-invariant, quantized matrices untouched.
+// ISA-invariant, quantized matrices untouched. And the tile form a tile
+// unit runs (AMX-BF16, Bf16TileRowsFn): its kernel on a software model of
+// the instructions bit for bit against its scalar definition, the definition
+// within f32 rounding of an exact dot, Matmul with it batch- and
+// thread-invariant; the hardware kernel where the CPU has AMX-BF16.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -12,7 +16,9 @@
 #include <gtest/gtest.h>
 
 #include "base/cpu_features.h"
+#include "kernels/cpu/amx/amx_kernels.h"
 #include "kernels/kernels.h"
+#include "kernels/reference/reference_kernels.h"
 #include "tensor/fp16.h"
 #include "unit/test_util.h"
 
@@ -201,6 +207,195 @@ TEST_P(MatmulBf16Test, MatmulIsBatchThreadAndIsaInvariant) {
   Matmul(k, p2, Q, x.data(), m, a.data());
   Matmul(f32, p2, Q, x.data(), m, b.data());
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
+}
+
+// The tile form's operands and result for every type, row count (one or two
+// groups of 16, partial ones), token count (one or two A tiles, partial
+// ones) and length (partial steps of 32).
+struct TileCase {
+  DType t;
+  int64_t n;
+  int nr;
+  int64_t m;
+};
+std::vector<TileCase> TileCases() {
+  std::vector<TileCase> cases;
+  for (DType t : kFloatTypes) {
+    for (int64_t n : {int64_t{1}, int64_t{31}, int64_t{32}, int64_t{33}, int64_t{100}, int64_t{257}}) {
+      for (int nr : {1, 5, 16, 17, 32}) {
+        for (int64_t m : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{32}, int64_t{40}}) {
+          cases.push_back({t, n, nr, m});
+        }
+      }
+    }
+    cases.push_back({t, 4097, 32, 33});
+  }
+  return cases;
+}
+
+// y [m, nr] by `fn` on weights w and activations xb (ldx) of the case
+// (their pairs transposed by the reference, rows of m + 3).
+std::vector<float> RunTileRows(Bf16TileRowsFn fn, const TileCase& c, const std::vector<uint8_t>& w,
+                               const std::vector<uint16_t>& xb, int64_t ldx) {
+  const size_t rb = c.t == DType::kF32 ? 4 * c.n : 2 * c.n;
+  const int64_t ld2 = c.m + 3;
+  std::vector<uint32_t> x2(RoundUpToBf16Step(c.n) / 2 * ld2, 0xFFFFFFFFu);
+  reference::Bf16Pairs(xb.data(), ldx, c.m, c.n, x2.data(), ld2);
+  std::vector<float> y(c.m * c.nr, -1.0f);
+  fn(c.t, w.data(), rb, c.nr, x2.data(), ld2, c.m, c.n, y.data(), c.nr);
+  return y;
+}
+
+TEST(MatmulBf16TileForm, EmulatedTileKernelMatchesTheDefinitionExactly) {
+  if (!DetectCpuFeatures().avx512bf16) GTEST_SKIP() << "the tile kernel's weight conversion needs AVX512-BF16";
+  const KernelTable ref = MakeKernelTable(CpuIsa::kScalar);
+  std::mt19937 rng(21);
+  for (const TileCase& c : TileCases()) {
+    const int64_t ldx = RoundUpToBf16Step(c.n) + 32;
+    auto w = FloatWeights(c.t, c.nr, c.n, rng);
+    if (c.t == DType::kF32) {  // a denormal weight, which rounds to zero
+      const float d = 1e-40f;
+      std::memcpy(w.data(), &d, 4);
+    }
+    auto x = RandomVec(c.m * c.n, rng);
+    auto xb = RoundedRows(ref, x, c.m, c.n, ldx);
+    const auto want = RunTileRows(reference::Bf16TileRows, c, w, xb, ldx);
+    const auto got = RunTileRows(amx::Bf16TileRowsEmulated(), c, w, xb, ldx);
+    ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0)
+        << DTypeName(c.t) << " n=" << c.n << " nr=" << c.nr << " m=" << c.m;
+  }
+}
+
+TEST(MatmulBf16TileForm, PairTransposeMatchesTheDefinitionExactly) {
+  if (!DetectCpuFeatures().avx512bf16) GTEST_SKIP() << "the AMX file's transpose needs AVX-512";
+  const KernelTable ref = MakeKernelTable(CpuIsa::kScalar);
+  std::mt19937 rng(25);
+  for (int64_t n : {int64_t{1}, int64_t{32}, int64_t{33}, int64_t{100}}) {
+    for (int64_t m : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{40}}) {
+      const int64_t ldx = RoundUpToBf16Step(n) + 32, ld2 = m + 5;
+      auto x = RandomVec(m * n, rng);
+      auto xb = RoundedRows(ref, x, m, n, ldx);
+      std::vector<uint32_t> a(RoundUpToBf16Step(n) / 2 * ld2, 7), b = a;
+      reference::Bf16Pairs(xb.data(), ldx, m, n, a.data(), ld2);
+      amx::Bf16PairsAvx512()(xb.data(), ldx, m, n, b.data(), ld2);
+      ASSERT_EQ(a, b) << "n=" << n << " m=" << m;
+      EXPECT_EQ(a[ld2 + m - 1] & 0xFFFF, xb[(m - 1) * ldx + 2]) << "pair 1 of the last token";
+      EXPECT_EQ(a[m - 1] >> 16, xb[(m - 1) * ldx + 1]);
+    }
+  }
+}
+
+// One sequential f32 sum of exact products: within n roundings of the sum
+// of magnitudes of an exact dot; and not the 16-lane form's bits.
+TEST(MatmulBf16TileForm, DefinitionIsWithinF32RoundingOfAnExactDot) {
+  const KernelTable ref = MakeKernelTable(CpuIsa::kScalar);
+  std::mt19937 rng(22);
+  int differs = 0;
+  for (DType t : kFloatTypes) {
+    for (int64_t n : kSizes) {
+      const int64_t ldx = RoundUpToBf16Step(n);
+      const size_t rb = t == DType::kF32 ? 4 * n : 2 * n;
+      auto w = FloatWeights(t, 1, n, rng);
+      auto x = RandomVec(n, rng);
+      auto xb = RoundedRows(ref, x, 1, n, ldx);
+      float y, y16;
+      std::vector<uint32_t> x2(ldx / 2);
+      reference::Bf16Pairs(xb.data(), ldx, 1, n, x2.data(), 1);
+      reference::Bf16TileRows(t, w.data(), rb, 1, x2.data(), 1, 1, n, &y, 1);
+      ref.Bf16TileFor(t)(w.data(), rb, 1, xb.data(), ldx, 1, n, &y16, 1);
+      differs += std::memcmp(&y, &y16, 4) != 0;
+      double exact = 0, mag = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double p = double(Bf16ToFp32(Fp32ToBf16(WeightAt(t, w.data(), i)))) * Bf16ToFp32(xb[i]);
+        exact += p;
+        mag += std::fabs(p);
+      }
+      EXPECT_LE(std::fabs(y - exact), double(n) * 0x1p-24 * mag + 1e-30) << DTypeName(t) << " n=" << n;
+    }
+  }
+  EXPECT_GT(differs, 0) << "the tile form never differed from the 16-lane form";
+}
+
+// Matmul with a tile-form kernel: the emulated tile kernel gives the scalar
+// definition's bits through the driver; one token alone == in a batch == in
+// chunks, 1 or 2 threads.
+TEST(MatmulBf16TileForm, MatmulIsBatchAndThreadInvariant) {
+  if (!DetectCpuFeatures().avx512bf16) GTEST_SKIP() << "the tile kernel's weight conversion needs AVX512-BF16";
+  KernelTable k = MakeKernelTable(CpuIsa::kAvx512), ref = MakeKernelTable(CpuIsa::kScalar);
+  k.matmul_bf16 = ref.matmul_bf16 = true;
+  k.bf16_tile_rows = amx::Bf16TileRowsEmulated();
+  k.bf16_pairs = amx::Bf16PairsAvx512();
+  ref.bf16_tile_rows = reference::Bf16TileRows;
+  ref.bf16_pairs = reference::Bf16Pairs;
+  std::mt19937 rng(23);
+  ThreadPool p1(1), p2(2);
+  for (DType t : kFloatTypes) {
+    const int64_t n_in = 100, n_out = 75, m = 40;
+    auto w = FloatWeights(t, n_out, n_in, rng);
+    WeightMatrix W{t, n_in, n_out, w.data(), static_cast<size_t>(t == DType::kF32 ? 4 * n_in : 2 * n_in)};
+    auto x = RandomVec(m * n_in, rng);
+    std::vector<float> y1(m * n_out), y2(m * n_out), y_ref(m * n_out), y_one(n_out), yc(m * n_out);
+    Matmul(k, p1, W, x.data(), m, y1.data());
+    Matmul(k, p2, W, x.data(), m, y2.data());
+    Matmul(ref, p2, W, x.data(), m, y_ref.data());
+    EXPECT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * 4), 0) << DTypeName(t);
+    EXPECT_EQ(std::memcmp(y1.data(), y_ref.data(), y1.size() * 4), 0) << DTypeName(t);
+    for (int64_t row : {int64_t{0}, int64_t{17}, int64_t{39}}) {
+      Matmul(k, p2, W, x.data() + row * n_in, 1, y_one.data());
+      EXPECT_EQ(std::memcmp(y_one.data(), y1.data() + row * n_out, n_out * 4), 0) << DTypeName(t) << " " << row;
+    }
+    Matmul(k, p2, W, x.data(), 7, yc.data());
+    Matmul(k, p2, W, x.data() + 7 * n_in, m - 7, yc.data() + 7 * n_out);
+    EXPECT_EQ(std::memcmp(yc.data(), y1.data(), yc.size() * 4), 0) << DTypeName(t);
+  }
+}
+
+// The AMX-BF16 kernel itself, where the CPU has it: within f32 rounding of
+// the scalar definition (the SDM's pseudo-code; whether the silicon adds in
+// exactly its order is printed, not assumed), and batch invariant exactly.
+TEST(MatmulBf16TileForm, HardwareTilesWhereTheCpuHasThem) {
+  const CpuFeatures f = DetectCpuFeatures();
+  const KernelTable k = f.MaxIsa() >= CpuIsa::kAmx ? MakeKernelTable(CpuIsa::kAmx) : KernelTable{};
+  if (k.bf16_tile_rows == nullptr) {
+    std::printf("[ info ] no AMX-BF16 here (cpu: %s): the hardware tile kernel is not run\n", f.ToString().c_str());
+    GTEST_SKIP() << "no AMX-BF16";
+  }
+  EXPECT_STREQ(k.matmul_bf16_variant, "amx-bf16");
+  const KernelTable ref = MakeKernelTable(CpuIsa::kScalar);
+  std::mt19937 rng(24);
+  size_t same = 0, total = 0;
+  for (const TileCase& c : TileCases()) {
+    const int64_t ldx = RoundUpToBf16Step(c.n) + 32;
+    auto w = FloatWeights(c.t, c.nr, c.n, rng);
+    auto x = RandomVec(c.m * c.n, rng);
+    auto xb = RoundedRows(ref, x, c.m, c.n, ldx);
+    const auto want = RunTileRows(reference::Bf16TileRows, c, w, xb, ldx);
+    const auto got = RunTileRows(k.bf16_tile_rows, c, w, xb, ldx);
+    for (size_t i = 0; i < got.size(); ++i) {
+      const int64_t tok = static_cast<int64_t>(i) / c.nr, r = static_cast<int64_t>(i) % c.nr;
+      double mag = 0;
+      for (int64_t e = 0; e < c.n; ++e) {
+        mag += std::fabs(
+            double(Bf16ToFp32(Fp32ToBf16(WeightAt(c.t, w.data() + r * (c.t == DType::kF32 ? 4 : 2) * c.n, e)))) *
+            Bf16ToFp32(xb[tok * ldx + e]));
+      }
+      ASSERT_LE(std::fabs(double(got[i]) - want[i]), 2.0 * double(c.n) * 0x1p-24 * mag + 1e-30)
+          << DTypeName(c.t) << " n=" << c.n << " nr=" << c.nr << " m=" << c.m << " [" << tok << ", " << r << "]";
+      same += std::memcmp(&got[i], &want[i], 4) == 0;
+      ++total;
+    }
+    // Each token alone gives its bits in the batch.
+    for (int64_t tok : {int64_t{0}, c.m - 1}) {
+      std::vector<float> one(c.nr);
+      const size_t rb = c.t == DType::kF32 ? 4 * c.n : 2 * c.n;
+      std::vector<uint32_t> x2(ldx / 2);
+      k.bf16_pairs(xb.data() + tok * ldx, ldx, 1, c.n, x2.data(), 1);
+      k.bf16_tile_rows(c.t, w.data(), rb, c.nr, x2.data(), 1, 1, c.n, one.data(), c.nr);
+      ASSERT_EQ(std::memcmp(one.data(), got.data() + tok * c.nr, c.nr * 4), 0)
+          << DTypeName(c.t) << " n=" << c.n << " nr=" << c.nr << " m=" << c.m << " token " << tok;
+    }
+  }
+  std::printf("[ info ] AMX-BF16: %zu of %zu outputs bit-identical to the SDM pseudo-code's order\n", same, total);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllIsas, MatmulBf16Test, ::testing::ValuesIn(AvailableIsas()),

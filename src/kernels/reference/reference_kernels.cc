@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "kernels/attend_generic.h"
 #include "kernels/flash_bf16_generic.h"
@@ -82,6 +83,35 @@ void RowToBf16(DType t, const uint8_t* row, int64_t n, uint16_t* y) {
     y[i] = Bf16Round(t == DType::kF32 ? LoadF32(row, i) : t == DType::kF16 ? LoadF16(row, i) : LoadBf16(row, i));
   }
 }
+
+}  // namespace
+
+void Bf16TileRows(DType type, const uint8_t* w, size_t row_bytes, int nr, const uint32_t* x2, int64_t ld2, int64_t m,
+                  int64_t n, float* y, int64_t ldy) {
+  const int64_t padded = RoundUpToBf16Step(n);
+  std::vector<float> wr(static_cast<size_t>(padded), 0.0f);
+  std::vector<uint16_t> wb(static_cast<size_t>(n));
+  for (int r = 0; r < nr; ++r) {
+    RowToBf16(type, w + r * row_bytes, n, wb.data());
+    for (int64_t e = 0; e < n; ++e) wr[e] = Bf16ToF32(wb[e]);
+    for (int64_t t = 0; t < m; ++t) {
+      float acc = 0.0f;
+      for (int64_t e = 0; e < padded; ++e) {
+        const uint32_t pair = x2[(e / 2) * ld2 + t];
+        acc = TileDotBf16Step(acc, Bf16ToF32(static_cast<uint16_t>(e % 2 == 0 ? pair : pair >> 16)), wr[e]);
+      }
+      y[t * ldy + r] = acc;
+    }
+  }
+}
+
+void Bf16Pairs(const uint16_t* xb, int64_t ldx, int64_t m, int64_t n, uint32_t* x2, int64_t ld2) {
+  for (int64_t q = 0; q < RoundUpToBf16Step(n) / 2; ++q) {
+    for (int64_t t = 0; t < m; ++t) x2[q * ld2 + t] = xb[t * ldx + 2 * q] | uint32_t{xb[t * ldx + 2 * q + 1]} << 16;
+  }
+}
+
+namespace {
 
 // The sparse-mask layout: each block expanded to Q8_0's dense quants, then
 // QGemm's arithmetic.

@@ -4,22 +4,12 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/amx/tile_config.h"
 #include "kernels/cpu/avx512vnni/block_decode512.h"
 #include "kernels/qgemm_dispatch.h"
 
 namespace infera::amx {
 namespace {
-
-// The 64-byte tile configuration LDTILECFG reads (palette 1: 8 tiles of up
-// to 16 rows x 64 bytes).
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-static_assert(sizeof(TileConfig) == 64);
 
 // Two sets of three tiles, used by alternate k-blocks so that one block's
 // loads and multiply overlap the previous block's (TileBlock):
@@ -41,10 +31,7 @@ void ConfigureTiles(int nt) {
     c.rows[base + 2] = kBlock / 4;
     c.colsb[base + 2] = 64;
   }
-  // (Not GCC 12's _tile_loadconfig: its asm names only the first 8 bytes of
-  // the configuration as read, so the stores of rows and colsb could be
-  // dropped as dead; here the whole 64 bytes are the operand.)
-  __asm__ volatile("ldtilecfg %0" ::"m"(c));
+  LoadTileConfig(c);
 }
 
 constexpr int kTileTokens = kQGemmTileTokens;
