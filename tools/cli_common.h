@@ -41,9 +41,11 @@ struct LoadedModel {
   std::unique_ptr<Tokenizer> tokenizer;  // may be null if need_tokenizer=false
 };
 
-// lo with the weights packed for kernel table k (ModelLoadOptions::kernel_isa).
+// lo with the weights packed for kernel table k (ModelLoadOptions::kernel_isa)
+// and, for bf16 products, float matrices stored as bf16.
 inline ModelLoadOptions ForKernels(ModelLoadOptions lo, const KernelTable& k) {
   lo.kernel_isa = k.isa;
+  lo.float_weights_bf16 = k.matmul_bf16;
   return lo;
 }
 

@@ -36,7 +36,8 @@ int Main(int argc, char** argv) {
       ->check(CLI::IsMember({"f32", "bf16"}));
   app.add_option("--matmul-dtype", rt.matmul_dtype,
                  "products of F32/F16/BF16 weight matrices: f32 (exact), or bf16 (weights and activations rounded "
-                 "to bf16, sums in f32; AVX512-BF16 VDPBF16PS, ~2x prefill); quantized weights are unaffected")
+                 "to bf16, sums in f32; AVX512-BF16 VDPBF16PS or AMX-BF16 tiles with --cpu-isa amx; F32/F16 "
+                 "matrices stored as bf16 at load); quantized weights are unaffected")
       ->check(CLI::IsMember({"f32", "bf16"}));
 
   // Every option's default value shows in --help.

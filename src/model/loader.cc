@@ -14,7 +14,9 @@
 #include "base/json.h"
 #include "formats/llama2c.h"
 #include "formats/safetensors.h"
+#include "base/logging.h"
 #include "model/arch/registry.h"
+#include "model/bf16_weights.h"
 #include "model/tensor_schema.h"
 
 namespace infera {
@@ -249,16 +251,15 @@ StatusOr<std::string> SingleGgufInFolder(const std::string& dir) {
   return found.empty() ? std::string() : found[0];
 }
 
-}  // namespace
-
-StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& path, const ModelLoadOptions& lo) {
+// The model at path, its weights as each format stores them.
+StatusOr<std::unique_ptr<Model>> LoadModelOfFormat(const std::string& path, const ModelLoadOptions& lo) {
   if (path.empty()) return InvalidArgument("empty model path");
   if (IsDirectory(path)) {
     // A folder with one GGUF and no config.json (a mounted volume, KServe's
     // /mnt/models) stands for that file.
     ASSIGN_OR_RETURN(std::string gguf, SingleGgufInFolder(path));
     if (gguf.empty()) return LoadHfFolder(path, lo);
-    return LoadModel(gguf, lo);
+    return LoadModelOfFormat(gguf, lo);
   }
   if (!FileExists(path)) return NotFound(path + ": no such file or directory");
   char magic[4] = {};
@@ -274,6 +275,20 @@ StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& path, const ModelL
   }
   if (path.size() > 4 && path.substr(path.size() - 4) == ".bin") return LoadLlama2c(path, lo);
   return InvalidArgument(path + ": unrecognized model format (expected a GGUF file, a Hugging Face folder or a llama2.c .bin)");
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& path, const ModelLoadOptions& lo) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Model> m, LoadModelOfFormat(path, lo));
+  if (lo.float_weights_bf16) {
+    const KernelTable k = MakeKernelTable(lo.kernel_isa);
+    std::function<void(const uint8_t*, size_t)> release;
+    if (m->gguf != nullptr) release = [g = m->gguf](const uint8_t* p, size_t n) { g->ReleasePages(p, n); };
+    const int n = StoreFloatMatricesAsBf16(m->config, k.row_to_bf16, release, m->weights.get());
+    if (n > 0) LOG_INFO("{} float matrices stored as bf16 for the bf16 products", n);
+  }
+  return m;
 }
 
 }  // namespace infera

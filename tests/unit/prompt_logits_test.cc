@@ -12,6 +12,7 @@
 
 #include "formats/gguf_reader.h"
 #include "infera/engine.h"
+#include "kernels/cpu/amx/amx_kernels.h"
 #include "kernels/kernels.h"
 #include "model/loader.h"
 #include "tokenizer/loader.h"
@@ -24,8 +25,8 @@ struct Fixture {
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tok;
   KernelTable kernels = MakeBestKernelTable();
-  explicit Fixture(const std::string& path) {
-    auto m = LoadModel(path);
+  explicit Fixture(const std::string& path, const ModelLoadOptions& lo = {}) {
+    auto m = LoadModel(path, lo);
     EXPECT_TRUE(m.ok()) << m.status().ToString();
     model = std::move(m).value();
   }
@@ -118,6 +119,48 @@ void ExpectIncrementalEqualsFull(const ModelConfig& c, DType type, const std::st
     const auto inc = AllLogits(f, toks, chunk);
     ASSERT_EQ(inc.size(), full.size());
     EXPECT_EQ(std::memcmp(inc.data(), full.data(), full.size() * 4), 0) << "chunk " << chunk << " not bit-identical";
+  }
+}
+
+// Float matrices stored as bf16 at load for bf16 products
+// (ModelLoadOptions::float_weights_bf16) give the logits the file's F32 /
+// F16 matrices give with bf16 products, bit for bit, in both forms of the
+// products (16 lanes; a tile unit's, run on its software model), tied
+// output or not; the token embedding stays as stored.
+TEST(PromptLogits, Bf16StoredFloatMatricesGiveTheSameLogits) {
+  for (DType type : {DType::kF32, DType::kF16}) {
+    for (bool tied : {false, true}) {
+      ModelConfig c = testing::TinyConfig();
+      c.tied_embeddings = tied;
+      const std::string path =
+          testing::WriteTinyModel(c, type, 7, std::string("bf16w_") + DTypeName(type) + (tied ? "_tied" : "") + ".gguf");
+      ModelLoadOptions lo;
+      lo.kernel_isa = MakeBestKernelTable().isa;
+      Fixture as_stored(path, lo);
+      lo.float_weights_bf16 = true;
+      Fixture as_bf16(path, lo);
+      const ModelWeights& w = *as_bf16.model->weights;
+      const std::string what = std::string(DTypeName(type)) + (tied ? " tied" : "");
+      EXPECT_EQ(w.layers[0].wq.type, DType::kBF16) << what;
+      EXPECT_EQ(w.layers[1].w_down.type, DType::kBF16) << what;
+      EXPECT_EQ(w.output.type, DType::kBF16) << what;
+      EXPECT_EQ(w.tok_embd.type, type) << what;
+      if (type == DType::kF32) {
+        EXPECT_LT(w.resident_bytes(), as_stored.model->weights->resident_bytes()) << what;
+      }
+      const auto toks = SomeTokens(24, c.n_vocab);
+      for (bool tile_form : {false, true}) {
+        if (tile_form && !DetectCpuFeatures().avx512bf16) continue;
+        for (Fixture* f : {&as_stored, &as_bf16}) {
+          f->kernels.matmul_bf16 = true;
+          f->kernels.bf16_tile_rows = tile_form ? amx::Bf16TileRowsEmulated() : nullptr;
+          f->kernels.bf16_pairs = tile_form ? amx::Bf16PairsAvx512() : nullptr;
+        }
+        const auto a = AllLogits(as_stored, toks, 24), b = AllLogits(as_bf16, toks, 24);
+        ASSERT_EQ(a.size(), b.size());
+        EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << what << (tile_form ? ", tile form" : "");
+      }
+    }
   }
 }
 
