@@ -161,13 +161,15 @@ MATMUL_BENCH(kAvx512, kQ4_K, 9, Verify9_Avx512_Q4_K);
 // DecodeLong: the same bytes in one matrix, Args n_in, n_out, threads: what
 // a long stream reaches, against which the per-call start-up costs show.
 // Bytes: the packed matrices (one layer's raw bytes are packed once per layer).
+// Float types run unpacked; bf16: with bf16 products (--matmul-dtype bf16).
 void RunDecodeMatrices(benchmark::State& state, DType type, const std::vector<std::pair<int64_t, int64_t>>& shapes,
-                       int threads) {
+                       int threads, bool bf16 = false) {
   if (DetectCpuFeatures().MaxIsa() < CpuIsa::kAvx512) {
     state.SkipWithError("ISA not supported here");
     return;
   }
-  const KernelTable k = MakeKernelTable(CpuIsa::kAvx512);
+  KernelTable k = MakeKernelTable(CpuIsa::kAvx512);
+  k.matmul_bf16 = bf16;
   ThreadPool pool(threads);
   std::vector<std::vector<uint8_t>> raw(shapes.size());
   std::vector<std::unique_ptr<PackedMatrix>> packed(shapes.size());
@@ -187,10 +189,13 @@ void RunDecodeMatrices(benchmark::State& state, DType type, const std::vector<st
         std::memcpy(raw[i].data() + r * row_bytes, raw[i].data() + (r % drawn) * row_bytes, row_bytes);
       }
     }
-    const std::vector<uint8_t>& w = raw[same];
-    packed[i] = std::make_unique<PackedMatrix>(PackedMatrix::Pack(type, w.data(), row_bytes, n_in, n_out));
+    if (same != i && !GetPackFormat(type).supported) raw[i] = raw[same];  // unpacked: a copy of its own
+    const std::vector<uint8_t>& w = GetPackFormat(type).supported ? raw[same] : raw[i];
+    if (GetPackFormat(type).supported) {
+      packed[i] = std::make_unique<PackedMatrix>(PackedMatrix::Pack(type, w.data(), row_bytes, n_in, n_out));
+    }
     ws.push_back(WeightMatrix{type, n_in, n_out, w.data(), row_bytes, packed[i].get()});
-    bytes += packed[i]->bytes();
+    bytes += packed[i] != nullptr ? packed[i]->bytes() : row_bytes * n_out;
     if (xi.size() > x.size()) x = xi;
     y.resize(std::max<size_t>(y.size(), n_out));
   }
@@ -220,6 +225,25 @@ void DecodeLong(benchmark::State& state, DType type) {
 DECODE_MATRICES_BENCH(kQ4_0, Q4_0);
 DECODE_MATRICES_BENCH(kQ4_K, Q4_K);
 DECODE_MATRICES_BENCH(kQ8_0, Q8_0);
+// Float weights through m360's layer shapes (32 layers of 960 x 960 / 320 /
+// 2560; 629 MiB at 2 bytes): F16 with f32 products, BF16 with f32 and with
+// bf16 products (what --matmul-dtype bf16 stores and runs).
+void DecodeLayersM360(benchmark::State& state, DType type, bool bf16) {
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+  for (int l = 0; l < 32; ++l) {
+    for (auto sh : {std::pair<int64_t, int64_t>{960, 960}, {960, 320}, {960, 320}, {960, 960}, {960, 2560},
+                    {960, 2560}, {2560, 960}}) {
+      shapes.push_back(sh);
+    }
+  }
+  RunDecodeMatrices(state, type, shapes, static_cast<int>(state.range(0)), bf16);
+}
+void DecodeLayersM360_F16(benchmark::State& s) { DecodeLayersM360(s, DType::kF16, false); }
+void DecodeLayersM360_BF16(benchmark::State& s) { DecodeLayersM360(s, DType::kBF16, false); }
+void DecodeLayersM360_BF16Products(benchmark::State& s) { DecodeLayersM360(s, DType::kBF16, true); }
+BENCHMARK(DecodeLayersM360_F16)->Arg(2)->Arg(1)->UseRealTime();
+BENCHMARK(DecodeLayersM360_BF16)->Arg(2)->Arg(1)->UseRealTime();
+BENCHMARK(DecodeLayersM360_BF16Products)->Arg(2)->Arg(1)->UseRealTime();
 
 // 2:4 sparse weights (Q8_0_S24 / Q4_0_S24: QuantizeRow keeps the two
 // largest of each 4-group), packed sparse (the AVX-512 VNNI kernels skip
