@@ -229,12 +229,12 @@ DECODE_MATRICES_BENCH(kQ8_0, Q8_0);
 // 2560; 629 MiB at 2 bytes): F16 with f32 products, BF16 with f32 and with
 // bf16 products (what --matmul-dtype bf16 stores and runs).
 void DecodeLayersM360(benchmark::State& state, DType type, bool bf16) {
+  // q, k, v, o, gate, up, down as (n_in, n_out).
+  constexpr int64_t kLayer[7][2] = {{960, 960},  {960, 320},  {960, 320}, {960, 960},
+                                    {960, 2560}, {960, 2560}, {2560, 960}};
   std::vector<std::pair<int64_t, int64_t>> shapes;
   for (int l = 0; l < 32; ++l) {
-    for (auto sh : {std::pair<int64_t, int64_t>{960, 960}, {960, 320}, {960, 320}, {960, 960}, {960, 2560},
-                    {960, 2560}, {2560, 960}}) {
-      shapes.push_back(sh);
-    }
+    for (const auto& sh : kLayer) shapes.emplace_back(sh[0], sh[1]);
   }
   RunDecodeMatrices(state, type, shapes, static_cast<int>(state.range(0)), bf16);
 }
