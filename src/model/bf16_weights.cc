@@ -1,8 +1,6 @@
 #include "model/bf16_weights.h"
 
 #include <algorithm>
-#include <atomic>
-#include <thread>
 #include <vector>
 
 #include "base/check.h"
@@ -34,20 +32,15 @@ int StoreFloatMatricesAsBf16(const ModelConfig& c, RowToBf16Fn to_bf16,
     w->owned.emplace_back(static_cast<size_t>(todo[i]->n_out * todo[i]->n_in) * 2);
     out[i] = &w->owned.back();
   }
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < todo.size();) {
+  ThreadPool pool(std::max(1, std::min<int>(ThreadPool::DefaultThreadCount(), static_cast<int>(todo.size()))));
+  pool.ParallelFor(static_cast<int64_t>(todo.size()), 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
       const WeightMatrix& m = *todo[i];
       uint16_t* dst = reinterpret_cast<uint16_t*>(out[i]->data());
       for (int64_t r = 0; r < m.n_out; ++r) to_bf16(m.type, m.data + r * m.row_bytes, m.n_in, dst + r * m.n_in);
       if (release) release(m.data, m.row_bytes * m.n_out);
     }
-  };
-  const int n_threads = std::max(1, std::min<int>(ThreadPool::DefaultThreadCount(), static_cast<int>(todo.size())));
-  std::vector<std::thread> threads;
-  for (int t = 1; t < n_threads; ++t) threads.emplace_back(work);
-  work();
-  for (auto& th : threads) th.join();
+  });
   // A source that is a whole buffer of owned (a shard's column copy, a
   // converted tensor) is not read again, unless lookups read it: freed.
   for (size_t i = 0; i < todo.size(); ++i) {

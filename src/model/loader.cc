@@ -12,9 +12,9 @@
 
 #include "base/file_util.h"
 #include "base/json.h"
+#include "base/logging.h"
 #include "formats/llama2c.h"
 #include "formats/safetensors.h"
-#include "base/logging.h"
 #include "model/arch/registry.h"
 #include "model/bf16_weights.h"
 #include "model/tensor_schema.h"
