@@ -193,7 +193,7 @@ int Generate(const GenerateArgs& a, const RuntimeOptions& rt_in) {
   }
   auto chat_template = ResolveChatTemplate(*lm->tokenizer, a.chat_template, a.chat_template_file);
   if (!chat_template.ok()) return ReportError(chat_template.status());
-  auto draft = LoadDraftModel(ef.draft_model, &ef.opts);
+  auto draft = LoadDraftModel(ef.draft_model, ForKernels({}, *kernels), &ef.opts);
   if (!draft.ok()) return ReportError(draft.status());
   auto engine = Engine::Create(*lm->model, lm->tokenizer.get(), *kernels, ef.opts,
                                ps.RunnerFactory(*lm->model, *kernels, ef.opts.max_model_len));

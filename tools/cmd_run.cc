@@ -118,7 +118,7 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
     co.engine.max_batched_tokens = a.batch;
     co.engine.kv_cache_type = a.kv_cache_type;
     co.engine.kv_cache_mb = kv_mb(n_ctx + 1);  // one-token blocks
-    auto chat_draft = LoadDraftModel(a.draft_model, &co.engine);
+    auto chat_draft = LoadDraftModel(a.draft_model, ForKernels({}, *kernels), &co.engine);
     if (!chat_draft.ok()) return ReportError(chat_draft.status());
     co.chat_template = a.chat_template;
     co.chat_template_file = a.chat_template_file;
@@ -147,7 +147,7 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
   eo.context_shift = a.context_shift;
   eo.context_keep = a.context_keep;
   eo.kv_cache_mb = kv_mb(n_ctx + eo.kv_block_size);
-  auto draft = LoadDraftModel(a.draft_model, &eo);
+  auto draft = LoadDraftModel(a.draft_model, ForKernels({}, *kernels), &eo);
   if (!draft.ok()) return ReportError(draft.status());
   auto engine = Engine::Create(model, &tok, *kernels, eo, ps.RunnerFactory(model, *kernels, n_ctx));
   if (!engine.ok()) return ReportError(engine.status());

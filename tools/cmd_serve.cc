@@ -118,7 +118,7 @@ Status Load(const ServeArgs& a, EngineOptions eopts, const RuntimeOptions& rt, P
   RETURN_IF_ERROR(ps.Ready(ModelPathOrDefault(a.model), lm.status(), k, rt.threads));
   out->lm = std::move(lm).value();
   ASSIGN_OR_RETURN(ChatTemplate tmpl, ResolveChatTemplate(*out->lm.tokenizer, a.chat_template, a.chat_template_file));
-  ASSIGN_OR_RETURN(out->draft, LoadDraftModel(a.engine.draft_model, &eopts));
+  ASSIGN_OR_RETURN(out->draft, LoadDraftModel(a.engine.draft_model, ForKernels({}, k), &eopts));
   ASSIGN_OR_RETURN(out->engine, AsyncEngine::Create(*out->lm.model, out->lm.tokenizer.get(), *out->kernels, eopts,
                                                     ps.RunnerFactory(*out->lm.model, *out->kernels,
                                                                      eopts.max_model_len)));

@@ -56,9 +56,9 @@ void AddSpecFlags(CLI::App& app, EngineOptions* o, std::string* draft_model_path
                  "draft only while at most this many sequences run (default 2; larger batches gain nothing)");
 }
 
-StatusOr<std::unique_ptr<Model>> LoadDraftModel(const std::string& path, EngineOptions* o) {
+StatusOr<std::unique_ptr<Model>> LoadDraftModel(const std::string& path, const ModelLoadOptions& lo, EngineOptions* o) {
   if (path.empty()) return std::unique_ptr<Model>();
-  ASSIGN_OR_RETURN(LoadedModel lm, LoadModelAndTokenizer(path, "", /*need_tokenizer=*/false));
+  ASSIGN_OR_RETURN(LoadedModel lm, LoadModelAndTokenizer(path, "", /*need_tokenizer=*/false, lo));
   o->draft_model = lm.model.get();
   if (o->spec == "none") o->spec = "draft";
   return std::move(lm.model);

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "infera/engine.h"
+#include "model/loader.h"
 #include "model/model.h"
 
 namespace infera::cli {
@@ -21,9 +22,10 @@ struct EngineFlags {
 void AddEngineFlags(CLI::App& app, EngineFlags* f);
 // The speculative decoding flags (also `run`'s); Engine::Create checks them.
 void AddSpecFlags(CLI::App& app, EngineOptions* o, std::string* draft_model_path);
-// Loads the --draft-model file (none: null) and points `o` at it (`--spec`
-// becomes "draft" unless set). The model must outlive the engine.
-StatusOr<std::unique_ptr<Model>> LoadDraftModel(const std::string& path, EngineOptions* o);
+// Loads the --draft-model file (none: null) for the main model's kernels
+// (`lo`: ForKernels) and points `o` at it (`--spec` becomes "draft" unless
+// set). The model must outlive the engine.
+StatusOr<std::unique_ptr<Model>> LoadDraftModel(const std::string& path, const ModelLoadOptions& lo, EngineOptions* o);
 // Resolved options, or an error message (empty when fine).
 std::string ResolveEngineFlags(EngineFlags* f, int threads);
 
