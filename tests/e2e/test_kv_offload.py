@@ -56,6 +56,7 @@ class Redis:
     def kill(self):
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
     def stop(self):
         if self.proc.poll() is None:
