@@ -10,15 +10,18 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include <benchmark/benchmark.h>
 
+#include "base/thread_pool.h"
 #include "kernels/bf16_generic.h"
 #include "kernels/cpu/amx/amx_kernels.h"
 #include "kernels/flash.h"
 #include "kernels/kernels.h"
 #include "kernels/packed.h"
+#include "model/decoder.h"
 #include "quant/quantize.h"
 #include "tensor/quant_blocks.h"
 
@@ -107,6 +110,47 @@ MATMUL_BENCH(kAvx512, kQ8_0, 64, Prefill64_Avx512_Q8_0);
 MATMUL_BENCH(kAvx512, kQ4_0, 64, Prefill64_Avx512_Q4_0);
 MATMUL_BENCH(kAvx512, kQ4_K, 64, Prefill64_Avx512_Q4_K);
 MATMUL_BENCH(kAvx512, kQ6_K, 64, Prefill64_Avx512_Q6_K);
+// Small matmuls from cache (a draft model's, a 3 M-parameter model's): one
+// thread, two threads splitting every op, and two threads with the split size
+// of a model that runs from cache (DecoderRunner::kCacheResidentMinSplitBytes:
+// ops below it run inline), F16 and Q4_0. Args: n_in, n_out, threads, split
+// (0: that size, 1: every op splits), tokens (1: decode, 9: verifying 8
+// drafted tokens). Where 2 threads splitting is slower than 1 thread, the op is
+// below the hand-off's break-even.
+void SmallDecodeSplit(benchmark::State& state, DType type) {
+  const int64_t n_in = state.range(0), n_out = state.range(1), m = state.range(4);
+  std::vector<uint8_t> w;
+  std::vector<float> x, y;
+  RandomProblem(type, n_in, n_out, m, &w, &x, &y);
+  KernelTable k = MakeBestKernelTable();
+  k.min_split_bytes = state.range(3) != 0 ? 0 : DecoderRunner::kCacheResidentMinSplitBytes;
+  ThreadPool pool(static_cast<int>(state.range(2)));
+  WeightMatrix W{type, n_in, n_out, w.data(), *RowBytes(type, n_in)};
+  std::unique_ptr<PackedMatrix> packed;
+  if (GetPackFormat(type).supported) {
+    packed = std::make_unique<PackedMatrix>(PackedMatrix::Pack(type, w.data(), W.row_bytes, n_in, n_out));
+    W.packed = packed.get();
+  }
+  for (auto _ : state) {
+    Matmul(k, pool, W, x.data(), m, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.size()));
+}
+void SmallDecodeSplitArgs(benchmark::internal::Benchmark* b) {
+  for (int m : {1, 9}) {
+    for (const auto& shape : {std::pair{128, 384}, {256, 512}, {256, 1024}, {256, 1536}, {512, 1024}, {1024, 1024}}) {
+      b->Args({shape.first, shape.second, 1, 0, m})->Args({shape.first, shape.second, 2, 1, m});
+      b->Args({shape.first, shape.second, 2, 0, m});
+    }
+  }
+  b->UseRealTime();
+}
+void SmallDecodeSplit_F16(benchmark::State& s) { SmallDecodeSplit(s, DType::kF16); }
+void SmallDecodeSplit_Q4_0(benchmark::State& s) { SmallDecodeSplit(s, DType::kQ4_0); }
+BENCHMARK(SmallDecodeSplit_F16)->Apply(SmallDecodeSplitArgs);
+BENCHMARK(SmallDecodeSplit_Q4_0)->Apply(SmallDecodeSplitArgs);
+
 // The AMX-INT8 tile kernel (qgemm_tile16; skipped where the CPU has none).
 MATMUL_BENCH(kAmx, kQ8_0, 64, Prefill64_Amx_Q8_0);
 MATMUL_BENCH(kAmx, kQ4_0, 64, Prefill64_Amx_Q4_0);

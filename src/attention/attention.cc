@@ -75,9 +75,11 @@ void AttendBatch(const KernelTable& k, ThreadPool& pool, KvStorage& kv, int laye
   const bool bf16 = bf16_cache || (k.attn_bf16 && !q8);
   const int max_nq = std::max(1, (bf16 ? kFlashRowsBf16 : kFlashRows) / group);
   ws.first.resize(T);
+  int64_t attended = 0;  // (query token, position) pairs
   for (int32_t t = 0; t < T; ++t) {
     const int32_t p = tokens.positions[t];
     ws.first[t] = s.sliding_window > 0 ? std::max(0, p - s.sliding_window + 1) : 0;
+    attended += p - ws.first[t] + 1;
   }
   std::vector<int32_t>& starts = ws.block_starts;
   CutBlocks(tokens, T, max_nq, &starts);
@@ -117,6 +119,12 @@ void AttendBatch(const KernelTable& k, ThreadPool& pool, KvStorage& kv, int laye
   };
   const size_t scratch = FlashBlockScratchFloats(max_nq * group, hd);
   for (auto& buf : ws.thread) Grow(buf, scratch);
+  // Small ops (short contexts, small models) run inline: the op's size is
+  // the K and V rows each query token reads, as f32.
+  if (!k.ShouldSplit(pool.size(), attended * n_kv * hd * 2 * int64_t{sizeof(float)})) {
+    for (int64_t it = 0; it < items; ++it) FlashAttendBlock(k, flash_block(it), out_of(it), qd, ws.thread[0].data());
+    return;
+  }
 
   // Few items (decode of a few sequences): spread their chunks of positions
   // over the threads, each into its own state, then merge in chunk order.

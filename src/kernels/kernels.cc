@@ -324,17 +324,16 @@ void MatmulMany(const KernelTable& k, ThreadPool& pool, const MatmulTarget* targ
         }
       }
       if (!shared) {
-        p.acts = QuantizeActs(x, m, w.n_in, w.n_in, f, &act_bufs[i], &pool, k.quantize_token, k.quantize_token_row);
+        ThreadPool* quantize_pool = k.ShouldSplit(pool.size(), m * w.n_in * int64_t{sizeof(float)}) ? &pool : nullptr;
+        p.acts =
+            QuantizeActs(x, m, w.n_in, w.n_in, f, &act_bufs[i], quantize_pool, k.quantize_token, k.quantize_token_row);
       }
       p.units = p.pm->n_groups();
     }
     total += p.units;
   }
   if (total == 0) return;
-  // Prefill-sized batches stream their tokens once per range of rows (float
-  // rows: per row_block): a few large pieces; decode: the pool's small ones.
-  const int pieces = m >= kCoarsePiecesTokens ? kCoarsePiecesPerThread : ThreadPool::kPiecesPerThread;
-  pool.ParallelFor(total, 1, [&](int64_t u0, int64_t u1) {
+  auto run = [&](int64_t u0, int64_t u1) {
     for (int i = 0; i < n; ++i) {
       const MatmulPart& p = parts[i];
       const int64_t lo = std::max(u0, p.unit0) - p.unit0, hi = std::min(u1, p.unit0 + p.units) - p.unit0;
@@ -345,7 +344,22 @@ void MatmulMany(const KernelTable& k, ThreadPool& pool, const MatmulTarget* targ
         QuantGroups(k, p, m, lo, hi);
       }
     }
-  }, pieces);
+  };
+  // The op's size: the weight bytes it reads (the packed copy's for
+  // quantized matrices), once per token.
+  int64_t bytes = 0;
+  for (int i = 0; i < n; ++i) {
+    const MatmulPart& p = parts[i];
+    bytes += p.pm != nullptr ? static_cast<int64_t>(p.pm->bytes()) : p.w->n_out * static_cast<int64_t>(p.w->row_bytes);
+  }
+  if (!k.ShouldSplit(pool.size(), bytes * m)) {
+    run(0, total);
+    return;
+  }
+  // Prefill-sized batches stream their tokens once per range of rows (float
+  // rows: per row_block): a few large pieces; decode: the pool's small ones.
+  const int pieces = m >= kCoarsePiecesTokens ? kCoarsePiecesPerThread : ThreadPool::kPiecesPerThread;
+  pool.ParallelFor(total, 1, run, pieces);
 }
 
 void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps) {

@@ -286,6 +286,15 @@ struct KernelTable {
   Bf16TileRowsFn bf16_tile_rows = nullptr;
   Bf16PairsFn bf16_pairs = nullptr;
   bool matmul_bf16 = false;
+  // Ops that stream fewer bytes than this (a matmul's weights x tokens,
+  // attention's K/V rows x query tokens, a per-token loop's activations) run
+  // on the calling thread instead of being split over the pool. 0 (the
+  // default): every op splits. The model runner raises it for models small
+  // enough to run from cache (DecoderRunner), where handing pieces to another
+  // core costs more than it saves; the results are the same either way.
+  int64_t min_split_bytes = 0;
+  // Whether an op of `bytes` should be split over a pool of n_threads.
+  bool ShouldSplit(int n_threads, int64_t bytes) const { return n_threads > 1 && bytes >= min_split_bytes; }
 
   FloatTileFn FloatTileFor(DType t) const;
   Bf16TileFn Bf16TileFor(DType t) const;

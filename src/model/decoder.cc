@@ -25,6 +25,17 @@ DecoderRunner::DecoderRunner(const Model& model, const KernelTable& kernels, Thr
                             comms_.world->rank() == shard_.world_rank() && comms_.tp->size() == shard_.tp_size &&
                             comms_.tp->rank() == shard_.tp_rank));
   const ModelWeights& w = *model.weights;
+  // Splitting an op over the pool costs a hand-off to another core and a
+  // wait for its last piece: 2-4 us per op on a 2-vCPU KVM guest
+  // (kernels_bench SmallDecodeSplit_*), about what one thread takes to
+  // stream half a MiB of weights from cache. A model that runs from cache
+  // (a draft model, a few-M-parameter model) has many ops below that, and
+  // runs them faster inline (decode 1.3-2x, docs/performance.md). A larger
+  // model streams its weights from memory, where one thread alone reaches
+  // only part of the bandwidth: every op splits, as before.
+  if (w.resident_bytes() <= kCacheResidentWeightBytes && kernels_.min_split_bytes == 0) {
+    kernels_.min_split_bytes = kCacheResidentMinSplitBytes;
+  }
   const RopeScaling& rs = c_.rope_scaling;
   if (n_ctx <= 0) n_ctx = c_.n_ctx_train;
   // Frequency divisors: llama3's, or LongRoPE's set for this context.
@@ -140,8 +151,8 @@ void DecoderRunner::GrowScratch(const ForwardBatch& b) {
   }
 }
 
-void DecoderRunner::ForTokens(int32_t T, FunctionRef<void(int64_t, int64_t)> fn) {
-  if (T > 1) pool_.ParallelFor(T, 1, fn);
+void DecoderRunner::ForTokens(int32_t T, int64_t width, FunctionRef<void(int64_t, int64_t)> fn) {
+  if (T > 1 && kernels_.ShouldSplit(pool_.size(), T * width * int64_t{sizeof(float)})) pool_.ParallelFor(T, 1, fn);
   else fn(0, T);
 }
 
@@ -182,7 +193,7 @@ Status DecoderRunner::AttentionBlock(int l, const ForwardBatch& b, KvStorage& kv
   const int d = c_.n_embd, qd = s.q_dim(), kvd = s.kv_dim(), hd = s.head_dim;
   const float* in = x_.data();
   if (c_.pre_norm) {
-    ForTokens(T, [&](int64_t t0, int64_t t1) {
+    ForTokens(T, d, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         RmsNorm(&x_[size_t(t) * d], L.attn_norm.data(), &normed_[size_t(t) * d], d, c_.rms_eps);
       }
@@ -196,7 +207,7 @@ Status DecoderRunner::AttentionBlock(int l, const ForwardBatch& b, KvStorage& kv
   // heads: the ranks add up their sums of squares first.
   const bool split_full_norm = c_.qk_norm == QkNorm::kFull && shard_.tp_size > 1;
   if (split_full_norm) RETURN_IF_ERROR(SumQkSquaresOverTpRanks(l, T));
-  ForTokens(T, [&](int64_t t0, int64_t t1) {
+  ForTokens(T, qd + 2 * kvd, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       float* q = &q_[size_t(t) * qd];
       float* k = &k_[size_t(t) * kvd];
@@ -243,7 +254,7 @@ Status DecoderRunner::AttentionBlock(int l, const ForwardBatch& b, KvStorage& kv
     Matmul(kernels_, pool_, L.wo, attn_out_.data(), T, block_out_.data());
     RETURN_IF_ERROR(SumOverTpRanks(T));
   }
-  ForTokens(T, [&](int64_t t0, int64_t t1) { AddToResidual(L.post_attn_norm, t0, t1); });
+  ForTokens(T, d, [&](int64_t t0, int64_t t1) { AddToResidual(L.post_attn_norm, t0, t1); });
   return Status::Ok();
 }
 
@@ -260,7 +271,7 @@ Status DecoderRunner::SumQkSquaresOverTpRanks(int l, int32_t T) {
   const LayerWeights& L = model_.weights->layers[l];
   const int qd = attn_shape_[l].q_dim(), kvd = attn_shape_[l].kv_dim();
   if (qk_ss_.size() < size_t(2) * T) qk_ss_.resize(size_t(2) * T);
-  ForTokens(T, [&](int64_t t0, int64_t t1) {
+  ForTokens(T, qd + kvd, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       float* q = &q_[size_t(t) * qd];
       float* k = &k_[size_t(t) * kvd];
@@ -286,7 +297,7 @@ Status DecoderRunner::FfnBlock(int l, int32_t T) {
   const int d = c_.n_embd, ff = c_.n_ff_at(l);
   const float* in = x_.data();
   if (c_.pre_norm) {
-    ForTokens(T, [&](int64_t t0, int64_t t1) {
+    ForTokens(T, d, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         RmsNorm(&x_[size_t(t) * d], L.ffn_norm.data(), &normed_[size_t(t) * d], d, c_.rms_eps);
       }
@@ -304,12 +315,12 @@ Status DecoderRunner::FfnBlock(int l, int32_t T) {
     Matmul(kernels_, pool_, L.w_down, gate_.data(), T, block_out_.data());
   }
   RETURN_IF_ERROR(SumOverTpRanks(T));
-  ForTokens(T, [&](int64_t t0, int64_t t1) { AddToResidual(L.post_ffn_norm, t0, t1); });
+  ForTokens(T, d, [&](int64_t t0, int64_t t1) { AddToResidual(L.post_ffn_norm, t0, t1); });
   return Status::Ok();
 }
 
 void DecoderRunner::GatedActivation(float* gate, const float* up, int32_t rows, int width) {
-  ForTokens(rows, [&](int64_t r0, int64_t r1) {
+  ForTokens(rows, width, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       float* g = gate + size_t(r) * width;
       const float* u = up + size_t(r) * width;
@@ -350,7 +361,7 @@ void DecoderRunner::MoeFfn(int l, const float* in, int32_t T) {
       std::memcpy(&slot_out_[size_t(rows[i]) * d], &expert_out_[size_t(i) * d], sizeof(float) * d);
     }
   }
-  ForTokens(T, [&](int64_t t0, int64_t t1) {
+  ForTokens(T, int64_t{K} * d, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       float* out = &block_out_[size_t(t) * d];
       for (int i = 0; i < K; ++i) {
@@ -371,7 +382,7 @@ void DecoderRunner::MoeFfn(int l, const float* in, int32_t T) {
     GatedActivation(gate_.data(), up_.data(), T, sff);
     Observe(l, LinearInput::kSharedMid, -1, gate_.data(), T, sff);
     Matmul(kernels_, pool_, L.sh_down, gate_.data(), T, expert_out_.data());
-    ForTokens(T, [&](int64_t t0, int64_t t1) {
+    ForTokens(T, d, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         const float* x = in + size_t(t) * d;
         double dot = 0;

@@ -30,8 +30,12 @@ namespace infera {
 
 class DecoderRunner : public ModelRunner {
  public:
-  // `model`, `kernels` and `pool` must outlive the runner; n_ctx: the
-  // longest sequence it will run (0: the trained context).
+  // `model` and `pool` must outlive the runner (`kernels` is copied); n_ctx:
+  // the longest sequence it will run (0: the trained context). A model whose
+  // weights fit in cache (kCacheResidentWeightBytes) runs its ops below
+  // kCacheResidentMinSplitBytes on the calling thread.
+  static constexpr uint64_t kCacheResidentWeightBytes = uint64_t{32} << 20;
+  static constexpr int64_t kCacheResidentMinSplitBytes = int64_t{512} << 10;
   DecoderRunner(const Model& model, const KernelTable& kernels, ThreadPool& pool, int n_ctx = 0,
                 ParallelComms comms = {});
 
@@ -42,6 +46,11 @@ class DecoderRunner : public ModelRunner {
   // Lets `tap` (not owned; null: none) see every block's input and start
   // passes part-way (see ResidualTap). Ignored by a model split over ranks.
   void set_residual_tap(ResidualTap* tap) { tap_ = tap; }
+  // Ops smaller than this many bytes run on the calling thread (the
+  // constructor's choice: kCacheResidentMinSplitBytes for a model in cache,
+  // else 0). Tests set 0 to split every op. Between Forward() calls.
+  void set_min_split_bytes(int64_t bytes) { kernels_.min_split_bytes = bytes; }
+  int64_t min_split_bytes() const { return kernels_.min_split_bytes; }
 
  private:
   Status Validate(const ForwardBatch& batch, const KvStorage& kv) const;
@@ -69,8 +78,10 @@ class DecoderRunner : public ModelRunner {
   Status FinishStage(const ForwardBatch& batch, std::vector<float>* logits);
   // x_ += residual_scale * post_norm?(block_out_) for rows [t0, t1).
   void AddToResidual(const std::vector<float>& post_norm, int64_t t0, int64_t t1);
-  // Runs fn(t0, t1) over the batch's tokens on the pool (inline for one).
-  void ForTokens(int32_t T, FunctionRef<void(int64_t, int64_t)> fn);
+  // Runs fn(t0, t1) over T rows of `width` floats each: on the pool, or
+  // inline when the op is too small to pay for splitting (one row, or a few
+  // rows of a small model; ThreadPool::ShouldSplit).
+  void ForTokens(int32_t T, int64_t width, FunctionRef<void(int64_t, int64_t)> fn);
 
   // Shows x [rows, width] to the observer if it wants layer l.
   void Observe(int l, LinearInput which, int expert, const float* x, int64_t rows, int64_t width) {
@@ -81,7 +92,7 @@ class DecoderRunner : public ModelRunner {
   ResidualTap* tap_ = nullptr;
   const Model& model_;
   const ModelConfig& c_;
-  const KernelTable& kernels_;
+  KernelTable kernels_;  // the table given, with min_split_bytes set for this model
   ThreadPool& pool_;
   const ShardSpec& shard_;
   ParallelComms comms_;
