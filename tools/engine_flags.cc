@@ -46,6 +46,10 @@ void AddSpecFlags(CLI::App& app, EngineOptions* o, std::string* draft_model_path
   app.add_option("--draft-p-min", o->spec_p_min,
                  "the draft model stops drafting where its top probability is below this (default 0.75)");
   app.add_option("--draft-max", o->spec_draft_max, "drafted tokens per sequence and step, at most (default 8)");
+  app.add_option("--draft-ctx", o->spec_draft_context,
+                 "the draft model's context: on a new sequence, or one it fell further behind, it starts on the last "
+                 "N tokens instead of catching up on them all (a long prompt costs it N tokens); 0: the whole "
+                 "sequence (default)");
   app.add_option("--draft-min", o->spec_draft_min, "fewer drafted tokens found: no draft that step (default 1)");
   app.add_option("--spec-ngram-min", o->spec_ngram_min, "shortest n-gram looked up (default 2)");
   app.add_option("--spec-ngram-max", o->spec_ngram_max, "longest n-gram looked up (default 4)");

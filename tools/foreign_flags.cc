@@ -26,6 +26,7 @@ struct ForeignFlag {
 constexpr ForeignFlag kFlags[] = {
     // llama.cpp short flags of more than one letter.
     {"-np", Action::kRename, Value::kRequired, "--parallel", nullptr},
+    {"-cd --ctx-size-draft", Action::kRename, Value::kRequired, "--draft-ctx", nullptr},
     {"-cnv --conversation", Action::kRename, Value::kNone, "-i", nullptr},
     {"-sys --system-prompt", Action::kRename, Value::kRequired, "--system", nullptr},
     {"-ngl --n-gpu-layers --gpu-layers", Action::kDrop, Value::kRequired, nullptr,

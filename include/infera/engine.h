@@ -83,6 +83,13 @@ struct EngineOptions {
   const Model* draft_model = nullptr;
   float spec_p_min = 0.75f;
   int32_t spec_draft_max = 8;  // drafted tokens per sequence and step, at most
+  // The draft model's context (`--draft-ctx`, llama.cpp's --ctx-size-draft):
+  // where it starts on a sequence, or has fallen more than this many tokens
+  // behind it (drafting paused by the policy), it starts again on the last
+  // spec_draft_context tokens only, instead of catching up on all of them. A
+  // long prompt then costs the draft this many tokens, not the prompt's
+  // length. 0: the whole sequence.
+  int32_t spec_draft_context = 0;
   // Draft only as many tokens as pay for their verification, by the
   // sequence's recent acceptance rate and the measured cost of a step's extra
   // tokens (engine/spec_policy.h); false: always spec_draft_max when found.

@@ -22,11 +22,12 @@ int32_t Greedy(const float* row, int32_t n, float* p_top) {
 }  // namespace
 
 DraftModelProposer::DraftModelProposer(const Model& model, const KernelTable& kernels, ThreadPool& pool,
-                                       int32_t n_slots, int32_t block_size, int32_t max_model_len)
+                                       int32_t n_slots, int32_t block_size, int32_t max_model_len, int32_t context)
     : runner_(MakeModelRunner(model, kernels, pool, max_model_len)),
       kv_(model.config.KvHeadsPerLayer(), n_slots / block_size * block_size, model.config.head_dim),
       blocks_(n_slots / block_size, block_size, /*prefix_caching=*/false),
       max_model_len_(max_model_len),
+      context_(context),
       n_vocab_(model.config.n_vocab) {
   LOG_INFO("engine: draft model {} ({} layers, {} embedding), its KV cache {:.1f} MiB for {} tokens", model.path,
            model.config.n_layer, model.config.n_embd, kv_.bytes() / 1048576.0, n_slots / block_size * block_size);
@@ -49,11 +50,18 @@ std::vector<std::vector<int32_t>> DraftModelProposer::Propose(const std::vector<
     const int32_t len = static_cast<int32_t>(w.tokens->size());
     const int32_t k = std::min(w.max_draft, max_model_len_ - len + 1);
     if (k < 1) continue;
-    if (!blocks_.Grow(w.id, len + k - 1)) {
+    auto it = seen_.find(w.id);
+    if (context_ > 0 && (it == seen_.end() || len - it->second.computed > context_)) {
+      // New, or too far behind: start again on the last context_ tokens.
+      Forget(w.id);
+      it = seen_.emplace(w.id, Seen{std::max(0, len - context_), std::max(0, len - context_)}).first;
+    } else if (it == seen_.end()) {
+      it = seen_.emplace(w.id, Seen{}).first;
+    }
+    if (!blocks_.Grow(w.id, len - it->second.start + k - 1)) {
       Forget(w.id);
       continue;
     }
-    computed_.emplace(w.id, 0);
     live.push_back(i);
   }
   // Catch up to each sequence's newest token (in chunks), then its first draft.
@@ -67,7 +75,8 @@ std::vector<std::vector<int32_t>> DraftModelProposer::Propose(const std::vector<
     for (size_t i : pending) {
       const Want& w = wants[i];
       const int32_t len = static_cast<int32_t>(w.tokens->size());
-      int32_t& done = computed_[w.id];
+      const int32_t start = seen_[w.id].start;
+      int32_t& done = seen_[w.id].computed;
       if (budget == 0) {
         next.push_back(i);
         continue;
@@ -78,7 +87,7 @@ std::vector<std::vector<int32_t>> DraftModelProposer::Propose(const std::vector<
       const int32_t n = std::min(len - done, budget);
       for (int32_t p = done; p < done + n; ++p) {
         const bool last = p == len - 1;
-        batch_.Add((*w.tokens)[p], p, s, last);
+        batch_.Add((*w.tokens)[p], p - start, s, last);
         if (last) last_row_of.push_back(i);
       }
       budget -= n;
@@ -103,13 +112,14 @@ std::vector<std::vector<int32_t>> DraftModelProposer::Propose(const std::vector<
       if (static_cast<int32_t>(drafts[i].size()) != step || step >= std::min(w.max_draft, max_model_len_ - static_cast<int32_t>(w.tokens->size()) + 1)) {
         continue;
       }
-      const int32_t pos = static_cast<int32_t>(w.tokens->size()) + step - 1;
+      Seen& seen = seen_[w.id];
+      const int32_t index = static_cast<int32_t>(w.tokens->size()) + step - 1;  // of the drafted token
       const int32_t s = static_cast<int32_t>(batch_.seq_slots.size());
       batch_.seq_slots.push_back(&blocks_.Slots(w.id));
-      batch_.Add(drafts[i].back(), pos, s, true);
+      batch_.Add(drafts[i].back(), index - seen.start, s, true);
       ids.push_back(w.id);
       rows.push_back(i);
-      computed_[w.id] = pos + 1;
+      seen.computed = index + 1;
     }
     if (rows.empty()) break;
     if (!Run(ids)) return std::vector<std::vector<int32_t>>(wants.size());
@@ -123,12 +133,12 @@ std::vector<std::vector<int32_t>> DraftModelProposer::Propose(const std::vector<
 }
 
 void DraftModelProposer::Keep(uint64_t id, int32_t valid) {
-  auto it = computed_.find(id);
-  if (it != computed_.end()) it->second = std::min(it->second, valid);
+  auto it = seen_.find(id);
+  if (it != seen_.end()) it->second.computed = std::max(it->second.start, std::min(it->second.computed, valid));
 }
 
 void DraftModelProposer::Forget(uint64_t id) {
-  computed_.erase(id);
+  seen_.erase(id);
   blocks_.Free(id);
 }
 

@@ -2,7 +2,9 @@
 // target's vocabulary (`--draft-model`): for each sequence it keeps the draft
 // model's own paged KV cache, catches up on the tokens the sequence gained
 // since (prompt, accepted tokens), then drafts greedily, one batched draft
-// forward pass per drafted position for all sequences together.
+// forward pass per drafted position for all sequences together. With a
+// context limit, the draft model sees a sequence from a start of its own:
+// its position 0 is the sequence's token `start`.
 //
 // Thread-safety: none; owned by the engine loop. `model`, `kernels` and
 // `pool` must outlive it.
@@ -25,8 +27,11 @@ namespace infera {
 class DraftModelProposer {
  public:
   // n_slots: KV positions of the draft cache (all sequences together).
+  // context > 0: a sequence seen for the first time, or more than `context`
+  // tokens ahead of what the draft model has seen, is started again on its
+  // last `context` tokens (EngineOptions::spec_draft_context); 0: never.
   DraftModelProposer(const Model& model, const KernelTable& kernels, ThreadPool& pool, int32_t n_slots,
-                     int32_t block_size, int32_t max_model_len);
+                     int32_t block_size, int32_t max_model_len, int32_t context = 0);
 
   struct Want {
     uint64_t id = 0;
@@ -48,12 +53,20 @@ class DraftModelProposer {
   // Runs the batch; false (and forgets every sequence in it) on failure.
   bool Run(const std::vector<uint64_t>& ids);
 
+  // What the draft model has of a sequence: tokens [start, computed) have
+  // valid K/V, at draft positions 0 .. computed - start - 1.
+  struct Seen {
+    int32_t start = 0;
+    int32_t computed = 0;
+  };
+
   std::unique_ptr<ModelRunner> runner_;
   KvStorage kv_;
   BlockManager blocks_;
   int32_t max_model_len_;
+  int32_t context_;
   int32_t n_vocab_;
-  std::map<uint64_t, int32_t> computed_;  // tokens whose draft K/V is valid
+  std::map<uint64_t, Seen> seen_;
   ForwardBatch batch_;
   std::vector<float> logits_;
 };

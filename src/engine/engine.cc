@@ -124,7 +124,7 @@ struct Engine::Impl {
     }
     if (o.spec == "draft") {
       drafter = std::make_unique<DraftModelProposer>(*o.draft_model, k, pool, n_blocks * o.kv_block_size,
-                                                     o.kv_block_size, o.max_model_len);
+                                                     o.kv_block_size, o.max_model_len, o.spec_draft_context);
     }
   }
 

@@ -18,6 +18,7 @@ Status CheckModelFreeEngineOptions(const EngineOptions& o) {
   }
   if (!(o.spec_p_min >= 0.0f && o.spec_p_min <= 1.0f)) return InvalidArgument("--draft-p-min must be in [0, 1]");
   if (o.spec_draft_max < 1 || o.spec_draft_max > 64) return InvalidArgument("--draft-max must be in 1..64");
+  if (o.spec_draft_context < 0) return InvalidArgument("--draft-ctx must be 0 (the whole sequence) or more");
   if (o.spec_draft_min < 0 || o.spec_draft_min > o.spec_draft_max) {
     return InvalidArgument("--draft-min must be in 0..--draft-max");
   }

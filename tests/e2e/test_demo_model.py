@@ -102,6 +102,16 @@ class DemoModelTest(unittest.TestCase):
         drafted, accepted = int(m.group(1)), int(m.group(2))
         self.assertGreater(drafted, 0, log)
         self.assertGreater(accepted / drafted, 0.5, log)
+        # A draft context shorter than the prompt (llama.cpp's -cd spelling
+        # too): the same text; a negative one is refused.
+        for flag in ("--draft-ctx", "-cd"):
+            short, log = run("--draft-model", DRAFT, "--draft-p-min", "0", "--draft-max", "4", flag, "2")
+            self.assertEqual(short, plain)
+            self.assertRegex(log, r"[1-9]\d* drafted")
+        r = infera("run", "--model", GGUF, "-p", "And God said", "-n", "4", "--draft-model", DRAFT, "--draft-ctx", "-1")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--draft-ctx", r.stderr.decode())
+        self.assertEqual(len(r.stderr.decode().strip().splitlines()), 1, r.stderr)
 
     def test_chat_template_is_chatml(self):
         r = infera("info", GGUF)

@@ -249,6 +249,56 @@ TEST_P(SpeculativeTest, DraftModelOutputsEqualPlainDecoding) {
       }
     }
   }
+  // A draft context (--draft-ctx): the draft model starts on a sequence's
+  // last few tokens, and again after falling behind (the adaptive policy
+  // pausing a draft model that is mostly wrong, then probing). Outputs equal
+  // plain decoding and every block comes back; the model as its own draft now
+  // sees less than the target and is sometimes wrong, unless the context
+  // holds the whole sequence.
+  {
+    std::vector<RequestParams> params = Params(0);
+    params.resize(12);
+    EngineOptions plain;
+    plain.kv_cache_mb = 4;
+    plain.max_batched_tokens = 64;
+    auto e0 = make(plain);
+    const Outputs want = RunAll(*e0, prompts, params);
+    struct Case {
+      const Model* draft;
+      int32_t context;
+      bool adaptive;
+    };
+    for (const Case& cs : {Case{m->get(), 4, false}, Case{m->get(), 1000, false}, Case{other->get(), 4, true},
+                           Case{m->get(), 4, true}}) {
+      EngineOptions o = plain;
+      o.spec = "draft";
+      o.draft_model = cs.draft;
+      o.spec_p_min = 0;
+      o.spec_adaptive = cs.adaptive;
+      o.spec_draft_max = 5;
+      o.spec_draft_context = cs.context;
+      auto e = make(o);
+      const Outputs got = RunAll(*e, prompts, params);
+      const std::string what = "context " + std::to_string(cs.context) + (cs.draft == m->get() ? " self" : " other") +
+                               (cs.adaptive ? " adaptive" : "");
+      EXPECT_TRUE(got == want) << what;
+      const EngineStats st = e->Stats();
+      EXPECT_GT(st.spec_draft_tokens, 0u) << what;
+      if (cs.draft == m->get() && !cs.adaptive) {
+        if (cs.context == 4) {
+          EXPECT_LT(st.spec_accepted_tokens, st.spec_draft_tokens) << what;
+        } else {
+          EXPECT_EQ(st.spec_accepted_tokens, st.spec_draft_tokens) << what;
+        }
+      }
+      EXPECT_EQ(st.kv_blocks_used, 0) << what;
+    }
+    EngineOptions bad_context = plain;
+    bad_context.spec = "draft";
+    bad_context.draft_model = m->get();
+    bad_context.spec_draft_context = -1;
+    EXPECT_EQ(Engine::Create(**m, nullptr, kernels, bad_context).status().code(), StatusCode::kInvalidArgument);
+  }
   // A draft model of another vocabulary is refused.
   ModelConfig small = c;
   small.n_vocab = 300;
