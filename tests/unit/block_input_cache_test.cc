@@ -53,24 +53,8 @@ std::vector<std::vector<float>> RunPasses(const Model& m, const KernelTable& ker
   return out;
 }
 
-// A small model of `arch`'s shape (null: Llama): 64 wide, 4 heads over 2
-// KV heads; MoE families with 4 experts, 2 used.
-ModelConfig SmallShape(const ArchInfo* arch) {
-  ModelConfig c = testing::TinyConfig();
-  if (arch != nullptr) ApplyArchShape(*arch, &c);
-  c.n_embd = 64;
-  c.head_dim = c.rope_dim = 16;
-  c.n_head = 4;
-  c.n_head_kv = 2;
-  c.n_ctx_train = 256;
-  if (c.moe()) {
-    c.n_expert = 4;
-    c.n_expert_used = 2;
-    c.n_ff_exp = 32;
-    c.n_ff_shexp = arch->arch == Arch::kQwen2Moe ? 48 : 0;
-  }
-  return c;
-}
+// A small model of `arch`'s shape (null: Llama; testing::TinyArchConfig).
+ModelConfig SmallShape(const ArchInfo* arch) { return testing::TinyArchConfig(arch != nullptr ? *arch : LlamaArch()); }
 
 TEST(BlockInputCache, ResumedPassesEqualWholePassesForEveryFamily) {
   const KernelTable kernels = MakeBestKernelTable();

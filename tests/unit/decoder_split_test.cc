@@ -57,19 +57,7 @@ std::vector<std::vector<float>> RunPasses(const Model& m, int threads, int64_t m
 TEST(DecoderSplit, InlineSplitAndOneThreadGiveTheSameLogitsForEveryFamily) {
   for (const ArchInfo* arch : AllArchs()) {
     SCOPED_TRACE(arch->name);
-    ModelConfig c = testing::TinyConfig();
-    ApplyArchShape(*arch, &c);
-    c.n_embd = 64;
-    c.head_dim = c.rope_dim = 16;
-    c.n_head = 4;
-    c.n_head_kv = 2;
-    c.n_ctx_train = 256;
-    if (c.moe()) {
-      c.n_expert = 4;
-      c.n_expert_used = 2;
-      c.n_ff_exp = 32;
-      c.n_ff_shexp = arch->arch == Arch::kQwen2Moe ? 48 : 0;
-    }
+    const ModelConfig c = testing::TinyArchConfig(*arch);
     auto m = LoadModel(testing::WriteTinyModel(c, DType::kF32, 11, std::string("split-") + arch->name + ".gguf"));
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     int64_t chosen = -1;

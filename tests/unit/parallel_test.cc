@@ -278,19 +278,7 @@ TEST(SplitModel, UnevenStagesAndShardMemory) {
 // sliding windows, MoE with and without a shared expert), random weights.
 TEST(SplitModel, EveryFamilyShardsCorrectly) {
   for (const ArchInfo* arch : AllArchs()) {
-    ModelConfig c = testing::TinyConfig();
-    ApplyArchShape(*arch, &c);
-    c.n_embd = 64;
-    c.head_dim = c.rope_dim = 16;
-    c.n_head = 4;
-    c.n_head_kv = 2;
-    c.n_ctx_train = 256;
-    if (arch->arch == Arch::kMixtral || arch->arch == Arch::kQwen2Moe || arch->arch == Arch::kQwen3Moe) {
-      c.n_expert = 4;
-      c.n_expert_used = 2;
-      c.n_ff_exp = 32;
-      c.n_ff_shexp = arch->arch == Arch::kQwen2Moe ? 48 : 0;
-    }
+    const ModelConfig c = testing::TinyArchConfig(*arch);
     SCOPED_TRACE(arch->name);
     ExpectLayoutsMatch(testing::WriteTinyModel(c, DType::kF32, 5, std::string("split-") + arch->name + ".gguf"));
   }

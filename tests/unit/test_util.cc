@@ -48,6 +48,19 @@ ModelConfig TinyConfig() {
   return c;
 }
 
+ModelConfig TinyArchConfig(const ArchInfo& arch) {
+  ModelConfig c = TinyConfig();
+  ApplyArchShape(arch, &c);
+  c.n_ctx_train = 256;
+  if (arch.arch == Arch::kMixtral || arch.arch == Arch::kQwen2Moe || arch.arch == Arch::kQwen3Moe) {
+    c.n_expert = 4;
+    c.n_expert_used = 2;
+    c.n_ff_exp = 32;
+    c.n_ff_shexp = arch.arch == Arch::kQwen2Moe ? 48 : 0;
+  }
+  return c;
+}
+
 std::string WriteTinyModel(const ModelConfig& c, DType type, uint64_t seed, const std::string& name) {
   const std::string path = TempDir() + "/" + name;
   Status st = WriteRandomGguf(c, MakeSyntheticVocab(c.n_vocab), type, seed, path);

@@ -10,6 +10,7 @@
 
 #include "base/cpu_features.h"
 
+#include "model/arch/registry.h"
 #include "model/config.h"
 #include "tensor/dtype.h"
 #include "tokenizer/tokenizer.h"
@@ -23,6 +24,10 @@ bool SharedAvailable();
 // Writes a random tiny GGUF (synthetic vocab) and returns its path.
 std::string WriteTinyModel(const ModelConfig& c, DType type, uint64_t seed, const std::string& name);
 ModelConfig TinyConfig();
+// TinyConfig in a family's shape (its norms, biases, fused tensors, soft-caps,
+// windows): 64 wide, 4 heads over 2 KV heads, a 256-token context; the MoE
+// families with 4 experts of 32, 2 used (qwen2moe also a shared expert of 48).
+ModelConfig TinyArchConfig(const ArchInfo& arch);
 // n floats drawn from N(0, stddev^2).
 std::vector<float> RandomVec(int64_t n, std::mt19937& rng, float stddev = 1.0f);
 // The bundled default model's tokenizer (fails the calling test if absent).
