@@ -80,7 +80,7 @@ class DecoderRunner : public ModelRunner {
   void AddToResidual(const std::vector<float>& post_norm, int64_t t0, int64_t t1);
   // Runs fn(t0, t1) over T rows of `width` floats each: on the pool, or
   // inline when the op is too small to pay for splitting (one row, or a few
-  // rows of a small model; ThreadPool::ShouldSplit).
+  // rows of a small model; KernelTable::ShouldSplit).
   void ForTokens(int32_t T, int64_t width, FunctionRef<void(int64_t, int64_t)> fn);
 
   // Shows x [rows, width] to the observer if it wants layer l.
