@@ -12,9 +12,10 @@
 #include "infera/engine.h"
 #include "sampling/sampler.h"
 #include "tools/chat_repl.h"
-#include "tools/parallel_session.h"
 #include "tools/commands.h"
 #include "tools/engine_flags.h"
+#include "tools/grammar_flags.h"
+#include "tools/parallel_session.h"
 
 namespace infera::cli {
 namespace {
@@ -42,6 +43,7 @@ struct RunArgs {
   // defaults); the engine's options start from these.
   EngineOptions engine;
   std::string draft_model;
+  GrammarFlags grammar;
 };
 
 int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
@@ -60,6 +62,8 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
     sp.has_seed = true;
   }
   if (Status st = ValidateSamplingParams(sp); !st.ok()) return ReportError(st);
+  auto grammar = GrammarFromFlags(a.grammar);
+  if (!grammar.ok()) return ReportError(grammar.status());
   const bool chat = a.interactive || (!a.prompt_set && a.prompt_file.empty() && isatty(STDIN_FILENO));
   if (!chat && !a.prompt_set && a.prompt_file.empty()) {
     return ReportError("no prompt: pass -p PROMPT or -f FILE (or -i for a chat)");
@@ -113,6 +117,7 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
     co.params.max_tokens = a.n_predict;
     co.params.ignore_eos = a.ignore_eos;
     co.params.stop = a.stop;
+    co.params.grammar = *grammar;
     co.engine.threads = threads;
     co.engine.max_model_len = n_ctx;
     co.engine.max_batched_tokens = a.batch;
@@ -170,6 +175,7 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
   rp.max_tokens = a.n_predict < 0 ? -1 : a.context_shift ? a.n_predict : std::min(a.n_predict, room);
   rp.stop = a.stop;
   rp.ignore_eos = a.ignore_eos;
+  rp.grammar = *grammar;
   rp.text_starts_output = !echo;
   auto id = (*engine)->Add(ids, rp);
   if (!id.ok()) return ReportError(id.status());
@@ -247,6 +253,7 @@ CommandFn RegisterRun(CLI::App& app, const RuntimeOptions& rt) {
                "at the context end keep the first --context-keep tokens and the newer half of the rest, and go on");
   app.add_option("--context-keep", a->context_keep, "tokens kept at the start by --context-shift");
   AddSpecFlags(app, &a->engine, &a->draft_model);
+  AddGrammarFlags(app, &a->grammar);
   AddParallelFlags(app, &a->parallel);
   return [a, p, &rt]() {
     a->prompt_set = p->count() > 0;

@@ -1,6 +1,7 @@
 #include "tools/foreign_flags.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -28,6 +29,9 @@ constexpr ForeignFlag kFlags[] = {
     {"-np", Action::kRename, Value::kRequired, "--parallel", nullptr},
     {"-cd --ctx-size-draft", Action::kRename, Value::kRequired, "--draft-ctx", nullptr},
     {"-cnv --conversation", Action::kRename, Value::kNone, "-i", nullptr},
+    {"-jf --json-schema-file", Action::kRename, Value::kRequired, "--json-schema-file", nullptr},
+    {"--keep", Action::kRename, Value::kRequired, "--context-keep", nullptr},
+    {"--log-disable", Action::kRename, Value::kNone, "--log-level=off", nullptr},
     {"-sys --system-prompt", Action::kRename, Value::kRequired, "--system", nullptr},
     {"-ngl --n-gpu-layers --gpu-layers", Action::kDrop, Value::kRequired, nullptr,
      "infera computes every layer on the CPU (no GPU offload); ignoring {}"},
@@ -43,6 +47,16 @@ constexpr ForeignFlag kFlags[] = {
      "infera runs on the CPU; ignoring {}"},
     {"-nkvo --no-kv-offload", Action::kDrop, Value::kNone, nullptr,
      "the KV cache is always in main memory in infera; ignoring {}"},
+    {"-tb --threads-batch", Action::kDrop, Value::kRequired, nullptr,
+     "infera uses --threads for prompt processing and generation alike; ignoring {}"},
+    {"-co --color", Action::kDrop, Value::kOptional, nullptr, "infera writes plain text; ignoring {}"},
+    {"-no-cnv --no-conversation", Action::kDrop, Value::kNone, nullptr,
+     "infera run generates once and exits unless -i is given; ignoring {}"},
+    {"--no-warmup", Action::kDrop, Value::kNone, nullptr,
+     "infera run has no warm-up pass (bench always warms up); ignoring {}"},
+    {"-e --escape --no-escape", Action::kDrop, Value::kNone, nullptr,
+     "infera takes the prompt as written, without escape processing (a shell's $'a\\nb' gives a newline); "
+     "ignoring {}"},
     {"--numa", Action::kDrop, Value::kRequired, nullptr, "infera does not place memory by NUMA node; ignoring {}"},
     {"--jinja", Action::kDrop, Value::kNone, nullptr,
      "infera runs the model's Jinja chat template by default; ignoring {}"},
@@ -54,6 +68,37 @@ constexpr ForeignFlag kFlags[] = {
     {"--enable-auto-tool-choice", Action::kDrop, Value::kNone, nullptr,
      "infera parses tool calls whenever a request has tools (--tool-call-parser picks the format); ignoring {}"},
 };
+
+// llama.cpp samplers infera does not have. The switch of each is accepted
+// with its "off" value (a script may spell out the default) and refused with
+// any other; its parameters are dropped with a note.
+struct ForeignSampler {
+  const char* names;
+  const char* sampler;
+  const char* off;  // the numeric value that leaves it off; null: a parameter of the sampler
+};
+
+constexpr ForeignSampler kSamplers[] = {
+    {"--mirostat", "mirostat", "0"},
+    {"--mirostat-lr --mirostat-ent", "mirostat", nullptr},
+    {"--typical --typical-p", "locally typical", "1"},
+    {"--dry-multiplier", "DRY", "0"},
+    {"--dry-base --dry-allowed-length --dry-penalty-last-n --dry-sequence-breaker", "DRY", nullptr},
+    {"--xtc-probability", "XTC", "0"},
+    {"--xtc-threshold", "XTC", nullptr},
+    {"--top-nsigma --top-n-sigma", "top-n-sigma", "-1"},
+    {"--dynatemp-range", "dynamic temperature", "0"},
+    {"--dynatemp-exp", "dynamic temperature", nullptr},
+};
+
+// llama.cpp's K and V cache types (-ctk / -ctv), which infera keeps as one
+// (--kv-cache-type). Its type for a llama.cpp name, or null.
+const char* InferaKvType(const std::string& v) {
+  if (v == "f32") return "f32";
+  if (v == "bf16") return "bf16";
+  if (v == "q8_0") return "q8";
+  return nullptr;
+}
 
 bool HasName(const char* names, const std::string& arg) {
   const size_t n = std::strlen(names);
@@ -69,14 +114,29 @@ bool HasName(const char* names, const std::string& arg) {
 
 bool IsOnOff(const std::string& v) { return v == "on" || v == "off" || v == "auto" || v == "0" || v == "1"; }
 
+// True if `v` is a number equal to `off` ("0", "0.0", "1.00", ...).
+bool IsOffValue(const std::string& v, const char* off) {
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  return !v.empty() && end == v.c_str() + v.size() && x == std::strtod(off, nullptr);
+}
+
+constexpr const char kInferaSamplers[] =
+    "infera's samplers are temperature, top-k, top-p, min-p and the repeat / presence / frequency penalties";
+
 }  // namespace
 
 TranslatedArgs TranslateForeignFlags(const std::vector<std::string>& args) {
   TranslatedArgs out;
+  // -ctk / -ctv: the one type they give, the first one's spelling, and where
+  // its --kv-cache-type goes.
+  std::string kv_type, kv_flag;
+  size_t kv_at = 0;
+  size_t end = args.size();
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "--") {
-      out.args.insert(out.args.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+      end = i;
       break;
     }
     // --flag=value spellings.
@@ -86,6 +146,59 @@ TranslatedArgs TranslateForeignFlags(const std::vector<std::string>& args) {
     const size_t eq = eq_at == arg.end() ? std::string::npos : static_cast<size_t>(eq_at - arg.begin());
     const std::string name = arg.rfind("--", 0) == 0 && eq != std::string::npos ? arg.substr(0, eq) : arg;
     const bool inline_value = name.size() != arg.size();
+    // The flag's value: after '=' or the next argument (null: none).
+    auto value_of = [&]() -> const std::string* {
+      if (inline_value) return nullptr;
+      return i + 1 < args.size() ? &args[i + 1] : nullptr;
+    };
+    const std::string inline_text = inline_value ? arg.substr(eq + 1) : std::string();
+    if (name == "-ctk" || name == "--cache-type-k" || name == "-ctv" || name == "--cache-type-v") {
+      const std::string* next = value_of();
+      if (!inline_value && next == nullptr) {
+        out.error = fmt::format("{} needs a cache type", arg);
+        return out;
+      }
+      const std::string v = inline_value ? inline_text : *next;
+      if (!inline_value) ++i;
+      const char* t = InferaKvType(v);
+      if (t == nullptr) {
+        out.error = fmt::format(
+            "{} {}: infera's KV cache types are f32, bf16 (half the memory, as f16 would take) and q8_0 "
+            "(--kv-cache-type f32|bf16|q8)",
+            name, v);
+        return out;
+      }
+      if (!kv_type.empty() && kv_type != t) {
+        out.error =
+            fmt::format("{} and {} {} differ: infera keeps K and V in one type (--kv-cache-type)", kv_flag, name, v);
+        return out;
+      }
+      if (kv_type.empty()) {
+        kv_type = t;
+        kv_flag = name + " " + v;
+        kv_at = out.args.size();
+      }
+      continue;
+    }
+    const ForeignSampler* sampler = nullptr;
+    for (const ForeignSampler& candidate : kSamplers) {
+      if (HasName(candidate.names, name)) sampler = &candidate;
+    }
+    if (sampler != nullptr) {
+      const std::string* next = value_of();
+      if (!inline_value && next == nullptr) {
+        out.error = fmt::format("{} needs a value", arg);
+        return out;
+      }
+      const std::string v = inline_value ? inline_text : *next;
+      if (!inline_value) ++i;
+      if (sampler->off == nullptr || IsOffValue(v, sampler->off)) {
+        out.notes.push_back(fmt::format("infera has no {} sampler; ignoring {} {}", sampler->sampler, name, v));
+        continue;
+      }
+      out.error = fmt::format("{} {}: infera has no {} sampler ({})", name, v, sampler->sampler, kInferaSamplers);
+      return out;
+    }
     const ForeignFlag* f = nullptr;
     for (const ForeignFlag& candidate : kFlags) {
       if (HasName(candidate.names, name)) f = &candidate;
@@ -113,6 +226,11 @@ TranslatedArgs TranslateForeignFlags(const std::vector<std::string>& args) {
         return out;
     }
   }
+  if (!kv_type.empty()) {
+    const auto at = out.args.begin() + static_cast<std::ptrdiff_t>(kv_at);
+    out.args.insert(out.args.insert(at, kv_type), "--kv-cache-type");
+  }
+  out.args.insert(out.args.end(), args.begin() + static_cast<std::ptrdiff_t>(end), args.end());
   return out;
 }
 

@@ -4,6 +4,10 @@
 // --system), flags for things infera does anyway or cannot do on a CPU are
 // dropped with a note saying what infera does instead (-ngl, -fa, --mlock),
 // and flags that cannot be honoured are refused with such a note (-hf).
+// -ctk / -ctv become one --kv-cache-type (f32, bf16, q8_0; K and V alike);
+// llama.cpp's samplers infera lacks (mirostat, typical, DRY, XTC,
+// top-n-sigma, dynamic temperature) are accepted when switched off and
+// refused otherwise.
 // Without this CLI11 would read `-ngl 99` as `-n gl` and fail obscurely.
 #pragma once
 

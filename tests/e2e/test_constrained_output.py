@@ -2,16 +2,19 @@
 every output of a json_object request that ends by itself parses as a JSON
 object; guided_choice always returns one of the choices; a GBNF grammar's
 outputs match it (streamed or not, n > 1, batched with unconstrained
-requests); bad or conflicting constraints are 400 naming the field."""
+requests); bad or conflicting constraints are 400 naming the field.
+`infera run` takes llama-cli's flags for the same: --grammar, --grammar-file,
+-j/--json-schema, -jf/--json-schema-file, in the chat too."""
 import json
 import os
 import re
 import sys
+import tempfile
 import threading
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Server  # noqa: E402
+from common import Server, infera  # noqa: E402
 
 CHAT = "/v1/chat/completions"
 
@@ -122,6 +125,77 @@ item ::= [A-Z] [a-z]{1,8} " " [0-9]{1,3}
             self.assertEqual(b["error"]["param"], param, (extra, b))
         st, b = self.srv.json("POST", CHAT, chat("x", grammar="root ::= foo"))
         self.assertIn("never defined", b["error"]["message"])
+
+
+YES_NO = 'root ::= "yes" | "no"'
+# Bounded: every output the grammar allows fits in the -n below, so a
+# generation ends by itself (finish: stop).
+SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12}, "ok": {"type": "boolean"}},
+          "required": ["name", "ok"]}
+
+
+class RunFlagsTest(unittest.TestCase):
+    def run_ok(self, *args, input=None):
+        r = infera("run", "-p", "The answer is ", "--no-display-prompt", *args, input=input)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout.decode().strip(), r.stderr.decode()
+
+    def test_grammar(self):
+        for seed in range(6):
+            out, err = self.run_ok("--grammar", YES_NO, "-n", "16", "--temp", "1.5", "-s", str(seed))
+            self.assertIn(out, ("yes", "no"))
+            self.assertIn("finish: stop", err)
+        with tempfile.TemporaryDirectory() as d:
+            g = os.path.join(d, "yes_no.gbnf")
+            with open(g, "w") as f:
+                f.write("# a file\n" + YES_NO + "\n")
+            self.assertEqual(self.run_ok("--grammar-file", g, "-s", "3", "--temp", "1.5")[0],
+                             self.run_ok("--grammar", YES_NO, "-s", "3", "--temp", "1.5")[0])
+        # In the chat, each reply.
+        r = infera("run", "-i", "-n", "16", "--grammar", YES_NO, input=b"hello\nagain\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        replies = [l.strip("> ").strip() for l in r.stdout.decode().splitlines() if l.strip("> ").strip()]
+        self.assertEqual(len(replies), 2, r.stdout)
+        for reply in replies:
+            self.assertIn(reply, ("yes", "no"))
+
+    def test_json_schema(self):
+        schema = json.dumps(SCHEMA)
+        for seed in range(4):
+            out, err = self.run_ok("-j", schema, "-n", "200", "--temp", "1.0", "-s", str(seed))
+            self.assertIn("finish: stop", err)
+            v = json.loads(out)
+            self.assertEqual(set(v), {"name", "ok"}, out)
+            self.assertIsInstance(v["name"], str)
+            self.assertLessEqual(len(v["name"]), 12)
+            self.assertIsInstance(v["ok"], bool)
+        with tempfile.TemporaryDirectory() as d:
+            f_ = os.path.join(d, "schema.json")
+            with open(f_, "w") as f:
+                f.write(schema)
+            for spelling in ("-jf", "--json-schema-file"):
+                self.assertEqual(self.run_ok(spelling, f_, "-n", "200", "-s", "1")[0],
+                                 self.run_ok("--json-schema", schema, "-n", "200", "-s", "1")[0])
+        # '{}': any JSON object, as in llama.cpp.
+        out, err = self.run_ok("-j", "{}", "-n", "400", "--temp", "0.3", "-s", "2")
+        if "finish: stop" in err:
+            self.assertIsInstance(json.loads(out), dict)
+        else:
+            self.assertTrue(out.startswith("{"), out)
+
+    def test_bad_constraints(self):
+        for args, needle in [(["--grammar", YES_NO, "-j", "{}"], "both constrain"),
+                             (["--grammar", "root ::= x"], "--grammar: grammar: rule 'x'"),
+                             (["-j", "{bad"], "not valid JSON"),
+                             (["-j", '{"type": "string", "pattern": "a+"}'], "'pattern'"),
+                             (["-jf", "/nonexistent/s.json"], "--json-schema-file: /nonexistent"),
+                             (["--grammar-file", "/nonexistent/g.gbnf"], "--grammar-file: /nonexistent")]:
+            r = infera("run", "-p", "x", "-n", "4", *args)
+            self.assertEqual(r.returncode, 2, (args, r.stderr))
+            self.assertEqual(r.stdout, b"", args)
+            lines = r.stderr.decode().strip().splitlines()
+            self.assertEqual(len(lines), 1, (args, lines))
+            self.assertIn(needle, lines[0], args)
 
 
 if __name__ == "__main__":

@@ -276,6 +276,36 @@ class FamiliarCliTest(unittest.TestCase):
         plain = infera("run", "-m", MODEL, "-p", "In the beginning", "-n", "3", "--temp", "0")
         self.assertEqual(r.stdout, plain.stdout)
         one_error_line(self, infera("run", "-hf", "org/model-GGUF"), needle="does not download models")
+        # llama.cpp's cache types: one --kv-cache-type for K and V.
+        q8 = infera("run", "-m", MODEL, "-p", "In the beginning", "-n", "8", "--temp", "0", "--kv-cache-type", "q8")
+        for spelling in (["-ctk", "q8_0", "-ctv", "q8_0"], ["--cache-type-k=q8_0"], ["-ctv", "q8_0"]):
+            r = infera("run", "-m", MODEL, "-p", "In the beginning", "-n", "8", "--temp", "0", *spelling)
+            self.assertEqual(r.returncode, 0, (spelling, r.stderr))
+            self.assertEqual(r.stdout, q8.stdout, spelling)
+        self.assertNotEqual(q8.stdout, b"")
+        one_error_line(self, infera("run", "-ctk", "f16", "-p", "x"), needle="f32, bf16")
+        one_error_line(self, infera("run", "-ctk", "q4_0", "-p", "x"), needle="f32, bf16")
+        one_error_line(self, infera("run", "-ctk", "q8_0", "-ctv", "bf16", "-p", "x"), needle="one type")
+        # Flags for what infera does anyway, and llama.cpp samplers left off:
+        # a note each, the same text.
+        r = infera("run", "-m", MODEL, "-tb", "2", "-co", "-no-cnv", "--no-warmup", "-e", "--mirostat", "0",
+                   "--typical", "1.0", "--top-nsigma", "-1", "--dry-base", "1.75", "--xtc-probability=0",
+                   "-p", "In the beginning", "-n", "3", "--temp", "0")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        err = r.stderr.decode()
+        for shown in ("-tb 2", "-co", "-no-cnv", "--no-warmup", "-e", "--mirostat 0", "--typical 1.0",
+                      "--top-nsigma -1", "--dry-base 1.75", "--xtc-probability 0"):
+            self.assertIn("ignoring " + shown + "\n", err)
+        for args, needle in ((["--mirostat", "2"], "no mirostat sampler"), (["--typical", "0.9"], "locally typical"),
+                             (["--dry-multiplier", "0.8"], "no DRY sampler"), (["--xtc-probability"], "needs a value")):
+            one_error_line(self, infera("run", "-p", "x", *args), needle=needle)
+        # --keep is --context-keep; --log-disable is --log-level off.
+        r = infera("run", "-m", MODEL, "--context-shift", "--keep", "4", "--log-disable", "-p", "In the beginning",
+                   "-n", "3", "--temp", "0")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        one_error_line(self, infera("run", "--keep", "-1", "-p", "x"), needle="--context-keep")
         # -sys becomes --system; -np becomes --parallel (serve only).
         r = infera("generate", "-np", "2", "--input", TEXT, "--output", "/dev/null")
         self.assertEqual(r.returncode, 2)
