@@ -306,6 +306,21 @@ class FamiliarCliTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout, plain.stdout)
         one_error_line(self, infera("run", "--keep", "-1", "-p", "x"), needle="--context-keep")
+        # llama-server's and vLLM's names for serve's options.
+        with Server("-m", MODEL, "-a", "kjv", "--metrics", "--no-webui", "-to", "45", "--threads-http", "2",
+                    "--disable-log-requests", "--gpu-memory-utilization", "0.9", "-ctk", "q8_0") as srv:
+            st, body = srv.json("GET", "/v1/models")
+            self.assertEqual(st, 200, body)
+            self.assertEqual([m["id"] for m in body["data"]], ["kjv"])
+            self.assertEqual(srv.request("GET", "/")[0], 404)  # no web chat page
+            st, body = srv.json("POST", "/v1/completions", {"prompt": "In the beginning", "max_tokens": 8,
+                                                            "temperature": 0})
+            self.assertEqual(st, 200, body)
+            self.assertEqual(body["choices"][0]["text"].encode(), q8.stdout[len(b"In the beginning"):-1])
+            log = "".join(srv.log)
+            for shown in ("--metrics", "--gpu-memory-utilization 0.9"):
+                self.assertIn("ignoring " + shown, log)
+        one_error_line(self, infera("serve", "--lora", "adapter.gguf"), needle="LoRA")
         # -sys becomes --system; -np becomes --parallel (serve only).
         r = infera("generate", "-np", "2", "--input", TEXT, "--output", "/dev/null")
         self.assertEqual(r.returncode, 2)
