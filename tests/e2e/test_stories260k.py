@@ -107,6 +107,50 @@ class Stories260KTest(unittest.TestCase):
         self.assertIn("matmul/attn/kv", r.stdout.decode())
         self.assertIn("| bf16/f32/bf16 ", r.stdout.decode())
 
+    def test_bench_takes_llama_bench_lists_and_outputs(self):
+        import csv
+        import io
+        import json
+        m = SOURCES["gguf"][:2]
+        # Lists (every -p, every -n, every -pg; each at every -d), jsonl: a
+        # line per test with llama-bench's field names; its -mmp / --progress
+        # are answered with a note.
+        r = infera("bench", *m, "-p", "16,32", "-n", "4", "-pg", "8,4", "-d", "0,8", "-r", "2", "-o", "jsonl",
+                   "-ctk", "q8_0", "-mmp", "0", "--progress")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = [json.loads(line) for line in r.stdout.decode().splitlines()]
+        self.assertEqual([x["test"] for x in rows], ["pp16", "pp32", "tg4", "pp8+tg4", "pp16 @ d8", "pp32 @ d8",
+                                                     "tg4 @ d8", "pp8+tg4 @ d8"])
+        want = [(16, 0, 0), (32, 0, 0), (0, 4, 0), (8, 4, 0), (16, 0, 8), (32, 0, 8), (0, 4, 8), (8, 4, 8)]
+        self.assertEqual([(x["n_prompt"], x["n_gen"], x["n_depth"]) for x in rows], want)
+        for x in rows:
+            self.assertEqual(len(x["samples_ts"]), 2)
+            self.assertEqual(len(x["samples_ns"]), 2)
+            self.assertAlmostEqual(x["avg_ts"], sum(x["samples_ts"]) / 2, places=6)
+            self.assertEqual(x["avg_ts"], x["tokens_per_second"])
+            self.assertGreater(x["avg_ns"], 0)
+            self.assertEqual((x["type_k"], x["type_v"], x["kv_cache_type"]), ("q8_0", "q8_0", "q8"))
+            self.assertEqual(x["model_type"], "F32")
+        err = r.stderr.decode()
+        self.assertIn("ignoring -mmp 0", err)
+        self.assertIn("ignoring --progress", err)
+        # csv: a header and a row per test.
+        r = infera("bench", *m, "-p", "8", "-n", "2,3", "-r", "1", "-o", "csv")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        table = list(csv.DictReader(io.StringIO(r.stdout.decode())))
+        self.assertEqual([(x["test"], x["n_prompt"], x["n_gen"]) for x in table],
+                         [("pp8", "8", "0"), ("tg2", "0", "2"), ("tg3", "0", "3")])
+        for x in table:
+            self.assertGreater(float(x["avg_ts"]), 0)
+        for args, needle in ((["-o", "sql"], "md (a table), csv, json and jsonl"), (["-pg", "5"], "PROMPT,GEN"),
+                             (["-p", "8,-1"], ">= 0"), (["--parallel", "1,2", "-p", "8,16"], "one -p")):
+            r = infera("bench", *m, "-r", "1", *args)
+            self.assertEqual(r.returncode, 2, (args, r.stderr))
+            self.assertEqual(r.stdout, b"", args)
+            lines = r.stderr.decode().strip().splitlines()
+            self.assertEqual(len(lines), 1, (args, lines))
+            self.assertIn(needle, lines[0], args)
+
     def test_convert_llama2c_to_gguf_round_trip(self):
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "s.gguf")
