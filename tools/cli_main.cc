@@ -79,7 +79,19 @@ int Main(int argc, char** argv) {
   help->add_option("command", help_topic, "the command");
 
   // llama.cpp / vLLM spellings first (-ngl 99 would otherwise parse as -n gl).
-  const cli::TranslatedArgs translated = cli::TranslateForeignFlags(std::vector<std::string>(argv + 1, argv + argc));
+  // The command's own options keep their meaning: the command is the first
+  // argument that names one.
+  const std::vector<std::string> raw(argv + 1, argv + argc);
+  CLI::App* command = nullptr;
+  for (const std::string& a : raw) {
+    if (command != nullptr || a.empty() || a[0] == '-') continue;
+    for (CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+      if (sub->get_name() == a) command = sub;
+    }
+  }
+  const cli::TranslatedArgs translated = cli::TranslateForeignFlags(raw, [command](const std::string& name) {
+    return command != nullptr && command->get_option_no_throw(name) != nullptr;
+  });
   if (!translated.error.empty()) return cli::ReportError(translated.error);
   for (const std::string& note : translated.notes) std::fprintf(stderr, "infera: note: %s\n", note.c_str());
   std::vector<char*> args = {argv[0]};

@@ -9,8 +9,10 @@
 #include <fnmatch.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <optional>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -41,7 +43,37 @@ struct QuantizeArgs {
   std::string gptq_scales = "weighted";
   double target_bpw = 0;
   GptqRunOptions gptq;
+  // llama-quantize's: the output tensor left in its source type, or given one;
+  // the token embeddings given one.
+  bool leave_output = false;
+  std::string output_type, token_embd_type;
 };
+
+// llama-quantize's positional form, IN OUT TYPE [THREADS], into IN OUT with
+// --type (and -t). An error names what was given twice or is not a count.
+Status TakePositionalTypeAndThreads(QuantizeArgs* a) {
+  if (a->paths.size() < 3 || a->paths.size() > 4) return Status::Ok();
+  if (!a->type.empty()) {
+    return InvalidArgument(
+        fmt::format("the type is given twice: '{}' after the paths and --type {}", a->paths[2], a->type));
+  }
+  a->type = a->paths[2];
+  if (a->paths.size() == 4) {
+    const std::string& t = a->paths[3];
+    char* end = nullptr;
+    const long n = std::strtol(t.c_str(), &end, 10);
+    if (t.empty() || *end != '\0' || n < 1 || n > 4096) {
+      return InvalidArgument(
+          fmt::format("'{}' after the type is not a thread count (llama-quantize's IN OUT TYPE "
+                      "[THREADS])",
+                      t));
+    }
+    if (a->gptq.threads != 0) return InvalidArgument(fmt::format("the threads are given twice: {} and -t", t));
+    a->gptq.threads = static_cast<int>(n);
+  }
+  a->paths.resize(2);
+  return Status::Ok();
+}
 
 // Every entry of `im` must name a weight matrix of the model with its input
 // width (times the experts for stacked ones): an imatrix made for another
@@ -69,8 +101,13 @@ Status CheckImatrixFitsModel(const Imatrix& im, const ModelConfig& c, const std:
   return Status::Ok();
 }
 
-int Quantize(const QuantizeArgs& a, const RuntimeOptions& rt) {
-  if (a.paths.size() != 2) return ReportError("usage: infera quantize IN OUT.gguf --type T");
+int Quantize(const QuantizeArgs& args, const RuntimeOptions& rt) {
+  QuantizeArgs a = args;
+  if (Status st = TakePositionalTypeAndThreads(&a); !st.ok()) return ReportError(st);
+  if (a.paths.size() != 2) {
+    return ReportError("usage: infera quantize IN OUT.gguf --type T (or llama-quantize's IN OUT.gguf T [THREADS])");
+  }
+  if (a.type.empty()) return ReportError("no type: pass --type T (e.g. --type q4_k_m), or IN OUT.gguf T");
   if (Status st = CheckOutputNotInput(a.paths[1], {a.paths[0], a.tokenizer, a.imatrix}); !st.ok()) {
     return ReportError(st);
   }
@@ -134,7 +171,11 @@ int Quantize(const QuantizeArgs& a, const RuntimeOptions& rt) {
     if (a.gptq.calib_tokens < 16) return ReportError("--calib-tokens must be >= 16");
     if (Status st = CheckOutputNotInput(a.paths[1], {a.gptq.calib}); !st.ok()) return ReportError(st);
   }
-  struct Rule { std::string pattern; DType type; };
+  struct Rule {
+    std::string pattern;
+    DType type;
+    bool source = false;  // keep the tensor's source type (--leave-output-tensor)
+  };
   std::vector<Rule> rules;
   for (const auto& k : a.keep) {
     const auto eq = k.rfind('=');
@@ -142,6 +183,19 @@ int Quantize(const QuantizeArgs& a, const RuntimeOptions& rt) {
     auto t = ParseDTypeName(k.substr(eq + 1));
     if (!t || !CanQuantize(*t)) return ReportError("--keep: cannot write type '" + k.substr(eq + 1) + "'");
     rules.push_back({k.substr(0, eq), *t});
+  }
+  if (a.leave_output && !a.output_type.empty()) {
+    return ReportError("--leave-output-tensor and --output-tensor-type both set the output tensor's type; give one");
+  }
+  // --output-tensor-type / --token-embedding-type: after --keep's rules
+  // (the output tensor's name is known once the model is loaded, below).
+  std::optional<DType> output_type, token_embd_type;
+  for (const auto& [flag, name, out] : {std::tuple{"--output-tensor-type", &a.output_type, &output_type},
+                                        std::tuple{"--token-embedding-type", &a.token_embd_type, &token_embd_type}}) {
+    if (name->empty()) continue;
+    auto t = ParseDTypeName(*name);
+    if (!t || !CanQuantize(*t)) return ReportError(fmt::format("{}: cannot write type '{}'", flag, *name));
+    *out = *t;
   }
   std::optional<Imatrix> im;
   if (!a.imatrix.empty()) {
@@ -170,9 +224,15 @@ int Quantize(const QuantizeArgs& a, const RuntimeOptions& rt) {
     if (!p.ok()) return ReportError(p.status());
     plan = std::move(p).value();
   }
+  // llama-quantize's flags for the output tensor (the token embeddings when
+  // they are tied) and the token embeddings.
+  if (a.leave_output) rules.push_back({output_name, DType::kF32, /*source=*/true});
+  if (output_type) rules.push_back({output_name, *output_type});
+  if (token_embd_type) rules.push_back({GlobalTensorName(&ModelWeights::tok_embd), *token_embd_type});
   auto choose = [&](const std::string& name, const WeightMatrix& m) -> DType {
     for (const auto& r : rules) {
-      if (fnmatch(r.pattern.c_str(), name.c_str(), 0) == 0) return FallbackForShape(r.type, m.n_in);
+      if (fnmatch(r.pattern.c_str(), name.c_str(), 0) != 0) continue;
+      return r.source ? m.type : FallbackForShape(r.type, m.n_in);
     }
     if (auto it = plan.find(name); it != plan.end()) return it->second;
     return ChooseTensorType(*target, name, m.n_in, n_layer, output_name, a.pure);
@@ -266,10 +326,17 @@ int Quantize(const QuantizeArgs& a, const RuntimeOptions& rt) {
 
 CommandFn RegisterQuantize(CLI::App& app, const RuntimeOptions& rt) {
   auto a = std::make_shared<QuantizeArgs>();
-  app.add_option("paths", a->paths, "IN (GGUF, HF folder or llama2.c checkpoint) OUT.gguf")->required();
+  app.add_option("paths", a->paths,
+                 "IN (GGUF, HF folder or llama2.c checkpoint) OUT.gguf, or llama-quantize's IN OUT.gguf TYPE [THREADS]")
+      ->required();
   app.add_option("--type", a->type,
-                 "a type (w8a8, q8_0, q6_k, q5_k, q5_1, q5_0, q4_k, q4_1, q4_0, iq4_nl, iq4_xs, q3_k, iq3_s, q2_k, iq2_xs, f16, bf16, f32) or a "
-                 "llama.cpp mixture (q5_k_m, q5_k_s, q4_k_m, q4_k_s, q3_k_m)")->required();
+                 "a type (w8a8, q8_0, q6_k, q5_k, q5_1, q5_0, q4_k, q4_1, q4_0, iq4_nl, iq4_xs, q3_k, iq3_s, q2_k, "
+                 "iq2_xs, f16, bf16, f32) or a "
+                 "llama.cpp mixture (q5_k_m, q5_k_s, q4_k_m, q4_k_s, q3_k_m)");
+  app.add_flag("--leave-output-tensor", a->leave_output,
+               "keep the output tensor (the token embeddings when tied) in its source type (llama-quantize's flag)");
+  app.add_option("--output-tensor-type", a->output_type, "the output tensor's type (llama-quantize's flag)");
+  app.add_option("--token-embedding-type", a->token_embd_type, "the token embeddings' type (llama-quantize's flag)");
   app.add_option("--keep", a->keep, "PATTERN=TYPE: store tensors whose name matches the glob in TYPE (repeatable)");
   app.add_flag("--pure", a->pure, "every weight matrix in --type, the output tensor too (llama-quantize --pure)");
   app.add_option("--tokenizer", a->tokenizer, "tokenizer to embed (llama2.c checkpoints)");

@@ -79,6 +79,9 @@ constexpr ForeignFlag kFlags[] = {
     {"-mmp", Action::kDrop, Value::kRequired, nullptr,
      "infera maps the model file and repacks its weights at load; ignoring {}"},
     {"--progress", Action::kDrop, Value::kNone, nullptr, "infera bench prints each test as it ends; ignoring {}"},
+    {"--allow-requantize", Action::kDrop, Value::kNone, nullptr,
+     "infera quantize requantizes a quantized input (from its dequantized values) without being asked; ignoring {}"},
+    {"--keep-split", Action::kDrop, Value::kNone, nullptr, "infera quantize writes one file; ignoring {}"},
     {"--numa", Action::kDrop, Value::kRequired, nullptr, "infera does not place memory by NUMA node; ignoring {}"},
     {"--jinja", Action::kDrop, Value::kNone, nullptr,
      "infera runs the model's Jinja chat template by default; ignoring {}"},
@@ -155,7 +158,8 @@ constexpr const char kInferaSamplers[] =
 
 }  // namespace
 
-TranslatedArgs TranslateForeignFlags(const std::vector<std::string>& args) {
+TranslatedArgs TranslateForeignFlags(const std::vector<std::string>& args,
+                                     const std::function<bool(const std::string&)>& is_own) {
   TranslatedArgs out;
   // -ctk / -ctv: the one type they give, the first one's spelling, and where
   // its --kv-cache-type goes.
@@ -175,6 +179,10 @@ TranslatedArgs TranslateForeignFlags(const std::vector<std::string>& args) {
     const size_t eq = eq_at == arg.end() ? std::string::npos : static_cast<size_t>(eq_at - arg.begin());
     const std::string name = arg.rfind("--", 0) == 0 && eq != std::string::npos ? arg.substr(0, eq) : arg;
     const bool inline_value = name.size() != arg.size();
+    if (is_own && arg.size() > 1 && arg[0] == '-' && is_own(name)) {
+      out.args.push_back(arg);
+      continue;
+    }
     // The flag's value: after '=' or the next argument (null: none).
     auto value_of = [&]() -> const std::string* {
       if (inline_value) return nullptr;

@@ -11,6 +11,7 @@
 // Without this CLI11 would read `-ngl 99` as `-n gl` and fail obscurely.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,10 @@ struct TranslatedArgs {
   std::string error;               // non-empty: refuse with this message
 };
 
-// args: argv[1..argc). Arguments after a literal "--" are left alone.
-TranslatedArgs TranslateForeignFlags(const std::vector<std::string>& args);
+// args: argv[1..argc). Arguments after a literal "--" are left alone, and
+// so is a flag for which `is_own` is true (the command being run has an
+// option of that name: bench-serve's --timeout, quantize's --keep).
+TranslatedArgs TranslateForeignFlags(const std::vector<std::string>& args,
+                                     const std::function<bool(const std::string&)>& is_own = {});
 
 }  // namespace infera::cli

@@ -300,12 +300,18 @@ class FamiliarCliTest(unittest.TestCase):
         for args, needle in ((["--mirostat", "2"], "no mirostat sampler"), (["--typical", "0.9"], "locally typical"),
                              (["--dry-multiplier", "0.8"], "no DRY sampler"), (["--xtc-probability"], "needs a value")):
             one_error_line(self, infera("run", "-p", "x", *args), needle=needle)
-        # --keep is --context-keep; --log-disable is --log-level off.
+        # --keep is run's --context-keep (quantize keeps its own --keep: test_quantize.py); --log-disable is
+        # --log-level off.
         r = infera("run", "-m", MODEL, "--context-shift", "--keep", "4", "--log-disable", "-p", "In the beginning",
                    "-n", "3", "--temp", "0")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout, plain.stdout)
         one_error_line(self, infera("run", "--keep", "-1", "-p", "x"), needle="--context-keep")
+        # A command's own option of a foreign flag's name keeps its meaning
+        # (bench-serve --timeout is not serve's -to / --timeout).
+        r = infera("bench-serve", "--url", "http://127.0.0.1:1", "--timeout", "5", "--num-prompts", "1")
+        self.assertNotIn("--read-timeout", r.stderr.decode())
+        self.assertIn("requests failed", r.stderr.decode())
         # llama-server's and vLLM's names for serve's options.
         with Server("-m", MODEL, "-a", "kjv", "--metrics", "--no-webui", "-to", "45", "--threads-http", "2",
                     "--disable-log-requests", "--gpu-memory-utilization", "0.9", "-ctk", "q8_0") as srv:

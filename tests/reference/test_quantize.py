@@ -80,6 +80,49 @@ class QuantizeTest(unittest.TestCase):
                                capture_output=True, text=True)
             self.assertEqual(r.returncode, 2)
 
+    def test_llama_quantize_command_line(self):
+        """llama-quantize's spellings: IN OUT TYPE [THREADS] writes the same
+        bytes as --type; --leave-output-tensor, --output-tensor-type and
+        --token-embedding-type set those tensors' types; conflicts are one
+        error line, exit 2, nothing written."""
+        src = os.path.join(TS3M, "tinystories-3m-f32.gguf")
+
+        def quantize(out, *args):
+            r = subprocess.run([INFERA, "quantize", src, out, *args], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            return qr.read_gguf_tensors(out), r.stderr
+
+        with tempfile.TemporaryDirectory() as d:
+            flag, _ = quantize(os.path.join(d, "flag.gguf"), "--type", "q4_k_m")
+            for args in (["Q4_K_M"], ["q4_k_m", "2"]):
+                positional, _ = quantize(os.path.join(d, "pos.gguf"), *args)
+                self.assertEqual(positional, flag, args)
+            t, _ = quantize(os.path.join(d, "leave.gguf"), "q4_0", "--leave-output-tensor")
+            self.assertEqual(qr.TYPES[t["output.weight"][0]][0], "f32")
+            self.assertEqual(qr.TYPES[t["blk.0.attn_q.weight"][0]][0], "q4_0")
+            t, _ = quantize(os.path.join(d, "types.gguf"), "q4_0", "--output-tensor-type", "q8_0",
+                            "--token-embedding-type", "f16")
+            self.assertEqual(qr.TYPES[t["output.weight"][0]][0], "q8_0")
+            self.assertEqual(qr.TYPES[t["token_embd.weight"][0]][0], "f16")
+            # A quantized input is requantized (llama-quantize asks for --allow-requantize).
+            r = subprocess.run([INFERA, "quantize", "--allow-requantize", os.path.join(d, "flag.gguf"),
+                                os.path.join(d, "re.gguf"), "q8_0"], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("ignoring --allow-requantize", r.stderr)
+            self.assertEqual(qr.TYPES[qr.read_gguf_tensors(os.path.join(d, "re.gguf"))["blk.0.attn_q.weight"][0]][0],
+                             "q8_0")
+            out = os.path.join(d, "never.gguf")
+            for args, needle in ((["q4_0", "--type", "q8_0"], "given twice"), (["q4_0", "two"], "thread count"),
+                                 (["q4_0", "2", "-t", "2"], "threads are given twice"), ([], "no type"),
+                                 (["q4_0", "--leave-output-tensor", "--output-tensor-type", "q8_0"], "give one"),
+                                 (["q4_0", "--output-tensor-type", "zz"], "cannot write type 'zz'")):
+                r = subprocess.run([INFERA, "quantize", src, out, *args], capture_output=True, text=True)
+                self.assertEqual(r.returncode, 2, (args, r.stderr))
+                lines = r.stderr.strip().splitlines()
+                self.assertEqual(len(lines), 1, (args, lines))
+                self.assertIn(needle, lines[0], args)
+                self.assertFalse(os.path.exists(out), args)
+
     def test_non_finite_weights_are_refused(self):
         """A NaN weight: one clear line, exit 2, nothing written, for the
         plain types and for the codebook searches (which used to abort)."""
