@@ -207,6 +207,18 @@ int RunEval(const EvalArgs& a, const RuntimeOptions& rt) {
 
 }  // namespace
 
+int RunTaskEval(const std::string& model, const std::string& file, const std::string& format, int limit, int threads,
+                bool json, const RuntimeOptions& rt) {
+  EvalArgs a;
+  a.model = model;
+  a.file = file;
+  a.format = format;
+  a.limit = limit;
+  a.threads = threads;
+  a.json = json;
+  return RunEval(a, rt);
+}
+
 CommandFn RegisterEval(CLI::App& app, const RuntimeOptions& rt) {
   auto a = std::make_shared<EvalArgs>();
   app.add_option("-m,--model", a->model, "model (default: the bundled model)");

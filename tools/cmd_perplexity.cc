@@ -36,6 +36,10 @@ struct PplArgs {
   bool json = false;
   std::string kv_type = "f32";
   ParallelFlags parallel;
+  // llama-perplexity's task scores, run as `infera eval`: the first N tasks
+  // (llama.cpp picks N at random; its --hellaswag-tasks default is 400).
+  bool hellaswag = false, winogrande = false, multiple_choice = false;
+  int hellaswag_tasks = 400, winogrande_tasks = 0, multiple_choice_tasks = 0;
 };
 
 constexpr char kKldMagic[8] = {'I', 'N', 'F', 'K', 'L', 'D', '1', '\0'};
@@ -79,6 +83,23 @@ int Perplexity(const PplArgs& args, const RuntimeOptions& rt_in) {
   a.threads = rt.threads;
   if (ps.rank() != 0) return ps.RunWorker(ModelPathOrDefault(a.model), rt);
   if (a.file.empty()) return ReportError("--file is required");
+  if (a.hellaswag + a.winogrande + a.multiple_choice > 1) {
+    return ReportError("--hellaswag, --winogrande and --multiple-choice: give one");
+  }
+  if (a.hellaswag || a.winogrande || a.multiple_choice) {
+    if (a.kld || !a.kld_base.empty() || ps.split()) {
+      return ReportError(
+          "a task score (--hellaswag, --winogrande, --multiple-choice) does not combine with "
+          "--kl-divergence or --tp / --pp");
+    }
+    const int limit = a.hellaswag ? a.hellaswag_tasks : a.winogrande ? a.winogrande_tasks : a.multiple_choice_tasks;
+    if (limit < 0) return ReportError("the task count must be >= 0 (0: every task)");
+    return RunTaskEval(a.model, a.file,
+                       a.hellaswag    ? "hellaswag"
+                       : a.winogrande ? "winogrande"
+                                      : "multiple-choice",
+                       limit, a.threads, a.json, rt);
+  }
   if (a.ctx != 0 && a.ctx < 4) return ReportError("--ctx must be >= 4");
   if (a.chunks == 0 || a.chunks < -1) return ReportError("--chunks must be > 0");
   if (a.batch <= 0 || a.threads < 0) return ReportError("--batch-size must be > 0 and --threads >= 0");
@@ -251,6 +272,13 @@ CommandFn RegisterPerplexity(CLI::App& app, const RuntimeOptions& rt) {
   app.add_flag("--kl-divergence", a->kld, "compare against --kl-divergence-base: mean KL divergence and top-1 agreement");
   app.add_flag("--json", a->json, "print one JSON object");
   app.add_option("--kv-cache-type", a->kv_type, "f32 (default), bf16 (bf16 attention products) or q8: int8 K/V with a scale per token and KV head");
+  app.add_flag("--hellaswag", a->hellaswag, "score HellaSwag tasks in -f (llama.cpp's 6-line format), as infera eval");
+  app.add_option("--hellaswag-tasks", a->hellaswag_tasks, "the first N tasks (0: all)");
+  app.add_flag("--winogrande", a->winogrande, "score WinoGrande tasks in -f (llama.cpp's CSV), as infera eval");
+  app.add_option("--winogrande-tasks", a->winogrande_tasks, "the first N tasks (0: all)");
+  app.add_flag("--multiple-choice", a->multiple_choice,
+               "score llama.cpp's binary multiple-choice tasks in -f, as infera eval");
+  app.add_option("--multiple-choice-tasks", a->multiple_choice_tasks, "the first N tasks (0: all)");
   AddParallelFlags(app, &a->parallel);
   return [a, &rt]() { return Perplexity(*a, rt); };
 }

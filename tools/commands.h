@@ -31,4 +31,9 @@ CommandFn RegisterBenchServe(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterTop(CLI::App& app, const RuntimeOptions& rt);
 CommandFn RegisterDeploy(CLI::App& app, const RuntimeOptions& rt);
 
+// `infera eval` of one task file (format as --format; limit 0: every task):
+// what llama-perplexity's --hellaswag / --winogrande / --multiple-choice run.
+int RunTaskEval(const std::string& model, const std::string& file, const std::string& format, int limit, int threads,
+                bool json, const RuntimeOptions& rt);
+
 }  // namespace infera::cli

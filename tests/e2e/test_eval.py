@@ -2,7 +2,9 @@
 fixture's held-out text by tools/py/make_eval_tasks.py, in every format
 (the same tasks as JSONL and as llama.cpp's hellaswag text score the same),
 a winogrande CSV, LAMBADA-style passages; batched scoring equals one-at-a-
-time scoring; bad task files are refused with one line and exit 2."""
+time scoring; bad task files are refused with one line and exit 2;
+llama-perplexity's --hellaswag / --winogrande / --multiple-choice score the
+same."""
 import json
 import os
 import subprocess
@@ -23,6 +25,20 @@ def run_eval(*args):
     return r, (json.loads(r.stdout) if r.returncode == 0 else None)
 
 
+def as_perplexity(*args):
+    """llama-perplexity's spelling of a task score (--hellaswag, ...): the
+    same scores as eval's (its timing left out)."""
+    r = subprocess.run([INFERA, "--log-level", "warn", "perplexity", "--json", *args], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    j.pop("seconds")
+    return j
+
+
+def without_seconds(j):
+    return {k: v for k, v in j.items() if k != "seconds"}
+
+
 class EvalTest(unittest.TestCase):
     def test_shipped_kjv_tasks(self):
         _, j1 = run_eval("-f", os.path.join(KJV_EVAL, "kjv-continuation.jsonl"), *SHIPPED_LIMIT)
@@ -40,6 +56,19 @@ class EvalTest(unittest.TestCase):
             # Four endings: chance is 25 %; the model knows its Bible.
             self.assertGreater(j1["acc_norm"], 0.45)
             self.assertGreater(lam["acc"], 0.15)
+
+    def test_llama_perplexity_hellaswag_flags(self):
+        f = os.path.join(KJV_EVAL, "kjv-continuation.txt")
+        _, j = run_eval("-f", f, "--format", "hellaswag", "--limit", "40")
+        self.assertEqual(as_perplexity("-f", f, "--hellaswag", "--hellaswag-tasks", "40"), without_seconds(j))
+        for args, needle in ((["--hellaswag", "--winogrande"], "give one"),
+                             (["--hellaswag", "--kl-divergence"], "does not combine"),
+                             (["--hellaswag", "--hellaswag-tasks", "-1"], ">= 0")):
+            r = subprocess.run([INFERA, "perplexity", "-f", f, *args], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2, (args, r.stderr))
+            lines = r.stderr.strip().splitlines()
+            self.assertEqual(len(lines), 1, (args, lines))
+            self.assertIn(needle, lines[0], args)
 
     def test_batched_equals_one_at_a_time(self):
         f = os.path.join(KJV_EVAL, "kjv-continuation.jsonl")
@@ -76,6 +105,9 @@ class EvalTest(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual((j["format"], j["tasks"]), ("winogrande", 3))
             self.assertGreaterEqual(j["acc"], 2 / 3)
+            self.assertEqual(as_perplexity("-f", p, "--winogrande"), without_seconds(j))
+            _, j2 = run_eval("-f", p, "--limit", "2")
+            self.assertEqual(as_perplexity("-f", p, "--winogrande", "--winogrande-tasks", "2"), without_seconds(j2))
 
     def test_llama_cpp_multiple_choice_binary(self):
         import struct
@@ -103,6 +135,7 @@ class EvalTest(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual((j["format"], j["tasks"]), ("multiple-choice", 3))
             self.assertGreaterEqual(j["acc_norm"], 2 / 3)
+            self.assertEqual(as_perplexity("-f", p, "--multiple-choice"), without_seconds(j))
             with open(p, "wb") as f:
                 f.write(blob[:len(blob) - 7])
             r, _ = run_eval("-f", p)
