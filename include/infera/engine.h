@@ -184,6 +184,9 @@ struct RequestOutput {
   std::vector<float> embedding;
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
+  // On the last output of a request ended by a stop string: that string
+  // (empty when an end-of-generation token or a grammar ended it).
+  std::string stop_string;
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
   int32_t cached_tokens = 0;    // prompt tokens served from the prefix cache

@@ -156,6 +156,7 @@ struct Engine::Impl {
       o.text += r.stops.Push(r.decoder->Flush(), &stopped);
       if (!stopped) o.text += r.stops.Flush();
     }
+    if (why == FinishReason::kStop) o.stop_string = r.stops.matched();
     Describe(id, r, &o);
     if (offload && !r.params.session_id.empty() && why != FinishReason::kError && sched.Has(id)) {
       if (sessions.size() >= kMaxSessions && !sessions.count(r.params.session_id)) sessions.erase(sessions.begin());

@@ -17,7 +17,13 @@ std::string StopChecker::Push(std::string_view text, bool* stopped) {
     return out;
   }
   size_t first = std::string::npos;
-  for (const auto& s : stops_) first = std::min(first, held_.find(s));
+  for (const auto& s : stops_) {
+    const size_t at = held_.find(s);
+    if (at < first) {
+      first = at;
+      matched_ = s;
+    }
+  }
   if (first != std::string::npos) {
     std::string out = held_.substr(0, first);
     held_.clear();

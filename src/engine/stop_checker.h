@@ -18,10 +18,13 @@ class StopChecker {
   std::string Push(std::string_view text, bool* stopped);
   // Releases held-back text (generation ended without a stop string).
   std::string Flush();
+  // The stop string Push found ("" until one is found).
+  const std::string& matched() const { return matched_; }
 
  private:
   std::vector<std::string> stops_;
   std::string held_;
+  std::string matched_;
 };
 
 }  // namespace infera

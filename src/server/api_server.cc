@@ -163,6 +163,9 @@ constexpr Route kRoutes[] = {
     {"/ready", false, kGet, false, "/ready"},
     {"/metrics", false, kGet, false, "/metrics"},
     {"/v1/completions", false, kPost, true, "/v1/completions"},
+    // llama-server's own completion API (CompletionSpec::native).
+    {"/completion", false, kPost, true, "/completion"},
+    {"/completions", false, kPost, true, "/completion"},
     {"/v1/chat/completions", false, kPost, true, "/v1/chat/completions"},
     {"/v1/embeddings", false, kPost, true, "/v1/embeddings"},
     {"/v1/models", false, kGet, true, "/v1/models"},
@@ -266,7 +269,7 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
     return SendError(resp, Error(503, "the server failed and is restarting", "service_unavailable", "failed"));
   }
   if (path == "/v1/embeddings") return HandleEmbeddings(req, resp);
-  HandleCompletion(req, resp, chat, trace, request_id);
+  HandleCompletion(req, resp, chat, trace, request_id, /*native=*/path == "/completion" || path == "/completions");
 }
 
 void ApiServer::HandleEmbeddings(const HttpRequest& req, const std::shared_ptr<Responder>& resp) {
@@ -461,10 +464,25 @@ void ApiServer::HandleSession(const HttpRequest& req, const std::shared_ptr<Resp
 }
 
 void ApiServer::HandleCompletion(const HttpRequest& req, const std::shared_ptr<Responder>& resp, bool chat,
-                                 const TraceContext& trace, const std::string& id) {
+                                 const TraceContext& trace, const std::string& id, bool native) {
   CompletionSpec spec;
   ApiError err;
   if (!ParseCompletionRequest(req.body, chat, MakeParseContext(), &spec, &err)) return SendError(resp, err);
+  if (native) {
+    // llama-server's answer has one content: one prompt, one choice, no
+    // OpenAI log-probabilities or echo (its n_probs is refused as on every
+    // endpoint).
+    if (spec.prompts.size() != 1) {
+      return SendError(resp, BadValue("prompt", "/completion takes one prompt; /v1/completions takes several"));
+    }
+    if (spec.n != 1 || spec.echo || spec.logprobs) {
+      return SendError(resp, BadValue(spec.n != 1 ? "n"
+                                      : spec.echo ? "echo"
+                                                  : "logprobs",
+                                      "/completion returns one text without log-probabilities; use /v1/completions"));
+    }
+    spec.native = true;
+  }
   if (spec.params.session_id.empty() && !req.Header("x-session-id").empty()) {
     spec.params.session_id = std::string(req.Header("x-session-id"));
     if (!ValidSessionId(spec.params.session_id)) {
@@ -491,7 +509,7 @@ void ApiServer::HandleCompletion(const HttpRequest& req, const std::shared_ptr<R
   obs.exporter = opts_.exporter;
   obs.log_request = Sampled(id);
   obs.log_prompts = opts_.log_prompts;
-  obs.endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
+  obs.endpoint = chat ? "/v1/chat/completions" : native ? "/completion" : "/v1/completions";
   auto job = std::make_shared<CompletionJob>(std::move(spec), resp, backend_.engine, backend_.tokenizer, id,
                                              UnixSeconds(), opts_.served_model_name, std::move(obs));
   job->Start();

@@ -98,7 +98,7 @@ class ApiServer {
   // GET /: the web chat page (web/chat.html), or 404 with --no-web-ui.
   void HandleWebUi(const std::shared_ptr<Responder>& resp) const;
   void HandleCompletion(const HttpRequest& req, const std::shared_ptr<Responder>& resp, bool chat,
-                        const TraceContext& trace, const std::string& request_id);
+                        const TraceContext& trace, const std::string& request_id, bool native = false);
   static const char* StateName(State state);  // "loading", "ready", "draining", "failed"
   void HandleHealth(const std::shared_ptr<Responder>& resp, State state) const;
   void HandleReady(const std::shared_ptr<Responder>& resp, State state) const;

@@ -203,7 +203,55 @@ json CompletionJob::Usage() const {
 
 void CompletionJob::SendEvent(const json& j) { resp_->Send("data: " + DumpJson(j) + "\n\n"); }
 
+json CompletionJob::NativeResult(const Choice& c, const std::string& content) const {
+  const int64_t prompt_tokens = static_cast<int64_t>(spec_.prompts[c.prompt_index].size());
+  // llama-server's timings: the prompt tokens computed (not those from the
+  // cache) and the generated ones, with their milliseconds.
+  const int64_t prompt_n = prompt_tokens - c.cached_tokens;
+  const double prompt_ms = c.prefill_s * 1e3;
+  const double predicted_ms =
+      c.has_first ? std::chrono::duration<double, std::milli>(c.t_done - c.t_first).count() : 0.0;
+  const int32_t predicted_n = c.completion_tokens;
+  const json timings = {{"prompt_n", prompt_n},
+                        {"prompt_ms", prompt_ms},
+                        {"prompt_per_token_ms", prompt_n > 0 ? prompt_ms / prompt_n : 0.0},
+                        {"prompt_per_second", prompt_ms > 0 ? 1e3 * prompt_n / prompt_ms : 0.0},
+                        {"predicted_n", predicted_n},
+                        {"predicted_ms", predicted_ms},
+                        {"predicted_per_token_ms", predicted_n > 0 ? predicted_ms / predicted_n : 0.0},
+                        {"predicted_per_second", predicted_ms > 0 ? 1e3 * predicted_n / predicted_ms : 0.0}};
+  const std::string finish = c.finish_reason ? c.finish_reason : "";
+  const char* stop_type = finish == "stop" ? (c.stop_string.empty() ? "eos" : "word") : "limit";
+  return {{"index", 0},
+          {"content", content},
+          {"tokens", json::array()},
+          {"id_slot", -1},
+          {"stop", true},
+          {"model", model_},
+          {"tokens_predicted", predicted_n},
+          {"tokens_evaluated", prompt_tokens},
+          {"tokens_cached", c.cached_tokens},
+          {"prompt", spec_.prompt_texts[c.prompt_index]},
+          {"truncated", false},
+          {"stop_type", stop_type},
+          {"stopping_word", c.stop_string},
+          {"timings", timings}};
+}
+
 void CompletionJob::SendChunk(size_t index, const std::string& text, const json& logprobs, const char* finish) {
+  if (spec_.native) {
+    // llama-server's chunks: text only; the final object follows in Finish.
+    if (finish != nullptr) return;
+    const Choice& c = choices_[index];
+    SendEvent({{"index", 0},
+               {"content", text},
+               {"tokens", json::array()},
+               {"stop", false},
+               {"id_slot", -1},
+               {"tokens_predicted", c.completion_tokens},
+               {"tokens_evaluated", spec_.prompts[c.prompt_index].size()}});
+    return;
+  }
   json choice = {{"index", index}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
   if (finish != nullptr) choice["finish_reason"] = finish;
   json chunk = {{"id", id_}, {"created", created_}, {"model", model_}};
@@ -322,6 +370,8 @@ void CompletionJob::OnOutput(size_t index, const RequestOutput& o) {
   if (!o.finished) return;
   c.done = true;
   c.finish_reason = FinishReasonString(o.finish_reason);
+  c.stop_string = o.stop_string;
+  c.prefill_s = o.ttft_seconds;
   if (o.finish_reason == FinishReason::kError) {
     error_ = o.error;
     unavailable_ = o.error_code == StatusCode::kUnavailable;
@@ -425,6 +475,15 @@ void CompletionJob::Finish() {
     } else {
       resp_->Respond(error_status, "application/json", err.ToJson());
     }
+    return;
+  }
+  if (spec_.stream && spec_.native) {  // llama-server ends its stream with the final object, no [DONE]
+    SendEvent(NativeResult(choices_[0], ""));
+    resp_->End();
+    return;
+  }
+  if (spec_.native) {
+    resp_->Respond(200, "application/json", DumpJson(NativeResult(choices_[0], choices_[0].text)));
     return;
   }
   if (spec_.stream) {

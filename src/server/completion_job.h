@@ -1,4 +1,4 @@
-// One /v1/completions or /v1/chat/completions request in flight: its choices
+// One /v1/completions, /v1/chat/completions or /completion request in flight: its choices
 // (n per prompt), each an engine request, and the response they build up —
 // server-sent event chunks as tokens arrive, or one JSON object at the end.
 //
@@ -64,6 +64,8 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     bool siblings_submitted = false;  // first choice of a prompt: the other n - 1 were submitted
     std::string log_text;  // the output, kept for the log line with --log-prompts when streaming
     std::shared_ptr<ToolCallStream> tool_stream;  // streaming with tools: holds back call text
+    std::string stop_string;                      // the stop string that ended it ("": none)
+    double prefill_s = 0;                         // first scheduled to first token
   };
 
   // Submits choice `index` to the engine. Requires mu_.
@@ -93,6 +95,9 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   Totals Count() const;
   nlohmann::json Usage() const;
   void SendChunk(size_t index, const std::string& text, const nlohmann::json& logprobs, const char* finish);
+  // llama-server's final /completion object for choice `c` with `content`
+  // (its whole text; "" as the last chunk of a stream).
+  nlohmann::json NativeResult(const Choice& c, const std::string& content) const;
   void SendEvent(const nlohmann::json& j);
   void Finish();
   // The request's log line and spans (at Finish). Requires mu_.

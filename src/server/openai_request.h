@@ -59,6 +59,10 @@ struct CompletionSpec {
   bool include_usage = false;
   bool echo = false;
   bool logprobs = false;      // return log-probabilities (params.logprobs = top count)
+  // llama-server's /completion: the answer in its shape ({content, stop,
+  // stop_type, timings, ...}; streamed as such chunks, no [DONE]). One
+  // prompt, n = 1.
+  bool native = false;
   // Chat with tools (tool_choice not "none"): the reply is parsed for calls
   // in this format. tool_named: a named tool_choice (kJson replies are then
   // that function's arguments).

@@ -139,6 +139,51 @@ class ServerTest(unittest.TestCase):
         st, d = self.srv.json("POST", "/detokenize", {"tokens": t["tokens"]})
         self.assertEqual((st, d["content"].strip()), (200, "And God said"))
 
+    def test_llama_server_completion_endpoint(self):
+        """llama-server's /completion (and /completions): the same text as
+        /v1/completions, in its shape: content, stop, stop_type (limit, word
+        with the stopping word, eos), token counts and timings; streamed as
+        content chunks ending with the final object, without [DONE]."""
+        body = {"prompt": "In the beginning", "n_predict": 12, "temperature": 0}
+        st, v1 = self.srv.json("POST", "/v1/completions", body)
+        self.assertEqual(st, 200, v1)
+        for path in ("/completion", "/completions"):
+            st, b = self.srv.json("POST", path, dict(body, cache_prompt=True, id_slot=-1))
+            self.assertEqual(st, 200, b)
+            self.assertEqual(b["content"], v1["choices"][0]["text"])
+            self.assertEqual((b["stop"], b["stop_type"], b["stopping_word"]), (True, "limit", ""))
+            self.assertEqual((b["tokens_predicted"], b["tokens_evaluated"]), (12, v1["usage"]["prompt_tokens"]))
+            self.assertEqual(b["prompt"], "In the beginning")
+            t = b["timings"]
+            self.assertEqual(t["predicted_n"], 12)
+            self.assertEqual(t["prompt_n"] + b["tokens_cached"], b["tokens_evaluated"])
+            self.assertGreater(t["predicted_ms"], 0)
+            self.assertGreater(t["predicted_per_second"], 0)
+        # A stop string: the text before it, and which one.
+        word = v1["choices"][0]["text"].split()[2]
+        st, b = self.srv.json("POST", "/completion", dict(body, stop=["zzz", word]))
+        self.assertEqual((st, b["stop_type"], b["stopping_word"]), (200, "word", word))
+        self.assertTrue(v1["choices"][0]["text"].startswith(b["content"] + word), (b["content"], word))
+        # A grammar that ends: stop_type eos (nothing more may follow).
+        st, b = self.srv.json("POST", "/completion", dict(body, grammar='root ::= "Amen."'))
+        self.assertEqual((st, b["content"], b["stop_type"]), (200, "Amen.", "eos"))
+        # Streamed: content chunks, then the final object with empty content.
+        _, events = sse_request(self.srv.port, "/completion", dict(body, stream=True))
+        self.assertNotIn("[DONE]", events)
+        self.assertTrue(all(e["stop"] is False for e in events[:-1]))
+        self.assertEqual("".join(e["content"] for e in events[:-1]), v1["choices"][0]["text"])
+        self.assertEqual([e["tokens_predicted"] for e in events[:-1]], list(range(1, 13)))
+        last = events[-1]
+        self.assertEqual((last["stop"], last["content"], last["stop_type"], last["tokens_predicted"]),
+                         (True, "", "limit", 12))
+        # One prompt, one text: the OpenAI endpoint's other forms are 400 here.
+        for extra, param in (({"prompt": ["a", "b"]}, "prompt"), ({"n": 2}, "n"), ({"logprobs": 2}, "logprobs"),
+                             ({"n_probs": 3}, "n_probs")):
+            st, b = self.srv.json("POST", "/completion", dict(body, **extra))
+            self.assertEqual(st, 400, (extra, b))
+            assert_error_object(self, b)
+            self.assertEqual(b["error"]["param"], param)
+
     def test_prompt_forms_n_echo_and_logprobs(self):
         st, t = self.srv.json("POST", "/tokenize", {"content": "The earth"})
         st, b = self.srv.json("POST", "/v1/completions",

@@ -27,8 +27,10 @@ TEST(StopChecker, StopsAcrossChunksAndDropsTheStop) {
   std::string out = s.Push("Hi there\nUs", &stopped);
   EXPECT_EQ(out, "Hi there");
   EXPECT_FALSE(stopped);
+  EXPECT_EQ(s.matched(), "");
   EXPECT_EQ(s.Push("er: more", &stopped), "");
   EXPECT_TRUE(stopped);
+  EXPECT_EQ(s.matched(), "\nUser:");
 }
 
 TEST(StopChecker, EarliestStopWins) {
@@ -36,6 +38,7 @@ TEST(StopChecker, EarliestStopWins) {
   bool stopped;
   EXPECT_EQ(s.Push("xxabc", &stopped), "xx");  // "abc" starts before "b"
   EXPECT_TRUE(stopped);
+  EXPECT_EQ(s.matched(), "abc");
 }
 
 TEST(StopChecker, FlushReturnsHeldText) {
