@@ -276,6 +276,7 @@ class Engine {
   void OffloadStats(EngineStats* s) const;
   int32_t max_model_len() const;
   int32_t n_vocab() const;
+  int32_t max_num_seqs() const;  // sequences in one batch (EngineOptions::max_num_seqs)
 
  private:
   int32_t ResolveMaxTokens(size_t prompt_len, int32_t max_tokens) const;

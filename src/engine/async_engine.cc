@@ -13,7 +13,10 @@ StatusOr<std::unique_ptr<AsyncEngine>> AsyncEngine::Create(const Model& model, c
 }
 
 AsyncEngine::AsyncEngine(std::unique_ptr<Engine> engine)
-    : engine_(std::move(engine)), max_model_len_(engine_->max_model_len()), n_vocab_(engine_->n_vocab()) {
+    : engine_(std::move(engine)),
+      max_model_len_(engine_->max_model_len()),
+      n_vocab_(engine_->n_vocab()),
+      max_num_seqs_(engine_->max_num_seqs()) {
   stats_ = engine_->Stats();
   loop_ = std::thread([this] { Loop(); });
 }

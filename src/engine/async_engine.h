@@ -44,6 +44,7 @@ class AsyncEngine {
   EngineStats Stats() const;
   int32_t max_model_len() const { return max_model_len_; }
   int32_t n_vocab() const { return n_vocab_; }
+  int32_t max_num_seqs() const { return max_num_seqs_; }
   // Called on the loop thread after every step that computed tokens, with
   // the stats after it. Set before the first Submit; must not block.
   void SetStepObserver(std::function<void(const EngineStats&)> fn) { step_observer_ = std::move(fn); }
@@ -76,6 +77,7 @@ class AsyncEngine {
   std::unique_ptr<Engine> engine_;  // used by the loop thread only (Check: any thread)
   const int32_t max_model_len_;
   const int32_t n_vocab_;
+  const int32_t max_num_seqs_;
 
   mutable std::mutex mu_;             // guards everything below
   std::condition_variable work_cv_;   // loop: new work or stop

@@ -414,6 +414,7 @@ bool Engine::HasWork() const { return !impl_->reqs.empty(); }
 
 int32_t Engine::max_model_len() const { return impl_->opts.max_model_len; }
 int32_t Engine::n_vocab() const { return impl_->model.config.n_vocab; }
+int32_t Engine::max_num_seqs() const { return impl_->opts.max_num_seqs; }
 
 EngineStats Engine::Stats() const {
   const Impl& m = *impl_;

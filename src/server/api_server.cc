@@ -171,6 +171,8 @@ constexpr Route kRoutes[] = {
     {"/v1/models", false, kGet, true, "/v1/models"},
     {"/v1/models/", true, kGet, true, "/v1/models/{id}"},
     {"/tokenize", false, kPost, true, "/tokenize"},
+    {"/props", false, kGet, true, "/props"},
+    {"/apply-template", false, kPost, true, "/apply-template"},
     {"/detokenize", false, kPost, true, "/detokenize"},
     {"/admin/log-level", false, kGet | kPost, true, "/admin/log-level"},
     {"/v1/sessions/", true, kPost | kDelete, true, "/v1/sessions/{id}"},
@@ -258,6 +260,8 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
   }
   if (path.rfind("/v1/models", 0) == 0) return HandleModels(req, resp);
   if (path == "/tokenize") return HandleTokenize(req, resp);
+  if (path == "/props") return HandleProps(resp);
+  if (path == "/apply-template") return HandleApplyTemplate(req, resp);
   if (path.rfind("/v1/sessions/", 0) == 0) return HandleSession(req, resp);
   if (path == "/detokenize") return HandleDetokenize(req, resp);
   if (state == State::kDraining) {
@@ -571,6 +575,46 @@ void ApiServer::HandleTokenize(const HttpRequest& req, const std::shared_ptr<Res
               {"count", ids.size()},
               {"max_model_len", backend_.engine->max_model_len()}};
   SendJson(resp, 200, out);
+}
+
+void ApiServer::HandleProps(const std::shared_ptr<Responder>& resp) const {
+  // The defaults a completion request gets: those of an empty one, parsed.
+  CompletionSpec spec;
+  ApiError err;
+  if (!ParseCompletionRequest(R"({"prompt": ""})", /*chat=*/false, MakeParseContext(), &spec, &err)) {
+    return SendError(resp, err);
+  }
+  const SamplingParams& sp = spec.params.sampling;
+  const json params = {{"n_predict", spec.params.max_tokens},
+                       {"temperature", sp.temperature},
+                       {"top_k", sp.top_k},
+                       {"top_p", sp.top_p},
+                       {"min_p", sp.min_p},
+                       {"repeat_penalty", sp.repetition_penalty},
+                       {"repeat_last_n", sp.penalty_last_n},
+                       {"presence_penalty", sp.presence_penalty},
+                       {"frequency_penalty", sp.frequency_penalty},
+                       {"seed", -1}};
+  const ChatTemplate& t = backend_.chat_template;
+  SendJson(resp, 200,
+           {{"default_generation_settings", {{"n_ctx", backend_.engine->max_model_len()}, {"params", params}}},
+            {"total_slots", backend_.engine->max_num_seqs()},
+            {"model_alias", opts_.served_model_name},
+            {"chat_template", t.jinja_source().empty() ? t.Name() : t.jinja_source()},
+            {"build_info", opts_.commit.empty() ? opts_.version : opts_.version + "-" + opts_.commit},
+            {"modalities", {{"vision", false}, {"audio", false}}}});
+}
+
+void ApiServer::HandleApplyTemplate(const HttpRequest& req, const std::shared_ptr<Responder>& resp) const {
+  // The chat request's prompt as the template renders it (checked as a
+  // chat completion request is).
+  ParseContext ctx = MakeParseContext();
+  ctx.limits.max_model_len = std::numeric_limits<int32_t>::max();  // rendering, not generating
+  ctx.render_chat_text = true;
+  CompletionSpec spec;
+  ApiError err;
+  if (!ParseCompletionRequest(req.body, /*chat=*/true, ctx, &spec, &err)) return SendError(resp, err);
+  SendJson(resp, 200, {{"prompt", spec.chat_text}});
 }
 
 void ApiServer::HandleDetokenize(const HttpRequest& req, const std::shared_ptr<Responder>& resp) const {

@@ -97,6 +97,10 @@ class ApiServer {
   void HandleEmbeddings(const HttpRequest& req, const std::shared_ptr<Responder>& resp);
   // GET /: the web chat page (web/chat.html), or 404 with --no-web-ui.
   void HandleWebUi(const std::shared_ptr<Responder>& resp) const;
+  // GET /props (llama-server's): context, the completion defaults, slots,
+  // chat template. POST /apply-template: a chat's rendered prompt.
+  void HandleProps(const std::shared_ptr<Responder>& resp) const;
+  void HandleApplyTemplate(const HttpRequest& req, const std::shared_ptr<Responder>& resp) const;
   void HandleCompletion(const HttpRequest& req, const std::shared_ptr<Responder>& resp, bool chat,
                         const TraceContext& trace, const std::string& request_id, bool native = false);
   static const char* StateName(State state);  // "loading", "ready", "draining", "failed"

@@ -303,6 +303,11 @@ bool ParseMessages(const nlohmann::ordered_json& obody, const ToolRequest& treq,
   if (!r->ok()) return false;
   auto ids = EncodeChat(*ctx.tokenizer, tmpl, chat, add_generation_prompt, chat_opts);
   if (!ids.ok()) return r->Fail("messages", std::string(ids.status().message()));
+  if (ctx.render_chat_text) {
+    auto text = RenderChatText(*ctx.tokenizer, tmpl, chat, add_generation_prompt, chat_opts);
+    if (!text.ok()) return r->Fail("messages", std::string(text.status().message()));
+    out->chat_text = std::move(text).value();
+  }
   out->prompt_texts.push_back(ctx.tokenizer->Decode(*ids, true));
   out->prompts.push_back(std::move(ids).value());
   if (!tmpl.is_jinja() && tmpl.builtin() == ChatFormat::kPlain) out->params.stop.push_back("\nUser:");

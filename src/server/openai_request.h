@@ -53,6 +53,7 @@ struct CompletionSpec {
   std::string user;                         // user or safety_identifier, for the request log
   std::vector<std::vector<int32_t>> prompts;  // completions may carry several
   std::vector<std::string> prompt_texts;    // the prompts as text (for echo)
+  std::string chat_text;                    // with ParseContext::render_chat_text: the rendered chat
   RequestParams params;
   int32_t n = 1;
   bool stream = false;
@@ -80,6 +81,9 @@ struct ParseContext {
   ToolCallFormat tool_format = ToolCallFormat::kJson;
   bool tool_format_explicit = false;
   ParseLimits limits;
+  // Chat: also render the prompt as text into CompletionSpec::chat_text
+  // (POST /apply-template).
+  bool render_chat_text = false;
 };
 
 // Parses `body` (JSON text). On failure returns false with *err set.

@@ -184,6 +184,31 @@ class ServerTest(unittest.TestCase):
             assert_error_object(self, b)
             self.assertEqual(b["error"]["param"], param)
 
+    def test_llama_server_props_and_apply_template(self):
+        st, models = self.srv.json("GET", "/v1/models")
+        st, p = self.srv.json("GET", "/props")
+        self.assertEqual(st, 200, p)
+        g = p["default_generation_settings"]
+        self.assertEqual(g["n_ctx"], models["data"][0]["max_model_len"])
+        # The defaults a request without sampling fields gets (OpenAI's).
+        self.assertEqual((g["params"]["temperature"], g["params"]["top_p"], g["params"]["n_predict"]), (1.0, 1.0, -1))
+        self.assertEqual(p["total_slots"], 64)
+        self.assertEqual(p["model_alias"], models["data"][0]["id"])
+        self.assertIn("message", p["chat_template"])  # the model's Jinja template
+        self.assertEqual(self.srv.request("POST", "/props", {})[0], 405)
+        chat = {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}]}
+        st, t = self.srv.json("POST", "/apply-template", chat)
+        self.assertEqual(st, 200, t)
+        self.assertIn("Be brief.", t["prompt"])
+        self.assertTrue(t["prompt"].index("Be brief.") < t["prompt"].index("Hello"))
+        # The rendered text is what a chat request tokenizes.
+        _, a = self.srv.json("POST", "/tokenize", chat)
+        _, b = self.srv.json("POST", "/tokenize", {"content": t["prompt"]})
+        self.assertEqual(a["tokens"], b["tokens"])
+        st, b = self.srv.json("POST", "/apply-template", {"messages": []})
+        self.assertEqual(st, 400, b)
+        assert_error_object(self, b)
+
     def test_prompt_forms_n_echo_and_logprobs(self):
         st, t = self.srv.json("POST", "/tokenize", {"content": "The earth"})
         st, b = self.srv.json("POST", "/v1/completions",
