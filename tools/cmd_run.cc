@@ -31,6 +31,7 @@ struct RunArgs {
   bool no_display_prompt = false;
   bool no_special = false;
   bool interactive = false;
+  bool escape = false;  // -e: process \n, \t, ... in the prompt and stop strings
   std::string chat_template, chat_template_file, system_prompt;
   std::vector<std::string> stop;
   SamplingParams sampling;
@@ -46,7 +47,65 @@ struct RunArgs {
   GrammarFlags grammar;
 };
 
-int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
+// llama-cli's -e: \n \r \t \' \" \\ and \xHH in the prompt (and stop
+// strings) become the characters they name; any other backslash stays.
+std::string ProcessEscapes(const std::string& s) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '\\' || i + 1 == s.size()) {
+      out += s[i];
+      continue;
+    }
+    const char c = s[i + 1];
+    switch (c) {
+      case 'n':
+        out += '\n';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case '\'':
+        out += '\'';
+        break;
+      case '"':
+        out += '"';
+        break;
+      case '\\':
+        out += '\\';
+        break;
+      case 'x':
+        if (i + 3 < s.size() && hex(s[i + 2]) >= 0 && hex(s[i + 3]) >= 0) {
+          out += static_cast<char>(hex(s[i + 2]) * 16 + hex(s[i + 3]));
+          i += 2;
+          break;
+        }
+        out += "\\x";
+        break;
+      default:
+        out += '\\';
+        out += c;
+    }
+    ++i;
+  }
+  return out;
+}
+
+int Run(const RunArgs& a_in, const RuntimeOptions& rt_in) {
+  RunArgs a = a_in;
+  if (a.escape) {
+    a.prompt = ProcessEscapes(a.prompt);
+    for (std::string& stop : a.stop) stop = ProcessEscapes(stop);
+  }
   if (a.n_predict < -1) return ReportError("-n must be >= 0 (or -1 for no limit)");
   if (a.ctx < 0) return ReportError("--ctx-size must be >= 0");
   if (a.batch <= 0) return ReportError("--batch-size must be > 0");
@@ -72,7 +131,7 @@ int Run(const RunArgs& a, const RuntimeOptions& rt_in) {
   if (!a.prompt_file.empty()) {
     auto text = ReadTextArg(a.prompt_file);
     if (!text.ok()) return ReportError(text.status());
-    prompt = *text;
+    prompt = a.escape ? ProcessEscapes(*text) : *text;
   }
 
   auto session = ParallelSession::Start(a.parallel);
@@ -243,6 +302,10 @@ CommandFn RegisterRun(CLI::App& app, const RuntimeOptions& rt) {
   app.add_option("--stop", a->stop, "stop string (repeatable)");
   app.add_flag("--ignore-eos", a->ignore_eos, "keep generating past end-of-generation tokens");
   app.add_flag("--no-display-prompt", a->no_display_prompt, "do not echo the prompt");
+  app.add_flag(
+      "-e,--escape", a->escape,
+      "process escapes (\\n, \\r, \\t, \\', \\\", \\\\, \\xHH) in the prompt (-p or -f) and --stop strings, as "
+      "llama-cli does by default");
   app.add_flag("--no-special", a->no_special, "treat special-token text in the prompt as plain text");
   app.add_flag("-i,--interactive", a->interactive, "chat (the default without -p/-f on a terminal)");
   app.add_option("--chat-template", a->chat_template, kChatTemplateHelp);

@@ -73,9 +73,10 @@ constexpr ForeignFlag kFlags[] = {
      "infera run generates once and exits unless -i is given; ignoring {}"},
     {"--no-warmup", Action::kDrop, Value::kNone, nullptr,
      "infera run has no warm-up pass (bench always warms up); ignoring {}"},
-    {"-e --escape --no-escape", Action::kDrop, Value::kNone, nullptr,
-     "infera takes the prompt as written, without escape processing (a shell's $'a\\nb' gives a newline); "
-     "ignoring {}"},
+    {"--no-escape", Action::kDrop, Value::kNone, nullptr,
+     "infera takes the prompt as written unless -e is given; ignoring {}"},
+    {"-r --reverse-prompt", Action::kRename, Value::kRequired, "--stop", nullptr},
+    {"-v --verbose", Action::kRename, Value::kNone, "--log-level=debug", nullptr},
     {"-mmp", Action::kDrop, Value::kRequired, nullptr,
      "infera maps the model file and repacks its weights at load; ignoring {}"},
     {"--progress", Action::kDrop, Value::kNone, nullptr, "infera bench prints each test as it ends; ignoring {}"},

@@ -288,18 +288,31 @@ class FamiliarCliTest(unittest.TestCase):
         one_error_line(self, infera("run", "-ctk", "q8_0", "-ctv", "bf16", "-p", "x"), needle="one type")
         # Flags for what infera does anyway, and llama.cpp samplers left off:
         # a note each, the same text.
-        r = infera("run", "-m", MODEL, "-tb", "2", "-co", "-no-cnv", "--no-warmup", "-e", "--mirostat", "0",
+        r = infera("run", "-m", MODEL, "-tb", "2", "-co", "-no-cnv", "--no-warmup", "--no-escape", "--mirostat", "0",
                    "--typical", "1.0", "--top-nsigma", "-1", "--dry-base", "1.75", "--xtc-probability=0",
                    "-p", "In the beginning", "-n", "3", "--temp", "0")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout, plain.stdout)
         err = r.stderr.decode()
-        for shown in ("-tb 2", "-co", "-no-cnv", "--no-warmup", "-e", "--mirostat 0", "--typical 1.0",
+        for shown in ("-tb 2", "-co", "-no-cnv", "--no-warmup", "--no-escape", "--mirostat 0", "--typical 1.0",
                       "--top-nsigma -1", "--dry-base 1.75", "--xtc-probability 0"):
             self.assertIn("ignoring " + shown + "\n", err)
         for args, needle in ((["--mirostat", "2"], "no mirostat sampler"), (["--typical", "0.9"], "locally typical"),
                              (["--dry-multiplier", "0.8"], "no DRY sampler"), (["--xtc-probability"], "needs a value")):
             one_error_line(self, infera("run", "-p", "x", *args), needle=needle)
+        # -e processes escapes in the prompt and stop strings, as llama-cli does by default; -r / --reverse-prompt
+        # is a stop string; -v is --log-level debug.
+        escaped = infera("run", "-m", MODEL, "-e", "-p", "In the\\nbeginning\\x21", "-n", "2", "--temp", "0")
+        self.assertEqual(escaped.returncode, 0, escaped.stderr)
+        self.assertTrue(escaped.stdout.startswith(b"In the\nbeginning!"), escaped.stdout)
+        literal = infera("run", "-m", MODEL, "-p", "In the\\nbeginning", "-n", "2", "--temp", "0")
+        self.assertTrue(literal.stdout.startswith(b"In the\\nbeginning"), literal.stdout)
+        words = plain.stdout.decode().split()
+        r = infera("run", "-m", MODEL, "-p", "In the beginning", "-n", "3", "--temp", "0", "-r", words[-1])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("finish: stop", r.stderr.decode())
+        self.assertNotIn(words[-1].encode(), r.stdout[len(b"In the beginning"):])
+        self.assertIn(b"[I] model:", infera("run", "-m", MODEL, "-v", "-p", "x", "-n", "1").stderr)
         # --keep is run's --context-keep (quantize keeps its own --keep: test_quantize.py); --log-disable is
         # --log-level off.
         r = infera("run", "-m", MODEL, "--context-shift", "--keep", "4", "--log-disable", "-p", "In the beginning",
