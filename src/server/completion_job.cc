@@ -203,6 +203,8 @@ json CompletionJob::Usage() const {
 
 void CompletionJob::SendEvent(const json& j) { resp_->Send("data: " + DumpJson(j) + "\n\n"); }
 
+json CompletionJob::StopReason(const Choice& c) { return c.stop_string.empty() ? json(nullptr) : json(c.stop_string); }
+
 json CompletionJob::NativeResult(const Choice& c, const std::string& content) const {
   const int64_t prompt_tokens = static_cast<int64_t>(spec_.prompts[c.prompt_index].size());
   // llama-server's timings: the prompt tokens computed (not those from the
@@ -252,8 +254,11 @@ void CompletionJob::SendChunk(size_t index, const std::string& text, const json&
                {"tokens_evaluated", spec_.prompts[c.prompt_index].size()}});
     return;
   }
-  json choice = {{"index", index}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
-  if (finish != nullptr) choice["finish_reason"] = finish;
+  json choice = {{"index", index}, {"logprobs", logprobs}, {"finish_reason", nullptr}, {"stop_reason", nullptr}};
+  if (finish != nullptr) {
+    choice["finish_reason"] = finish;
+    choice["stop_reason"] = StopReason(choices_[index]);
+  }
   json chunk = {{"id", id_}, {"created", created_}, {"model", model_}};
   if (spec_.chat) {
     chunk["object"] = "chat.completion.chunk";
@@ -510,7 +515,7 @@ void CompletionJob::Finish() {
     } else if (spec_.logprobs) {
       lp = LogprobsJson(c, c.logprobs);
     }
-    json choice = {{"index", i}, {"logprobs", lp}, {"finish_reason", c.finish_reason}};
+    json choice = {{"index", i}, {"logprobs", lp}, {"finish_reason", c.finish_reason}, {"stop_reason", StopReason(c)}};
     if (spec_.chat && spec_.parse_tool_calls) {
       ParsedReply r = ReplyWithTools(c, i);
       json message = {{"role", "assistant"}, {"content", r.content}, {"refusal", nullptr}};
@@ -519,7 +524,10 @@ void CompletionJob::Finish() {
         json calls = json::array();
         for (const ToolCall& t : r.calls) calls.push_back(ToolCallJson(t));
         message["tool_calls"] = std::move(calls);
-        if (c.finish_reason != nullptr && std::string(c.finish_reason) == "stop") choice["finish_reason"] = "tool_calls";
+        if (c.finish_reason != nullptr && std::string(c.finish_reason) == "stop") {
+          choice["finish_reason"] = "tool_calls";
+          choice["stop_reason"] = nullptr;
+        }
       }
       choice["message"] = std::move(message);
     } else if (spec_.chat) {

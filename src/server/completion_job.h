@@ -98,6 +98,8 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   // llama-server's final /completion object for choice `c` with `content`
   // (its whole text; "" as the last chunk of a stream).
   nlohmann::json NativeResult(const Choice& c, const std::string& content) const;
+  // vLLM's stop_reason: the stop string that ended the choice, else null.
+  static nlohmann::json StopReason(const Choice& c);
   void SendEvent(const nlohmann::json& j);
   void Finish();
   // The request's log line and spans (at Finish). Requires mu_.

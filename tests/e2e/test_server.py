@@ -164,6 +164,13 @@ class ServerTest(unittest.TestCase):
         st, b = self.srv.json("POST", "/completion", dict(body, stop=["zzz", word]))
         self.assertEqual((st, b["stop_type"], b["stopping_word"]), (200, "word", word))
         self.assertTrue(v1["choices"][0]["text"].startswith(b["content"] + word), (b["content"], word))
+        # vLLM's stop_reason on the OpenAI endpoint: the stop string, else null.
+        self.assertIsNone(v1["choices"][0]["stop_reason"])
+        st, b = self.srv.json("POST", "/v1/completions", dict(body, stop=["zzz", word]))
+        self.assertEqual((st, b["choices"][0]["finish_reason"], b["choices"][0]["stop_reason"]), (200, "stop", word))
+        _, events = sse_request(self.srv.port, "/v1/completions", dict(body, stop=[word], stream=True))
+        finals = [e for e in events if e != "[DONE]" and e["choices"] and e["choices"][0]["finish_reason"]]
+        self.assertEqual([e["choices"][0]["stop_reason"] for e in finals], [word])
         # A grammar that ends: stop_type eos (nothing more may follow).
         st, b = self.srv.json("POST", "/completion", dict(body, grammar='root ::= "Amen."'))
         self.assertEqual((st, b["content"], b["stop_type"]), (200, "Amen.", "eos"))
