@@ -122,6 +122,8 @@ struct PyCompletionOutput {
   std::string text;
   std::vector<int32_t> token_ids;
   std::optional<std::string> finish_reason;
+  // vLLM's: the stop string that ended the output, else None.
+  std::optional<std::string> stop_reason;
   // With logprobs: per generated token, {token id: logprob} of the sampled
   // token and the top candidates (vLLM's shape, ids as keys).
   std::optional<std::vector<std::map<int32_t, float>>> logprobs;
@@ -555,6 +557,7 @@ class LLM {
             throw std::runtime_error(o.error);
           }
           c.finish_reason = VllmFinishReason(o.finish_reason);
+          if (!o.stop_string.empty()) c.stop_reason = o.stop_string;
           r.num_cached_tokens = std::max(r.num_cached_tokens, o.cached_tokens);
           --open;
         }
@@ -702,6 +705,7 @@ PYBIND11_MODULE(_infera, m) {
       .def_readonly("text", &PyCompletionOutput::text)
       .def_readonly("token_ids", &PyCompletionOutput::token_ids)
       .def_readonly("finish_reason", &PyCompletionOutput::finish_reason)
+      .def_readonly("stop_reason", &PyCompletionOutput::stop_reason)
       .def_readonly("logprobs", &PyCompletionOutput::logprobs)
       .def_readonly("cumulative_logprob", &PyCompletionOutput::cumulative_logprob)
       .def("__repr__", [](const PyCompletionOutput& c) {

@@ -72,6 +72,9 @@ class PythonApiTest(unittest.TestCase):
                                                SamplingParams(temperature=0, max_tokens=30, stop=[" the"])])
         self.assertEqual(len(outs[0].outputs[0].token_ids), 3)
         self.assertNotIn(" the", outs[1].outputs[0].text)
+        # vLLM's stop_reason: the stop string, else None.
+        self.assertEqual((outs[1].outputs[0].finish_reason, outs[1].outputs[0].stop_reason), ("stop", " the"))
+        self.assertIsNone(outs[0].outputs[0].stop_reason)
 
     def test_chat_and_streaming(self):
         msgs = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Who made the light?"}]
