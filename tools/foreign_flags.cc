@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -184,20 +185,20 @@ TranslatedArgs TranslateForeignFlags(const std::vector<std::string>& args,
       out.args.push_back(arg);
       continue;
     }
-    // The flag's value: after '=' or the next argument (null: none).
-    auto value_of = [&]() -> const std::string* {
-      if (inline_value) return nullptr;
-      return i + 1 < args.size() ? &args[i + 1] : nullptr;
-    };
-    const std::string inline_text = inline_value ? arg.substr(eq + 1) : std::string();
-    if (name == "-ctk" || name == "--cache-type-k" || name == "-ctv" || name == "--cache-type-v") {
-      const std::string* next = value_of();
-      if (!inline_value && next == nullptr) {
-        out.error = fmt::format("{} needs a cache type", arg);
-        return out;
+    // Takes the flag's value (after '=', or the next argument); nullopt with
+    // out.error set when there is none.
+    auto take_value = [&](const char* what) -> std::optional<std::string> {
+      if (inline_value) return arg.substr(eq + 1);
+      if (i + 1 >= args.size()) {
+        out.error = fmt::format("{} needs {}", arg, what);
+        return std::nullopt;
       }
-      const std::string v = inline_value ? inline_text : *next;
-      if (!inline_value) ++i;
+      return args[++i];
+    };
+    if (name == "-ctk" || name == "--cache-type-k" || name == "-ctv" || name == "--cache-type-v") {
+      const std::optional<std::string> value = take_value("a cache type");
+      if (!value) return out;
+      const std::string& v = *value;
       const char* t = InferaKvType(v);
       if (t == nullptr) {
         out.error = fmt::format(
@@ -223,13 +224,9 @@ TranslatedArgs TranslateForeignFlags(const std::vector<std::string>& args,
       if (HasName(candidate.names, name)) sampler = &candidate;
     }
     if (sampler != nullptr) {
-      const std::string* next = value_of();
-      if (!inline_value && next == nullptr) {
-        out.error = fmt::format("{} needs a value", arg);
-        return out;
-      }
-      const std::string v = inline_value ? inline_text : *next;
-      if (!inline_value) ++i;
+      const std::optional<std::string> value = take_value("a value");
+      if (!value) return out;
+      const std::string& v = *value;
       if (sampler->off == nullptr || IsOffValue(v, sampler->off)) {
         out.notes.push_back(fmt::format("infera has no {} sampler; ignoring {} {}", sampler->sampler, name, v));
         continue;
