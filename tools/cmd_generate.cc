@@ -1,7 +1,9 @@
 // infera generate --input prompts.jsonl --output out.jsonl: offline batch
 // generation through the serving engine. One JSON object per input line
 // (prompt or messages, plus sampling fields); one output line per input, in
-// input order, shaped like an OpenAI completion choice plus usage.
+// input order, shaped like an OpenAI completion choice plus usage. A line
+// in the OpenAI Batch API's form (custom_id, method, url, body) gets that
+// API's output line instead.
 #include <unistd.h>
 
 #include <chrono>
@@ -42,7 +44,96 @@ struct LineRequest {
   RequestParams params;
   int32_t n = 1;            // choices (samples) of this prompt
   Json custom_id;           // echoed back when given
+  // An OpenAI Batch API line ({"custom_id", "method": "POST", "url", "body"},
+  // as vLLM's run_batch reads): its result is written in that API's output
+  // shape, the body a completion or chat completion object.
+  bool batch_api = false;
+  bool chat = false;
+  std::string model;  // the body's "model" ("" if none)
 };
+
+// One choice's result.
+struct Result {
+  std::string text;    // accumulated over the steps
+  RequestOutput last;  // the final output: finish reason, usage, timing
+};
+
+// The model's name in OpenAI result objects: its file's name without the
+// directory and .gguf.
+std::string ModelDisplayName(const std::string& path) {
+  std::string name = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
+  if (name.size() > 5 && name.compare(name.size() - 5, 5, ".gguf") == 0) name.resize(name.size() - 5);
+  return name;
+}
+
+// An OpenAI Batch API output line for request `req` (line `index`): its
+// response body a completion or chat completion object, as the server's.
+Json BatchApiResult(const LineRequest& req, size_t index, const std::vector<Result>& choices, int64_t created,
+                    const std::string& model_name) {
+  Json list = Json::array();
+  int64_t completion = 0, cached = 0;
+  for (size_t c = 0; c < choices.size(); ++c) {
+    const RequestOutput& o = choices[c].last;
+    // OpenAI's names (the context end is "length", as the server says).
+    const char* finish = o.finish_reason == FinishReason::kStop        ? "stop"
+                         : o.finish_reason == FinishReason::kCancelled ? "abort"
+                         : o.finish_reason == FinishReason::kError     ? "error"
+                                                                       : "length";
+    Json choice = {{"index", c},
+                   {"logprobs", nullptr},
+                   {"finish_reason", finish},
+                   {"stop_reason", o.stop_string.empty() ? Json(nullptr) : Json(o.stop_string)}};
+    if (req.chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", choices[c].text}, {"refusal", nullptr}};
+    } else {
+      choice["text"] = choices[c].text;
+    }
+    list.push_back(std::move(choice));
+    completion += o.completion_tokens;
+    cached += o.cached_tokens;
+  }
+  const int32_t prompt = choices[0].last.prompt_tokens;
+  const std::string request_id = fmt::format("{}-{}", req.chat ? "chatcmpl" : "cmpl", index);
+  const Json body = {{"id", request_id},
+                     {"object", req.chat ? "chat.completion" : "text_completion"},
+                     {"created", created},
+                     {"model", req.model.empty() ? model_name : req.model},
+                     {"choices", std::move(list)},
+                     {"usage",
+                      {{"prompt_tokens", prompt},
+                       {"completion_tokens", completion},
+                       {"total_tokens", prompt + completion},
+                       {"prompt_tokens_details", {{"cached_tokens", cached}}}}}};
+  return {{"id", fmt::format("batch_req_{}", index)},
+          {"custom_id", req.custom_id},
+          {"response", {{"status_code", 200}, {"request_id", request_id}, {"body", body}}},
+          {"error", nullptr}};
+}
+
+// The OpenAI Batch API line `j` (it has "body"): checks method and url and
+// returns the body's text (its key order kept) into *body_text; error text
+// on bad input.
+std::string ParseBatchEnvelope(const Json& j, const std::string& line, LineRequest* req, std::string* body_text) {
+  for (const auto& [key, value] : j.items()) {
+    if (key != "custom_id" && key != "method" && key != "url" && key != "body") {
+      return fmt::format("unknown field '{}' in an OpenAI batch line (custom_id, method, url, body)", key);
+    }
+  }
+  if (j.contains("method") && j["method"] != "POST") return "'method' must be \"POST\"";
+  if (!j.contains("url") || !j["url"].is_string()) return "an OpenAI batch line needs 'url'";
+  const std::string url = j["url"].get<std::string>();
+  if (url != "/v1/completions" && url != "/v1/chat/completions") {
+    return fmt::format("'url' {} is not served here (/v1/completions or /v1/chat/completions)", url);
+  }
+  if (!j["body"].is_object()) return "'body' must be a JSON object";
+  req->batch_api = true;
+  req->chat = url == "/v1/chat/completions";
+  if (req->chat != j["body"].contains("messages")) {
+    return req->chat ? "a /v1/chat/completions body needs 'messages'" : "a /v1/completions body needs 'prompt'";
+  }
+  *body_text = DumpJson(ParseOrderedJson(line)["body"]);
+  return {};
+}
 
 // The fields a line may carry; any other is refused (a typo such as
 // "max_token" would otherwise be dropped silently).
@@ -211,7 +302,18 @@ int Generate(const GenerateArgs& a, const RuntimeOptions& rt_in) {
     Json j = Json::parse(lines[i], nullptr, false);
     if (j.is_discarded()) return ReportError(where + ": not valid JSON");
     LineRequest& req = requests[i];
-    if (std::string e = ParseRequest(j, lines[i], *lm->tokenizer, *chat_template, a.max_n, &req); !e.empty()) {
+    if (j.is_object() && j.contains("body")) {
+      std::string body_text;
+      if (std::string e = ParseBatchEnvelope(j, lines[i], &req, &body_text); !e.empty()) {
+        return ReportError(where + ": " + e);
+      }
+      const Json body = j["body"];
+      if (std::string e = ParseRequest(body, body_text, *lm->tokenizer, *chat_template, a.max_n, &req); !e.empty()) {
+        return ReportError(where + ": body: " + e);
+      }
+      if (j.contains("custom_id")) req.custom_id = j["custom_id"];
+      if (body.contains("model") && body["model"].is_string()) req.model = body["model"].get<std::string>();
+    } else if (std::string e = ParseRequest(j, lines[i], *lm->tokenizer, *chat_template, a.max_n, &req); !e.empty()) {
       return ReportError(where + ": " + e);
     }
     for (int32_t c = 0; c < req.n; ++c) {
@@ -225,10 +327,6 @@ int Generate(const GenerateArgs& a, const RuntimeOptions& rt_in) {
   }
   auto out = OutputFile::Create(a.output);  // renamed over --output at the end
   if (!out.ok()) return ReportError(out.status());
-  struct Result {
-    std::string text;      // accumulated over the steps
-    RequestOutput last;    // the final output: finish reason, usage, timing
-  };
   std::vector<std::vector<Result>> results(lines.size());
   for (size_t i = 0; i < lines.size(); ++i) results[i].resize(requests[i].n);
   const size_t total = slot_of.size();
@@ -266,9 +364,19 @@ int Generate(const GenerateArgs& a, const RuntimeOptions& rt_in) {
   if (tty && total > 0) std::fputc('\n', stderr);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   uint64_t prompt_tokens = 0, cached = 0;
+  const int64_t created =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const std::string model_name = ModelDisplayName(ModelPathOrDefault(a.model));
   for (size_t i = 0; i < results.size(); ++i) {
     const std::vector<Result>& choices = results[i];
     const RequestOutput& first = choices[0].last;
+    if (requests[i].batch_api) {
+      Json line = BatchApiResult(requests[i], i, choices, created, model_name);
+      if (Status st = (*out)->Write(DumpJson(line) + "\n"); !st.ok()) return ReportError(st);
+      for (const Result& c : choices) cached += c.last.cached_tokens;
+      prompt_tokens += static_cast<uint64_t>(first.prompt_tokens) * choices.size();
+      continue;
+    }
     Json j = {{"index", i}};
     if (!requests[i].custom_id.is_null()) j["custom_id"] = requests[i].custom_id;
     // The first choice at the top (the whole answer when n = 1), every choice in "choices".

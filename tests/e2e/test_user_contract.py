@@ -379,6 +379,48 @@ class GenerateFieldsTest(unittest.TestCase):
                 self.assertFalse(os.path.exists(out))
             return r, results
 
+    def test_openai_batch_api_lines(self):
+        """OpenAI Batch API lines ({"custom_id", "method", "url", "body"}, as
+        vLLM's run_batch reads them) beside plain ones: each answered in its
+        own shape, the batch ones with the server's completion objects."""
+        msgs = [{"role": "user", "content": "Who made the light?"}]
+        chat = {"messages": msgs, "max_tokens": 6, "temperature": 0}
+        comp = {"prompt": "In the beginning", "max_tokens": 30, "temperature": 0}
+        r, plain = self.run_lines([chat, comp])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        word = plain[1]["text"].split()[1]
+        r, res = self.run_lines([
+            {"custom_id": "a", "method": "POST", "url": "/v1/chat/completions", "body": chat},
+            comp,
+            {"custom_id": "b", "url": "/v1/completions", "body": dict(comp, model="kjv", stop=[word])}])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        a, mid, b = res
+        self.assertEqual((a["custom_id"], a["error"], a["response"]["status_code"]), ("a", None, 200))
+        body = a["response"]["body"]
+        self.assertEqual(body["object"], "chat.completion")
+        self.assertEqual(body["choices"][0]["message"]["content"], plain[0]["text"])
+        self.assertEqual((body["choices"][0]["finish_reason"], body["choices"][0]["stop_reason"]), ("length", None))
+        self.assertEqual(body["usage"]["completion_tokens"], 6)
+        self.assertEqual(mid["text"], plain[1]["text"])  # a plain line keeps generate's own shape
+        body = b["response"]["body"]
+        self.assertEqual((body["object"], body["model"]), ("text_completion", "kjv"))
+        c = body["choices"][0]
+        self.assertEqual((c["finish_reason"], c["stop_reason"]), ("stop", word))
+        self.assertTrue(plain[1]["text"].startswith(c["text"] + word), (c["text"], word))
+        for line, needle in (({"custom_id": "x", "url": "/v1/embeddings", "body": {"input": "a"}}, "not served"),
+                             ({"custom_id": "x", "method": "GET", "url": "/v1/completions", "body": comp}, "POST"),
+                             ({"custom_id": "x", "url": "/v1/chat/completions", "body": comp}, "needs 'messages'"),
+                             ({"custom_id": "x", "url": "/v1/completions", "body": comp, "extra": 1}, "'extra'"),
+                             ({"custom_id": "x", "url": "/v1/completions", "body": dict(comp, max_token=3)},
+                              "body: unknown field 'max_token'")):
+            r, res = self.run_lines([comp, line])
+            self.assertEqual(r.returncode, 2, (line, r.stderr))
+            self.assertIsNone(res)
+            errors = [l for l in r.stderr.decode().splitlines() if l.startswith("infera: error:")]
+            self.assertEqual(len(errors), 1, r.stderr)
+            self.assertIn("line 2", errors[0])
+            self.assertIn(needle, errors[0])
+
     def test_n_is_honoured(self):
         r, res = self.run_lines([{"prompt": "In the beginning", "max_tokens": 6, "n": 3, "seed": 7,
                                   "temperature": 1.0, "ignore_eos": True, "custom_id": "a"},
