@@ -99,6 +99,18 @@ constexpr ForeignFlag kFlags[] = {
     {"--dtype", Action::kDrop, Value::kRequired, nullptr,
      "infera keeps the file's weight types and computes in f32 (--matmul-dtype bf16 for bf16 products); ignoring {}"},
     {"--disable-log-requests", Action::kRename, Value::kNone, "--log-sample=0", nullptr},
+    {"--enforce-eager", Action::kDrop, Value::kNone, nullptr, "infera has no CUDA graphs to turn off; ignoring {}"},
+    {"--swap-space", Action::kDrop, Value::kRequired, nullptr,
+     "infera preempts by recomputing, with no CPU swap space; ignoring {}"},
+    {"--disable-log-stats", Action::kDrop, Value::kNone, nullptr,
+     "infera logs no periodic stats (they are at /metrics); ignoring {}"},
+    {"--uvicorn-log-level", Action::kDrop, Value::kRequired, nullptr, "--log-level sets infera's logging; ignoring {}"},
+    {"--max-logprobs", Action::kDrop, Value::kRequired, nullptr,
+     "infera returns up to 20 top log-probabilities, as OpenAI; ignoring {}"},
+    {"--load-format --download-dir", Action::kDrop, Value::kRequired, nullptr,
+     "infera reads the model file or folder it is given; ignoring {}"},
+    {"-q --quantization", Action::kDrop, Value::kRequired, nullptr,
+     "infera reads the quantization from the model file; ignoring {}"},
     {"--enable-auto-tool-choice", Action::kDrop, Value::kNone, nullptr,
      "infera parses tool calls whenever a request has tools (--tool-call-parser picks the format); ignoring {}"},
 };
@@ -195,6 +207,32 @@ TranslatedArgs TranslateForeignFlags(const std::vector<std::string>& args,
       }
       return args[++i];
     };
+    if (name == "--kv-cache-dtype") {  // vLLM's: auto (the model's type; here f32), bfloat16, fp8*
+      const std::optional<std::string> value = take_value("a cache type");
+      if (!value) return out;
+      if (*value == "auto") {
+        out.notes.push_back(fmt::format(
+            "infera's KV cache is f32 unless --kv-cache-type says otherwise; ignoring {} {}", name, *value));
+        continue;
+      }
+      if (*value != "bfloat16") {
+        out.error = fmt::format(
+            "{} {}: infera's KV cache types are f32, bf16 (--kv-cache-type bf16, vLLM's bfloat16) "
+            "and q8 (int8 with a scale per token and KV head: its 8-bit type)",
+            name, *value);
+        return out;
+      }
+      if (!kv_type.empty() && kv_type != "bf16") {
+        out.error = fmt::format("{} and {} {} differ", kv_flag, name, *value);
+        return out;
+      }
+      if (kv_type.empty()) {
+        kv_type = "bf16";
+        kv_flag = name + " " + *value;
+        kv_at = out.args.size();
+      }
+      continue;
+    }
     if (name == "-ctk" || name == "--cache-type-k" || name == "-ctv" || name == "--cache-type-v") {
       const std::optional<std::string> value = take_value("a cache type");
       if (!value) return out;

@@ -327,7 +327,8 @@ class FamiliarCliTest(unittest.TestCase):
         self.assertIn("requests failed", r.stderr.decode())
         # llama-server's and vLLM's names for serve's options.
         with Server("-m", MODEL, "-a", "kjv", "--metrics", "--no-webui", "-to", "45", "--threads-http", "2",
-                    "--disable-log-requests", "--gpu-memory-utilization", "0.9", "-ctk", "q8_0") as srv:
+                    "--disable-log-requests", "--gpu-memory-utilization", "0.9", "-ctk", "q8_0", "--enforce-eager",
+                    "--swap-space", "4") as srv:
             st, body = srv.json("GET", "/v1/models")
             self.assertEqual(st, 200, body)
             self.assertEqual([m["id"] for m in body["data"]], ["kjv"])
@@ -337,9 +338,17 @@ class FamiliarCliTest(unittest.TestCase):
             self.assertEqual(st, 200, body)
             self.assertEqual(body["choices"][0]["text"].encode(), q8.stdout[len(b"In the beginning"):-1])
             log = "".join(srv.log)
-            for shown in ("--metrics", "--gpu-memory-utilization 0.9"):
+            for shown in ("--metrics", "--gpu-memory-utilization 0.9", "--enforce-eager", "--swap-space 4"):
                 self.assertIn("ignoring " + shown, log)
         one_error_line(self, infera("serve", "--lora", "adapter.gguf"), needle="LoRA")
+        # vLLM's --kv-cache-dtype: auto is the default, bfloat16 is bf16, fp8 has no infera form.
+        one_error_line(self, infera("serve", "--kv-cache-dtype", "fp8"), needle="q8 (int8")
+        bf = infera("run", "-m", MODEL, "-p", "In the beginning", "-n", "8", "--temp", "0", "--kv-cache-type", "bf16")
+        r = infera("run", "-m", MODEL, "-p", "In the beginning", "-n", "8", "--temp", "0", "--kv-cache-dtype", "bfloat16")
+        self.assertEqual((r.returncode, r.stdout), (0, bf.stdout), r.stderr)
+        kv_line = [l for l in bf.stderr.decode().splitlines() if "KV cache" in l]
+        self.assertEqual(len(kv_line), 1, bf.stderr)
+        self.assertIn(kv_line[0], r.stderr.decode())  # half the f32 cache's MiB
         # -sys becomes --system; -np becomes --parallel (serve only).
         r = infera("generate", "-np", "2", "--input", TEXT, "--output", "/dev/null")
         self.assertEqual(r.returncode, 2)
