@@ -429,10 +429,10 @@ int Generate(const GenerateArgs& a, const RuntimeOptions& rt_in) {
 CommandFn RegisterGenerate(CLI::App& app, const RuntimeOptions& rt) {
   auto a = std::make_shared<GenerateArgs>();
   app.add_option("-m,--model", a->model, "model (default: the bundled model)");
-  app.add_option("--input", a->input,
+  app.add_option("-i,--input", a->input,
                  "JSONL: one request per line (prompt or messages, max_tokens, n, temperature, ...); - reads stdin")
       ->required();
-  app.add_option("--output", a->output, "JSONL: one result per input line, in input order")->required();
+  app.add_option("-o,--output", a->output, "JSONL: one result per input line, in input order")->required();
   app.add_option("-t,--threads", a->threads, "threads (0: the cores this process may use; more is capped)");
   app.add_option("--tokenizer", a->tokenizer, "tokenizer file (llama2.c checkpoints)");
   app.add_option("--chat-template", a->chat_template, kChatTemplateHelp);

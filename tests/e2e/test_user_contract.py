@@ -379,7 +379,8 @@ class GenerateFieldsTest(unittest.TestCase):
             inp, out = os.path.join(d, "in.jsonl"), os.path.join(d, "out.jsonl")
             with open(inp, "w") as f:
                 f.write("\n".join(json.dumps(l) for l in lines) + "\n")
-            r = infera("generate", "-m", MODEL, "--input", inp, "--output", out, "-t", "2")
+            # (-i / -o: vLLM run_batch's spellings.)
+            r = infera("generate", "-m", MODEL, "-i", inp, "-o", out, "-t", "2")
             results = None
             if r.returncode == 0:
                 with open(out) as f:
