@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <string_view>
 
 #include "base/json.h"
 #include "base/logging.h"
@@ -257,7 +258,8 @@ void CompletionJob::SendChunk(size_t index, const std::string& text, const json&
   json choice = {{"index", index}, {"logprobs", logprobs}, {"finish_reason", nullptr}, {"stop_reason", nullptr}};
   if (finish != nullptr) {
     choice["finish_reason"] = finish;
-    choice["stop_reason"] = StopReason(choices_[index]);
+    // (A reply that became tool calls has no stop string to name, as unstreamed.)
+    if (std::string_view(finish) != "tool_calls") choice["stop_reason"] = StopReason(choices_[index]);
   }
   json chunk = {{"id", id_}, {"created", created_}, {"model", model_}};
   if (spec_.chat) {
