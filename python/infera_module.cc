@@ -105,18 +105,6 @@ struct PySamplingParams {
   }
 };
 
-// vLLM's names: "stop", "length" (also a full context), "abort".
-const char* VllmFinishReason(FinishReason r) {
-  switch (r) {
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength:
-    case FinishReason::kContextFull: return "length";
-    case FinishReason::kCancelled: return "abort";
-    case FinishReason::kError: return "error";
-    default: return "";
-  }
-}
-
 struct PyCompletionOutput {
   int index = 0;
   std::string text;
@@ -556,7 +544,7 @@ class LLM {
             py::gil_scoped_acquire gil;
             throw std::runtime_error(o.error);
           }
-          c.finish_reason = VllmFinishReason(o.finish_reason);
+          c.finish_reason = OpenAiFinishReason(o.finish_reason);
           if (!o.stop_string.empty()) c.stop_reason = o.stop_string;
           r.num_cached_tokens = std::max(r.num_cached_tokens, o.cached_tokens);
           --open;

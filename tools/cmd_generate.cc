@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 
 #include <fmt/format.h>
@@ -58,14 +59,6 @@ struct Result {
   RequestOutput last;  // the final output: finish reason, usage, timing
 };
 
-// The model's name in OpenAI result objects: its file's name without the
-// directory and .gguf.
-std::string ModelDisplayName(const std::string& path) {
-  std::string name = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
-  if (name.size() > 5 && name.compare(name.size() - 5, 5, ".gguf") == 0) name.resize(name.size() - 5);
-  return name;
-}
-
 // An OpenAI Batch API output line for request `req` (line `index`): its
 // response body a completion or chat completion object, as the server's.
 Json BatchApiResult(const LineRequest& req, size_t index, const std::vector<Result>& choices, int64_t created,
@@ -74,14 +67,9 @@ Json BatchApiResult(const LineRequest& req, size_t index, const std::vector<Resu
   int64_t completion = 0, cached = 0;
   for (size_t c = 0; c < choices.size(); ++c) {
     const RequestOutput& o = choices[c].last;
-    // OpenAI's names (the context end is "length", as the server says).
-    const char* finish = o.finish_reason == FinishReason::kStop        ? "stop"
-                         : o.finish_reason == FinishReason::kCancelled ? "abort"
-                         : o.finish_reason == FinishReason::kError     ? "error"
-                                                                       : "length";
     Json choice = {{"index", c},
                    {"logprobs", nullptr},
-                   {"finish_reason", finish},
+                   {"finish_reason", OpenAiFinishReason(o.finish_reason)},
                    {"stop_reason", o.stop_string.empty() ? Json(nullptr) : Json(o.stop_string)}};
     if (req.chat) {
       choice["message"] = {{"role", "assistant"}, {"content", choices[c].text}, {"refusal", nullptr}};
@@ -366,7 +354,8 @@ int Generate(const GenerateArgs& a, const RuntimeOptions& rt_in) {
   uint64_t prompt_tokens = 0, cached = 0;
   const int64_t created =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  const std::string model_name = ModelDisplayName(ModelPathOrDefault(a.model));
+  // The model's name in the result objects, as serve names it by default.
+  const std::string model_name = std::filesystem::path(ModelPathOrDefault(a.model)).stem().string();
   for (size_t i = 0; i < results.size(); ++i) {
     const std::vector<Result>& choices = results[i];
     const RequestOutput& first = choices[0].last;

@@ -24,4 +24,20 @@ inline const char* FinishReasonName(FinishReason r) {
   return "?";
 }
 
+// OpenAI's / vLLM's finish_reason for a finished request: the context end
+// is "length" too; a cancelled one "abort".
+inline const char* OpenAiFinishReason(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+    case FinishReason::kContextFull:
+      return "length";
+    case FinishReason::kCancelled:
+      return "abort";
+    default:
+      return "error";
+  }
+}
+
 }  // namespace infera

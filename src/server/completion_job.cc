@@ -14,16 +14,6 @@ using nlohmann::json;
 
 namespace {
 
-const char* FinishReasonString(FinishReason r) {
-  switch (r) {
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength:
-    case FinishReason::kContextFull: return "length";
-    case FinishReason::kCancelled: return "abort";
-    default: return "error";
-  }
-}
-
 json Bytes(const std::string& s) {
   json b = json::array();
   for (unsigned char c : s) b.push_back(static_cast<int>(c));
@@ -327,7 +317,7 @@ void CompletionJob::RecordTiming(Choice& c, const RequestOutput& o) {
   c.t_done = now;
   c.queue_s = o.queue_seconds;
   ServerMetrics::Finished f;
-  f.finish_reason = FinishReasonString(o.finish_reason);
+  f.finish_reason = OpenAiFinishReason(o.finish_reason);
   f.prompt_tokens = o.prompt_tokens;
   f.completion_tokens = o.completion_tokens;
   f.queue_s = o.queue_seconds;
@@ -376,7 +366,7 @@ void CompletionJob::OnOutput(size_t index, const RequestOutput& o) {
   }
   if (!o.finished) return;
   c.done = true;
-  c.finish_reason = FinishReasonString(o.finish_reason);
+  c.finish_reason = OpenAiFinishReason(o.finish_reason);
   c.stop_string = o.stop_string;
   c.prefill_s = o.ttft_seconds;
   if (o.finish_reason == FinishReason::kError) {
