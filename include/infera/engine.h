@@ -125,9 +125,16 @@ struct RequestParams {
   int32_t min_tokens = 0;   // end-of-generation tokens are masked until this many were generated
   // Added to a token's logit before sampling (OpenAI's logit_bias).
   std::vector<std::pair<int32_t, float>> logit_bias;
-  // -1: no log-probabilities; k >= 0: the log-probability of every generated
-  // token (under the model's raw distribution) and the k most likely tokens.
+  // -1: no log-probabilities; k >= 0 (at most 1000): the log-probability of
+  // every generated token (under the model's raw distribution) and the k most
+  // likely tokens.
   int32_t logprobs = -1;
+  // With logprobs: those of the distribution each token was drawn from
+  // instead (after logit bias, penalties, the grammar, top-k / top-p / min-p
+  // and temperature; greedy: the chosen token with log-probability 0), its
+  // tokens of probability 0 not listed (llama.cpp's post_sampling_probs,
+  // vLLM's processed_logprobs).
+  bool logprobs_processed = false;
   // The text is shown on its own, not after the prompt: the first piece's
   // leading space (a tokenizer's dummy prefix) is dropped.
   bool text_starts_output = false;

@@ -33,7 +33,8 @@
 namespace infera {
 namespace {
 
-constexpr int32_t kMaxTopLogprobs = 20;
+// (OpenAI's endpoints allow 20, llama-server's n_probs more.)
+constexpr int32_t kMaxTopLogprobs = 1000;
 
 // Log-softmax of logits [n] at `token`, and the k most likely tokens.
 TokenLogprob LogprobsOf(const float* logits, int32_t n, int32_t token, int32_t k) {
@@ -257,7 +258,7 @@ struct Engine::Impl {
   FinishReason SampleNext(uint64_t id, EngineRequest& r, float* lg, RequestOutput& o, int32_t* token,
                           const int32_t* draft, bool* stopped) {
     const int32_t V = model.config.n_vocab;
-    if (r.params.logprobs >= 0) raw.assign(lg, lg + V);
+    if (r.params.logprobs >= 0 && !r.params.logprobs_processed) raw.assign(lg, lg + V);
     for (const auto& [t, bias] : r.params.logit_bias) lg[t] += bias;
     if (r.generated < r.params.min_tokens && !r.params.ignore_eos) {
       for (int32_t t : eog_ids) lg[t] = -std::numeric_limits<float>::infinity();
@@ -279,7 +280,14 @@ struct Engine::Impl {
       r.t_first = EngineRequest::Clock::now();
     }
     o.tokens.push_back(next);
-    if (r.params.logprobs >= 0) o.logprobs.push_back(LogprobsOf(raw.data(), V, next, r.params.logprobs));
+    if (r.params.logprobs >= 0 && r.params.logprobs_processed) {
+      TokenLogprob lp;
+      lp.token = next;
+      r.sampler.LastDistribution(next, r.params.logprobs, &lp.logprob, &lp.top);
+      o.logprobs.push_back(std::move(lp));
+    } else if (r.params.logprobs >= 0) {
+      o.logprobs.push_back(LogprobsOf(raw.data(), V, next, r.params.logprobs));
+    }
     if (r.decoder) o.text += r.stops.Push(r.decoder->Push(next), stopped);
     if (*stopped) return FinishReason::kStop;
     if (r.constraint && r.constraint->MustEnd()) return FinishReason::kStop;  // the sentence is complete

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <unordered_map>
 
 namespace infera {
@@ -43,6 +44,7 @@ void Sampler::ApplyPenalties(float* logits, int32_t n_vocab, const std::vector<i
 
 int32_t Sampler::Sample(float* logits, int32_t n_vocab, const std::vector<int32_t>& history) {
   ApplyPenalties(logits, n_vocab, history);
+  last_n_ = 0;
   if (p_.temperature == 0.0f) {
     int32_t best = 0;
     for (int32_t i = 1; i < n_vocab; ++i) if (logits[i] > logits[best]) best = i;
@@ -84,6 +86,7 @@ int32_t Sampler::Sample(float* logits, int32_t n_vocab, const std::vector<int32_
     n = keep;
   }
   softmax(n, p_.temperature);
+  last_n_ = n;
   const double u = Uniform();
   double cum = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -91,6 +94,29 @@ int32_t Sampler::Sample(float* logits, int32_t n_vocab, const std::vector<int32_
     if (u < cum) return cands_[i].id;
   }
   return cands_[n - 1].id;
+}
+
+void Sampler::LastDistribution(int32_t token, int32_t k, float* logprob,
+                               std::vector<std::pair<int32_t, float>>* top) const {
+  top->clear();
+  if (last_n_ == 0) {  // greedy: all of the probability on the argmax
+    *logprob = 0.0f;
+    if (k > 0) top->emplace_back(token, 0.0f);
+    return;
+  }
+  // cands_[0, last_n_) are sorted by logit, so by probability too.
+  // (The lowest float, not -inf, for a token of probability 0: the draw's
+  // last resort when rounding left u above the sum.)
+  *logprob = std::numeric_limits<float>::lowest();
+  for (size_t i = 0; i < last_n_; ++i) {
+    if (cands_[i].id == token) {
+      if (cands_[i].p > 0.0f) *logprob = std::log(cands_[i].p);
+      break;
+    }
+  }
+  for (size_t i = 0; i < last_n_ && top->size() < static_cast<size_t>(std::max(k, 0)); ++i) {
+    if (cands_[i].p > 0.0f) top->emplace_back(cands_[i].id, std::log(cands_[i].p));
+  }
 }
 
 }  // namespace infera

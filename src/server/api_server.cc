@@ -471,21 +471,14 @@ void ApiServer::HandleCompletion(const HttpRequest& req, const std::shared_ptr<R
                                  const TraceContext& trace, const std::string& id, bool native) {
   CompletionSpec spec;
   ApiError err;
-  if (!ParseCompletionRequest(req.body, chat, MakeParseContext(), &spec, &err)) return SendError(resp, err);
-  if (native) {
-    // llama-server's answer has one content: one prompt, one choice, no
-    // OpenAI log-probabilities or echo (its n_probs is refused as on every
-    // endpoint).
-    if (spec.prompts.size() != 1) {
-      return SendError(resp, BadValue("prompt", "/completion takes one prompt; /v1/completions takes several"));
-    }
-    if (spec.n != 1 || spec.echo || spec.logprobs) {
-      return SendError(resp, BadValue(spec.n != 1 ? "n"
-                                      : spec.echo ? "echo"
-                                                  : "logprobs",
-                                      "/completion returns one text without log-probabilities; use /v1/completions"));
-    }
-    spec.native = true;
+  ParseContext ctx = MakeParseContext();
+  ctx.native = native;
+  if (!ParseCompletionRequest(req.body, chat, ctx, &spec, &err)) return SendError(resp, err);
+  if (native && (spec.n != 1 || spec.echo)) {
+    // llama-server's answer has one content per prompt, without the prompt.
+    return SendError(resp,
+                     BadValue(spec.n != 1 ? "n" : "echo",
+                              "/completion returns one text per prompt, without the prompt; use /v1/completions"));
   }
   if (spec.params.session_id.empty() && !req.Header("x-session-id").empty()) {
     spec.params.session_id = std::string(req.Header("x-session-id"));

@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string_view>
 
 #include "base/json.h"
 #include "base/logging.h"
+#include "tokenizer/utf8.h"
 
 namespace infera::server {
 
@@ -196,7 +198,34 @@ void CompletionJob::SendEvent(const json& j) { resp_->Send("data: " + DumpJson(j
 
 json CompletionJob::StopReason(const Choice& c) { return c.stop_string.empty() ? json(nullptr) : json(c.stop_string); }
 
-json CompletionJob::NativeResult(const Choice& c, const std::string& content) const {
+json CompletionJob::NativeProbs(const std::vector<TokenLogprob>& lps) const {
+  const bool post = spec_.params.logprobs_processed;
+  auto entry = [&](int32_t id, float logprob) {
+    const std::string piece = tok_->TokenToPiece(id, true);
+    // As llama-server: the text up to a character cut at the piece's end, all the bytes.
+    json e = {
+        {"id", id}, {"token", piece.substr(0, piece.size() - Utf8IncompleteTail(piece))}, {"bytes", Bytes(piece)}};
+    if (post) {
+      e["prob"] = std::exp(logprob);
+    } else {
+      e["logprob"] = logprob;
+    }
+    return e;
+  };
+  json out = json::array();
+  for (const TokenLogprob& lp : lps) {
+    json e = entry(lp.token, lp.logprob);
+    json top = json::array();
+    for (const auto& [t, l] : lp.top) top.push_back(entry(t, l));
+    e[post ? "top_probs" : "top_logprobs"] = std::move(top);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+json CompletionJob::NativeResult(size_t index, const std::string& content) const {
+  const Choice& c = choices_[index];
+  const bool last_chunk = spec_.stream;
   const int64_t prompt_tokens = static_cast<int64_t>(spec_.prompts[c.prompt_index].size());
   // llama-server's timings: the prompt tokens computed (not those from the
   // cache) and the generated ones, with their milliseconds.
@@ -215,34 +244,42 @@ json CompletionJob::NativeResult(const Choice& c, const std::string& content) co
                         {"predicted_per_second", predicted_ms > 0 ? 1e3 * predicted_n / predicted_ms : 0.0}};
   const std::string finish = c.finish_reason ? c.finish_reason : "";
   const char* stop_type = finish == "stop" ? (c.stop_string.empty() ? "eos" : "word") : "limit";
-  return {{"index", 0},
-          {"content", content},
-          {"tokens", json::array()},
-          {"id_slot", -1},
-          {"stop", true},
-          {"model", model_},
-          {"tokens_predicted", predicted_n},
-          {"tokens_evaluated", prompt_tokens},
-          {"tokens_cached", c.cached_tokens},
-          {"prompt", spec_.prompt_texts[c.prompt_index]},
-          {"truncated", false},
-          {"stop_type", stop_type},
-          {"stopping_word", c.stop_string},
-          {"timings", timings}};
+  json result = {{"index", index},
+                 {"content", content},
+                 {"tokens", last_chunk || !spec_.return_tokens ? json::array() : json(c.tokens)},
+                 {"id_slot", -1},
+                 {"stop", true},
+                 {"model", model_},
+                 {"tokens_predicted", predicted_n},
+                 {"tokens_evaluated", prompt_tokens},
+                 {"tokens_cached", c.cached_tokens},
+                 {"prompt", spec_.prompt_texts[c.prompt_index]},
+                 {"truncated", false},
+                 {"stop_type", stop_type},
+                 {"stopping_word", c.stop_string},
+                 {"timings", timings}};
+  if (!last_chunk && spec_.logprobs) result["completion_probabilities"] = NativeProbs(c.logprobs);
+  return result;
+}
+
+void CompletionJob::SendNativeChunk(size_t index, const std::string& text, const RequestOutput& o) {
+  const Choice& c = choices_[index];
+  json chunk = {{"index", index},
+                {"content", text},
+                {"tokens", spec_.return_tokens ? json(o.tokens) : json::array()},
+                {"stop", false},
+                {"id_slot", -1},
+                {"tokens_predicted", c.completion_tokens},
+                {"tokens_evaluated", spec_.prompts[c.prompt_index].size()}};
+  if (spec_.logprobs) chunk["completion_probabilities"] = NativeProbs(o.logprobs);
+  SendEvent(chunk);
 }
 
 void CompletionJob::SendChunk(size_t index, const std::string& text, const json& logprobs, const char* finish) {
   if (spec_.native) {
-    // llama-server's chunks: text only; the final object follows in Finish.
-    if (finish != nullptr) return;
-    const Choice& c = choices_[index];
-    SendEvent({{"index", 0},
-               {"content", text},
-               {"tokens", json::array()},
-               {"stop", false},
-               {"id_slot", -1},
-               {"tokens_predicted", c.completion_tokens},
-               {"tokens_evaluated", spec_.prompts[c.prompt_index].size()}});
+    // (Chunks with text go out by SendNativeChunk.) The choice's final
+    // object, with empty content.
+    if (finish != nullptr) SendEvent(NativeResult(index, ""));
     return;
   }
   json choice = {{"index", index}, {"logprobs", logprobs}, {"finish_reason", nullptr}, {"stop_reason", nullptr}};
@@ -355,7 +392,10 @@ void CompletionJob::OnOutput(size_t index, const RequestOutput& o) {
       if (!c.tool_stream) c.tool_stream = std::make_shared<ToolCallStream>(spec_.tool_format, ToolCallSeed(index));
       text = c.tool_stream->Feed(o.text);
     }
-    if (!text.empty() || !o.logprobs.empty() || (spec_.chat && !c.role_sent)) {
+    if (spec_.native) {
+      const bool per_token = spec_.logprobs || spec_.return_tokens;
+      if (!text.empty() || (per_token && !o.tokens.empty())) SendNativeChunk(index, text, o);
+    } else if (!text.empty() || !o.logprobs.empty() || (spec_.chat && !c.role_sent)) {
       const json lp = spec_.logprobs && !o.logprobs.empty() ? LogprobsJson(c, o.logprobs) : json(nullptr);
       SendChunk(index, text, lp, nullptr);
     }
@@ -363,6 +403,7 @@ void CompletionJob::OnOutput(size_t index, const RequestOutput& o) {
   } else {
     c.text += o.text;
     c.logprobs.insert(c.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
+    if (spec_.return_tokens) c.tokens.insert(c.tokens.end(), o.tokens.begin(), o.tokens.end());
   }
   if (!o.finished) return;
   c.done = true;
@@ -474,13 +515,14 @@ void CompletionJob::Finish() {
     }
     return;
   }
-  if (spec_.stream && spec_.native) {  // llama-server ends its stream with the final object, no [DONE]
-    SendEvent(NativeResult(choices_[0], ""));
+  if (spec_.stream && spec_.native) {  // llama-server ends its stream with the final objects, no [DONE]
     resp_->End();
     return;
   }
-  if (spec_.native) {
-    resp_->Respond(200, "application/json", DumpJson(NativeResult(choices_[0], choices_[0].text)));
+  if (spec_.native) {  // one object; for several prompts an array of them
+    json results = json::array();
+    for (size_t i = 0; i < choices_.size(); ++i) results.push_back(NativeResult(i, choices_[i].text));
+    resp_->Respond(200, "application/json", DumpJson(results.size() == 1 ? results[0] : results));
     return;
   }
   if (spec_.stream) {

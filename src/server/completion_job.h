@@ -50,6 +50,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     size_t prompt_index = 0;
     std::string text;
     std::vector<TokenLogprob> logprobs;
+    std::vector<int32_t> tokens;                // /completion with return_tokens, unstreamed: the generated ids
     std::vector<TokenLogprob> prompt_logprobs;  // echo with logprobs: prompt tokens 1, 2, ...
     bool echo_sent = false;                     // streaming: the prompt text went out
     size_t text_offset = 0;  // bytes of text so far (for completions logprobs)
@@ -95,9 +96,17 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   Totals Count() const;
   nlohmann::json Usage() const;
   void SendChunk(size_t index, const std::string& text, const nlohmann::json& logprobs, const char* finish);
-  // llama-server's final /completion object for choice `c` with `content`
-  // (its whole text; "" as the last chunk of a stream).
-  nlohmann::json NativeResult(const Choice& c, const std::string& content) const;
+  // llama-server's final /completion object for choice `index` with
+  // `content` (its whole text; "" as the last chunk of a stream, which also
+  // leaves out tokens and probabilities, sent with the chunks).
+  nlohmann::json NativeResult(size_t index, const std::string& content) const;
+  // A streamed /completion chunk of choice `index`: output `o`'s text,
+  // tokens (return_tokens) and probabilities (n_probs).
+  void SendNativeChunk(size_t index, const std::string& text, const RequestOutput& o);
+  // llama-server's completion_probabilities of `lps`: per token {id, token,
+  // bytes, logprob, top_logprobs}, or with post_sampling_probs {..., prob,
+  // top_probs}.
+  nlohmann::json NativeProbs(const std::vector<TokenLogprob>& lps) const;
   // vLLM's stop_reason: the stop string that ended the choice, else null.
   static nlohmann::json StopReason(const Choice& c);
   void SendEvent(const nlohmann::json& j);

@@ -50,6 +50,7 @@ bool SetBadValue(ApiError* err, std::string param, std::string message) {
 namespace {
 
 constexpr int32_t kMaxLogprobs = 20;
+constexpr int32_t kMaxNativeProbs = 1000;  // llama-server's n_probs (the engine's limit)
 constexpr size_t kMaxStops = 16;
 
 // Reads optional fields of a request object, keeping the first error.
@@ -586,11 +587,28 @@ bool ParseCompletionRequest(const std::string& body_text, bool chat, const Parse
   } else {
     int32_t top = -1;
     if (r.Integer("logprobs", &top, 0, kMaxLogprobs)) {
+      if (ctx.native && r.ok()) {
+        return r.Fail("logprobs", "/completion takes n_probs for token probabilities; 'logprobs' is /v1/completions'");
+      }
       out->logprobs = true;
       p.logprobs = top;
     }
     r.Bool("echo", &out->echo);
   }
+  r.Bool("return_tokens", &out->return_tokens);
+  if (out->return_tokens && !ctx.native && r.ok()) {
+    return r.Fail("return_tokens", "'return_tokens' is llama-server's /completion field; here only false is accepted");
+  }
+  // llama.cpp's n_probs: on /completion its completion_probabilities; on the
+  // OpenAI endpoints (as llama-server takes it there) the top-k of logprobs
+  // when the request does not ask for those itself.
+  int32_t n_probs = 0;
+  if (r.Integer("n_probs", &n_probs, 0, ctx.native ? kMaxNativeProbs : kMaxLogprobs) && n_probs > 0 && !out->logprobs) {
+    out->logprobs = true;
+    p.logprobs = n_probs;
+  }
+  r.Bool("post_sampling_probs", &p.logprobs_processed);
+  out->native = ctx.native;
   // The body with its key order: JSON schemas and tools keep their properties' order.
   nlohmann::ordered_json obody = ParseOrderedJson(body_text);
   if (r.ok() && !ParseOutputConstraint(obody, &p.grammar, err)) return false;

@@ -61,9 +61,12 @@ struct CompletionSpec {
   bool echo = false;
   bool logprobs = false;      // return log-probabilities (params.logprobs = top count)
   // llama-server's /completion: the answer in its shape ({content, stop,
-  // stop_type, timings, ...}; streamed as such chunks, no [DONE]). One
-  // prompt, n = 1.
+  // stop_type, timings, ...}; streamed as such chunks, no [DONE]; several
+  // prompts: an array of such answers, chunks told apart by "index"); n = 1.
+  // Its n_probs sets logprobs (completion_probabilities in the answer) and
+  // params.logprobs; return_tokens lists the token ids.
   bool native = false;
+  bool return_tokens = false;
   // Chat with tools (tool_choice not "none"): the reply is parsed for calls
   // in this format. tool_named: a named tool_choice (kJson replies are then
   // that function's arguments).
@@ -81,6 +84,8 @@ struct ParseContext {
   ToolCallFormat tool_format = ToolCallFormat::kJson;
   bool tool_format_explicit = false;
   ParseLimits limits;
+  // The request came to llama-server's /completion (CompletionSpec::native).
+  bool native = false;
   // Chat: also render the prompt as text into CompletionSpec::chat_text
   // (POST /apply-template).
   bool render_chat_text = false;

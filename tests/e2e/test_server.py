@@ -3,6 +3,7 @@ limits (413, 429), slow and partial requests, disconnects (the engine frees
 the request's KV blocks), 64 concurrent streams equal to sequential greedy
 runs, and graceful shutdown on SIGTERM."""
 import json
+import math
 import os
 import signal
 import socket
@@ -183,13 +184,88 @@ class ServerTest(unittest.TestCase):
         last = events[-1]
         self.assertEqual((last["stop"], last["content"], last["stop_type"], last["tokens_predicted"]),
                          (True, "", "limit", 12))
-        # One prompt, one text: the OpenAI endpoint's other forms are 400 here.
-        for extra, param in (({"prompt": ["a", "b"]}, "prompt"), ({"n": 2}, "n"), ({"logprobs": 2}, "logprobs"),
-                             ({"n_probs": 3}, "n_probs")):
+        # One text per prompt, without it; probabilities as n_probs: the
+        # OpenAI endpoint's other forms are 400 here.
+        for extra, param in (({"n": 2}, "n"), ({"echo": True}, "echo"), ({"logprobs": 2}, "logprobs"),
+                             ({"n_probs": 1001}, "n_probs"), ({"return_tokens": 1}, "return_tokens")):
             st, b = self.srv.json("POST", "/completion", dict(body, **extra))
             self.assertEqual(st, 400, (extra, b))
             assert_error_object(self, b)
             self.assertEqual(b["error"]["param"], param)
+
+    def test_llama_server_completion_probabilities(self):
+        """/completion's n_probs: completion_probabilities per token (id,
+        token, bytes, logprob, top_logprobs) equal to /v1/completions'
+        logprobs; with post_sampling_probs the probabilities of the
+        distribution each token was drawn from (top_k 3 at temperature 0.7:
+        softmax(logprob / 0.7) over the 3 most likely, the same seeded draw);
+        return_tokens; streamed per chunk; several prompts as an array."""
+        body = {"prompt": "And God said", "n_predict": 6, "temperature": 0}
+        st, v1 = self.srv.json("POST", "/v1/completions", dict(body, logprobs=3))
+        self.assertEqual(st, 200, v1)
+        lp = v1["choices"][0]["logprobs"]
+        st, b = self.srv.json("POST", "/completion", dict(body, n_probs=3, return_tokens=True))
+        self.assertEqual(st, 200, b)
+        probs = b["completion_probabilities"]
+        self.assertEqual(len(probs), 6)
+        self.assertEqual([p["token"] for p in probs], lp["tokens"])
+        self.assertEqual([p["id"] for p in probs], b["tokens"])
+        _, tk = self.srv.json("POST", "/tokenize", {"content": "And God said" + b["content"], "add_special": False})
+        for i, p in enumerate(probs):
+            self.assertEqual(set(p), {"id", "token", "bytes", "logprob", "top_logprobs"})
+            self.assertAlmostEqual(p["logprob"], lp["token_logprobs"][i], places=6)
+            self.assertEqual(bytes(p["bytes"]).decode(), p["token"])
+            self.assertEqual({t["token"]: t["logprob"] for t in p["top_logprobs"]}, lp["top_logprobs"][i])
+            self.assertEqual(p["top_logprobs"][0]["id"], p["id"])  # greedy: the most likely
+            self.assertEqual(len(p["top_logprobs"]), 3)
+        self.assertEqual(tk["tokens"][-6:], b["tokens"])
+        # Post-sampling: the distribution the seeded draw used.
+        sampled = dict(body, temperature=0.7, top_k=3, seed=11, n_probs=5)
+        _, raw = self.srv.json("POST", "/completion", sampled)
+        st, post = self.srv.json("POST", "/completion", dict(sampled, post_sampling_probs=True))
+        self.assertEqual(st, 200, post)
+        self.assertEqual(post["content"], raw["content"])  # the same draws
+        for r, p in zip(raw["completion_probabilities"], post["completion_probabilities"], strict=True):
+            self.assertEqual(set(p), {"id", "token", "bytes", "prob", "top_probs"})
+            kept = r["top_logprobs"][:3]
+            z = sum(math.exp(t["logprob"] / 0.7) for t in kept)
+            want = [(t["id"], math.exp(t["logprob"] / 0.7) / z) for t in kept]
+            got = [(t["id"], t["prob"]) for t in p["top_probs"]]
+            self.assertEqual([g[0] for g in got], [w[0] for w in want])
+            for (_, g), (_, w) in zip(got, want):
+                self.assertAlmostEqual(g, w, places=5)
+            self.assertAlmostEqual(p["prob"], dict(want)[p["id"]], places=5)
+        st, g = self.srv.json("POST", "/completion", dict(body, n_probs=2, post_sampling_probs=True))
+        self.assertEqual([(p["prob"], [t["prob"] for t in p["top_probs"]]) for p in g["completion_probabilities"]],
+                         [(1.0, [1.0])] * 6)  # greedy: all on the argmax
+        # Streamed: each chunk its token's entry and id; the final object none.
+        _, events = sse_request(self.srv.port, "/completion", dict(body, n_probs=3, return_tokens=True, stream=True))
+        chunks, last = events[:-1], events[-1]
+        self.assertEqual([p for e in chunks for p in e["completion_probabilities"]], probs)
+        self.assertEqual([t for e in chunks for t in e["tokens"]], b["tokens"])
+        self.assertEqual((last["stop"], last["tokens"]), (True, []))
+        self.assertNotIn("completion_probabilities", last)
+        # Several prompts: an array of answers, each as a request of its own.
+        st, many = self.srv.json("POST", "/completion", dict(body, prompt=["And God said", "In the beginning"]))
+        self.assertEqual(st, 200, many)
+        _, second = self.srv.json("POST", "/completion", dict(body, prompt="In the beginning"))
+        self.assertEqual([(m["index"], m["content"]) for m in many],
+                         [(0, v1["choices"][0]["text"]), (1, second["content"])])
+        _, events = sse_request(self.srv.port, "/completion",
+                                dict(body, prompt=["And God said", "In the beginning"], stream=True))
+        for i, text in enumerate((v1["choices"][0]["text"], second["content"])):
+            mine = [e for e in events if e["index"] == i]
+            self.assertEqual("".join(e["content"] for e in mine), text)
+            self.assertEqual([e["stop"] for e in mine], [False] * 6 + [True])
+        # On the OpenAI endpoints n_probs is the top-k of logprobs (as llama-server takes it).
+        st, c = self.srv.json("POST", "/v1/completions", dict(body, n_probs=3))
+        self.assertEqual(c["choices"][0]["logprobs"], lp)
+        st, c = self.srv.json("POST", "/v1/chat/completions",
+                              {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2, "n_probs": 2})
+        self.assertEqual([len(t["top_logprobs"]) for t in c["choices"][0]["logprobs"]["content"]], [2, 2])
+        for extra in ({"n_probs": 21}, {"return_tokens": True}):
+            st, e = self.srv.json("POST", "/v1/completions", dict(body, **extra))
+            self.assertEqual((st, e["error"]["param"]), (400, next(iter(extra))))
 
     def test_llama_server_props_and_apply_template(self):
         st, models = self.srv.json("GET", "/v1/models")

@@ -53,11 +53,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ctx.trust_request_chat_template = true;
   ctx.tool_format = infera::server::DetectToolCallFormat(kTemplate.jinja_source());
   const bool chat = (data[0] & 1) != 0;
+  ctx.native = !chat && (data[0] & 2) != 0;  // llama-server's /completion
   const std::string body(reinterpret_cast<const char*>(data) + 1, size - 1);
   CompletionSpec spec;
   ApiError err;
   if (ParseCompletionRequest(body, chat, ctx, &spec, &err)) {
     if (spec.prompts.empty() || spec.n < 1 || spec.n > 4) __builtin_trap();
+    // Top-k counts within the endpoint's limit (20 for OpenAI's, 1000 for n_probs).
+    if (spec.params.logprobs > (ctx.native ? 1000 : 20) || spec.params.prompt_logprobs > 20) __builtin_trap();
+    if (spec.return_tokens && !ctx.native) __builtin_trap();
     for (const auto& p : spec.prompts) {
       if (p.empty() || p.size() >= 256) __builtin_trap();
       for (int32_t id : p) {

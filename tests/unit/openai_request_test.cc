@@ -259,5 +259,32 @@ TEST_F(OpenAIRequestTest, LlamaCppNamesAreAliases) {
   EXPECT_EQ(Parse(R"({"prompt": "x", "repeat_penalty": 1.3, "repeat_last_n": 8})").params.sampling.penalty_last_n, 8);
 }
 
+// llama.cpp's n_probs / post_sampling_probs / return_tokens: on
+// /completion (ParseContext::native) its probabilities, up to 1000; on the
+// OpenAI endpoints n_probs is logprobs' k (up to 20), return_tokens only false.
+TEST_F(OpenAIRequestTest, LlamaCppProbabilities) {
+  CompletionSpec s = Parse(R"({"prompt": "x", "n_probs": 3})");
+  EXPECT_TRUE(s.logprobs);
+  EXPECT_EQ(s.params.logprobs, 3);
+  EXPECT_FALSE(s.params.logprobs_processed);
+  EXPECT_EQ(Parse(R"({"prompt": "x", "n_probs": 3, "logprobs": 1})").params.logprobs, 1);  // its own wins
+  EXPECT_EQ(Parse(R"({"prompt": "x", "n_probs": 0})").params.logprobs, -1);
+  s = Parse(R"({"messages": [{"role": "user", "content": "x"}], "n_probs": 2, "post_sampling_probs": true})", true);
+  EXPECT_EQ(s.params.logprobs, 2);
+  EXPECT_TRUE(s.params.logprobs_processed);
+  EXPECT_EQ(Error(R"({"prompt": "x", "n_probs": 21})").param, "n_probs");
+  EXPECT_EQ(Error(R"({"prompt": "x", "return_tokens": true})").param, "return_tokens");
+  EXPECT_EQ(Error(R"({"messages": [{"role": "user", "content": "x"}], "return_tokens": true})", true).param,
+            "return_tokens");
+  EXPECT_FALSE(Parse(R"({"prompt": "x", "return_tokens": false})").return_tokens);
+  ctx_.native = true;
+  s = Parse(R"({"prompt": "x", "n_probs": 1000, "return_tokens": true})");
+  EXPECT_TRUE(s.native);
+  EXPECT_TRUE(s.return_tokens);
+  EXPECT_EQ(s.params.logprobs, 1000);
+  EXPECT_EQ(Error(R"({"prompt": "x", "n_probs": 1001})").param, "n_probs");
+  EXPECT_EQ(Error(R"({"prompt": "x", "logprobs": 2})").param, "logprobs");  // /completion takes n_probs
+}
+
 }  // namespace
 }  // namespace infera::server::openai_request_test

@@ -294,7 +294,7 @@ TEST(PromptLogits, PromptLogprobsFollowTheRows) {
     EXPECT_EQ(lps[i].top[0].first, best);
     EXPECT_GE(lps[i].top[0].second, lps[i].top[1].second);
   }
-  rp.prompt_logprobs = 21;
+  rp.prompt_logprobs = 1001;  // the engine allows 1000 (the server: 20 on OpenAI endpoints)
   EXPECT_EQ(e->Add(prompt, rp).status().code(), StatusCode::kInvalidArgument);
 }
 

@@ -1,3 +1,4 @@
+#include <cmath>
 #include <map>
 
 #include <gtest/gtest.h>
@@ -85,6 +86,61 @@ TEST(Sampler, PenaltiesChangeGreedyChoice) {
   Sampler f(q);
   std::vector<float> l2 = {2.0f, 1.5f};
   EXPECT_EQ(f.Sample(l2.data(), 2, {0, 0}), 1);  // 2.0 - 0.6 = 1.4
+}
+
+// The distribution the draw used (post-sampling probabilities): after
+// top-k and temperature, softmax(logit / T) over the k kept tokens, most
+// probable first; the drawn token's entry among them.
+TEST(Sampler, LastDistributionIsTheDrawnFrom) {
+  SamplingParams p;
+  p.temperature = 0.7f;
+  p.top_k = 3;
+  p.top_p = 1.0f;
+  p.min_p = 0;
+  p.seed = 7;
+  p.has_seed = true;
+  Sampler s(p);
+  const std::vector<float> base = {1.0f, 3.0f, -2.0f, 2.5f, 2.0f, 0.0f};
+  double z = 0;
+  for (int id : {1, 3, 4}) z += std::exp(base[id] / 0.7);
+  std::map<int32_t, int> seen;
+  for (int i = 0; i < 50; ++i) {
+    std::vector<float> l = base;
+    const int32_t t = s.Sample(l.data(), 6, {});
+    float lp = 0;
+    std::vector<std::pair<int32_t, float>> top;
+    s.LastDistribution(t, 5, &lp, &top);
+    ASSERT_EQ(top.size(), 3u);  // only the kept tokens: probability 0 is left out
+    EXPECT_EQ(top[0].first, 1);
+    EXPECT_EQ(top[1].first, 3);
+    EXPECT_EQ(top[2].first, 4);
+    double sum = 0;
+    for (const auto& [id, l2] : top) {
+      EXPECT_NEAR(l2, base[id] / 0.7 - std::log(z), 1e-5);
+      sum += std::exp(l2);
+      if (id == t) {
+        EXPECT_EQ(l2, lp);
+      }
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-6);
+    EXPECT_NEAR(lp, base[t] / 0.7 - std::log(z), 1e-5);
+    s.LastDistribution(t, 1, &lp, &top);
+    EXPECT_EQ(top.size(), 1u);
+    seen[t]++;
+  }
+  EXPECT_EQ(seen.size(), 3u);  // it samples among the three
+  // Greedy: the argmax with probability 1.
+  p.temperature = 0;
+  Sampler g(p);
+  std::vector<float> l = base;
+  const int32_t t = g.Sample(l.data(), 6, {});
+  float lp = -1;
+  std::vector<std::pair<int32_t, float>> top;
+  g.LastDistribution(t, 4, &lp, &top);
+  EXPECT_EQ(t, 1);
+  EXPECT_EQ(lp, 0.0f);
+  ASSERT_EQ(top.size(), 1u);
+  EXPECT_EQ(top[0], std::make_pair(1, 0.0f));
 }
 
 TEST(Sampler, ValidatesParams) {
