@@ -168,6 +168,9 @@ constexpr Route kRoutes[] = {
     {"/completions", false, kPost, true, "/completion"},
     {"/v1/chat/completions", false, kPost, true, "/v1/chat/completions"},
     {"/v1/embeddings", false, kPost, true, "/v1/embeddings"},
+    // llama-server's own embedding API (EmbeddingSpec::native).
+    {"/embedding", false, kPost, true, "/embedding"},
+    {"/embeddings", false, kPost, true, "/embedding"},
     {"/v1/models", false, kGet, true, "/v1/models"},
     {"/v1/models/", true, kGet, true, "/v1/models/{id}"},
     {"/tokenize", false, kPost, true, "/tokenize"},
@@ -272,11 +275,12 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
   if (state == State::kFailed) {
     return SendError(resp, Error(503, "the server failed and is restarting", "service_unavailable", "failed"));
   }
-  if (path == "/v1/embeddings") return HandleEmbeddings(req, resp);
+  if (path == "/v1/embeddings") return HandleEmbeddings(req, resp, /*native=*/false);
+  if (path == "/embedding" || path == "/embeddings") return HandleEmbeddings(req, resp, /*native=*/true);
   HandleCompletion(req, resp, chat, trace, request_id, /*native=*/path == "/completion" || path == "/completions");
 }
 
-void ApiServer::HandleEmbeddings(const HttpRequest& req, const std::shared_ptr<Responder>& resp) {
+void ApiServer::HandleEmbeddings(const HttpRequest& req, const std::shared_ptr<Responder>& resp, bool native) {
   EmbeddingLimits limits;
   limits.max_model_len = backend_.engine->max_model_len();
   limits.n_vocab = backend_.engine->n_vocab();
@@ -284,6 +288,10 @@ void ApiServer::HandleEmbeddings(const HttpRequest& req, const std::shared_ptr<R
   EmbeddingSpec spec;
   ApiError err;
   if (!ParseEmbeddingRequest(req.body, *backend_.tokenizer, limits, &spec, &err)) return SendError(resp, err);
+  if (native && spec.base64) {
+    return SendError(resp, BadValue("encoding_format", "/embedding returns floats; base64 is /v1/embeddings'"));
+  }
+  spec.native = native;
   if (!spec.model.empty() && spec.model != opts_.served_model_name) {
     return SendError(resp, Error(404,
                                  fmt::format("The model `{}` does not exist (this server serves `{}`).", spec.model,

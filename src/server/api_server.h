@@ -93,8 +93,8 @@ class ApiServer {
   std::string AllowedOrigin(const HttpRequest& req) const;
   void HandleOptions(const HttpRequest& req, const std::shared_ptr<Responder>& resp, uint8_t route_methods) const;
   void HandleVersion(const std::shared_ptr<Responder>& resp) const;
-  // POST /v1/embeddings.
-  void HandleEmbeddings(const HttpRequest& req, const std::shared_ptr<Responder>& resp);
+  // POST /v1/embeddings (native: llama-server's /embedding).
+  void HandleEmbeddings(const HttpRequest& req, const std::shared_ptr<Responder>& resp, bool native);
   // GET /: the web chat page (web/chat.html), or 404 with --no-web-ui.
   void HandleWebUi(const std::shared_ptr<Responder>& resp) const;
   // GET /props (llama-server's): context, the completion defaults, slots,

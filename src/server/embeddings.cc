@@ -1,5 +1,7 @@
 #include "server/embeddings.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -73,12 +75,14 @@ bool ParseEmbeddingRequest(const std::string& body_text, const Tokenizer& tok, c
       }
     } else if (key == "normalize") {  // vLLM
       if (!v.is_boolean()) return SetBadValue(err, key, "'normalize' must be a boolean");
-      out->normalize = v.get<bool>();
-    } else if (key == "embd_normalize") {  // llama.cpp: -1 none, 2 Euclidean
-      if (!v.is_number_integer() || (v.get<int64_t>() != -1 && v.get<int64_t>() != 2)) {
-        return SetBadValue(err, key, "'embd_normalize' must be -1 (none) or 2 (Euclidean); other norms are not supported");
+      out->embd_normalize = v.get<bool>() ? 2 : -1;
+    } else if (key == "embd_normalize") {  // llama.cpp
+      if (!v.is_number_integer() || v.get<int64_t>() < -1 || v.get<int64_t>() > 64) {
+        return SetBadValue(err, key,
+                           "'embd_normalize' must be -1 (none), 0 (max absolute, int16 range), 1 (taxicab), 2 "
+                           "(Euclidean) or a p-norm's p up to 64");
       }
-      out->normalize = v.get<int64_t>() == 2;
+      out->embd_normalize = static_cast<int32_t>(v.get<int64_t>());
     } else if (key == "add_special_tokens") {  // vLLM
       if (!v.is_boolean()) return SetBadValue(err, key, "'add_special_tokens' must be a boolean");
       add_special = v.get<bool>();
@@ -113,6 +117,21 @@ bool ParseEmbeddingRequest(const std::string& body_text, const Tokenizer& tok, c
     return true;
   }
   return AddInput(*input, tok, limits, add_special, out, err);
+}
+
+void NormalizeEmbedding(int32_t norm, std::vector<float>* v) {
+  double scale = 1.0;  // what the vector is divided by
+  if (norm == 0) {
+    double max_abs = 0;
+    for (float x : *v) max_abs = std::max(max_abs, std::fabs(static_cast<double>(x)));
+    scale = max_abs / 32760.0;
+  } else if (norm > 0) {
+    double sum = 0;
+    for (float x : *v) sum += std::pow(std::fabs(static_cast<double>(x)), norm);
+    scale = std::pow(sum, 1.0 / norm);
+  }
+  const double inv = scale > 0 ? 1.0 / scale : 0.0;
+  for (float& x : *v) x = static_cast<float>(x * inv);
 }
 
 std::string Base64Floats(const std::vector<float>& v) {
@@ -171,7 +190,8 @@ void EmbeddingJob::Start() {
   RequestParams params;
   params.max_tokens = 0;
   params.pooling = pooling_;
-  params.normalize_embedding = spec_.normalize;
+  // The engine's own L2 normalization; the other norms are applied here.
+  params.normalize_embedding = spec_.embd_normalize == 2;
   params.priority = spec_.priority;
   auto self = shared_from_this();
   for (size_t i = 0; i < spec_.inputs.size(); ++i) {
@@ -219,9 +239,19 @@ void EmbeddingJob::OnOutput(size_t index, const RequestOutput& o) {
     return Fail(503, "service_unavailable", "cancelled", "the request was cancelled (the server is shutting down)");
   }
   embeddings_[index] = o.embedding;
+  if (spec_.embd_normalize != 2 && spec_.embd_normalize != -1)
+    NormalizeEmbedding(spec_.embd_normalize, &embeddings_[index]);
   prompt_tokens_ += o.prompt_tokens;
   if (--remaining_ > 0 || answered_) return;
   answered_ = true;
+  if (spec_.native) {  // llama-server: [{"index", "embedding": [the pooled vector]}]
+    json list = json::array();
+    for (size_t i = 0; i < embeddings_.size(); ++i) {
+      list.push_back({{"index", i}, {"embedding", json::array({embeddings_[i]})}});
+    }
+    resp_->Respond(200, "application/json", DumpJson(list));
+    return;
+  }
   json data = json::array();
   for (size_t i = 0; i < embeddings_.size(); ++i) {
     json e = {{"object", "embedding"}, {"index", i}};

@@ -24,7 +24,13 @@ struct EmbeddingSpec {
   std::string model;                         // as sent ("" if omitted)
   std::vector<std::vector<int32_t>> inputs;  // token ids of each input
   bool base64 = false;                       // encoding_format "base64"
-  bool normalize = true;                     // L2 (vLLM's normalize, llama.cpp's embd_normalize 2)
+  // llama.cpp's embd_normalize: -1 none, 0 max-absolute scaled to int16's
+  // range (32760), 1 taxicab, 2 Euclidean (vLLM's normalize: true 2, false
+  // -1), p > 2 the p-norm.
+  int32_t embd_normalize = 2;
+  // llama-server's /embedding: an array of {"index", "embedding": [vector]}
+  // instead of OpenAI's list object.
+  bool native = false;
   int32_t priority = 0;
   std::string user;
 };
@@ -39,6 +45,10 @@ struct EmbeddingLimits {
 // Parses `body`. On failure returns false with *err set (400 naming the field).
 bool ParseEmbeddingRequest(const std::string& body, const Tokenizer& tok, const EmbeddingLimits& limits,
                            EmbeddingSpec* out, ApiError* err);
+
+// Scales `v` in place by llama.cpp's embd_normalize `norm` (see EmbeddingSpec);
+// a zero vector stays zero.
+void NormalizeEmbedding(int32_t norm, std::vector<float>* v);
 
 // "float" embeddings as base64 of their little-endian float32 bytes (OpenAI's
 // encoding_format "base64").

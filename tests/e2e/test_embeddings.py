@@ -1,4 +1,4 @@
-"""POST /v1/embeddings against the numpy reference: the bundled model's final
+"""POST /v1/embeddings (and llama-server's /embedding) against the numpy reference: the bundled model's final
 hidden states (tests/reference/reference.py, from its safetensors), pooled by
 mean / CLS / last token and L2-normalized, must equal what the server returns
 — for inputs run together in one batch, split into prefill chunks, beside a
@@ -100,6 +100,27 @@ class EmbeddingsTest(unittest.TestCase):
             self.assertEqual(a["data"][0]["embedding"], b["data"][0]["embedding"])
             self.assertEqual(a["usage"]["prompt_tokens"], len(tok["tokens"]))
             self.assertEqual(srv.metric("infera_kv_blocks_used"), 0)
+            # llama-server's /embedding: [{"index", "embedding": [vector]}],
+            # each of its embd_normalize norms against numpy's.
+            for norm in (-1, 0, 1, 2, 3):
+                for path in ("/embedding", "/embeddings"):
+                    st, b = srv.json("POST", path, {"content": self.inputs, "embd_normalize": norm})
+                    self.assertEqual(st, 200, b)
+                    self.assertEqual([e["index"] for e in b], [0, 1, 2])
+                    for e, h in zip(b, self.hidden):
+                        self.assertEqual(len(e["embedding"]), 1)
+                        got = np.array(e["embedding"][0], dtype=np.float64)
+                        raw = pool(h, "last", False)
+                        if norm == -1:
+                            want = raw
+                        elif norm == 0:
+                            want = raw / (np.max(np.abs(raw)) / 32760.0)
+                        else:
+                            want = raw / np.sum(np.abs(raw) ** norm) ** (1.0 / norm)
+                        err = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
+                        self.assertLess(err, 1e-4, f"embd_normalize {norm}: relative error {err:.2e}")
+            st, b = srv.json("POST", "/embedding", {"content": "x", "encoding_format": "base64"})
+            self.assertEqual((st, b["error"]["param"]), (400, "encoding_format"))
 
     def test_errors(self):
         with Server("--api-key", "k") as srv:
@@ -111,7 +132,8 @@ class EmbeddingsTest(unittest.TestCase):
                      ({"input": 3}, "input"), ({"input": [1, 99999]}, "input"), ({"input": [{"a": 1}]}, "input"),
                      ({"input": "x", "encoding_format": "int8"}, "encoding_format"),
                      ({"input": "x", "dimensions": 8}, "dimensions"),
-                     ({"input": "x", "embd_normalize": 1}, "embd_normalize"),
+                     ({"input": "x", "embd_normalize": 65}, "embd_normalize"),
+                     ({"input": "x", "embd_normalize": 1.5}, "embd_normalize"),
                      ({"input": "x", "truncate_prompt_tokens": 4}, "truncate_prompt_tokens"),
                      ({"input": "x", "max_tokens": 4}, "max_tokens"),
                      ({"input": [[1] * (n_ctx + 1)]}, "input")]
