@@ -28,6 +28,7 @@
 #include "build_paths.h"
 #include "infera/engine.h"
 #include "model/model.h"
+#include "python/py_outputs.h"
 #include "sampling/sampler.h"
 #include "server/output_constraints.h"
 #include "tokenizer/chat_template.h"
@@ -74,6 +75,7 @@ struct PySamplingParams {
   std::vector<std::string> stop;
   bool ignore_eos = false;
   std::optional<int> logprobs;
+  std::optional<int> prompt_logprobs;
   std::optional<PyGuidedDecodingParams> guided_decoding;
 
   // Engine parameters; ValueError on values out of range.
@@ -82,6 +84,9 @@ struct PySamplingParams {
     if (max_tokens && *max_tokens < 1) throw py::value_error("max_tokens must be at least 1 (None: to the context end)");
     if (min_tokens < 0) throw py::value_error("min_tokens must be >= 0");
     if (logprobs && (*logprobs < 0 || *logprobs > 20)) throw py::value_error("logprobs must be in [0, 20]");
+    if (prompt_logprobs && (*prompt_logprobs < 0 || *prompt_logprobs > 20)) {
+      throw py::value_error("prompt_logprobs must be in [0, 20]");
+    }
     RequestParams p;
     p.sampling.temperature = temperature;
     p.sampling.top_p = top_p;
@@ -99,32 +104,11 @@ struct PySamplingParams {
     p.stop = stop;
     p.ignore_eos = ignore_eos;
     p.logprobs = logprobs ? *logprobs : -1;
+    p.prompt_logprobs = prompt_logprobs ? *prompt_logprobs : -1;
     if (guided_decoding) p.grammar = guided_decoding->grammar;
     if (Status st = ValidateSamplingParams(p.sampling); !st.ok()) Raise(st);
     return p;
   }
-};
-
-struct PyCompletionOutput {
-  int index = 0;
-  std::string text;
-  std::vector<int32_t> token_ids;
-  std::optional<std::string> finish_reason;
-  // vLLM's: the stop string that ended the output, else None.
-  std::optional<std::string> stop_reason;
-  // With logprobs: per generated token, {token id: logprob} of the sampled
-  // token and the top candidates (vLLM's shape, ids as keys).
-  std::optional<std::vector<std::map<int32_t, float>>> logprobs;
-  std::optional<double> cumulative_logprob;
-};
-
-struct PyRequestOutput {
-  std::string request_id;
-  std::optional<std::string> prompt;
-  std::vector<int32_t> prompt_token_ids;
-  std::vector<PyCompletionOutput> outputs;
-  bool finished = false;
-  int num_cached_tokens = 0;
 };
 
 // vLLM's EmbeddingRequestOutput: .outputs.embedding.
@@ -137,23 +121,6 @@ struct PyEmbeddingRequestOutput {
   PyEmbeddingOutput outputs;
   bool finished = false;
 };
-
-// Accumulates one choice's outputs over the steps.
-void Append(const RequestOutput& o, bool want_logprobs, PyCompletionOutput* c) {
-  c->text += o.text;
-  c->token_ids.insert(c->token_ids.end(), o.tokens.begin(), o.tokens.end());
-  if (want_logprobs) {
-    if (!c->logprobs) c->logprobs.emplace();
-    if (!c->cumulative_logprob) c->cumulative_logprob = 0.0;
-    for (const TokenLogprob& lp : o.logprobs) {
-      std::map<int32_t, float> m;
-      for (const auto& [tok, v] : lp.top) m[tok] = v;
-      m[lp.token] = lp.logprob;
-      c->logprobs->push_back(std::move(m));
-      *c->cumulative_logprob += lp.logprob;
-    }
-  }
-}
 
 class LLM {
  public:
@@ -537,7 +504,8 @@ class LLM {
         }
         PyRequestOutput& r = results[it->second.prompt];
         PyCompletionOutput& c = r.outputs[it->second.choice];
-        Append(o, params[it->second.prompt].first.logprobs >= 0, &c);
+        const RequestParams& rp = params[it->second.prompt].first;
+        AppendOutput(o, *lm_.tokenizer, rp.logprobs >= 0, rp.prompt_logprobs, &r, &c);
         if (o.finished) {
           if (o.finish_reason == FinishReason::kError) {
             cancel_all();
@@ -638,7 +606,8 @@ PYBIND11_MODULE(_infera, m) {
       .def(py::init([](int n, float temperature, float top_p, int top_k, float min_p, float presence_penalty,
                        float frequency_penalty, float repetition_penalty, std::optional<uint64_t> seed,
                        std::optional<int> max_tokens, int min_tokens, py::object stop, bool ignore_eos,
-                       std::optional<int> logprobs, std::optional<PyGuidedDecodingParams> guided_decoding) {
+                       std::optional<int> logprobs, std::optional<int> prompt_logprobs,
+                       std::optional<PyGuidedDecodingParams> guided_decoding) {
              PySamplingParams p;
              p.n = n;
              p.temperature = temperature;
@@ -658,6 +627,7 @@ PYBIND11_MODULE(_infera, m) {
              }
              p.ignore_eos = ignore_eos;
              p.logprobs = logprobs;
+             p.prompt_logprobs = prompt_logprobs;
              p.guided_decoding = std::move(guided_decoding);
              p.ToRequest();  // ValueError now rather than at generate()
              return p;
@@ -666,7 +636,8 @@ PYBIND11_MODULE(_infera, m) {
            py::arg("top_k") = -1, py::arg("min_p") = 0.0f, py::arg("presence_penalty") = 0.0f,
            py::arg("frequency_penalty") = 0.0f, py::arg("repetition_penalty") = 1.0f, py::arg("seed") = py::none(),
            py::arg("max_tokens") = 16, py::arg("min_tokens") = 0, py::arg("stop") = py::none(),
-           py::arg("ignore_eos") = false, py::arg("logprobs") = py::none(), py::arg("guided_decoding") = py::none())
+           py::arg("ignore_eos") = false, py::arg("logprobs") = py::none(), py::arg("prompt_logprobs") = py::none(),
+           py::arg("guided_decoding") = py::none())
       .def_readwrite("n", &PySamplingParams::n)
       .def_readwrite("temperature", &PySamplingParams::temperature)
       .def_readwrite("top_p", &PySamplingParams::top_p)
@@ -681,11 +652,22 @@ PYBIND11_MODULE(_infera, m) {
       .def_readwrite("stop", &PySamplingParams::stop)
       .def_readwrite("ignore_eos", &PySamplingParams::ignore_eos)
       .def_readwrite("logprobs", &PySamplingParams::logprobs)
+      .def_readwrite("prompt_logprobs", &PySamplingParams::prompt_logprobs)
       .def_readwrite("guided_decoding", &PySamplingParams::guided_decoding)
       .def("__repr__", [](const PySamplingParams& p) {
         return "SamplingParams(n=" + std::to_string(p.n) + ", temperature=" + std::to_string(p.temperature) +
                ", top_p=" + std::to_string(p.top_p) + ", top_k=" + std::to_string(p.top_k) +
                ", max_tokens=" + (p.max_tokens ? std::to_string(*p.max_tokens) : "None") + ")";
+      });
+
+  py::class_<PyLogprob>(m, "Logprob")
+      .def_readonly("logprob", &PyLogprob::logprob)
+      .def_readonly("rank", &PyLogprob::rank)
+      .def_readonly("decoded_token", &PyLogprob::decoded_token)
+      .def("__repr__", [](const PyLogprob& l) {
+        return "Logprob(logprob=" + py::repr(py::float_(l.logprob)).cast<std::string>() +
+               ", rank=" + std::to_string(l.rank) +
+               ", decoded_token=" + py::repr(py::str(l.decoded_token)).cast<std::string>() + ")";
       });
 
   py::class_<PyCompletionOutput>(m, "CompletionOutput")
@@ -705,6 +687,7 @@ PYBIND11_MODULE(_infera, m) {
       .def_readonly("request_id", &PyRequestOutput::request_id)
       .def_readonly("prompt", &PyRequestOutput::prompt)
       .def_readonly("prompt_token_ids", &PyRequestOutput::prompt_token_ids)
+      .def_readonly("prompt_logprobs", &PyRequestOutput::prompt_logprobs)
       .def_readonly("outputs", &PyRequestOutput::outputs)
       .def_readonly("finished", &PyRequestOutput::finished)
       .def_readonly("num_cached_tokens", &PyRequestOutput::num_cached_tokens)

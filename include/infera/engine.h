@@ -171,6 +171,7 @@ struct RequestParams {
 struct TokenLogprob {
   int32_t token = 0;
   float logprob = 0;
+  int32_t rank = 1;  // 1 + how many tokens are more likely than `token` (vLLM's rank; top[i] has rank i + 1)
   std::vector<std::pair<int32_t, float>> top;  // (token, logprob), most likely first
 };
 

@@ -9,7 +9,7 @@ vLLM's interface.
 The engine runs with the GIL released; see docs/api.md ("Python API").
 """
 from ._infera import (LLM, CompletionOutput, EmbeddingOutput, EmbeddingRequestOutput, GuidedDecodingParams,
-                      RequestOutput, SamplingParams, Stream, __version__)
+                      Logprob, RequestOutput, SamplingParams, Stream, __version__)
 
 __all__ = ["LLM", "SamplingParams", "GuidedDecodingParams", "RequestOutput", "CompletionOutput", "EmbeddingRequestOutput", "EmbeddingOutput",
-           "Stream", "__version__"]
+           "Logprob", "Stream", "__version__"]

@@ -45,6 +45,7 @@ TokenLogprob LogprobsOf(const float* logits, int32_t n, int32_t token, int32_t k
   TokenLogprob lp;
   lp.token = token;
   lp.logprob = static_cast<float>(logits[token] - log_z);
+  for (int32_t i = 0; i < n; ++i) lp.rank += logits[i] > logits[token] ? 1 : 0;
   if (k > 0) {
     std::vector<int32_t> ids(n);
     for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
@@ -283,7 +284,7 @@ struct Engine::Impl {
     if (r.params.logprobs >= 0 && r.params.logprobs_processed) {
       TokenLogprob lp;
       lp.token = next;
-      r.sampler.LastDistribution(next, r.params.logprobs, &lp.logprob, &lp.top);
+      r.sampler.LastDistribution(next, r.params.logprobs, &lp.logprob, &lp.top, &lp.rank);
       o.logprobs.push_back(std::move(lp));
     } else if (r.params.logprobs >= 0) {
       o.logprobs.push_back(LogprobsOf(raw.data(), V, next, r.params.logprobs));

@@ -96,9 +96,10 @@ int32_t Sampler::Sample(float* logits, int32_t n_vocab, const std::vector<int32_
   return cands_[n - 1].id;
 }
 
-void Sampler::LastDistribution(int32_t token, int32_t k, float* logprob,
-                               std::vector<std::pair<int32_t, float>>* top) const {
+void Sampler::LastDistribution(int32_t token, int32_t k, float* logprob, std::vector<std::pair<int32_t, float>>* top,
+                               int32_t* rank) const {
   top->clear();
+  *rank = 1;
   if (last_n_ == 0) {  // greedy: all of the probability on the argmax
     *logprob = 0.0f;
     if (k > 0) top->emplace_back(token, 0.0f);
@@ -108,12 +109,15 @@ void Sampler::LastDistribution(int32_t token, int32_t k, float* logprob,
   // (The lowest float, not -inf, for a token of probability 0: the draw's
   // last resort when rounding left u above the sum.)
   *logprob = std::numeric_limits<float>::lowest();
+  float p_token = 0.0f;
   for (size_t i = 0; i < last_n_; ++i) {
     if (cands_[i].id == token) {
-      if (cands_[i].p > 0.0f) *logprob = std::log(cands_[i].p);
+      p_token = cands_[i].p;
+      if (p_token > 0.0f) *logprob = std::log(p_token);
       break;
     }
   }
+  for (size_t i = 0; i < last_n_; ++i) *rank += cands_[i].p > p_token ? 1 : 0;
   for (size_t i = 0; i < last_n_ && top->size() < static_cast<size_t>(std::max(k, 0)); ++i) {
     if (cands_[i].p > 0.0f) top->emplace_back(cands_[i].id, std::log(cands_[i].p));
   }

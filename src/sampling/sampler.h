@@ -29,8 +29,10 @@ class Sampler {
   // *logprob = log p(token) and `top` the k most probable tokens of it
   // (token, log p), most probable first, those of probability 0 left out.
   // Greedy (temperature 0): the argmax with probability 1. `token` must be
-  // the one Sample returned.
-  void LastDistribution(int32_t token, int32_t k, float* logprob, std::vector<std::pair<int32_t, float>>* top) const;
+  // the one Sample returned. *rank: 1 + how many of the distribution's tokens
+  // are more probable.
+  void LastDistribution(int32_t token, int32_t k, float* logprob, std::vector<std::pair<int32_t, float>>* top,
+                        int32_t* rank) const;
 
  private:
   void ApplyPenalties(float* logits, int32_t n_vocab, const std::vector<int32_t>& history);

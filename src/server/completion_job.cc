@@ -139,7 +139,9 @@ json CompletionJob::LogprobsJson(Choice& c, const std::vector<TokenLogprob>& lps
   auto add = [&](const TokenLogprob& lp) {
     token_logprobs.push_back(lp.logprob);
     json top = json::object();
-    for (const auto& [t, l] : lp.top) top[tok_->TokenToPiece(t, true)] = l;
+    // (A prompt's entries may carry more: the engine computed prompt_logprobs' k.)
+    const size_t k = std::min(lp.top.size(), static_cast<size_t>(std::max(spec_.params.logprobs, 0)));
+    for (size_t i = 0; i < k; ++i) top[tok_->TokenToPiece(lp.top[i].first, true)] = lp.top[i].second;
     top_logprobs.push_back(top);
   };
   size_t next = 0;  // the first entry of lps not listed yet
@@ -173,6 +175,27 @@ json CompletionJob::LogprobsJson(Choice& c, const std::vector<TokenLogprob>& lps
   }
   return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs},
           {"text_offset", offsets}};
+}
+
+json CompletionJob::PromptLogprobsJson(const Choice& c) const {
+  json out = json::array({nullptr});  // the first token has no context
+  for (const TokenLogprob& lp : c.prompt_logprobs) {
+    json entry = json::object();
+    auto put = [&](int32_t id, float logprob, int32_t rank) {
+      entry[std::to_string(id)] = {
+          {"logprob", logprob}, {"rank", rank}, {"decoded_token", tok_->TokenToPiece(id, true)}};
+    };
+    const size_t k = std::min(lp.top.size(), static_cast<size_t>(spec_.prompt_logprobs));
+    for (size_t i = 0; i < k; ++i) {
+      // Every token more likely than a top-k one is in the top-k too.
+      int32_t rank = 1;
+      for (size_t j = 0; j < i; ++j) rank += lp.top[j].second > lp.top[i].second ? 1 : 0;
+      put(lp.top[i].first, lp.top[i].second, rank);
+    }
+    put(lp.token, lp.logprob, lp.rank);
+    out.push_back(std::move(entry));
+  }
+  return out;
 }
 
 CompletionJob::Totals CompletionJob::Count() const {
@@ -550,6 +573,7 @@ void CompletionJob::Finish() {
       lp = LogprobsJson(c, c.logprobs);
     }
     json choice = {{"index", i}, {"logprobs", lp}, {"finish_reason", c.finish_reason}, {"stop_reason", StopReason(c)}};
+    if (spec_.prompt_logprobs >= 0 && !spec_.chat) choice["prompt_logprobs"] = PromptLogprobsJson(c);
     if (spec_.chat && spec_.parse_tool_calls) {
       ParsedReply r = ReplyWithTools(c, i);
       json message = {{"role", "assistant"}, {"content", r.content}, {"refusal", nullptr}};
@@ -571,12 +595,11 @@ void CompletionJob::Finish() {
     }
     choices.push_back(std::move(choice));
   }
-  const json body = {{"id", id_},
-                     {"object", spec_.chat ? "chat.completion" : "text_completion"},
-                     {"created", created_},
-                     {"model", model_},
-                     {"choices", choices},
-                     {"usage", Usage()}};
+  json body = {{"id", id_},           {"object", spec_.chat ? "chat.completion" : "text_completion"},
+               {"created", created_}, {"model", model_},
+               {"choices", choices},  {"usage", Usage()}};
+  // (vLLM: a chat's one prompt, on the response.)
+  if (spec_.prompt_logprobs >= 0 && spec_.chat) body["prompt_logprobs"] = PromptLogprobsJson(choices_.front());
   resp_->Respond(200, "application/json", DumpJson(body));
 }
 

@@ -87,6 +87,9 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   // (tokens 1, 2, ...); every prompt token is listed, the first with null
   // log-probabilities, at its offset in the echoed text.
   nlohmann::json LogprobsJson(Choice& c, const std::vector<TokenLogprob>& lps, bool with_prompt = false) const;
+  // vLLM's prompt_logprobs of choice `c`: [null, {"id": {"logprob", "rank",
+  // "decoded_token"}, ...} per prompt token after the first].
+  nlohmann::json PromptLogprobsJson(const Choice& c) const;
   // echo with logprobs: the prompt's tokens, then the generated ones.
   bool EchoLogprobs() const { return spec_.echo && spec_.logprobs; }
   // Token counts of the request (prompts once each, all choices' outputs).

@@ -608,6 +608,10 @@ bool ParseCompletionRequest(const std::string& body_text, bool chat, const Parse
     p.logprobs = n_probs;
   }
   r.Bool("post_sampling_probs", &p.logprobs_processed);
+  if (r.Integer("prompt_logprobs", &out->prompt_logprobs, 0, kMaxLogprobs) && r.ok()) {
+    if (out->stream) return r.Fail("prompt_logprobs", "'prompt_logprobs' is not available when 'stream' is true");
+    if (ctx.native) return r.Fail("prompt_logprobs", "'prompt_logprobs' is vLLM's, on /v1/completions");
+  }
   out->native = ctx.native;
   // The body with its key order: JSON schemas and tools keep their properties' order.
   nlohmann::ordered_json obody = ParseOrderedJson(body_text);
@@ -629,6 +633,9 @@ bool ParseCompletionRequest(const std::string& body_text, bool chat, const Parse
   // echo with logprobs: the prompt tokens' log-probabilities come first (the
   // first token's is null), as OpenAI's legacy completions return them.
   if (out->echo && (out->logprobs || p.max_tokens == 0)) p.prompt_logprobs = out->logprobs ? p.logprobs : 0;
+  // (vLLM's prompt_logprobs too: the engine computes the larger top-k, each
+  // answer lists its own.)
+  p.prompt_logprobs = std::max(p.prompt_logprobs, out->prompt_logprobs);
   if (out->prompts.size() * static_cast<size_t>(out->n) > static_cast<size_t>(ctx.limits.max_n) * 16) {
     return r.Fail("prompt", "too many prompts in one request");
   }

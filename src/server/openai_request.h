@@ -60,6 +60,10 @@ struct CompletionSpec {
   bool include_usage = false;
   bool echo = false;
   bool logprobs = false;      // return log-probabilities (params.logprobs = top count)
+  // vLLM's prompt_logprobs (-1: none): per prompt token after the first
+  // {id: {logprob, rank, decoded_token}} of it and the k most likely, in the
+  // answer's prompt_logprobs (completions: each choice's; chat: the response's).
+  int32_t prompt_logprobs = -1;
   // llama-server's /completion: the answer in its shape ({content, stop,
   // stop_type, timings, ...}; streamed as such chunks, no [DONE]; several
   // prompts: an array of such answers, chunks told apart by "index"); n = 1.

@@ -374,6 +374,52 @@ class ServerTest(unittest.TestCase):
         assert_error_object(self, e, 400)
         self.assertEqual((st, e["error"]["param"]), (400, "max_tokens"))
 
+    def test_vllm_prompt_logprobs(self):
+        """vLLM's prompt_logprobs: per prompt token after the first, {id:
+        {logprob, rank, decoded_token}} of it and the k most likely there
+        (the same numbers as echo + logprobs; rank 1 + the tokens more
+        likely); each choice's on completions, the response's on chat; not
+        with stream."""
+        prompt = "In the beginning God created the heaven"
+        st, e = self.srv.json("POST", "/v1/completions",
+                              {"prompt": prompt, "max_tokens": 0, "echo": True, "logprobs": 20})
+        echo = e["choices"][0]["logprobs"]
+        st, b = self.srv.json("POST", "/v1/completions",
+                              {"prompt": prompt, "max_tokens": 1, "prompt_logprobs": 20, "temperature": 0})
+        self.assertEqual(st, 200, b)
+        pl = b["choices"][0]["prompt_logprobs"]
+        _, t = self.srv.json("POST", "/tokenize", {"content": prompt})
+        self.assertEqual(len(pl), len(t["tokens"]))
+        self.assertIsNone(pl[0])
+        for i in range(1, len(pl)):
+            entry = {int(k): v for k, v in pl[i].items()}
+            mine = entry[t["tokens"][i]]
+            self.assertAlmostEqual(mine["logprob"], echo["token_logprobs"][i], places=5)
+            self.assertEqual(mine["decoded_token"], echo["tokens"][i])
+            # The 20 most likely (the prompt token among them, or a 21st entry).
+            top = [v for k, v in entry.items() if k != t["tokens"][i] or mine["rank"] <= 20]
+            self.assertEqual(len(top), 20)
+            self.assertEqual(sorted(v["rank"] for v in top), list(range(1, 21)))
+            self.assertEqual({v["decoded_token"]: v["logprob"] for v in top}, echo["top_logprobs"][i])
+            above = sum(1 for v in top if v["logprob"] > mine["logprob"])
+            self.assertEqual(above + 1 if mine["rank"] <= 20 else 20, mine["rank"] if mine["rank"] <= 20 else above)
+        # k = 0: the prompt token alone; echo's k and its own coexist.
+        st, b = self.srv.json("POST", "/v1/completions", {"prompt": prompt, "max_tokens": 2, "prompt_logprobs": 0,
+                                                          "echo": True, "logprobs": 3})
+        self.assertEqual([len(d) for d in b["choices"][0]["prompt_logprobs"][1:]], [1] * (len(pl) - 1))
+        self.assertEqual([len(d) for d in b["choices"][0]["logprobs"]["top_logprobs"][1:]],
+                         [3] * (len(pl) + 1))
+        # Chat: on the response, over the rendered prompt.
+        st, c = self.srv.json("POST", "/v1/chat/completions",
+                              {"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 1,
+                               "prompt_logprobs": 1})
+        self.assertEqual(st, 200, c)
+        self.assertEqual(len(c["prompt_logprobs"]), c["usage"]["prompt_tokens"])
+        self.assertNotIn("prompt_logprobs", c["choices"][0])
+        for body in ({"prompt": prompt, "prompt_logprobs": 2, "stream": True}, {"prompt": prompt, "prompt_logprobs": -1}):
+            st, e = self.srv.json("POST", "/v1/completions", body)
+            self.assertEqual((st, e["error"]["param"]), (400, "prompt_logprobs"), body)
+
     def test_n_choices_share_the_prompt(self):
         # The first choice computes the prompt; the other n - 1 find its full
         # blocks in the prefix cache (blocks of 16: 192 of 200 tokens).

@@ -64,9 +64,14 @@ class PythonApiTest(unittest.TestCase):
                 self.assertEqual(len(c.logprobs), len(c.token_ids))
                 for tok, lp in zip(c.token_ids, c.logprobs):
                     self.assertIn(tok, lp)
-                    self.assertLessEqual(lp[tok], 0.0)
-                self.assertAlmostEqual(c.cumulative_logprob, sum(lp[t] for t, lp in zip(c.token_ids, c.logprobs)),
-                                       places=3)
+                    self.assertLessEqual(lp[tok].logprob, 0.0)
+                    # vLLM's Logprob: the top two ranked 1 and 2, the token's rank and text.
+                    top = sorted(lp.values(), key=lambda v: -v.logprob)
+                    self.assertEqual([v.rank for v in top[:2]], [1, 2])
+                    self.assertGreaterEqual(lp[tok].rank, 1)
+                self.assertTrue(c.text.startswith(c.logprobs[0][c.token_ids[0]].decoded_token), c.text)
+                self.assertAlmostEqual(c.cumulative_logprob,
+                                       sum(lp[t].logprob for t, lp in zip(c.token_ids, c.logprobs)), places=3)
         # One SamplingParams per prompt; stop strings.
         outs = self.llm.generate(PROMPTS[:2], [SamplingParams(temperature=0, max_tokens=3),
                                                SamplingParams(temperature=0, max_tokens=30, stop=[" the"])])
@@ -75,6 +80,34 @@ class PythonApiTest(unittest.TestCase):
         # vLLM's stop_reason: the stop string, else None.
         self.assertEqual((outs[1].outputs[0].finish_reason, outs[1].outputs[0].stop_reason), ("stop", " the"))
         self.assertIsNone(outs[0].outputs[0].stop_reason)
+
+    def test_prompt_logprobs(self):
+        """vLLM's prompt_logprobs: RequestOutput.prompt_logprobs is None for
+        the first prompt token, then {id: Logprob} of each prompt token and
+        the k most likely; once per prompt, however many choices."""
+        sp = SamplingParams(temperature=0.8, seed=1, n=2, max_tokens=2, prompt_logprobs=3)
+        out = self.llm.generate(PROMPTS[1], sp)[0]
+        pl = out.prompt_logprobs
+        self.assertEqual(len(pl), len(out.prompt_token_ids))
+        self.assertIsNone(pl[0])
+        for tok, entry in zip(out.prompt_token_ids[1:], pl[1:]):
+            self.assertIn(tok, entry)
+            self.assertIn(len(entry), (3, 4))  # the top 3, and the prompt token if not among them
+            ranked = sorted(entry.values(), key=lambda v: -v.logprob)
+            self.assertEqual([v.rank for v in ranked[:3]], [1, 2, 3])
+            if entry[tok].rank > 3:
+                self.assertLess(entry[tok].logprob, ranked[2].logprob)
+        # The same numbers as the prompt of a generation one token shorter: its first sampled token's.
+        prefix = self.llm.decode(out.prompt_token_ids[1:3])
+        g = self.llm.generate(prefix, SamplingParams(temperature=0, max_tokens=1, logprobs=3))[0]
+        self.assertEqual(g.prompt_token_ids, out.prompt_token_ids[:3])
+        first = g.outputs[0].logprobs[0]
+        top3 = {t: v.logprob for t, v in first.items() if v.rank <= 3}
+        self.assertEqual(top3.keys(), {t for t, v in pl[3].items() if v.rank <= 3})
+        for t, l in top3.items():
+            self.assertAlmostEqual(pl[3][t].logprob, l, places=4)
+        self.assertIsNone(self.llm.generate(PROMPTS[1], SamplingParams(max_tokens=1))[0].prompt_logprobs)
+        self.assertRaises(ValueError, SamplingParams, prompt_logprobs=21)
 
     def test_chat_and_streaming(self):
         msgs = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Who made the light?"}]

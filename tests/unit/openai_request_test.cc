@@ -219,14 +219,25 @@ TEST_F(OpenAIRequestTest, BadInputNamesTheParam) {
 // Fields that would change the output but are not implemented: refused with
 // 400 naming the field, unless they hold their no-op value.
 TEST_F(OpenAIRequestTest, UnimplementedOutputFieldsAreRefusedNotIgnored) {
-  const char* kRefused[][2] = {
-      {"grammar", R"("root ::= foo")"}, {"json_schema", R"({"type": "string", "pattern": "a"})"},
-      {"guided_json", R"({"not": {}})"}, {"guided_regex", R"("(a)\\1")"}, {"guided_choice", R"([3])"},
-      {"guided_grammar", R"("x")"}, {"suffix", R"("end")"}, {"best_of", "2"}, {"use_beam_search", "true"},
-      {"prompt_logprobs", "1"}, {"stop_token_ids", "[1]"}, {"include_stop_str_in_output", "true"},
-      {"skip_special_tokens", "false"}, {"mirostat", "2"}, {"typical_p", "0.9"}, {"tfs_z", "0.5"},
-      {"response_format", R"({"type": "json_schema"})"}, {"response_format", R"({"type": "yaml"})"},
-      {"tool_choice", R"("required")"}};
+  const char* kRefused[][2] = {{"grammar", R"("root ::= foo")"},
+                               {"json_schema", R"({"type": "string", "pattern": "a"})"},
+                               {"guided_json", R"({"not": {}})"},
+                               {"guided_regex", R"("(a)\\1")"},
+                               {"guided_choice", R"([3])"},
+                               {"guided_grammar", R"("x")"},
+                               {"suffix", R"("end")"},
+                               {"best_of", "2"},
+                               {"use_beam_search", "true"},
+                               {"prompt_logprobs", "-1"},
+                               {"stop_token_ids", "[1]"},
+                               {"include_stop_str_in_output", "true"},
+                               {"skip_special_tokens", "false"},
+                               {"mirostat", "2"},
+                               {"typical_p", "0.9"},
+                               {"tfs_z", "0.5"},
+                               {"response_format", R"({"type": "json_schema"})"},
+                               {"response_format", R"({"type": "yaml"})"},
+                               {"tool_choice", R"("required")"}};
   for (const auto& [field, value] : kRefused) {
     const std::string body = std::string(R"({"prompt": "x", ")") + field + "\": " + value + "}";
     ApiError e = Error(body);
@@ -284,6 +295,17 @@ TEST_F(OpenAIRequestTest, LlamaCppProbabilities) {
   EXPECT_EQ(s.params.logprobs, 1000);
   EXPECT_EQ(Error(R"({"prompt": "x", "n_probs": 1001})").param, "n_probs");
   EXPECT_EQ(Error(R"({"prompt": "x", "logprobs": 2})").param, "logprobs");  // /completion takes n_probs
+  EXPECT_EQ(Error(R"({"prompt": "x", "prompt_logprobs": 2})").param, "prompt_logprobs");  // vLLM's, on /v1
+  ctx_.native = false;
+  // vLLM's prompt_logprobs: the engine computes the larger of it and echo's k.
+  s = Parse(R"({"prompt": "x", "prompt_logprobs": 0})");
+  EXPECT_EQ((std::pair{s.prompt_logprobs, s.params.prompt_logprobs}), (std::pair{0, 0}));
+  s = Parse(R"({"prompt": "x", "prompt_logprobs": 5, "echo": true, "logprobs": 2})");
+  EXPECT_EQ((std::pair{s.prompt_logprobs, s.params.prompt_logprobs}), (std::pair{5, 5}));
+  EXPECT_EQ(Parse(R"({"prompt": "x", "prompt_logprobs": 1, "echo": true, "logprobs": 4})").params.prompt_logprobs, 4);
+  EXPECT_EQ(Parse(R"({"prompt": "x"})").params.prompt_logprobs, -1);
+  EXPECT_EQ(Error(R"({"prompt": "x", "prompt_logprobs": 2, "stream": true})").param, "prompt_logprobs");
+  EXPECT_EQ(Error(R"({"prompt": "x", "prompt_logprobs": 21})").param, "prompt_logprobs");
 }
 
 }  // namespace

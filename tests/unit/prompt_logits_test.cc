@@ -289,6 +289,9 @@ TEST(PromptLogits, PromptLogprobsFollowTheRows) {
     for (int32_t v = 0; v < V; ++v) z += std::exp(row[v] - mx);
     EXPECT_EQ(lps[i].token, prompt[i + 1]);
     EXPECT_NEAR(lps[i].logprob, row[prompt[i + 1]] - mx - std::log(z), 1e-5) << i;
+    int32_t above = 0;  // vLLM's rank: 1 + the tokens more likely
+    for (int32_t v = 0; v < V; ++v) above += row[v] > row[prompt[i + 1]] ? 1 : 0;
+    EXPECT_EQ(lps[i].rank, above + 1) << i;
     ASSERT_EQ(lps[i].top.size(), 3u);
     const int32_t best = static_cast<int32_t>(std::max_element(row, row + V) - row);
     EXPECT_EQ(lps[i].top[0].first, best);

@@ -108,8 +108,10 @@ TEST(Sampler, LastDistributionIsTheDrawnFrom) {
     std::vector<float> l = base;
     const int32_t t = s.Sample(l.data(), 6, {});
     float lp = 0;
+    int32_t rank = 0;
     std::vector<std::pair<int32_t, float>> top;
-    s.LastDistribution(t, 5, &lp, &top);
+    s.LastDistribution(t, 5, &lp, &top, &rank);
+    EXPECT_EQ(rank, t == 1 ? 1 : t == 3 ? 2 : 3);
     ASSERT_EQ(top.size(), 3u);  // only the kept tokens: probability 0 is left out
     EXPECT_EQ(top[0].first, 1);
     EXPECT_EQ(top[1].first, 3);
@@ -124,7 +126,7 @@ TEST(Sampler, LastDistributionIsTheDrawnFrom) {
     }
     EXPECT_NEAR(sum, 1.0, 1e-6);
     EXPECT_NEAR(lp, base[t] / 0.7 - std::log(z), 1e-5);
-    s.LastDistribution(t, 1, &lp, &top);
+    s.LastDistribution(t, 1, &lp, &top, &rank);
     EXPECT_EQ(top.size(), 1u);
     seen[t]++;
   }
@@ -135,8 +137,10 @@ TEST(Sampler, LastDistributionIsTheDrawnFrom) {
   std::vector<float> l = base;
   const int32_t t = g.Sample(l.data(), 6, {});
   float lp = -1;
+  int32_t rank = 0;
   std::vector<std::pair<int32_t, float>> top;
-  g.LastDistribution(t, 4, &lp, &top);
+  g.LastDistribution(t, 4, &lp, &top, &rank);
+  EXPECT_EQ(rank, 1);
   EXPECT_EQ(t, 1);
   EXPECT_EQ(lp, 0.0f);
   ASSERT_EQ(top.size(), 1u);
