@@ -48,6 +48,7 @@ struct ServeArgs {
   bool api_key_given = false;  // --api-key on the command line (even "")
   std::vector<std::string> cors_origins;
   bool no_web_ui = false;
+  bool spm_infill = false;
   std::string pooling;  // "": the model's
   int port = 8080;
   int threads = 0;
@@ -253,6 +254,7 @@ int Serve(const ServeArgs& args, const RuntimeOptions& rt_in) {
   }
   opts.cors_origins = a.cors_origins;
   opts.web_ui = !a.no_web_ui;
+  opts.spm_infill = a.spm_infill;
   opts.trust_request_chat_template = a.trust_request_chat_template;
   if (Pooling p; !a.pooling.empty() && !server::ParsePooling(a.pooling, &p)) {
     return ReportError("--pooling '" + a.pooling + "': use mean, cls or last");
@@ -369,6 +371,9 @@ CommandFn RegisterServe(CLI::App& app, const RuntimeOptions& rt) {
                  "how /v1/embeddings pools the final hidden states: mean, cls or last (default: the model's "
                  "pooling_type, else last)");
   app.add_flag("--no-web-ui", a->no_web_ui, "do not serve the web chat page at / (the API is unchanged)");
+  app.add_flag("--spm-infill", a->spm_infill,
+               "/infill lays out suffix then prefix ([FIM_SUF] suffix [FIM_PRE] prefix [FIM_MID]), as some code models "
+               "were trained (llama-server's flag)");
   app.add_option("--api-key-file", a->api_key_file, "read the API key from a file (keeps it out of the process list)");
   app.add_option("--chat-template", a->chat_template, kChatTemplateHelp);
   app.add_option("--chat-template-file", a->chat_template_file, "a Jinja chat template to use instead of the model's");

@@ -10,6 +10,7 @@
 #include "base/logging.h"
 #include "server/completion_job.h"
 #include "server/embeddings.h"
+#include "server/infill.h"
 #include "server/openai_request.h"
 #include "web_chat_page.h"  // generated from web/chat.html
 
@@ -166,6 +167,7 @@ constexpr Route kRoutes[] = {
     // llama-server's own completion API (CompletionSpec::native).
     {"/completion", false, kPost, true, "/completion"},
     {"/completions", false, kPost, true, "/completion"},
+    {"/infill", false, kPost, true, "/infill"},
     {"/v1/chat/completions", false, kPost, true, "/v1/chat/completions"},
     {"/v1/embeddings", false, kPost, true, "/v1/embeddings"},
     // llama-server's own embedding API (EmbeddingSpec::native).
@@ -277,7 +279,38 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
   }
   if (path == "/v1/embeddings") return HandleEmbeddings(req, resp, /*native=*/false);
   if (path == "/embedding" || path == "/embeddings") return HandleEmbeddings(req, resp, /*native=*/true);
+  if (path == "/infill") {
+    // The prompt made from input_prefix / input_suffix / input_extra, then
+    // a /completion request with it.
+    if (!TakeInfillPrompt(&req, resp)) return;
+    return HandleCompletion(req, resp, false, trace, request_id, /*native=*/true, /*infill=*/true);
+  }
   HandleCompletion(req, resp, chat, trace, request_id, /*native=*/path == "/completion" || path == "/completions");
+}
+
+bool ApiServer::TakeInfillPrompt(HttpRequest* req, const std::shared_ptr<Responder>& resp) const {
+  json body;
+  ApiError err;
+  InfillRequest infill;
+  if (!ParseJsonBody(req->body, &body, &err) || !TakeInfillFields(&body, &infill, &err)) {
+    SendError(resp, err);
+    return false;
+  }
+  int64_t n_predict = 0;  // room kept for the answer (when the request says)
+  for (const char* key : {"max_tokens", "n_predict"}) {
+    if (auto it = body.find(key); it != body.end() && it->is_number_integer()) n_predict = it->get<int64_t>();
+  }
+  const int32_t n_ctx = backend_.engine->max_model_len();
+  auto ids = BuildInfillPrompt(*backend_.tokenizer, infill, std::min(2048, n_ctx / 2), n_ctx,
+                               static_cast<int32_t>(std::clamp<int64_t>(n_predict, 0, n_ctx)), opts_.spm_infill);
+  if (!ids.ok()) {
+    SendError(resp, Error(ids.status().code() == StatusCode::kUnimplemented ? 501 : 400,
+                          std::string(ids.status().message()), "not_supported_error", "infill_not_supported"));
+    return false;
+  }
+  body["prompt"] = *ids;
+  req->body = DumpJson(body);
+  return true;
 }
 
 void ApiServer::HandleEmbeddings(const HttpRequest& req, const std::shared_ptr<Responder>& resp, bool native) {
@@ -476,12 +509,17 @@ void ApiServer::HandleSession(const HttpRequest& req, const std::shared_ptr<Resp
 }
 
 void ApiServer::HandleCompletion(const HttpRequest& req, const std::shared_ptr<Responder>& resp, bool chat,
-                                 const TraceContext& trace, const std::string& id, bool native) {
+                                 const TraceContext& trace, const std::string& id, bool native, bool infill) {
   CompletionSpec spec;
   ApiError err;
   ParseContext ctx = MakeParseContext();
   ctx.native = native;
   if (!ParseCompletionRequest(req.body, chat, ctx, &spec, &err)) return SendError(resp, err);
+  if (infill) {
+    if (spec.prompts.size() != 1) return SendError(resp, BadValue("prompt", "/infill's prompt is one string"));
+    // The answer's "prompt": the whole FIM prompt, its special tokens written out.
+    spec.prompt_texts[0] = backend_.tokenizer->Decode(spec.prompts[0], /*render_special=*/true);
+  }
   if (native && (spec.n != 1 || spec.echo)) {
     // llama-server's answer has one content per prompt, without the prompt.
     return SendError(resp,
@@ -514,7 +552,7 @@ void ApiServer::HandleCompletion(const HttpRequest& req, const std::shared_ptr<R
   obs.exporter = opts_.exporter;
   obs.log_request = Sampled(id);
   obs.log_prompts = opts_.log_prompts;
-  obs.endpoint = chat ? "/v1/chat/completions" : native ? "/completion" : "/v1/completions";
+  obs.endpoint = chat ? "/v1/chat/completions" : infill ? "/infill" : native ? "/completion" : "/v1/completions";
   auto job = std::make_shared<CompletionJob>(std::move(spec), resp, backend_.engine, backend_.tokenizer, id,
                                              UnixSeconds(), opts_.served_model_name, std::move(obs));
   job->Start();

@@ -45,6 +45,7 @@ struct ApiServerOptions {
   std::vector<std::string> cors_origins;
   std::string version, commit;  // answered by GET /version
   bool web_ui = true;           // the chat page at GET /
+  bool spm_infill = false;      // /infill puts the suffix first (llama-server's --spm-infill)
   bool trust_request_chat_template = false;  // a request's 'chat_template' replaces the model's
 };
 
@@ -101,8 +102,15 @@ class ApiServer {
   // chat template. POST /apply-template: a chat's rendered prompt.
   void HandleProps(const std::shared_ptr<Responder>& resp) const;
   void HandleApplyTemplate(const HttpRequest& req, const std::shared_ptr<Responder>& resp) const;
+  // native: llama-server's /completion; infill: its /infill (the request's
+  // prompt made by TakeInfillPrompt).
   void HandleCompletion(const HttpRequest& req, const std::shared_ptr<Responder>& resp, bool chat,
-                        const TraceContext& trace, const std::string& request_id, bool native = false);
+                        const TraceContext& trace, const std::string& request_id, bool native = false,
+                        bool infill = false);
+  // POST /infill: replaces the body's input_prefix / input_suffix /
+  // input_extra / prompt with the FIM prompt's token ids (infill.h). False:
+  // answered with the error (400; 501 for a model without FIM tokens).
+  bool TakeInfillPrompt(HttpRequest* req, const std::shared_ptr<Responder>& resp) const;
   static const char* StateName(State state);  // "loading", "ready", "draining", "failed"
   void HandleHealth(const std::shared_ptr<Responder>& resp, State state) const;
   void HandleReady(const std::shared_ptr<Responder>& resp, State state) const;

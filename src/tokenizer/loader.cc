@@ -49,6 +49,16 @@ StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromGguf(const GgufFile& f, const 
   RETURN_IF_ERROR(id("tokenizer.ggml.eos_token_id", &v.eos));
   RETURN_IF_ERROR(id("tokenizer.ggml.unknown_token_id", &v.unk));
   RETURN_IF_ERROR(id("tokenizer.ggml.padding_token_id", &v.pad));
+  // Fill-in-the-middle tokens (the older prefix/suffix/middle keys: CodeLlama's GGUFs).
+  RETURN_IF_ERROR(id("tokenizer.ggml.fim_pre_token_id", &v.fim.pre));
+  RETURN_IF_ERROR(id("tokenizer.ggml.fim_suf_token_id", &v.fim.suf));
+  RETURN_IF_ERROR(id("tokenizer.ggml.fim_mid_token_id", &v.fim.mid));
+  RETURN_IF_ERROR(id("tokenizer.ggml.fim_pad_token_id", &v.fim.pad));
+  RETURN_IF_ERROR(id("tokenizer.ggml.fim_rep_token_id", &v.fim.rep));
+  RETURN_IF_ERROR(id("tokenizer.ggml.fim_sep_token_id", &v.fim.sep));
+  if (v.fim.pre < 0) RETURN_IF_ERROR(id("tokenizer.ggml.prefix_token_id", &v.fim.pre));
+  if (v.fim.suf < 0) RETURN_IF_ERROR(id("tokenizer.ggml.suffix_token_id", &v.fim.suf));
+  if (v.fim.mid < 0) RETURN_IF_ERROR(id("tokenizer.ggml.middle_token_id", &v.fim.mid));
   int32_t eot = -1, eom = -1;
   RETURN_IF_ERROR(id("tokenizer.ggml.eot_token_id", &eot));
   RETURN_IF_ERROR(id("tokenizer.ggml.eom_token_id", &eom));

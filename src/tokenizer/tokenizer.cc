@@ -38,6 +38,43 @@ void Vocab::Finalize() {
     int32_t id = Find(s);
     if (id >= 0 && (types[id] == TokenType::kControl || types[id] == TokenType::kUserDefined)) add_eog(id);
   }
+  // The FIM tokens' spellings, as llama.cpp recognizes them (DeepSeek's with
+  // U+FF5C fullwidth bars and U+2581 for the space).
+  auto find_fim = [&](int32_t* out, std::initializer_list<const char*> texts) {
+    for (const char* s : texts) {
+      if (*out >= 0) return;
+      const int32_t id = Find(s);
+      if (id >= 0 && (types[id] == TokenType::kControl || types[id] == TokenType::kUserDefined)) *out = id;
+    }
+  };
+  find_fim(&fim.pre, {"<|fim_prefix|>", "<fim-prefix>",
+                      "<\xef\xbd\x9c"
+                      "fim\xe2\x96\x81"
+                      "begin\xef\xbd\x9c>",
+                      "<fim_prefix>", "<PRE>",
+                      "\xe2\x96\x81"
+                      "<PRE>",
+                      "<|code_prefix|>"});
+  find_fim(&fim.suf, {"<|fim_suffix|>", "<fim-suffix>",
+                      "<\xef\xbd\x9c"
+                      "fim\xe2\x96\x81"
+                      "hole\xef\xbd\x9c>",
+                      "<fim_suffix>", "<SUF>",
+                      "\xe2\x96\x81"
+                      "<SUF>",
+                      "<|code_suffix|>"});
+  find_fim(&fim.mid, {"<|fim_middle|>", "<fim-middle>",
+                      "<\xef\xbd\x9c"
+                      "fim\xe2\x96\x81"
+                      "end\xef\xbd\x9c>",
+                      "<fim_middle>", "<MID>",
+                      "\xe2\x96\x81"
+                      "<MID>",
+                      "<|code_middle|>"});
+  find_fim(&fim.pad, {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>"});
+  find_fim(&fim.rep, {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"});
+  find_fim(&fim.sep, {"<|file_sep|>", "<fim-sep>", "<SEP>", "<filename>"});
+  for (int32_t id : {fim.pad, fim.rep, fim.sep}) add_eog(id);
 }
 
 Tokenizer::Tokenizer(Vocab v) : vocab_(std::move(v)) {

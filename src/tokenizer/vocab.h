@@ -47,6 +47,14 @@ struct Vocab {
   std::array<int32_t, 256> byte_token{};           // <0xXX> ids, -1 if absent
   int32_t bos = -1, eos = -1, unk = -1, pad = -1;
   std::vector<int32_t> eog;  // every end-of-generation id (eos, eot, ...)
+  // Fill-in-the-middle tokens of code models (-1: none): prefix, suffix,
+  // middle, and the repository-level ones (padding, repository name, file
+  // separator), which also end generation. From GGUF's fim_*_token_id keys,
+  // else found by their text (Qwen's <|fim_prefix|>, StarCoder's
+  // <fim_prefix>, CodeLlama's <PRE>, DeepSeek's, CodeGemma's, ...).
+  struct Fim {
+    int32_t pre = -1, suf = -1, mid = -1, pad = -1, rep = -1, sep = -1;
+  } fim;
   bool add_bos = true;
   bool add_eos = false;
   bool add_space_prefix = true;
@@ -59,7 +67,8 @@ struct Vocab {
   }
   bool IsEog(int32_t id) const;
   // Fills index and byte_token from pieces/types; adds well-known EOG tokens
-  // (<|eot_id|>, <|im_end|>, <|end|>, <end_of_turn>, ...) present as control.
+  // (<|eot_id|>, <|im_end|>, <|end|>, <end_of_turn>, ...) present as control;
+  // finds the FIM tokens not set (control or user-defined ones only).
   void Finalize();
 };
 

@@ -14,7 +14,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Server, wait_for  # noqa: E402
+import gguf_patch  # noqa: E402
+from common import REPO, Server, wait_for  # noqa: E402
 
 
 def sse_request(port, path, body, read_events=None, timeout=120):
@@ -630,6 +631,88 @@ class ServerTest(unittest.TestCase):
             self.assertEqual(results[i][-1], "[DONE]")
             self.assertEqual(stream_text(results[i])[0], sequential[i], i)
         self.assertTrue(wait_for(lambda: self.srv.metric("infera_kv_blocks_used") == 0))
+
+
+class InfillTest(unittest.TestCase):
+    """llama-server's /infill on the bundled model given FIM token ids (its
+    file with fim_* keys added; gguf_patch.py): the prompt is [BOS]
+    [FIM_REP]myproject\n [FIM_SEP]name\n text ... [FIM_SEP]filename\n
+    [FIM_PRE] prefix prompt [FIM_SUF] suffix [FIM_MID], truncated as
+    llama-server does; the answer is /completion's for those tokens. A model
+    without FIM tokens answers 501."""
+
+    FIM = {"pre": 20, "suf": 21, "mid": 22, "rep": 23, "sep": 24}
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.model = os.path.join(cls.tmp.name, "kjv-fim.gguf")
+        gguf_patch.with_int_metadata(os.path.join(REPO, "models", "kjv-7m", "kjv-7m.gguf"), cls.model,
+                                     {f"tokenizer.ggml.fim_{k}_token_id": v for k, v in cls.FIM.items()})
+        cls.srv = Server("--model", cls.model)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+        cls.tmp.cleanup()
+
+    def tok(self, text):
+        st, t = self.srv.json("POST", "/tokenize", {"content": text, "add_special": False})
+        self.assertEqual(st, 200, t)
+        return t["tokens"]
+
+    def test_prompt_and_answer(self):
+        f = self.FIM
+        body = {"input_prefix": "And God said", "input_suffix": " and there was light", "prompt": " Let",
+                "input_extra": [{"filename": "gen.txt", "text": "In the beginning"}], "n_predict": 6,
+                "temperature": 0, "n_probs": 2}
+        st, b = self.srv.json("POST", "/infill", body)
+        self.assertEqual(st, 200, b)
+        want = ([1, f["rep"]] + self.tok("myproject\n") + [f["sep"]] + self.tok("gen.txt\n") +
+                self.tok("In the beginning") + [f["sep"]] + self.tok("filename\n") + [f["pre"]] +
+                self.tok("And God said") + self.tok(" Let") + [f["suf"]] + self.tok(" and there was light") + [f["mid"]])
+        # The same tokens through /completion: the same answer, token for token.
+        st, c = self.srv.json("POST", "/completion", {"prompt": want, "n_predict": 6, "temperature": 0, "n_probs": 2})
+        self.assertEqual(st, 200, c)
+        self.assertEqual(b["tokens_evaluated"], len(want))
+        self.assertEqual((b["content"], b["completion_probabilities"]), (c["content"], c["completion_probabilities"]))
+        self.assertEqual(b["tokens_predicted"], 6)
+        for part in ("myproject", "gen.txt", "In the beginning", "filename", "And God said", "Let", "there was light"):
+            self.assertIn(part, b["prompt"])
+        # Streamed as /completion streams.
+        _, events = sse_request(self.srv.port, "/infill", dict(body, stream=True))
+        self.assertEqual("".join(e["content"] for e in events), b["content"])
+        self.assertEqual(events[-1]["stop"], True)
+        # Truncation (context 1024, so a batch of 512): the prefix keeps its
+        # last 384 tokens, the suffix its first 128 - 2 - 0, the extra files
+        # the last 1024 - 512 - 2 * 4.
+        verse = " And the earth was without form, and void; and darkness was upon the face of the deep."
+        prefix, suffix, extra = verse * 30, verse * 12, verse * 30
+        st, b = self.srv.json("POST", "/infill", {"input_prefix": prefix, "input_suffix": suffix, "n_predict": 4,
+                                                  "input_extra": [{"filename": "a", "text": extra}], "temperature": 0})
+        self.assertEqual(st, 200, b)
+        p, s = self.tok(prefix), self.tok(suffix)
+        e = [f["rep"]] + self.tok("myproject\n") + [f["sep"]] + self.tok("a\n") + self.tok(extra) + [f["sep"]] + \
+            self.tok("filename\n")
+        self.assertGreater((len(p), len(s), len(e)), (384, 126, 504))
+        want = [1] + e[-504:] + [f["pre"]] + p[-384:] + [f["suf"]] + s[:126] + [f["mid"]]
+        st, c = self.srv.json("POST", "/completion", {"prompt": want, "n_predict": 4, "temperature": 0})
+        self.assertEqual((b["tokens_evaluated"], b["content"]), (len(want), c["content"]))
+
+    def test_errors(self):
+        for body, param in (({"input_prefix": 3}, "input_prefix"), ({"input_extra": "x"}, "input_extra"),
+                            ({"input_extra": [{"filename": "a", "content": "x"}]}, "input_extra"),
+                            ({"input_prefix": "a", "n": 2}, "n"), ({"input_prefix": "a", "max_tokens": 0}, "max_tokens")):
+            st, b = self.srv.json("POST", "/infill", body)
+            self.assertEqual(st, 400, (body, b))
+            assert_error_object(self, b)
+            self.assertEqual(b["error"]["param"], param, body)
+        self.assertEqual(self.srv.request("GET", "/infill")[0], 405)
+        # The bundled model has no FIM tokens: 501, as llama-server answers.
+        with Server() as srv:
+            st, b = srv.json("POST", "/infill", {"input_prefix": "a", "input_suffix": "b"})
+            self.assertEqual((st, b["error"]["type"]), (501, "not_supported_error"), b)
+            assert_error_object(self, b, 501)
 
 
 class CorsHeadOptionsTest(unittest.TestCase):

@@ -10,8 +10,10 @@
 #include <string>
 
 #include "base/paths.h"
+#include "base/json.h"
 #include "formats/gguf_reader.h"
 #include "sampling/grammar.h"
+#include "server/infill.h"
 #include "server/openai_request.h"
 #include "tokenizer/loader.h"
 
@@ -57,6 +59,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string body(reinterpret_cast<const char*>(data) + 1, size - 1);
   CompletionSpec spec;
   ApiError err;
+  if (ctx.native && (data[0] & 4) != 0) {  // /infill: its fields first, then /completion's
+    nlohmann::json j = infera::ParseJson(body);
+    InfillRequest infill;
+    if (!j.is_object() || !TakeInfillFields(&j, &infill, &err)) return 0;
+    if (BuildInfillPrompt(*g_tokenizer, infill, 512, 256, 16).ok()) __builtin_trap();  // no FIM tokens
+  }
   if (ParseCompletionRequest(body, chat, ctx, &spec, &err)) {
     if (spec.prompts.empty() || spec.n < 1 || spec.n > 4) __builtin_trap();
     // Top-k counts within the endpoint's limit (20 for OpenAI's, 1000 for n_probs).
