@@ -285,7 +285,45 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
     if (!TakeInfillPrompt(&req, resp)) return;
     return HandleCompletion(req, resp, false, trace, request_id, /*native=*/true, /*infill=*/true);
   }
+  // OpenAI's suffix (text after the insertion): the prompt becomes a FIM prompt.
+  if (path == "/v1/completions" && req.body.find("suffix") != std::string::npos && !TakeSuffixPrompt(&req, resp))
+    return;
   HandleCompletion(req, resp, chat, trace, request_id, /*native=*/path == "/completion" || path == "/completions");
+}
+
+bool ApiServer::TakeSuffixPrompt(HttpRequest* req, const std::shared_ptr<Responder>& resp) const {
+  json body;
+  ApiError err;
+  if (!ParseJsonBody(req->body, &body, &err)) return true;  // (the parser answers)
+  auto suffix = body.find("suffix");
+  if (suffix == body.end() || suffix->is_null() ||
+      (suffix->is_string() && suffix->get_ref<const std::string&>().empty())) {
+    return true;  // no suffix: an ordinary completion
+  }
+  auto bad = [&](const char* param, const std::string& message) {
+    SendError(resp, BadValue(param, message));
+    return false;
+  };
+  if (!suffix->is_string()) return bad("suffix", "'suffix' must be a string");
+  InfillRequest infill;
+  infill.suffix = suffix->get<std::string>();
+  auto prompt = body.find("prompt");
+  if (prompt != body.end() && prompt->is_array() && prompt->size() == 1) prompt = prompt->begin();
+  if (prompt == body.end() || !prompt->is_string()) {
+    return bad("prompt", "with 'suffix' the prompt must be one string (the text before the insertion)");
+  }
+  if (body.value("echo", false) == true) return bad("echo", "'echo' cannot be used with 'suffix'");
+  infill.prefix = prompt->get<std::string>();
+  const int32_t n_ctx = backend_.engine->max_model_len();
+  int64_t max_tokens = 16;  // OpenAI's default
+  if (auto it = body.find("max_tokens"); it != body.end() && it->is_number_integer()) max_tokens = it->get<int64_t>();
+  auto ids = BuildInfillPrompt(*backend_.tokenizer, infill, std::min(2048, n_ctx / 2), n_ctx,
+                               static_cast<int32_t>(std::clamp<int64_t>(max_tokens, 0, n_ctx)), opts_.spm_infill);
+  if (!ids.ok()) return bad("suffix", std::string(ids.status().message()) + "; 'suffix' needs such a model");
+  body["prompt"] = *ids;
+  body.erase("suffix");
+  req->body = DumpJson(body);
+  return true;
 }
 
 bool ApiServer::TakeInfillPrompt(HttpRequest* req, const std::shared_ptr<Responder>& resp) const {

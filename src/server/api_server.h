@@ -111,6 +111,10 @@ class ApiServer {
   // input_extra / prompt with the FIM prompt's token ids (infill.h). False:
   // answered with the error (400; 501 for a model without FIM tokens).
   bool TakeInfillPrompt(HttpRequest* req, const std::shared_ptr<Responder>& resp) const;
+  // /v1/completions with OpenAI's suffix: the prompt (one string, the text
+  // before) and the suffix become the FIM prompt /infill makes. False:
+  // answered with the error (400, also for a model without FIM tokens).
+  bool TakeSuffixPrompt(HttpRequest* req, const std::shared_ptr<Responder>& resp) const;
   static const char* StateName(State state);  // "loading", "ready", "draining", "failed"
   void HandleHealth(const std::shared_ptr<Responder>& resp, State state) const;
   void HandleReady(const std::shared_ptr<Responder>& resp, State state) const;

@@ -608,6 +608,14 @@ bool ParseCompletionRequest(const std::string& body_text, bool chat, const Parse
     p.logprobs = n_probs;
   }
   r.Bool("post_sampling_probs", &p.logprobs_processed);
+  // OpenAI's suffix reaches here only where nothing made it a FIM prompt
+  // (the server does, for models with FIM tokens: ApiServer::TakeSuffixPrompt).
+  std::string suffix;
+  r.String("suffix", &suffix);
+  if (!suffix.empty() && r.ok()) {
+    return r.Fail("suffix",
+                  "'suffix' (fill-in-the-middle) is only served, by /v1/completions, for models with FIM tokens");
+  }
   if (r.Integer("prompt_logprobs", &out->prompt_logprobs, 0, kMaxLogprobs) && r.ok()) {
     if (out->stream) return r.Fail("prompt_logprobs", "'prompt_logprobs' is not available when 'stream' is true");
     if (ctx.native) return r.Fail("prompt_logprobs", "'prompt_logprobs' is vLLM's, on /v1/completions");

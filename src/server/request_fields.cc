@@ -64,7 +64,8 @@ constexpr RequestField kFields[] = {
     Refused("function_call", "OpenAI", kChat, Noop::kText, "function calling", "none|auto"),
     Refused("audio", "OpenAI", kChat, Noop::kNull, "audio output"),
     Refused("modalities", "OpenAI", kChat, Noop::kText, "audio output", "text"),
-    Refused("suffix", "OpenAI", kC, Noop::kEmpty, "fill-in-the-middle completion"),
+    Parsed("suffix", "OpenAI", kC,
+           "text after the completion: fill-in-the-middle, for models with FIM tokens (as /infill)"),
     // vLLM.
     Parsed("top_k", "vLLM", kB, "top-k sampling"),
     Parsed("min_p", "vLLM", kB, "min-p sampling"),

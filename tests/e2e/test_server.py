@@ -699,6 +699,25 @@ class InfillTest(unittest.TestCase):
         st, c = self.srv.json("POST", "/completion", {"prompt": want, "n_predict": 4, "temperature": 0})
         self.assertEqual((b["tokens_evaluated"], b["content"]), (len(want), c["content"]))
 
+    def test_openai_suffix(self):
+        """OpenAI's suffix on /v1/completions: the prompt is the text before
+        the insertion; the FIM prompt and answer are /infill's."""
+        body = {"prompt": "And God said", "suffix": " and there was light", "max_tokens": 6, "temperature": 0}
+        st, v1 = self.srv.json("POST", "/v1/completions", body)
+        self.assertEqual(st, 200, v1)
+        st, b = self.srv.json("POST", "/infill", {"input_prefix": "And God said", "input_suffix": " and there was light",
+                                                  "n_predict": 6, "temperature": 0})
+        self.assertEqual(v1["choices"][0]["text"], b["content"])
+        self.assertEqual(v1["usage"]["prompt_tokens"], b["tokens_evaluated"])
+        _, events = sse_request(self.srv.port, "/v1/completions", dict(body, stream=True))
+        self.assertEqual(stream_text(events)[0], b["content"])
+        st, plain = self.srv.json("POST", "/v1/completions", dict(body, suffix=""))  # empty: no insertion
+        self.assertLess(plain["usage"]["prompt_tokens"], v1["usage"]["prompt_tokens"])
+        for extra, param in (({"echo": True}, "echo"), ({"prompt": ["a", "b"]}, "prompt"), ({"prompt": [1, 2]}, "prompt"),
+                             ({"suffix": 3}, "suffix")):
+            st, e = self.srv.json("POST", "/v1/completions", dict(body, **extra))
+            self.assertEqual((st, e["error"]["param"]), (400, param), extra)
+
     def test_errors(self):
         for body, param in (({"input_prefix": 3}, "input_prefix"), ({"input_extra": "x"}, "input_extra"),
                             ({"input_extra": [{"filename": "a", "content": "x"}]}, "input_extra"),
@@ -713,6 +732,8 @@ class InfillTest(unittest.TestCase):
             st, b = srv.json("POST", "/infill", {"input_prefix": "a", "input_suffix": "b"})
             self.assertEqual((st, b["error"]["type"]), (501, "not_supported_error"), b)
             assert_error_object(self, b, 501)
+            st, b = srv.json("POST", "/v1/completions", {"prompt": "a", "suffix": "b"})
+            self.assertEqual((st, b["error"]["param"]), (400, "suffix"), b)
 
 
 class CorsHeadOptionsTest(unittest.TestCase):
