@@ -164,17 +164,43 @@ class LLM {
 
   // prompts: a string or a list of strings; params: one SamplingParams, a
   // list (one per prompt) or None (defaults).
+  // prompts: vLLM's forms, one or a list: a string, {"prompt": string}
+  // (TextPrompt) or {"prompt_token_ids": [ids]} (TokensPrompt; its
+  // RequestOutput.prompt is None).
   std::vector<PyRequestOutput> Generate(const py::object& prompts, const py::object& params) {
-    std::vector<std::string> texts;
-    if (py::isinstance<py::str>(prompts)) {
-      texts.push_back(prompts.cast<std::string>());
-    } else {
-      texts = prompts.cast<std::vector<std::string>>();
-    }
     std::vector<std::vector<int32_t>> ids;
-    for (const std::string& t : texts) ids.push_back(lm_.tokenizer->Encode(t, true, false));
-    std::vector<std::optional<std::string>> shown(texts.begin(), texts.end());
-    return Run(ids, shown, ParamsFor(params, texts.size()));
+    std::vector<std::optional<std::string>> shown;
+    auto add = [&](py::handle p) {
+      if (py::isinstance<py::str>(p)) {
+        shown.push_back(p.cast<std::string>());
+        ids.push_back(lm_.tokenizer->Encode(*shown.back(), true, false));
+        return;
+      }
+      if (!py::isinstance<py::dict>(p))
+        throw py::type_error("a prompt is a string, {'prompt': str} or {'prompt_token_ids': [int]}");
+      const py::dict d = p.cast<py::dict>();
+      for (auto [key, value] : d) {
+        const std::string k = key.cast<std::string>();
+        if (k != "prompt" && k != "prompt_token_ids") throw py::value_error("unsupported prompt key '" + k + "'");
+      }
+      if (d.contains("prompt_token_ids")) {
+        ids.push_back(d["prompt_token_ids"].cast<std::vector<int32_t>>());
+        shown.push_back(d.contains("prompt") ? std::optional<std::string>(d["prompt"].cast<std::string>())
+                                             : std::nullopt);
+        if (ids.back().empty()) throw py::value_error("prompt_token_ids is empty");
+      } else if (d.contains("prompt")) {
+        shown.push_back(d["prompt"].cast<std::string>());
+        ids.push_back(lm_.tokenizer->Encode(*shown.back(), true, false));
+      } else {
+        throw py::value_error("a prompt dict needs 'prompt' or 'prompt_token_ids'");
+      }
+    };
+    if (py::isinstance<py::str>(prompts) || py::isinstance<py::dict>(prompts)) {
+      add(prompts);
+    } else {
+      for (py::handle p : prompts.cast<py::list>()) add(p);
+    }
+    return Run(ids, shown, ParamsFor(params, ids.size()));
   }
 
   // messages: one conversation (a list of {"role", "content"} dicts) or a

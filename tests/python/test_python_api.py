@@ -109,6 +109,22 @@ class PythonApiTest(unittest.TestCase):
         self.assertIsNone(self.llm.generate(PROMPTS[1], SamplingParams(max_tokens=1))[0].prompt_logprobs)
         self.assertRaises(ValueError, SamplingParams, prompt_logprobs=21)
 
+    def test_vllm_prompt_forms(self):
+        """vLLM's prompt forms: a string, TextPrompt {"prompt"} and
+        TokensPrompt {"prompt_token_ids"} (its RequestOutput.prompt None),
+        alone or mixed in a list; the same text for the same tokens."""
+        sp = SamplingParams(temperature=0, max_tokens=8)
+        ids = self.llm.encode(PROMPTS[0])
+        outs = self.llm.generate([PROMPTS[0], {"prompt": PROMPTS[0]}, {"prompt_token_ids": ids}], sp)
+        self.assertEqual(len({o.outputs[0].text for o in outs}), 1)
+        self.assertEqual([o.prompt for o in outs], [PROMPTS[0], PROMPTS[0], None])
+        self.assertEqual([o.prompt_token_ids for o in outs], [ids] * 3)
+        one = self.llm.generate({"prompt_token_ids": ids[:3]}, sp)
+        self.assertEqual(one[0].prompt_token_ids, ids[:3])
+        for bad, exc in (({"prompt_token_ids": []}, ValueError), ({"text": "x"}, ValueError),
+                         ({"prompt_token_ids": [10 ** 6]}, ValueError), (3, TypeError), ([{"x": 1}], ValueError)):
+            self.assertRaises(exc, self.llm.generate, bad, sp)
+
     def test_chat_and_streaming(self):
         msgs = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Who made the light?"}]
         greedy = SamplingParams(temperature=0, max_tokens=16)
