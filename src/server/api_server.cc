@@ -8,6 +8,7 @@
 
 #include "base/json.h"
 #include "base/logging.h"
+#include "server/anthropic.h"
 #include "server/completion_job.h"
 #include "server/embeddings.h"
 #include "server/infill.h"
@@ -82,7 +83,9 @@ bool ApiServer::Authorized(const HttpRequest& req) const {
   if (opts_.api_key.empty()) return true;
   const std::string auth = req.Header("authorization");
   const std::string prefix = "Bearer ";
-  const std::string given = auth.compare(0, prefix.size(), prefix) == 0 ? auth.substr(prefix.size()) : std::string();
+  // Anthropic's clients send the key as x-api-key.
+  const std::string given =
+      auth.compare(0, prefix.size(), prefix) == 0 ? auth.substr(prefix.size()) : req.Header("x-api-key");
   return ConstantTimeEquals(given, opts_.api_key);
 }
 
@@ -93,9 +96,10 @@ namespace {
 // (4xx warn, 5xx error: never sampled away).
 class RequestResponder : public Responder {
  public:
-  RequestResponder(std::shared_ptr<Responder> inner, ServerMetrics* metrics, std::string endpoint,
-                   TraceContext trace, std::string request_id, std::string allow_origin)
-      : inner_(std::move(inner)),
+  RequestResponder(std::shared_ptr<Responder> inner, ServerMetrics* metrics, std::string endpoint, TraceContext trace,
+                   std::string request_id, std::string allow_origin, bool anthropic_errors)
+      : anthropic_errors_(anthropic_errors),
+        inner_(std::move(inner)),
         metrics_(metrics),
         endpoint_(std::move(endpoint)),
         trace_(std::move(trace)),
@@ -116,6 +120,7 @@ class RequestResponder : public Responder {
                 Field("status", static_cast<int64_t>(status))});
     }
     AddHeaders(&extra);
+    if (status >= 400 && anthropic_errors_) body = AnthropicErrorBody(status, body);
     inner_->Respond(status, std::move(content_type), std::move(body), std::move(extra));
   }
   void BeginStream(int status, std::string content_type, Headers extra) override {
@@ -137,6 +142,7 @@ class RequestResponder : public Responder {
       h->emplace_back("Vary", "Origin");
     }
   }
+  const bool anthropic_errors_;  // errors in Anthropic's shape (/v1/messages)
   const std::shared_ptr<Responder> inner_;
   ServerMetrics* const metrics_;
   const std::string endpoint_;
@@ -170,6 +176,9 @@ constexpr Route kRoutes[] = {
     {"/infill", false, kPost, true, "/infill"},
     {"/v1/chat/completions", false, kPost, true, "/v1/chat/completions"},
     {"/v1/embeddings", false, kPost, true, "/v1/embeddings"},
+    // Anthropic's Messages API (anthropic.h).
+    {"/v1/messages", false, kPost, true, "/v1/messages"},
+    {"/v1/messages/count_tokens", false, kPost, true, "/v1/messages/count_tokens"},
     // llama-server's own embedding API (EmbeddingSpec::native).
     {"/embedding", false, kPost, true, "/embedding"},
     {"/embeddings", false, kPost, true, "/embedding"},
@@ -229,11 +238,12 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
   const std::string& path = req.path;
   const bool chat = path == "/v1/chat/completions";
   // Completions are known by their response id; other requests get one too.
-  const std::string request_id = fmt::format("{}-{:016x}{:08x}", chat ? "chatcmpl" : path == "/v1/completions" ? "cmpl" : "req",
-                                             id_salt_, next_request_.fetch_add(1));
+  const char* id_kind = chat ? "chatcmpl" : path == "/v1/completions" ? "cmpl" : path == "/v1/messages" ? "msg" : "req";
+  const std::string request_id = fmt::format("{}-{:016x}{:08x}", id_kind, id_salt_, next_request_.fetch_add(1));
   const Route* route = FindRoute(path);
-  auto resp = std::make_shared<RequestResponder>(std::move(raw_resp), &metrics_, route ? route->label : "other",
-                                                 trace, request_id, AllowedOrigin(req));
+  auto resp = std::make_shared<RequestResponder>(std::move(raw_resp), &metrics_, route ? route->label : "other", trace,
+                                                 request_id, AllowedOrigin(req),
+                                                 /*anthropic_errors=*/path.rfind("/v1/messages", 0) == 0);
   if (route == nullptr) {
     return SendError(resp, Error(404, fmt::format("no route {} {}", req.method, path), "invalid_request_error",
                                  "not_found"));
@@ -283,12 +293,32 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
     // The prompt made from input_prefix / input_suffix / input_extra, then
     // a /completion request with it.
     if (!TakeInfillPrompt(&req, resp)) return;
-    return HandleCompletion(req, resp, false, trace, request_id, /*native=*/true, /*infill=*/true);
+    return HandleCompletion(req, resp, false, trace, request_id, CompletionApi::kInfill);
   }
   // OpenAI's suffix (text after the insertion): the prompt becomes a FIM prompt.
   if (path == "/v1/completions" && req.body.find("suffix") != std::string::npos && !TakeSuffixPrompt(&req, resp))
     return;
-  HandleCompletion(req, resp, chat, trace, request_id, /*native=*/path == "/completion" || path == "/completions");
+  if (path == "/v1/messages" || path == "/v1/messages/count_tokens") {
+    // Anthropic's Messages API: as a chat completion request.
+    const bool count = path == "/v1/messages/count_tokens";
+    ApiError err;
+    std::string chat_body;
+    if (!AnthropicToChatRequest(req.body, count, &chat_body, &err)) return SendError(resp, err);
+    req.body = std::move(chat_body);
+    if (count) return HandleCountTokens(req, resp);
+    return HandleCompletion(req, resp, true, trace, request_id, CompletionApi::kAnthropic);
+  }
+  const bool native = path == "/completion" || path == "/completions";
+  HandleCompletion(req, resp, chat, trace, request_id, native ? CompletionApi::kNative : CompletionApi::kOpenAi);
+}
+
+void ApiServer::HandleCountTokens(const HttpRequest& req, const std::shared_ptr<Responder>& resp) const {
+  ParseContext ctx = MakeParseContext();
+  ctx.limits.max_model_len = std::numeric_limits<int32_t>::max();  // counting, not generating
+  CompletionSpec spec;
+  ApiError err;
+  if (!ParseCompletionRequest(req.body, /*chat=*/true, ctx, &spec, &err)) return SendError(resp, err);
+  SendJson(resp, 200, {{"input_tokens", spec.prompts[0].size()}});
 }
 
 bool ApiServer::TakeSuffixPrompt(HttpRequest* req, const std::shared_ptr<Responder>& resp) const {
@@ -547,7 +577,9 @@ void ApiServer::HandleSession(const HttpRequest& req, const std::shared_ptr<Resp
 }
 
 void ApiServer::HandleCompletion(const HttpRequest& req, const std::shared_ptr<Responder>& resp, bool chat,
-                                 const TraceContext& trace, const std::string& id, bool native, bool infill) {
+                                 const TraceContext& trace, const std::string& id, CompletionApi api) {
+  const bool native = api == CompletionApi::kNative || api == CompletionApi::kInfill;
+  const bool infill = api == CompletionApi::kInfill;
   CompletionSpec spec;
   ApiError err;
   ParseContext ctx = MakeParseContext();
@@ -557,6 +589,11 @@ void ApiServer::HandleCompletion(const HttpRequest& req, const std::shared_ptr<R
     if (spec.prompts.size() != 1) return SendError(resp, BadValue("prompt", "/infill's prompt is one string"));
     // The answer's "prompt": the whole FIM prompt, its special tokens written out.
     spec.prompt_texts[0] = backend_.tokenizer->Decode(spec.prompts[0], /*render_special=*/true);
+  }
+  if (api == CompletionApi::kAnthropic) {
+    if (spec.n != 1 || spec.logprobs)
+      return SendError(resp, BadValue(spec.n != 1 ? "n" : "logprobs", "not part of /v1/messages"));
+    spec.anthropic = true;
   }
   if (native && (spec.n != 1 || spec.echo)) {
     // llama-server's answer has one content per prompt, without the prompt.
@@ -590,7 +627,11 @@ void ApiServer::HandleCompletion(const HttpRequest& req, const std::shared_ptr<R
   obs.exporter = opts_.exporter;
   obs.log_request = Sampled(id);
   obs.log_prompts = opts_.log_prompts;
-  obs.endpoint = chat ? "/v1/chat/completions" : infill ? "/infill" : native ? "/completion" : "/v1/completions";
+  obs.endpoint = api == CompletionApi::kAnthropic ? "/v1/messages"
+                 : chat                           ? "/v1/chat/completions"
+                 : infill                         ? "/infill"
+                 : native                         ? "/completion"
+                                                  : "/v1/completions";
   auto job = std::make_shared<CompletionJob>(std::move(spec), resp, backend_.engine, backend_.tokenizer, id,
                                              UnixSeconds(), opts_.served_model_name, std::move(obs));
   job->Start();

@@ -102,11 +102,15 @@ class ApiServer {
   // chat template. POST /apply-template: a chat's rendered prompt.
   void HandleProps(const std::shared_ptr<Responder>& resp) const;
   void HandleApplyTemplate(const HttpRequest& req, const std::shared_ptr<Responder>& resp) const;
-  // native: llama-server's /completion; infill: its /infill (the request's
-  // prompt made by TakeInfillPrompt).
+  // Which API a completion request came through: OpenAI's; llama-server's
+  // /completion or /infill (the request's prompt made by TakeInfillPrompt);
+  // Anthropic's /v1/messages (translated to a chat request, anthropic.h).
+  enum class CompletionApi { kOpenAi, kNative, kInfill, kAnthropic };
   void HandleCompletion(const HttpRequest& req, const std::shared_ptr<Responder>& resp, bool chat,
-                        const TraceContext& trace, const std::string& request_id, bool native = false,
-                        bool infill = false);
+                        const TraceContext& trace, const std::string& request_id,
+                        CompletionApi api = CompletionApi::kOpenAi);
+  // POST /v1/messages/count_tokens: {"input_tokens": the rendered prompt's tokens}.
+  void HandleCountTokens(const HttpRequest& req, const std::shared_ptr<Responder>& resp) const;
   // POST /infill: replaces the body's input_prefix / input_suffix /
   // input_extra / prompt with the FIM prompt's token ids (infill.h). False:
   // answered with the error (400; 501 for a model without FIM tokens).

@@ -8,6 +8,7 @@
 
 #include "base/json.h"
 #include "base/logging.h"
+#include "server/anthropic.h"
 #include "tokenizer/utf8.h"
 
 namespace infera::server {
@@ -83,6 +84,19 @@ void CompletionJob::Start() {
   }
   if (spec_.stream) {
     resp_->BeginStream(200, "text/event-stream");
+    if (spec_.anthropic) {
+      SendNamedEvent("message_start",
+                     {{"type", "message_start"},
+                      {"message",
+                       {{"id", id_},
+                        {"type", "message"},
+                        {"role", "assistant"},
+                        {"model", model_},
+                        {"content", json::array()},
+                        {"stop_reason", nullptr},
+                        {"stop_sequence", nullptr},
+                        {"usage", {{"input_tokens", spec_.prompts[0].size()}, {"output_tokens", 0}}}}}});
+    }
     if (spec_.echo && !EchoLogprobs()) {  // with logprobs: once the prompt's are computed (OnOutput)
       for (size_t i = 0; i < choices_.size(); ++i) {
         SendChunk(i, spec_.prompt_texts[choices_[i].prompt_index], nullptr, nullptr);
@@ -219,6 +233,86 @@ json CompletionJob::Usage() const {
 
 void CompletionJob::SendEvent(const json& j) { resp_->Send("data: " + DumpJson(j) + "\n\n"); }
 
+void CompletionJob::SendNamedEvent(const char* name, const json& j) {
+  resp_->Send(std::string("event: ") + name + "\ndata: " + DumpJson(j) + "\n\n");
+}
+
+void CompletionJob::AnthropicText(size_t index, const std::string& text) {
+  Choice& c = choices_[index];
+  if (!c.anthropic_text_open) {
+    SendNamedEvent("content_block_start", {{"type", "content_block_start"},
+                                           {"index", c.anthropic_blocks},
+                                           {"content_block", {{"type", "text"}, {"text", ""}}}});
+    c.anthropic_text_open = true;
+  }
+  SendNamedEvent("content_block_delta", {{"type", "content_block_delta"},
+                                         {"index", c.anthropic_blocks},
+                                         {"delta", {{"type", "text_delta"}, {"text", text}}}});
+}
+
+void CompletionJob::AnthropicToolUse(size_t index, const std::vector<ToolCall>& calls) {
+  Choice& c = choices_[index];
+  if (c.anthropic_text_open) {
+    SendNamedEvent("content_block_stop", {{"type", "content_block_stop"}, {"index", c.anthropic_blocks++}});
+    c.anthropic_text_open = false;
+  }
+  for (const ToolCall& call : calls) {
+    const int block = c.anthropic_blocks++;
+    SendNamedEvent(
+        "content_block_start",
+        {{"type", "content_block_start"},
+         {"index", block},
+         {"content_block", {{"type", "tool_use"}, {"id", call.id}, {"name", call.name}, {"input", json::object()}}}});
+    SendNamedEvent("content_block_delta",
+                   {{"type", "content_block_delta"},
+                    {"index", block},
+                    {"delta", {{"type", "input_json_delta"}, {"partial_json", call.arguments}}}});
+    SendNamedEvent("content_block_stop", {{"type", "content_block_stop"}, {"index", block}});
+  }
+}
+
+void CompletionJob::AnthropicStreamEnd(size_t index) {
+  Choice& c = choices_[index];
+  if (c.anthropic_text_open) {
+    SendNamedEvent("content_block_stop", {{"type", "content_block_stop"}, {"index", c.anthropic_blocks++}});
+    c.anthropic_text_open = false;
+  }
+  const char* reason = AnthropicStopReason(c.finish_reason, !c.stop_string.empty());
+  SendNamedEvent("message_delta", {{"type", "message_delta"},
+                                   {"delta", {{"stop_reason", reason}, {"stop_sequence", StopReason(c)}}},
+                                   {"usage", {{"output_tokens", c.completion_tokens}}}});
+  SendNamedEvent("message_stop", {{"type", "message_stop"}});
+}
+
+json CompletionJob::AnthropicMessage(const Choice& c, size_t index) const {
+  json content = json::array();
+  std::vector<ToolCall> calls;
+  std::string text = c.text;
+  if (spec_.parse_tool_calls) {
+    ParsedReply r = ReplyWithTools(c, index);
+    text = r.content;
+    calls = r.calls;
+  }
+  if (!text.empty()) content.push_back({{"type", "text"}, {"text", text}});
+  for (const ToolCall& call : calls) {
+    json input = ParseJson(call.arguments);
+    if (input.is_discarded() || !input.is_object()) input = json::object();  // (a call's arguments are an object)
+    content.push_back({{"type", "tool_use"}, {"id", call.id}, {"name", call.name}, {"input", std::move(input)}});
+  }
+  const bool tool_use = !calls.empty() && c.finish_reason != nullptr && std::string(c.finish_reason) == "stop";
+  return {{"id", id_},
+          {"type", "message"},
+          {"role", "assistant"},
+          {"model", model_},
+          {"content", std::move(content)},
+          {"stop_reason", tool_use ? "tool_use" : AnthropicStopReason(c.finish_reason, !c.stop_string.empty())},
+          {"stop_sequence", tool_use ? json(nullptr) : StopReason(c)},
+          {"usage",
+           {{"input_tokens", spec_.prompts[c.prompt_index].size()},
+            {"output_tokens", c.completion_tokens},
+            {"cache_read_input_tokens", c.cached_tokens}}}};
+}
+
 json CompletionJob::StopReason(const Choice& c) { return c.stop_string.empty() ? json(nullptr) : json(c.stop_string); }
 
 json CompletionJob::NativeProbs(const std::vector<TokenLogprob>& lps) const {
@@ -299,6 +393,11 @@ void CompletionJob::SendNativeChunk(size_t index, const std::string& text, const
 }
 
 void CompletionJob::SendChunk(size_t index, const std::string& text, const json& logprobs, const char* finish) {
+  if (spec_.anthropic) {
+    if (!text.empty()) AnthropicText(index, text);
+    if (finish != nullptr) AnthropicStreamEnd(index);
+    return;
+  }
   if (spec_.native) {
     // (Chunks with text go out by SendNativeChunk.) The choice's final
     // object, with empty content.
@@ -346,6 +445,7 @@ ParsedReply CompletionJob::ReplyWithTools(const Choice& c, size_t index) const {
 }
 
 void CompletionJob::SendToolCalls(size_t index, const std::vector<ToolCall>& calls) {
+  if (spec_.anthropic) return AnthropicToolUse(index, calls);
   json list = json::array();
   for (size_t i = 0; i < calls.size(); ++i) {
     json call = ToolCallJson(calls[i]);
@@ -529,7 +629,10 @@ void CompletionJob::Finish() {
     err.status = error_status;
     err.type = unavailable_ ? "service_unavailable" : "server_error";
     err.message = error_;
-    if (spec_.stream) {
+    if (spec_.stream && spec_.anthropic) {
+      resp_->Send("event: error\ndata: " + AnthropicErrorBody(error_status, err.ToJson()) + "\n\n");
+      resp_->End();
+    } else if (spec_.stream) {
       resp_->Send("data: " + err.ToJson() + "\n\n");
       resp_->Send("data: [DONE]\n\n");
       resp_->End();
@@ -538,8 +641,12 @@ void CompletionJob::Finish() {
     }
     return;
   }
-  if (spec_.stream && spec_.native) {  // llama-server ends its stream with the final objects, no [DONE]
+  if (spec_.stream && (spec_.native || spec_.anthropic)) {  // ended by their final objects / events, no [DONE]
     resp_->End();
+    return;
+  }
+  if (spec_.anthropic) {
+    resp_->Respond(200, "application/json", DumpJson(AnthropicMessage(choices_[0], 0)));
     return;
   }
   if (spec_.native) {  // one object; for several prompts an array of them

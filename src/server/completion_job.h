@@ -67,6 +67,8 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     std::shared_ptr<ToolCallStream> tool_stream;  // streaming with tools: holds back call text
     std::string stop_string;                      // the stop string that ended it ("": none)
     double prefill_s = 0;                         // first scheduled to first token
+    int anthropic_blocks = 0;                     // /v1/messages streaming: content blocks finished
+    bool anthropic_text_open = false;             // ... and a text block started, not stopped
   };
 
   // Submits choice `index` to the engine. Requires mu_.
@@ -113,6 +115,14 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   // vLLM's stop_reason: the stop string that ended the choice, else null.
   static nlohmann::json StopReason(const Choice& c);
   void SendEvent(const nlohmann::json& j);
+  // Anthropic's /v1/messages: a named server-sent event; streamed text,
+  // tool_use blocks and the closing events of choice `index`; the whole
+  // message of choice `c` (unstreamed).
+  void SendNamedEvent(const char* name, const nlohmann::json& j);
+  void AnthropicText(size_t index, const std::string& text);
+  void AnthropicToolUse(size_t index, const std::vector<ToolCall>& calls);
+  void AnthropicStreamEnd(size_t index);
+  nlohmann::json AnthropicMessage(const Choice& c, size_t index) const;
   void Finish();
   // The request's log line and spans (at Finish). Requires mu_.
   void Report(int status);

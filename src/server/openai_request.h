@@ -71,6 +71,10 @@ struct CompletionSpec {
   // params.logprobs; return_tokens lists the token ids.
   bool native = false;
   bool return_tokens = false;
+  // Anthropic's /v1/messages (a chat request): the answer in its shape
+  // ({"type": "message", "content": [text / tool_use blocks], "stop_reason",
+  // "usage"}; streamed as its named events).
+  bool anthropic = false;
   // Chat with tools (tool_choice not "none"): the reply is parsed for calls
   // in this format. tool_named: a named tool_choice (kJson replies are then
   // that function's arguments).

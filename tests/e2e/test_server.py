@@ -854,6 +854,12 @@ class AuthAndShutdownTest(unittest.TestCase):
                 st, b = srv.json("POST", "/v1/completions", {"prompt": "x", "max_tokens": 2},
                                  headers={"Authorization": "Bearer sk-test-123"})
                 self.assertEqual(st, 200, b)
+                # Anthropic's clients send it as x-api-key; their errors come in Anthropic's shape.
+                msg = {"max_tokens": 2, "messages": [{"role": "user", "content": "x"}]}
+                st, b = srv.json("POST", "/v1/messages", msg, headers={"x-api-key": "sk-test-123"})
+                self.assertEqual((st, b["type"]), (200, "message"), b)
+                st, b = srv.json("POST", "/v1/messages", msg, headers={"x-api-key": "wrong"})
+                self.assertEqual((st, b["type"], b["error"]["type"]), (401, "error", "authentication_error"), b)
                 # The key never appears in the process list.
                 with open(f"/proc/{srv.proc.pid}/cmdline", "rb") as c:
                     self.assertNotIn(b"sk-test-123", c.read())

@@ -13,6 +13,7 @@
 #include "base/json.h"
 #include "formats/gguf_reader.h"
 #include "sampling/grammar.h"
+#include "server/anthropic.h"
 #include "server/infill.h"
 #include "server/openai_request.h"
 #include "tokenizer/loader.h"
@@ -56,7 +57,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ctx.tool_format = infera::server::DetectToolCallFormat(kTemplate.jinja_source());
   const bool chat = (data[0] & 1) != 0;
   ctx.native = !chat && (data[0] & 2) != 0;  // llama-server's /completion
-  const std::string body(reinterpret_cast<const char*>(data) + 1, size - 1);
+  std::string body(reinterpret_cast<const char*>(data) + 1, size - 1);
+  if (chat && (data[0] & 8) != 0) {  // Anthropic's /v1/messages: translated, then parsed as chat
+    std::string chat_body;
+    ApiError aerr;
+    if (!AnthropicToChatRequest(body, (data[0] & 16) != 0, &chat_body, &aerr)) {
+      if (aerr.status != 400 || aerr.message.empty()) __builtin_trap();
+      (void)AnthropicErrorBody(aerr.status, aerr.ToJson());
+      return 0;
+    }
+    body = std::move(chat_body);
+  }
   CompletionSpec spec;
   ApiError err;
   if (ctx.native && (data[0] & 4) != 0) {  // /infill: its fields first, then /completion's
