@@ -76,6 +76,8 @@ struct PySamplingParams {
   bool ignore_eos = false;
   std::optional<int> logprobs;
   std::optional<int> prompt_logprobs;
+  std::vector<int32_t> stop_token_ids;
+  bool detokenize = true;  // false: token ids only (text "")
   std::optional<PyGuidedDecodingParams> guided_decoding;
 
   // Engine parameters; ValueError on values out of range.
@@ -103,6 +105,9 @@ struct PySamplingParams {
     p.min_tokens = min_tokens;
     p.stop = stop;
     p.ignore_eos = ignore_eos;
+    p.stop_token_ids = stop_token_ids;
+    p.detokenize = detokenize;
+    if (!detokenize && !stop.empty()) throw py::value_error("stop strings need detokenize=True");
     p.logprobs = logprobs ? *logprobs : -1;
     p.prompt_logprobs = prompt_logprobs ? *prompt_logprobs : -1;
     if (guided_decoding) p.grammar = guided_decoding->grammar;
@@ -126,7 +131,8 @@ class LLM {
  public:
   LLM(const std::string& model, const std::string& tokenizer, int max_num_seqs, int max_model_len, int threads,
       int64_t kv_cache_mb, int max_num_batched_tokens, bool enable_prefix_caching, const std::string& chat_template,
-      const std::string& cpu_isa, const std::string& log_level) {
+      const std::string& cpu_isa, const std::string& log_level, std::optional<uint64_t> seed)
+      : seed_(seed) {
     LogLevel level;
     if (!ParseLogLevel(log_level, &level)) throw py::value_error("log_level must be trace, debug, info, warn, error or off");
     SetLogLevel(level);
@@ -167,7 +173,8 @@ class LLM {
   // prompts: vLLM's forms, one or a list: a string, {"prompt": string}
   // (TextPrompt) or {"prompt_token_ids": [ids]} (TokensPrompt; its
   // RequestOutput.prompt is None).
-  std::vector<PyRequestOutput> Generate(const py::object& prompts, const py::object& params) {
+  // use_tqdm: vLLM's progress bar (none here; accepted for its callers).
+  std::vector<PyRequestOutput> Generate(const py::object& prompts, const py::object& params, bool /*use_tqdm*/) {
     std::vector<std::vector<int32_t>> ids;
     std::vector<std::optional<std::string>> shown;
     auto add = [&](py::handle p) {
@@ -208,7 +215,8 @@ class LLM {
   // tools / chat_template_kwargs: given to the Jinja chat template, as
   // vLLM's LLM.chat passes them.
   std::vector<PyRequestOutput> Chat(const py::list& messages, const py::object& params, bool add_generation_prompt,
-                                    const py::object& tools, const py::object& chat_template_kwargs) {
+                                    const py::object& tools, const py::object& chat_template_kwargs,
+                                    bool /*use_tqdm*/) {
     std::vector<py::list> conversations;
     if (!messages.empty() && py::isinstance<py::list>(messages[0])) {
       for (const auto& c : messages) conversations.push_back(c.cast<py::list>());
@@ -509,6 +517,10 @@ class LLM {
       r.outputs.resize(params[i].second);
       for (int c = 0; c < params[i].second; ++c) {
         RequestParams p = params[i].first;
+        if (!p.sampling.has_seed && seed_) {
+          p.sampling.seed = *seed_ + 0x9E3779B97F4A7C15ull * next_id_;
+          p.sampling.has_seed = true;
+        }
         if (p.sampling.has_seed) p.sampling.seed += static_cast<uint64_t>(c);  // choices differ, yet reproduce
         r.outputs[c].index = c;
         auto id = engine_->Add(prompts[i], p);
@@ -540,6 +552,7 @@ class LLM {
           }
           c.finish_reason = OpenAiFinishReason(o.finish_reason);
           if (!o.stop_string.empty()) c.stop_reason = o.stop_string;
+          if (o.stop_token >= 0) c.stop_reason = o.stop_token;
           r.num_cached_tokens = std::max(r.num_cached_tokens, o.cached_tokens);
           --open;
         }
@@ -578,6 +591,9 @@ class LLM {
   // engine, until that stream's iterator takes them. Guarded by mu_.
   std::map<uint64_t, std::vector<RequestOutput>> parked_;
   uint64_t next_id_ = 0;
+  // vLLM's LLM(seed=): requests without a seed of their own get one from it
+  // (and their request number), so a script's runs reproduce.
+  const std::optional<uint64_t> seed_;
 };
 
 }  // namespace
@@ -633,7 +649,15 @@ PYBIND11_MODULE(_infera, m) {
                        float frequency_penalty, float repetition_penalty, std::optional<uint64_t> seed,
                        std::optional<int> max_tokens, int min_tokens, py::object stop, bool ignore_eos,
                        std::optional<int> logprobs, std::optional<int> prompt_logprobs,
+                       std::optional<std::vector<int32_t>> stop_token_ids, bool detokenize, bool skip_special_tokens,
+                       bool spaces_between_special_tokens, bool include_stop_str_in_output,
                        std::optional<PyGuidedDecodingParams> guided_decoding) {
+             // vLLM's text options, at the values infera's output has.
+             if (!skip_special_tokens || !spaces_between_special_tokens || include_stop_str_in_output) {
+               throw py::value_error(
+                   "skip_special_tokens=False, spaces_between_special_tokens=False and include_stop_str_in_output=True "
+                   "are not supported");
+             }
              PySamplingParams p;
              p.n = n;
              p.temperature = temperature;
@@ -654,6 +678,8 @@ PYBIND11_MODULE(_infera, m) {
              p.ignore_eos = ignore_eos;
              p.logprobs = logprobs;
              p.prompt_logprobs = prompt_logprobs;
+             p.stop_token_ids = stop_token_ids.value_or(std::vector<int32_t>{});
+             p.detokenize = detokenize;
              p.guided_decoding = std::move(guided_decoding);
              p.ToRequest();  // ValueError now rather than at generate()
              return p;
@@ -663,6 +689,8 @@ PYBIND11_MODULE(_infera, m) {
            py::arg("frequency_penalty") = 0.0f, py::arg("repetition_penalty") = 1.0f, py::arg("seed") = py::none(),
            py::arg("max_tokens") = 16, py::arg("min_tokens") = 0, py::arg("stop") = py::none(),
            py::arg("ignore_eos") = false, py::arg("logprobs") = py::none(), py::arg("prompt_logprobs") = py::none(),
+           py::arg("stop_token_ids") = py::none(), py::arg("detokenize") = true, py::arg("skip_special_tokens") = true,
+           py::arg("spaces_between_special_tokens") = true, py::arg("include_stop_str_in_output") = false,
            py::arg("guided_decoding") = py::none())
       .def_readwrite("n", &PySamplingParams::n)
       .def_readwrite("temperature", &PySamplingParams::temperature)
@@ -677,6 +705,8 @@ PYBIND11_MODULE(_infera, m) {
       .def_readwrite("min_tokens", &PySamplingParams::min_tokens)
       .def_readwrite("stop", &PySamplingParams::stop)
       .def_readwrite("ignore_eos", &PySamplingParams::ignore_eos)
+      .def_readwrite("stop_token_ids", &PySamplingParams::stop_token_ids)
+      .def_readwrite("detokenize", &PySamplingParams::detokenize)
       .def_readwrite("logprobs", &PySamplingParams::logprobs)
       .def_readwrite("prompt_logprobs", &PySamplingParams::prompt_logprobs)
       .def_readwrite("guided_decoding", &PySamplingParams::guided_decoding)
@@ -736,16 +766,39 @@ PYBIND11_MODULE(_infera, m) {
       .def("__next__", &LLM::Stream::Next);
 
   py::class_<LLM>(m, "LLM")
-      .def(py::init<const std::string&, const std::string&, int, int, int, int64_t, int, bool, const std::string&,
-                    const std::string&, const std::string&>(),
+      .def(py::init([](const std::string& model, const std::string& tokenizer, int max_num_seqs, int max_model_len,
+                       int threads, int64_t kv_cache_mb, int max_num_batched_tokens, bool enable_prefix_caching,
+                       const std::string& chat_template, const std::string& cpu_isa, const std::string& log_level,
+                       std::optional<uint64_t> seed, const std::string& dtype, int tensor_parallel_size,
+                       float gpu_memory_utilization, bool enforce_eager, bool trust_remote_code) {
+             // vLLM's GPU and loading options: one that would change what runs is refused, the rest
+             // mean nothing on a CPU (a note when set).
+             if (tensor_parallel_size != 1) {
+               throw py::value_error(
+                   "tensor_parallel_size: tensor parallelism runs across processes "
+                   "(mpirun -n N infera serve --tp N)");
+             }
+             auto llm = std::make_unique<LLM>(model, tokenizer, max_num_seqs, max_model_len, threads, kv_cache_mb,
+                                              max_num_batched_tokens, enable_prefix_caching, chat_template, cpu_isa,
+                                              log_level, seed);
+             if (dtype != "auto") LOG_WARN("dtype '{}' ignored: weights keep the model file's types", dtype);
+             if (gpu_memory_utilization != 0.9f || enforce_eager || trust_remote_code) {
+               LOG_WARN("gpu_memory_utilization, enforce_eager and trust_remote_code mean nothing here (ignored)");
+             }
+             return llm;
+           }),
            py::arg("model") = "", py::kw_only(), py::arg("tokenizer") = "", py::arg("max_num_seqs") = 64,
            py::arg("max_model_len") = 0, py::arg("threads") = 0, py::arg("kv_cache_mb") = 0,
            py::arg("max_num_batched_tokens") = 512, py::arg("enable_prefix_caching") = true,
-           py::arg("chat_template") = "", py::arg("cpu_isa") = "", py::arg("log_level") = "warn")
-      .def("generate", &LLM::Generate, py::arg("prompts"), py::arg("sampling_params") = py::none())
+           py::arg("chat_template") = "", py::arg("cpu_isa") = "", py::arg("log_level") = "warn",
+           py::arg("seed") = py::none(), py::arg("dtype") = "auto", py::arg("tensor_parallel_size") = 1,
+           py::arg("gpu_memory_utilization") = 0.9f, py::arg("enforce_eager") = false,
+           py::arg("trust_remote_code") = false)
+      .def("generate", &LLM::Generate, py::arg("prompts"), py::arg("sampling_params") = py::none(), py::kw_only(),
+           py::arg("use_tqdm") = true)
       .def("chat", &LLM::Chat, py::arg("messages"), py::arg("sampling_params") = py::none(),
            py::arg("add_generation_prompt") = true, py::kw_only(), py::arg("tools") = py::none(),
-           py::arg("chat_template_kwargs") = py::none())
+           py::arg("chat_template_kwargs") = py::none(), py::arg("use_tqdm") = true)
       .def("stream", &LLM::MakeStream, py::arg("prompt"), py::arg("sampling_params") = py::none(),
            py::keep_alive<0, 1>())
       .def("stream_chat", &LLM::MakeChatStream, py::arg("messages"), py::arg("sampling_params") = py::none(),

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "infera/engine.h"
@@ -29,8 +30,8 @@ struct PyCompletionOutput {
   std::string text;
   std::vector<int32_t> token_ids;
   std::optional<std::string> finish_reason;
-  // vLLM's: the stop string that ended the output, else None.
-  std::optional<std::string> stop_reason;
+  // vLLM's: the stop string (or stop_token_ids entry) that ended the output, else None.
+  std::optional<std::variant<std::string, int32_t>> stop_reason;
   // With logprobs: per generated token, {token id: Logprob} of the sampled
   // token and the top candidates (vLLM's shape, ids as keys).
   std::optional<std::vector<PyLogprobs>> logprobs;

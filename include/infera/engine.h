@@ -123,6 +123,10 @@ struct RequestParams {
   bool ignore_eos = false;
   int32_t priority = 0;     // lower first (then arrival order)
   int32_t min_tokens = 0;   // end-of-generation tokens are masked until this many were generated
+  // Tokens that end generation as end-of-generation ones do (vLLM's
+  // stop_token_ids): not part of the output, masked before min_tokens; not
+  // affected by ignore_eos.
+  std::vector<int32_t> stop_token_ids;
   // Added to a token's logit before sampling (OpenAI's logit_bias).
   std::vector<std::pair<int32_t, float>> logit_bias;
   // -1: no log-probabilities; k >= 0 (at most 1000): the log-probability of
@@ -138,6 +142,9 @@ struct RequestParams {
   // The text is shown on its own, not after the prompt: the first piece's
   // leading space (a tokenizer's dummy prefix) is dropped.
   bool text_starts_output = false;
+  // false: token ids only, RequestOutput::text stays empty (vLLM's
+  // detokenize=False); stop strings then cannot match, so none may be given.
+  bool detokenize = true;
   // -1: none. n >= 0: the raw logits (before bias and sampling) at every
   // prompt position from n on (perplexity, prompt scoring), delivered in
   // RequestOutput::prompt_logits as steps compute them, each position once.
@@ -195,6 +202,8 @@ struct RequestOutput {
   // On the last output of a request ended by a stop string: that string
   // (empty when an end-of-generation token or a grammar ended it).
   std::string stop_string;
+  // ... or by one of RequestParams::stop_token_ids: that token (else -1).
+  int32_t stop_token = -1;
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
   int32_t cached_tokens = 0;    // prompt tokens served from the prefix cache

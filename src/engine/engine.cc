@@ -261,14 +261,22 @@ struct Engine::Impl {
     const int32_t V = model.config.n_vocab;
     if (r.params.logprobs >= 0 && !r.params.logprobs_processed) raw.assign(lg, lg + V);
     for (const auto& [t, bias] : r.params.logit_bias) lg[t] += bias;
-    if (r.generated < r.params.min_tokens && !r.params.ignore_eos) {
-      for (int32_t t : eog_ids) lg[t] = -std::numeric_limits<float>::infinity();
+    if (r.generated < r.params.min_tokens) {
+      if (!r.params.ignore_eos) {
+        for (int32_t t : eog_ids) lg[t] = -std::numeric_limits<float>::infinity();
+      }
+      for (int32_t t : r.params.stop_token_ids) lg[t] = -std::numeric_limits<float>::infinity();
     }
     *stopped = false;
     if (r.constraint && r.constraint->Mask(lg, V) == 0) return FinishReason::kStop;  // nothing may follow
     const int32_t next = r.sampler.Sample(lg, V, sched.Tokens(id));
     *token = next;
     if (!r.params.ignore_eos && IsEog(next)) return FinishReason::kStop;
+    if (std::find(r.params.stop_token_ids.begin(), r.params.stop_token_ids.end(), next) !=
+        r.params.stop_token_ids.end()) {
+      o.stop_token = next;
+      return FinishReason::kStop;
+    }
     if (r.constraint && !r.constraint->Advance(next)) {
       return FinishReason::kStop;  // (cannot happen: the token was allowed)
     }
@@ -373,8 +381,14 @@ Status Engine::Check(const std::vector<int32_t>& prompt, const RequestParams& pa
                                        prompt.size()));
   }
   if (params.min_tokens < 0) return InvalidArgument("min_tokens must be >= 0");
+  if (!params.detokenize && !params.stop.empty()) return InvalidArgument("stop strings need detokenize");
   if (params.logprobs > kMaxTopLogprobs) {
     return InvalidArgument(fmt::format("logprobs must be at most {}", kMaxTopLogprobs));
+  }
+  for (int32_t t : params.stop_token_ids) {
+    if (t < 0 || t >= m.model.config.n_vocab) {
+      return InvalidArgument(fmt::format("stop token id {} is out of range [0, {})", t, m.model.config.n_vocab));
+    }
   }
   for (const auto& [t, bias] : params.logit_bias) {
     if (t < 0 || t >= m.model.config.n_vocab) {

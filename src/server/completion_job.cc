@@ -313,7 +313,10 @@ json CompletionJob::AnthropicMessage(const Choice& c, size_t index) const {
             {"cache_read_input_tokens", c.cached_tokens}}}};
 }
 
-json CompletionJob::StopReason(const Choice& c) { return c.stop_string.empty() ? json(nullptr) : json(c.stop_string); }
+json CompletionJob::StopReason(const Choice& c) {
+  if (c.stop_token >= 0) return c.stop_token;  // vLLM: the stop token's id
+  return c.stop_string.empty() ? json(nullptr) : json(c.stop_string);
+}
 
 json CompletionJob::NativeProbs(const std::vector<TokenLogprob>& lps) const {
   const bool post = spec_.params.logprobs_processed;
@@ -532,6 +535,7 @@ void CompletionJob::OnOutput(size_t index, const RequestOutput& o) {
   c.done = true;
   c.finish_reason = OpenAiFinishReason(o.finish_reason);
   c.stop_string = o.stop_string;
+  c.stop_token = o.stop_token;
   c.prefill_s = o.ttft_seconds;
   if (o.finish_reason == FinishReason::kError) {
     error_ = o.error;

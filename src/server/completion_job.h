@@ -66,6 +66,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     std::string log_text;  // the output, kept for the log line with --log-prompts when streaming
     std::shared_ptr<ToolCallStream> tool_stream;  // streaming with tools: holds back call text
     std::string stop_string;                      // the stop string that ended it ("": none)
+    int32_t stop_token = -1;                      // ... or the stop_token_ids entry (-1: none)
     double prefill_s = 0;                         // first scheduled to first token
     int anthropic_blocks = 0;                     // /v1/messages streaming: content blocks finished
     bool anthropic_text_open = false;             // ... and a text block started, not stopped

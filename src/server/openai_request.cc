@@ -437,6 +437,21 @@ bool ParseStop(CompletionSpec* out, FieldReader* r) {
   return add(*s);
 }
 
+// vLLM's stop_token_ids: a list of token ids.
+bool ParseStopTokenIds(const ParseContext& ctx, CompletionSpec* out, FieldReader* r) {
+  const json* s = r->Find("stop_token_ids");
+  if (s == nullptr) return true;
+  if (!s->is_array() || s->size() > 64)
+    return r->Fail("stop_token_ids", "'stop_token_ids' must be a list of at most 64 token ids");
+  for (const json& v : *s) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= ctx.limits.n_vocab) {
+      return r->Fail("stop_token_ids", fmt::format("stop_token_ids must be token ids in [0, {})", ctx.limits.n_vocab));
+    }
+    out->params.stop_token_ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
+  }
+  return true;
+}
+
 bool ParseLogitBias(const ParseContext& ctx, CompletionSpec* out, FieldReader* r) {
   const json* b = r->Find("logit_bias");
   if (b == nullptr) return true;
@@ -632,7 +647,7 @@ bool ParseCompletionRequest(const std::string& body_text, bool chat, const Parse
       return r.Fail(m.substr(0, colon), m.substr(colon + 2));
     }
   }
-  if (!ParseStop(out, &r) || !ParseLogitBias(ctx, out, &r)) return false;
+  if (!ParseStop(out, &r) || !ParseStopTokenIds(ctx, out, &r) || !ParseLogitBias(ctx, out, &r)) return false;
   if (!r.ok()) return false;
   if (chat ? !ParseMessages(obody, treq, ctx, out, &r) : !ParsePrompt(ctx, out, &r)) return false;
   if (!chat && p.max_tokens == 0 && !out->echo) {

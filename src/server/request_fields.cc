@@ -80,7 +80,7 @@ constexpr RequestField kFields[] = {
            "variables for the Jinja template (built-in formats: enable_thinking)"),
     Refused("use_beam_search", "vLLM", kB, Noop::kFalse, "beam search"),
     Refused("length_penalty", "vLLM", kB, Noop::kOne, "beam search"),
-    Refused("stop_token_ids", "vLLM", kB, Noop::kEmpty, "stop token ids"),
+    Parsed("stop_token_ids", "vLLM", kB, "token ids that end the output (stop_reason: the id)"),
     Refused("include_stop_str_in_output", "vLLM", kB, Noop::kFalse, "the stop string in the text"),
     Refused("skip_special_tokens", "vLLM", kB, Noop::kTrue, "special tokens in the text"),
     Refused("spaces_between_special_tokens", "vLLM", kB, Noop::kTrue, "special tokens in the text"),

@@ -375,6 +375,28 @@ class ServerTest(unittest.TestCase):
         assert_error_object(self, e, 400)
         self.assertEqual((st, e["error"]["param"]), (400, "max_tokens"))
 
+    def test_vllm_stop_token_ids(self):
+        """vLLM's stop_token_ids: the output ends before the token;
+        stop_reason is its id (streamed too); min_tokens masks it."""
+        body = {"prompt": "In the beginning", "max_tokens": 10, "temperature": 0}
+        st, full = self.srv.json("POST", "/v1/completions", dict(body, return_tokens_as_token_ids=False))
+        self.assertEqual(st, 200, full)
+        _, t = self.srv.json("POST", "/tokenize", {"content": full["choices"][0]["text"], "add_special": False})
+        stop = t["tokens"][3]
+        st, b = self.srv.json("POST", "/v1/completions", dict(body, stop_token_ids=[stop]))
+        c = b["choices"][0]
+        self.assertEqual((st, c["finish_reason"], c["stop_reason"]), (200, "stop", stop), b)
+        self.assertTrue(full["choices"][0]["text"].startswith(c["text"]))
+        self.assertLess(b["usage"]["completion_tokens"], 10)
+        _, events = sse_request(self.srv.port, "/v1/completions", dict(body, stop_token_ids=[stop], stream=True))
+        self.assertEqual([e["choices"][0]["stop_reason"] for e in events[:-1] if e["choices"][0]["finish_reason"]],
+                         [stop])
+        st, b = self.srv.json("POST", "/v1/completions", dict(body, stop_token_ids=[stop], min_tokens=10))
+        self.assertEqual(b["choices"][0]["finish_reason"], "length")
+        for bad in ([-1], [10 ** 6], "3", [1.5]):
+            st, e = self.srv.json("POST", "/v1/completions", dict(body, stop_token_ids=bad))
+            self.assertEqual((st, e["error"]["param"]), (400, "stop_token_ids"), bad)
+
     def test_vllm_prompt_logprobs(self):
         """vLLM's prompt_logprobs: per prompt token after the first, {id:
         {logprob, rank, decoded_token}} of it and the k most likely there

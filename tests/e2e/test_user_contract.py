@@ -495,7 +495,7 @@ class ServerContractTest(unittest.TestCase):
                  ("best_of", 3), ("suffix", "the end"),
                  ("response_format", {"type": "json_schema", "json_schema": {"name": "x",
                                                                               "schema": {"not": {}}}}),
-                 ("use_beam_search", True), ("stop_token_ids", [2]), ("mirostat", 2), ("typical_p", 0.5)]
+                 ("use_beam_search", True), ("mirostat", 2), ("typical_p", 0.5)]
         for field, value in cases:
             for path in ("/v1/completions", "/v1/chat/completions"):
                 if field == "suffix" and path.endswith("chat/completions"):

@@ -125,6 +125,35 @@ class PythonApiTest(unittest.TestCase):
                          ({"prompt_token_ids": [10 ** 6]}, ValueError), (3, TypeError), ([{"x": 1}], ValueError)):
             self.assertRaises(exc, self.llm.generate, bad, sp)
 
+    def test_vllm_options(self):
+        """vLLM's stop_token_ids (stop_reason: the id; not in the output),
+        detokenize=False (token ids only), LLM(seed=) reproducing unseeded
+        sampling across instances, and its GPU options accepted or refused."""
+        greedy = SamplingParams(temperature=0, max_tokens=12)
+        full = self.llm.generate(PROMPTS[1], greedy)[0].outputs[0]
+        stop_at = full.token_ids[5]
+        first = full.token_ids.index(stop_at)
+        cut = self.llm.generate(PROMPTS[1], SamplingParams(temperature=0, max_tokens=12,
+                                                           stop_token_ids=[stop_at]))[0].outputs[0]
+        self.assertEqual(cut.token_ids, full.token_ids[:first])
+        self.assertEqual((cut.finish_reason, cut.stop_reason), ("stop", stop_at))
+        self.assertEqual(cut.text, self.llm.decode(full.token_ids[:first]) if first else "")
+        # min_tokens masks them until it is reached.
+        later = self.llm.generate(PROMPTS[1], SamplingParams(temperature=0, max_tokens=12, min_tokens=first + 1,
+                                                             stop_token_ids=[stop_at]))[0].outputs[0]
+        self.assertGreater(len(later.token_ids), first)
+        bare = self.llm.generate(PROMPTS[1], SamplingParams(temperature=0, max_tokens=12, detokenize=False),
+                                 use_tqdm=False)[0].outputs[0]
+        self.assertEqual((bare.token_ids, bare.text), (full.token_ids, ""))
+        self.assertRaises(ValueError, SamplingParams, detokenize=False, stop=["x"])
+        self.assertRaises(ValueError, SamplingParams, skip_special_tokens=False)
+        self.assertRaises(ValueError, self.llm.generate, PROMPTS[0], SamplingParams(stop_token_ids=[10 ** 6]))
+        sampled = SamplingParams(temperature=1.0, max_tokens=16)
+        a, b = (LLM(max_num_seqs=2, seed=5, dtype="float16", gpu_memory_utilization=0.5) for _ in range(2))
+        self.assertEqual([o.outputs[0].text for o in a.generate(PROMPTS, sampled)],
+                         [o.outputs[0].text for o in b.generate(PROMPTS, sampled)])
+        self.assertRaises(ValueError, LLM, tensor_parallel_size=2)
+
     def test_chat_and_streaming(self):
         msgs = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Who made the light?"}]
         greedy = SamplingParams(temperature=0, max_tokens=16)

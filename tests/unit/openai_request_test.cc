@@ -228,8 +228,6 @@ TEST_F(OpenAIRequestTest, UnimplementedOutputFieldsAreRefusedNotIgnored) {
                                {"suffix", R"("end")"},
                                {"best_of", "2"},
                                {"use_beam_search", "true"},
-                               {"prompt_logprobs", "-1"},
-                               {"stop_token_ids", "[1]"},
                                {"include_stop_str_in_output", "true"},
                                {"skip_special_tokens", "false"},
                                {"mirostat", "2"},
