@@ -77,6 +77,7 @@ struct PySamplingParams {
   std::optional<int> logprobs;
   std::optional<int> prompt_logprobs;
   std::vector<int32_t> stop_token_ids;
+  bool include_stop_str_in_output = false;
   bool detokenize = true;  // false: token ids only (text "")
   std::optional<PyGuidedDecodingParams> guided_decoding;
 
@@ -106,6 +107,7 @@ struct PySamplingParams {
     p.stop = stop;
     p.ignore_eos = ignore_eos;
     p.stop_token_ids = stop_token_ids;
+    p.include_stop_str_in_output = include_stop_str_in_output;
     p.detokenize = detokenize;
     if (!detokenize && !stop.empty()) throw py::value_error("stop strings need detokenize=True");
     p.logprobs = logprobs ? *logprobs : -1;
@@ -653,10 +655,9 @@ PYBIND11_MODULE(_infera, m) {
                        bool spaces_between_special_tokens, bool include_stop_str_in_output,
                        std::optional<PyGuidedDecodingParams> guided_decoding) {
              // vLLM's text options, at the values infera's output has.
-             if (!skip_special_tokens || !spaces_between_special_tokens || include_stop_str_in_output) {
+             if (!skip_special_tokens || !spaces_between_special_tokens) {
                throw py::value_error(
-                   "skip_special_tokens=False, spaces_between_special_tokens=False and include_stop_str_in_output=True "
-                   "are not supported");
+                   "skip_special_tokens=False and spaces_between_special_tokens=False are not supported");
              }
              PySamplingParams p;
              p.n = n;
@@ -680,6 +681,7 @@ PYBIND11_MODULE(_infera, m) {
              p.prompt_logprobs = prompt_logprobs;
              p.stop_token_ids = stop_token_ids.value_or(std::vector<int32_t>{});
              p.detokenize = detokenize;
+             p.include_stop_str_in_output = include_stop_str_in_output;
              p.guided_decoding = std::move(guided_decoding);
              p.ToRequest();  // ValueError now rather than at generate()
              return p;
@@ -707,6 +709,7 @@ PYBIND11_MODULE(_infera, m) {
       .def_readwrite("ignore_eos", &PySamplingParams::ignore_eos)
       .def_readwrite("stop_token_ids", &PySamplingParams::stop_token_ids)
       .def_readwrite("detokenize", &PySamplingParams::detokenize)
+      .def_readwrite("include_stop_str_in_output", &PySamplingParams::include_stop_str_in_output)
       .def_readwrite("logprobs", &PySamplingParams::logprobs)
       .def_readwrite("prompt_logprobs", &PySamplingParams::prompt_logprobs)
       .def_readwrite("guided_decoding", &PySamplingParams::guided_decoding)

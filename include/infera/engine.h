@@ -120,6 +120,7 @@ struct RequestParams {
   // prompt_logits_from or prompt_logprobs): score the prompt, generate nothing.
   int32_t max_tokens = -1;
   std::vector<std::string> stop;
+  bool include_stop_str_in_output = false;  // the matched stop string ends the text (vLLM's)
   bool ignore_eos = false;
   int32_t priority = 0;     // lower first (then arrival order)
   int32_t min_tokens = 0;   // end-of-generation tokens are masked until this many were generated

@@ -159,6 +159,7 @@ struct Engine::Impl {
       if (!stopped) o.text += r.stops.Flush();
     }
     if (why == FinishReason::kStop) o.stop_string = r.stops.matched();
+    if (stopped_by_string && r.params.include_stop_str_in_output) o.text += o.stop_string;
     Describe(id, r, &o);
     if (offload && !r.params.session_id.empty() && why != FinishReason::kError && sched.Has(id)) {
       if (sessions.size() >= kMaxSessions && !sessions.count(r.params.session_id)) sessions.erase(sessions.begin());

@@ -562,6 +562,7 @@ bool ParseCompletionRequest(const std::string& body_text, bool chat, const Parse
     r.Fail("session_id", "'session_id' must be 1-128 characters of letters, digits, '-', '_', '.', ':' or '@'");
   }
   r.Bool("ignore_eos", &p.ignore_eos);
+  r.Bool("include_stop_str_in_output", &p.include_stop_str_in_output);
   r.Integer("n", &out->n, 1, ctx.limits.max_n);
   // best_of > n would pick the n best of best_of samples: not implemented.
   // best_of == n is what every request does anyway.

@@ -81,7 +81,7 @@ constexpr RequestField kFields[] = {
     Refused("use_beam_search", "vLLM", kB, Noop::kFalse, "beam search"),
     Refused("length_penalty", "vLLM", kB, Noop::kOne, "beam search"),
     Parsed("stop_token_ids", "vLLM", kB, "token ids that end the output (stop_reason: the id)"),
-    Refused("include_stop_str_in_output", "vLLM", kB, Noop::kFalse, "the stop string in the text"),
+    Parsed("include_stop_str_in_output", "vLLM", kB, "the matched stop string ends the text"),
     Refused("skip_special_tokens", "vLLM", kB, Noop::kTrue, "special tokens in the text"),
     Refused("spaces_between_special_tokens", "vLLM", kB, Noop::kTrue, "special tokens in the text"),
     Refused("truncate_prompt_tokens", "vLLM", kB, Noop::kNull, "prompt truncation"),

@@ -170,6 +170,9 @@ class ServerTest(unittest.TestCase):
         self.assertIsNone(v1["choices"][0]["stop_reason"])
         st, b = self.srv.json("POST", "/v1/completions", dict(body, stop=["zzz", word]))
         self.assertEqual((st, b["choices"][0]["finish_reason"], b["choices"][0]["stop_reason"]), (200, "stop", word))
+        # vLLM's include_stop_str_in_output: the text ends with the stop string.
+        st, k = self.srv.json("POST", "/v1/completions", dict(body, stop=["zzz", word], include_stop_str_in_output=True))
+        self.assertEqual(k["choices"][0]["text"], b["choices"][0]["text"] + word)
         _, events = sse_request(self.srv.port, "/v1/completions", dict(body, stop=[word], stream=True))
         finals = [e for e in events if e != "[DONE]" and e["choices"] and e["choices"][0]["finish_reason"]]
         self.assertEqual([e["choices"][0]["stop_reason"] for e in finals], [word])

@@ -147,6 +147,11 @@ class PythonApiTest(unittest.TestCase):
         self.assertEqual((bare.token_ids, bare.text), (full.token_ids, ""))
         self.assertRaises(ValueError, SamplingParams, detokenize=False, stop=["x"])
         self.assertRaises(ValueError, SamplingParams, skip_special_tokens=False)
+        word = full.text.split()[2]
+        kept = self.llm.generate(PROMPTS[1], SamplingParams(temperature=0, max_tokens=12, stop=[word],
+                                                            include_stop_str_in_output=True))[0].outputs[0]
+        self.assertTrue(kept.text.endswith(word) and full.text.startswith(kept.text), (kept.text, full.text))
+        self.assertEqual(kept.stop_reason, word)
         self.assertRaises(ValueError, self.llm.generate, PROMPTS[0], SamplingParams(stop_token_ids=[10 ** 6]))
         sampled = SamplingParams(temperature=1.0, max_tokens=16)
         a, b = (LLM(max_num_seqs=2, seed=5, dtype="float16", gpu_memory_utilization=0.5) for _ in range(2))

@@ -228,7 +228,6 @@ TEST_F(OpenAIRequestTest, UnimplementedOutputFieldsAreRefusedNotIgnored) {
                                {"suffix", R"("end")"},
                                {"best_of", "2"},
                                {"use_beam_search", "true"},
-                               {"include_stop_str_in_output", "true"},
                                {"skip_special_tokens", "false"},
                                {"mirostat", "2"},
                                {"typical_p", "0.9"},
