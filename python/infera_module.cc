@@ -78,6 +78,7 @@ struct PySamplingParams {
   std::optional<int> prompt_logprobs;
   std::vector<int32_t> stop_token_ids;
   bool include_stop_str_in_output = false;
+  bool skip_special_tokens = true;
   bool detokenize = true;  // false: token ids only (text "")
   std::optional<PyGuidedDecodingParams> guided_decoding;
 
@@ -108,6 +109,7 @@ struct PySamplingParams {
     p.ignore_eos = ignore_eos;
     p.stop_token_ids = stop_token_ids;
     p.include_stop_str_in_output = include_stop_str_in_output;
+    p.skip_special_tokens = skip_special_tokens;
     p.detokenize = detokenize;
     if (!detokenize && !stop.empty()) throw py::value_error("stop strings need detokenize=True");
     p.logprobs = logprobs ? *logprobs : -1;
@@ -655,10 +657,8 @@ PYBIND11_MODULE(_infera, m) {
                        bool spaces_between_special_tokens, bool include_stop_str_in_output,
                        std::optional<PyGuidedDecodingParams> guided_decoding) {
              // vLLM's text options, at the values infera's output has.
-             if (!skip_special_tokens || !spaces_between_special_tokens) {
-               throw py::value_error(
-                   "skip_special_tokens=False and spaces_between_special_tokens=False are not supported");
-             }
+             if (!spaces_between_special_tokens)
+               throw py::value_error("spaces_between_special_tokens=False is not supported");
              PySamplingParams p;
              p.n = n;
              p.temperature = temperature;
@@ -682,6 +682,7 @@ PYBIND11_MODULE(_infera, m) {
              p.stop_token_ids = stop_token_ids.value_or(std::vector<int32_t>{});
              p.detokenize = detokenize;
              p.include_stop_str_in_output = include_stop_str_in_output;
+             p.skip_special_tokens = skip_special_tokens;
              p.guided_decoding = std::move(guided_decoding);
              p.ToRequest();  // ValueError now rather than at generate()
              return p;
@@ -710,6 +711,7 @@ PYBIND11_MODULE(_infera, m) {
       .def_readwrite("stop_token_ids", &PySamplingParams::stop_token_ids)
       .def_readwrite("detokenize", &PySamplingParams::detokenize)
       .def_readwrite("include_stop_str_in_output", &PySamplingParams::include_stop_str_in_output)
+      .def_readwrite("skip_special_tokens", &PySamplingParams::skip_special_tokens)
       .def_readwrite("logprobs", &PySamplingParams::logprobs)
       .def_readwrite("prompt_logprobs", &PySamplingParams::prompt_logprobs)
       .def_readwrite("guided_decoding", &PySamplingParams::guided_decoding)

@@ -146,6 +146,9 @@ struct RequestParams {
   // false: token ids only, RequestOutput::text stays empty (vLLM's
   // detokenize=False); stop strings then cannot match, so none may be given.
   bool detokenize = true;
+  // false: control tokens in the output are written into the text (vLLM's
+  // skip_special_tokens=False); the end-of-generation token that ends it never is.
+  bool skip_special_tokens = true;
   // -1: none. n >= 0: the raw logits (before bias and sampling) at every
   // prompt position from n on (perplexity, prompt scoring), delivered in
   // RequestOutput::prompt_logits as steps compute them, each position once.

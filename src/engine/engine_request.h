@@ -70,7 +70,9 @@ struct EngineRequest {
       : params(p), sampler(p.sampling), stops(p.stop) {
     // The text continues the prompt (keep the first piece's leading space)
     // unless it starts the output.
-    if (tok != nullptr && p.detokenize) decoder = std::make_unique<StreamDecoder>(*tok, p.text_starts_output);
+    if (tok != nullptr && p.detokenize) {
+      decoder = std::make_unique<StreamDecoder>(*tok, p.text_starts_output, !p.skip_special_tokens);
+    }
     prompt_rows_from = FirstPromptRow(p);
     prompt_logits_next = prompt_rows_from;
   }

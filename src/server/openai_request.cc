@@ -563,6 +563,7 @@ bool ParseCompletionRequest(const std::string& body_text, bool chat, const Parse
   }
   r.Bool("ignore_eos", &p.ignore_eos);
   r.Bool("include_stop_str_in_output", &p.include_stop_str_in_output);
+  r.Bool("skip_special_tokens", &p.skip_special_tokens);
   r.Integer("n", &out->n, 1, ctx.limits.max_n);
   // best_of > n would pick the n best of best_of samples: not implemented.
   // best_of == n is what every request does anyway.

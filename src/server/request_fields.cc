@@ -82,7 +82,7 @@ constexpr RequestField kFields[] = {
     Refused("length_penalty", "vLLM", kB, Noop::kOne, "beam search"),
     Parsed("stop_token_ids", "vLLM", kB, "token ids that end the output (stop_reason: the id)"),
     Parsed("include_stop_str_in_output", "vLLM", kB, "the matched stop string ends the text"),
-    Refused("skip_special_tokens", "vLLM", kB, Noop::kTrue, "special tokens in the text"),
+    Parsed("skip_special_tokens", "vLLM", kB, "false: control tokens the model writes appear in the text"),
     Refused("spaces_between_special_tokens", "vLLM", kB, Noop::kTrue, "special tokens in the text"),
     Refused("truncate_prompt_tokens", "vLLM", kB, Noop::kNull, "prompt truncation"),
     Parsed("prompt_logprobs", "vLLM", kB,

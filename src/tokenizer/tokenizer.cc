@@ -129,10 +129,11 @@ std::string Tokenizer::Decode(const std::vector<int32_t>& ids, bool render_speci
   return out;
 }
 
-StreamDecoder::StreamDecoder(const Tokenizer& tok, bool at_start) : tok_(tok), at_start_(at_start) {}
+StreamDecoder::StreamDecoder(const Tokenizer& tok, bool at_start, bool render_special)
+    : tok_(tok), at_start_(at_start), render_special_(render_special) {}
 
 std::string StreamDecoder::Push(int32_t id) {
-  std::string piece = tok_.TokenToPiece(id);
+  std::string piece = tok_.TokenToPiece(id, render_special_);
   if (piece.empty()) return "";
   if (at_start_) {
     if (tok_.vocab().add_space_prefix && piece[0] == ' ') piece.erase(0, 1);

@@ -65,7 +65,8 @@ class StreamDecoder {
  public:
   // at_start: true when nothing has been printed yet for this sequence (the
   // first piece's leading space is the tokenizer's dummy prefix).
-  StreamDecoder(const Tokenizer& tok, bool at_start);
+  // render_special: control tokens are written out too (else they give "").
+  StreamDecoder(const Tokenizer& tok, bool at_start, bool render_special = false);
   // Returns the text that is complete after appending token `id`.
   std::string Push(int32_t id);
   // Returns whatever is held back (invalid bytes become U+FFFD).
@@ -74,6 +75,7 @@ class StreamDecoder {
  private:
   const Tokenizer& tok_;
   bool at_start_;
+  bool render_special_;
   std::string pending_;  // incomplete UTF-8 tail
 };
 

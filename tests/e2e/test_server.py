@@ -399,6 +399,12 @@ class ServerTest(unittest.TestCase):
         for bad in ([-1], [10 ** 6], "3", [1.5]):
             st, e = self.srv.json("POST", "/v1/completions", dict(body, stop_token_ids=bad))
             self.assertEqual((st, e["error"]["param"]), (400, "stop_token_ids"), bad)
+        # skip_special_tokens=False: a control token the model writes (here
+        # forced by logit_bias: BOS, <s>) appears in the text.
+        forced = dict(body, max_tokens=2, logit_bias={"1": 100})
+        _, plain = self.srv.json("POST", "/v1/completions", forced)
+        _, shown = self.srv.json("POST", "/v1/completions", dict(forced, skip_special_tokens=False))
+        self.assertEqual((plain["choices"][0]["text"], shown["choices"][0]["text"]), ("", "<s>" * 2))
 
     def test_vllm_prompt_logprobs(self):
         """vLLM's prompt_logprobs: per prompt token after the first, {id:

@@ -146,7 +146,7 @@ class PythonApiTest(unittest.TestCase):
                                  use_tqdm=False)[0].outputs[0]
         self.assertEqual((bare.token_ids, bare.text), (full.token_ids, ""))
         self.assertRaises(ValueError, SamplingParams, detokenize=False, stop=["x"])
-        self.assertRaises(ValueError, SamplingParams, skip_special_tokens=False)
+        self.assertRaises(ValueError, SamplingParams, spaces_between_special_tokens=False)
         word = full.text.split()[2]
         kept = self.llm.generate(PROMPTS[1], SamplingParams(temperature=0, max_tokens=12, stop=[word],
                                                             include_stop_str_in_output=True))[0].outputs[0]

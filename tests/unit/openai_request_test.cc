@@ -228,7 +228,6 @@ TEST_F(OpenAIRequestTest, UnimplementedOutputFieldsAreRefusedNotIgnored) {
                                {"suffix", R"("end")"},
                                {"best_of", "2"},
                                {"use_beam_search", "true"},
-                               {"skip_special_tokens", "false"},
                                {"mirostat", "2"},
                                {"typical_p", "0.9"},
                                {"tfs_z", "0.5"},
