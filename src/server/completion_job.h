@@ -24,6 +24,10 @@
 
 namespace infera::server {
 
+// A text's bytes as a JSON array of numbers (the "bytes" of OpenAI's and
+// llama-server's token entries).
+nlohmann::json ByteArray(const std::string& s);
+
 class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
  public:
   using Clock = std::chrono::steady_clock;
