@@ -55,11 +55,8 @@ struct PyRequestOutput {
 inline PyLogprobs ToPyLogprobs(const TokenLogprob& lp, int k, const Tokenizer& tok) {
   PyLogprobs m;
   const size_t n = k < 0 ? lp.top.size() : std::min(lp.top.size(), static_cast<size_t>(k));
-  for (size_t i = 0; i < n; ++i) {
-    int rank = 1;  // every token more likely than a top one is in the top too
-    for (size_t j = 0; j < i; ++j) rank += lp.top[j].second > lp.top[i].second ? 1 : 0;
-    m[lp.top[i].first] = {lp.top[i].second, rank, tok.TokenToPiece(lp.top[i].first, true)};
-  }
+  for (size_t i = 0; i < n; ++i)
+    m[lp.top[i].first] = {lp.top[i].second, lp.TopRank(i), tok.TokenToPiece(lp.top[i].first, true)};
   m[lp.token] = {lp.logprob, lp.rank, tok.TokenToPiece(lp.token, true)};
   return m;
 }

@@ -182,8 +182,16 @@ struct RequestParams {
 struct TokenLogprob {
   int32_t token = 0;
   float logprob = 0;
-  int32_t rank = 1;  // 1 + how many tokens are more likely than `token` (vLLM's rank; top[i] has rank i + 1)
+  int32_t rank = 1;                            // 1 + how many tokens are more likely than `token` (vLLM's rank)
   std::vector<std::pair<int32_t, float>> top;  // (token, logprob), most likely first
+
+  // The rank of top[i], as `rank` counts: every token more likely than one of
+  // the top is in the top too, so ties share a rank.
+  int32_t TopRank(size_t i) const {
+    int32_t r = 1;
+    for (size_t j = 0; j < i; ++j) r += top[j].second > top[i].second ? 1 : 0;
+    return r;
+  }
 };
 
 // What one request produced in one step (incremental).

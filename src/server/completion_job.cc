@@ -195,12 +195,7 @@ json CompletionJob::PromptLogprobsJson(const Choice& c) const {
           {"logprob", logprob}, {"rank", rank}, {"decoded_token", tok_->TokenToPiece(id, true)}};
     };
     const size_t k = std::min(lp.top.size(), static_cast<size_t>(spec_.prompt_logprobs));
-    for (size_t i = 0; i < k; ++i) {
-      // Every token more likely than a top-k one is in the top-k too.
-      int32_t rank = 1;
-      for (size_t j = 0; j < i; ++j) rank += lp.top[j].second > lp.top[i].second ? 1 : 0;
-      put(lp.top[i].first, lp.top[i].second, rank);
-    }
+    for (size_t i = 0; i < k; ++i) put(lp.top[i].first, lp.top[i].second, lp.TopRank(i));
     put(lp.token, lp.logprob, lp.rank);
     out.push_back(std::move(entry));
   }
