@@ -21,6 +21,7 @@
 
 #include "engine/async_engine.h"
 #include "server/http_server.h"
+#include "server/infill.h"
 #include "server/openai_request.h"
 #include "server/server_metrics.h"
 #include "server/tracing.h"
@@ -119,6 +120,9 @@ class ApiServer {
   // before) and the suffix become the FIM prompt /infill makes. False:
   // answered with the error (400, also for a model without FIM tokens).
   bool TakeSuffixPrompt(HttpRequest* req, const std::shared_ptr<Responder>& resp) const;
+  // Both: the FIM prompt's ids, with a batch of min(2048, context / 2) and
+  // room for n_predict tokens (infill.h).
+  StatusOr<std::vector<int32_t>> InfillPromptIds(const InfillRequest& infill, int64_t n_predict) const;
   static const char* StateName(State state);  // "loading", "ready", "draining", "failed"
   void HandleHealth(const std::shared_ptr<Responder>& resp, State state) const;
   void HandleReady(const std::shared_ptr<Responder>& resp, State state) const;

@@ -25,6 +25,12 @@ void ApiServer::HandleCountTokens(const HttpRequest& req, const std::shared_ptr<
   SendJson(resp, 200, {{"input_tokens", spec.prompts[0].size()}});
 }
 
+StatusOr<std::vector<int32_t>> ApiServer::InfillPromptIds(const InfillRequest& infill, int64_t n_predict) const {
+  const int32_t n_ctx = backend_.engine->max_model_len();
+  return BuildInfillPrompt(*backend_.tokenizer, infill, std::min(2048, n_ctx / 2), n_ctx,
+                           static_cast<int32_t>(std::clamp<int64_t>(n_predict, 0, n_ctx)), opts_.spm_infill);
+}
+
 bool ApiServer::TakeSuffixPrompt(HttpRequest* req, const std::shared_ptr<Responder>& resp) const {
   json body;
   ApiError err;
@@ -48,11 +54,9 @@ bool ApiServer::TakeSuffixPrompt(HttpRequest* req, const std::shared_ptr<Respond
   }
   if (body.value("echo", false) == true) return bad("echo", "'echo' cannot be used with 'suffix'");
   infill.prefix = prompt->get<std::string>();
-  const int32_t n_ctx = backend_.engine->max_model_len();
   int64_t max_tokens = 16;  // OpenAI's default
   if (auto it = body.find("max_tokens"); it != body.end() && it->is_number_integer()) max_tokens = it->get<int64_t>();
-  auto ids = BuildInfillPrompt(*backend_.tokenizer, infill, std::min(2048, n_ctx / 2), n_ctx,
-                               static_cast<int32_t>(std::clamp<int64_t>(max_tokens, 0, n_ctx)), opts_.spm_infill);
+  auto ids = InfillPromptIds(infill, max_tokens);
   if (!ids.ok()) return bad("suffix", std::string(ids.status().message()) + "; 'suffix' needs such a model");
   body["prompt"] = *ids;
   body.erase("suffix");
@@ -72,12 +76,9 @@ bool ApiServer::TakeInfillPrompt(HttpRequest* req, const std::shared_ptr<Respond
   for (const char* key : {"max_tokens", "n_predict"}) {
     if (auto it = body.find(key); it != body.end() && it->is_number_integer()) n_predict = it->get<int64_t>();
   }
-  const int32_t n_ctx = backend_.engine->max_model_len();
-  auto ids = BuildInfillPrompt(*backend_.tokenizer, infill, std::min(2048, n_ctx / 2), n_ctx,
-                               static_cast<int32_t>(std::clamp<int64_t>(n_predict, 0, n_ctx)), opts_.spm_infill);
-  if (!ids.ok()) {
-    SendError(resp, Error(ids.status().code() == StatusCode::kUnimplemented ? 501 : 400,
-                          std::string(ids.status().message()), "not_supported_error", "infill_not_supported"));
+  auto ids = InfillPromptIds(infill, n_predict);
+  if (!ids.ok()) {  // (the one failure: a model without FIM tokens)
+    SendError(resp, Error(501, std::string(ids.status().message()), "not_supported_error", "infill_not_supported"));
     return false;
   }
   body["prompt"] = *ids;
