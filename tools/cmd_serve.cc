@@ -55,6 +55,7 @@ struct ServeArgs {
   int http_threads = 2;
   int max_n = 16;
   int max_queue = 256;
+  int64_t responses_store = 1000;
   int ready_max_waiting = -1;  // -1: as max_queue
   int64_t max_body_bytes = 8 << 20;
   double drain_timeout = 30;
@@ -256,6 +257,8 @@ int Serve(const ServeArgs& args, const RuntimeOptions& rt_in) {
   opts.web_ui = !a.no_web_ui;
   opts.spm_infill = a.spm_infill;
   opts.trust_request_chat_template = a.trust_request_chat_template;
+  if (a.responses_store < 0) return ReportError("--responses-store must be 0 or more");
+  opts.responses_store = static_cast<size_t>(a.responses_store);
   if (Pooling p; !a.pooling.empty() && !server::ParsePooling(a.pooling, &p)) {
     return ReportError("--pooling '" + a.pooling + "': use mean, cls or last");
   }
@@ -386,6 +389,9 @@ CommandFn RegisterServe(CLI::App& app, const RuntimeOptions& rt) {
   app.add_option("--http-threads", a->http_threads, "I/O threads for HTTP (default 2)");
   app.add_option("--max-n", a->max_n, "largest n (choices per request) accepted (default 16)");
   app.add_option("--max-queue", a->max_queue, "waiting requests beyond this get 429 (default 256)");
+  app.add_option("--responses-store", a->responses_store,
+                 "Responses API objects kept in memory for GET /v1/responses/{id} and previous_response_id, least "
+                 "recently used dropped beyond (default 1000; 0: none kept)");
   app.add_option("--ready-max-waiting", a->ready_max_waiting,
                  "/ready answers 503 'overloaded' while more requests than this wait (default: --max-queue)");
   app.add_option("--max-body-bytes", a->max_body_bytes, "largest request body; larger: 413 (default 8 MiB)");

@@ -39,7 +39,15 @@ bool ConstantTimeEquals(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-ApiServer::ApiServer(ApiServerOptions opts) : opts_(std::move(opts)), created_(UnixSeconds()) {
+ApiServer::ApiServer(ApiServerOptions opts)
+    : opts_(std::move(opts)),
+      created_(UnixSeconds()),
+      responses_store_(std::make_unique<ResponsesStore>(opts_.responses_store)) {
+  metrics::Gauge& stored =
+      metrics_.registry()
+          .AddGauge("infera_responses_stored", "Responses API objects kept in memory (--responses-store)")
+          .Get();
+  metrics_.registry().AddCollector([this, &stored] { stored.Set(static_cast<double>(responses_store_->size())); });
   std::random_device rd;
   id_salt_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }
@@ -161,6 +169,10 @@ constexpr Route kRoutes[] = {
     // Anthropic's Messages API (anthropic.h).
     {"/v1/messages", false, kPost, true, "/v1/messages"},
     {"/v1/messages/count_tokens", false, kPost, true, "/v1/messages/count_tokens"},
+    // OpenAI's Responses API (responses_api.h).
+    {"/v1/responses", false, kPost, true, "/v1/responses"},
+    {"/v1/responses/input_tokens", false, kPost, true, "/v1/responses/input_tokens"},
+    {"/v1/responses/", true, kGet | kPost | kDelete, true, "/v1/responses/{id}"},
     // llama-server's own embedding API (EmbeddingSpec::native).
     {"/embedding", false, kPost, true, "/embedding"},
     {"/embeddings", false, kPost, true, "/embedding"},
@@ -220,8 +232,14 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
   const std::string& path = req.path;
   const bool chat = path == "/v1/chat/completions";
   // Completions are known by their response id; other requests get one too.
-  const char* id_kind = chat ? "chatcmpl" : path == "/v1/completions" ? "cmpl" : path == "/v1/messages" ? "msg" : "req";
-  const std::string request_id = fmt::format("{}-{:016x}{:08x}", id_kind, id_salt_, next_request_.fetch_add(1));
+  const char* id_kind = chat                        ? "chatcmpl"
+                        : path == "/v1/completions" ? "cmpl"
+                        : path == "/v1/messages"    ? "msg"
+                        : path == "/v1/responses"   ? "resp"
+                                                    : "req";
+  // (Responses' ids are resp_..., as OpenAI's.)
+  const std::string request_id = fmt::format("{}{}{:016x}{:08x}", id_kind, path == "/v1/responses" ? '_' : '-',
+                                             id_salt_, next_request_.fetch_add(1));
   const Route* route = FindRoute(path);
   auto resp = std::make_shared<RequestResponder>(std::move(raw_resp), &metrics_, route ? route->label : "other", trace,
                                                  request_id, AllowedOrigin(req),
@@ -261,6 +279,10 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
   if (path == "/apply-template") return HandleApplyTemplate(req, resp);
   if (path.rfind("/v1/sessions/", 0) == 0) return HandleSession(req, resp);
   if (path == "/detokenize") return HandleDetokenize(req, resp);
+  // Stored responses are read and deleted while draining too.
+  const bool create_response =
+      req.method == "POST" && (path == "/v1/responses" || path == "/v1/responses/input_tokens");
+  if (path.rfind("/v1/responses/", 0) == 0 && !create_response) return HandleResponses(req, resp, trace, request_id);
   if (state == State::kDraining) {
     // A balancer retries this on another replica (nothing was processed).
     return SendError(resp, Error(503, "the server is shutting down", "service_unavailable", "shutting_down"),
@@ -290,6 +312,7 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
     if (count) return HandleCountTokens(req, resp);
     return HandleCompletion(req, resp, true, trace, request_id, CompletionApi::kAnthropic);
   }
+  if (create_response) return HandleResponses(req, resp, trace, request_id);
   const bool native = path == "/completion" || path == "/completions";
   HandleCompletion(req, resp, chat, trace, request_id, native ? CompletionApi::kNative : CompletionApi::kOpenAi);
 }
@@ -490,14 +513,18 @@ void ApiServer::HandleSession(const HttpRequest& req, const std::shared_ptr<Resp
 }
 
 void ApiServer::HandleCompletion(const HttpRequest& req, const std::shared_ptr<Responder>& resp, bool chat,
-                                 const TraceContext& trace, const std::string& id, CompletionApi api) {
+                                 const TraceContext& trace, const std::string& id, CompletionApi api,
+                                 std::shared_ptr<const ResponsesTurn> turn) {
   const bool native = api == CompletionApi::kNative || api == CompletionApi::kInfill;
   const bool infill = api == CompletionApi::kInfill;
   CompletionSpec spec;
   ApiError err;
   ParseContext ctx = MakeParseContext();
   ctx.native = native;
-  if (!ParseCompletionRequest(req.body, chat, ctx, &spec, &err)) return SendError(resp, err);
+  if (!ParseCompletionRequest(req.body, chat, ctx, &spec, &err)) {
+    if (api == CompletionApi::kResponses) err.param = ResponsesParam(err.param);
+    return SendError(resp, err);
+  }
   if (infill) {
     if (spec.prompts.size() != 1) return SendError(resp, BadValue("prompt", "/infill's prompt is one string"));
     // The answer's "prompt": the whole FIM prompt, its special tokens written out.
@@ -540,13 +567,15 @@ void ApiServer::HandleCompletion(const HttpRequest& req, const std::shared_ptr<R
   obs.exporter = opts_.exporter;
   obs.log_request = Sampled(id);
   obs.log_prompts = opts_.log_prompts;
-  obs.endpoint = api == CompletionApi::kAnthropic ? "/v1/messages"
-                 : chat                           ? "/v1/chat/completions"
-                 : infill                         ? "/infill"
-                 : native                         ? "/completion"
-                                                  : "/v1/completions";
+  obs.endpoint = api == CompletionApi::kAnthropic   ? "/v1/messages"
+                 : api == CompletionApi::kResponses ? "/v1/responses"
+                 : chat                             ? "/v1/chat/completions"
+                 : infill                           ? "/infill"
+                 : native                           ? "/completion"
+                                                    : "/v1/completions";
   auto job = std::make_shared<CompletionJob>(std::move(spec), resp, backend_.engine, backend_.tokenizer, id,
                                              UnixSeconds(), opts_.served_model_name, std::move(obs));
+  if (turn != nullptr) job->SetResponses(std::move(turn), responses_store_.get());
   job->Start();
   std::weak_ptr<CompletionJob> weak = job;
   resp->OnDisconnect([weak] {

@@ -23,6 +23,7 @@
 #include "server/http_server.h"
 #include "server/infill.h"
 #include "server/openai_request.h"
+#include "server/responses_api.h"
 #include "server/server_metrics.h"
 #include "server/tracing.h"
 #include "tokenizer/chat_template.h"
@@ -48,6 +49,9 @@ struct ApiServerOptions {
   bool web_ui = true;           // the chat page at GET /
   bool spm_infill = false;      // /infill puts the suffix first (llama-server's --spm-infill)
   bool trust_request_chat_template = false;  // a request's 'chat_template' replaces the model's
+  // Responses API objects kept in memory for GET /v1/responses/{id} and
+  // previous_response_id (least recently used dropped beyond; 0: none kept).
+  size_t responses_store = 1000;
 };
 
 // What the API needs of a loaded model; owned by the caller, outliving the
@@ -105,11 +109,19 @@ class ApiServer {
   void HandleApplyTemplate(const HttpRequest& req, const std::shared_ptr<Responder>& resp) const;
   // Which API a completion request came through: OpenAI's; llama-server's
   // /completion or /infill (the request's prompt made by TakeInfillPrompt);
-  // Anthropic's /v1/messages (translated to a chat request, anthropic.h).
-  enum class CompletionApi { kOpenAi, kNative, kInfill, kAnthropic };
+  // Anthropic's /v1/messages (translated to a chat request, anthropic.h);
+  // OpenAI's /v1/responses (a chat request, `turn` its translation,
+  // responses_api.h).
+  enum class CompletionApi { kOpenAi, kNative, kInfill, kAnthropic, kResponses };
   void HandleCompletion(const HttpRequest& req, const std::shared_ptr<Responder>& resp, bool chat,
                         const TraceContext& trace, const std::string& request_id,
-                        CompletionApi api = CompletionApi::kOpenAi);
+                        CompletionApi api = CompletionApi::kOpenAi,
+                        std::shared_ptr<const ResponsesTurn> turn = nullptr);
+  // /v1/responses and /v1/responses/... (api_server_responses.cc): creates
+  // (request_id: the response's id), counts input tokens, reads, lists input
+  // items of, deletes stored responses.
+  void HandleResponses(HttpRequest& req, const std::shared_ptr<Responder>& resp, const TraceContext& trace,
+                       const std::string& request_id);
   // POST /v1/messages/count_tokens: {"input_tokens": the rendered prompt's tokens}.
   void HandleCountTokens(const HttpRequest& req, const std::shared_ptr<Responder>& resp) const;
   // POST /infill: replaces the body's input_prefix / input_suffix /
@@ -143,6 +155,7 @@ class ApiServer {
   const int64_t created_;
   std::atomic<uint64_t> next_request_{1};
   uint64_t id_salt_ = 0;  // random per process: response ids differ across restarts
+  std::unique_ptr<ResponsesStore> responses_store_;  // never null
 };
 
 }  // namespace infera::server

@@ -78,6 +78,7 @@ void CompletionJob::Start() {
   }
   if (spec_.stream) {
     resp_->BeginStream(200, "text/event-stream");
+    if (responses_) ResponsesStreamStart();
     if (spec_.anthropic) {
       SendNamedEvent("message_start",
                      {{"type", "message_start"},
@@ -229,6 +230,15 @@ json CompletionJob::StopReason(const Choice& c) {
 }
 
 void CompletionJob::SendChunk(size_t index, const std::string& text, const json& logprobs, const char* finish) {
+  if (responses_) {
+    if (!text.empty()) {
+      ResponsesText(text, logprobs);
+    } else if (logprobs.is_object() && logprobs.contains("content")) {  // (text held back for tool calls)
+      for (const json& lp : logprobs["content"]) responses_->out.logprobs.push_back(nlohmann::ordered_json(lp));
+    }
+    if (finish != nullptr) ResponsesCloseMessage();
+    return;
+  }
   if (spec_.anthropic) {
     if (!text.empty()) AnthropicText(index, text);
     if (finish != nullptr) AnthropicStreamEnd(index);
@@ -282,6 +292,7 @@ ParsedReply CompletionJob::ReplyWithTools(const Choice& c, size_t index) const {
 
 void CompletionJob::SendToolCalls(size_t index, const std::vector<ToolCall>& calls) {
   if (spec_.anthropic) return AnthropicToolUse(index, calls);
+  if (responses_) return ResponsesToolCalls(calls);
   json list = json::array();
   for (size_t i = 0; i < calls.size(); ++i) {
     json call = ToolCallJson(calls[i]);
@@ -461,6 +472,7 @@ void CompletionJob::Report(int status) {
 void CompletionJob::Finish() {
   const int error_status = unavailable_ ? 503 : 500;
   Report(error_.empty() ? 200 : error_status);
+  if (responses_) return ResponsesFinish();
   if (!error_.empty()) {
     ApiError err;
     err.status = error_status;

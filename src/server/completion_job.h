@@ -19,6 +19,7 @@
 #include "engine/async_engine.h"
 #include "server/http_server.h"
 #include "server/openai_request.h"
+#include "server/responses_api.h"
 #include "server/server_metrics.h"
 #include "server/tracing.h"
 
@@ -42,6 +43,11 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   };
   CompletionJob(CompletionSpec spec, std::shared_ptr<Responder> resp, AsyncEngine* engine, const Tokenizer* tok,
                 std::string id, int64_t created, std::string model, Observability obs);
+
+  // OpenAI's Responses API (/v1/responses; n = 1, a chat request): the answer
+  // is a response object, streamed as Responses events, and kept in `store`
+  // (may be null) when the turn asks so. Call before Start.
+  void SetResponses(std::shared_ptr<const ResponsesTurn> turn, ResponsesStore* store);
 
   // Submits every choice to the engine and opens the stream; on failure
   // answers with the error (and cancels what was submitted).
@@ -128,6 +134,17 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   void AnthropicToolUse(size_t index, const std::vector<ToolCall>& calls);
   void AnthropicStreamEnd(size_t index);
   nlohmann::json AnthropicMessage(const Choice& c, size_t index) const;
+  // The Responses API: a named event (type and sequence_number added); the
+  // opening events; streamed text (logprobs: the chat shape's, may be null)
+  // and function calls; the message item's closing events; what the
+  // response produced; the final object (also stored) or the failure.
+  void ResponsesEvent(const char* type, nlohmann::ordered_json j);
+  void ResponsesStreamStart();
+  void ResponsesText(const std::string& text, const nlohmann::json& logprobs);
+  void ResponsesToolCalls(const std::vector<ToolCall>& calls);
+  void ResponsesCloseMessage();
+  ResponsesOutput ResponsesResult() const;
+  void ResponsesFinish();
   void Finish();
   // The request's log line and spans (at Finish). Requires mu_.
   void Report(int status);
@@ -153,6 +170,16 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   bool cancelled_ = false;  // the client left
   std::string error_;     // a choice failed in the engine
   bool unavailable_ = false;  // ... because the server cannot serve now (503)
+
+  struct ResponsesState {
+    std::shared_ptr<const ResponsesTurn> turn;
+    ResponsesStore* store = nullptr;  // may be null
+    std::string id_suffix;            // of the item ids (msg_..., fc_...)
+    int64_t seq = 0;                  // the next event's sequence_number
+    ResponsesOutput out;              // streamed so far
+    bool message_open = false;        // the message item was added, not done
+  };
+  std::unique_ptr<ResponsesState> responses_;  // null: not the Responses API
 };
 
 }  // namespace infera::server

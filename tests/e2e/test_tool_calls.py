@@ -1,5 +1,6 @@
 """Tool calls through the server with the official OpenAI JavaScript client
-(tests/e2e/js/tool_calls.test.mjs) and Anthropic's Messages API with its
+(tests/e2e/js/tool_calls.test.mjs), OpenAI's Responses API with the same
+client (responses_client.test.mjs) and Anthropic's Messages API with its
 official SDK (anthropic_client.test.mjs), the server running Qwen 2.5's real chat
 template (hermes format) over the bundled model; plus the same flow checked
 from Python for Llama 3.1's and Mistral's formats, whose calls must parse
@@ -37,6 +38,10 @@ class ToolCallsHermesTest(unittest.TestCase):
     def test_official_anthropic_client(self):
         # Anthropic's Messages API (/v1/messages) with its official SDK.
         run_node_test(self, self.srv, "anthropic_client.test.mjs")
+
+    def test_official_client_responses_api(self):
+        # OpenAI's Responses API (/v1/responses), the client's responses.* calls.
+        run_node_test(self, self.srv, "responses_client.test.mjs")
 
     def test_format_detected_from_template(self):
         self.assertTrue(any("tool calls as hermes" in line for line in self.srv.log), "".join(self.srv.log[-20:]))

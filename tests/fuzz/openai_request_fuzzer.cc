@@ -9,13 +9,14 @@
 #include <memory>
 #include <string>
 
-#include "base/paths.h"
 #include "base/json.h"
+#include "base/paths.h"
 #include "formats/gguf_reader.h"
 #include "sampling/grammar.h"
 #include "server/anthropic.h"
 #include "server/infill.h"
 #include "server/openai_request.h"
+#include "server/responses_api.h"
 #include "tokenizer/loader.h"
 
 namespace {
@@ -67,6 +68,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       return 0;
     }
     body = std::move(chat_body);
+  } else if (chat && (data[0] & 32) != 0) {  // OpenAI's /v1/responses: translated, then parsed as chat
+    // One stored conversation for previous_response_id "resp_1".
+    static infera::server::ResponsesStore store = [] {
+      infera::server::ResponsesStore s(2);
+      auto r = std::make_shared<infera::server::StoredResponse>();
+      r->history = nlohmann::ordered_json::parse(R"([{"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function",
+         "function": {"name": "f", "arguments": "{}"}}]}])");
+      s.Put("resp_1", r);
+      return s;
+    }();
+    infera::server::ResponsesTurn turn;
+    ApiError rerr;
+    if (!ResponsesToChatRequest(body, &store, (data[0] & 16) != 0, "x", &turn, &rerr)) {
+      if ((rerr.status != 400 && rerr.status != 404) || rerr.message.empty()) __builtin_trap();
+      return 0;
+    }
+    if (!turn.echo.is_object() || !turn.input_items.is_array()) __builtin_trap();
+    body = std::move(turn.chat_body);
   }
   CompletionSpec spec;
   ApiError err;
