@@ -125,6 +125,10 @@ ResponsesOutput CompletionJob::ResponsesResult() const {
 
 void CompletionJob::ResponsesFinish() {
   ResponsesState& st = *responses_;
+  if (cancelled_) {  // the client left: nothing to answer, and a cut-off reply is not kept to continue from
+    if (spec_.stream) resp_->End();
+    return;
+  }
   const Choice& c = choices_[0];
   const ResponsesOutput out = ResponsesResult();
   const bool cut = c.finish_reason != nullptr && std::string(c.finish_reason) == "length";
