@@ -85,7 +85,9 @@ void BlockPool::Uncache(int32_t b) {
 
 uint64_t BlockPool::ChainKey(uint64_t parent, const int32_t* tokens, int32_t n) {
   // FNV-1a over the parent key and the token ids, then a final mix.
-  uint64_t h = 1469598103934665603ull ^ parent;
+  // (Not seeded with the parent as well: XORed in twice, its low byte
+  // cancelled out, and parents differing only there gave the same key.)
+  uint64_t h = 1469598103934665603ull;
   auto mix = [&h](uint64_t v) {
     for (int i = 0; i < 8; ++i) {
       h ^= (v >> (8 * i)) & 0xFF;
