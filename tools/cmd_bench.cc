@@ -189,6 +189,10 @@ std::string NowIso8601() {
 }
 
 int Bench(const BenchArgs& args, const RuntimeOptions& rt_in) {
+  const LoraFlags& lf = args.engine.lora;
+  if (!lf.lora.empty() || !lf.lora_scaled.empty() || !lf.lora_modules.empty()) {
+    return ReportError("bench measures the model alone: --lora / --lora-scaled / --lora-modules are not taken");
+  }
   auto session = ParallelSession::Start(args.split);
   if (!session.ok()) return ReportError(session.status());
   ParallelSession& ps = **session;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -125,11 +126,68 @@ std::string ParseBatchEnvelope(const Json& j, const std::string& line, LineReque
 
 // The fields a line may carry; any other is refused (a typo such as
 // "max_token" would otherwise be dropped silently).
-constexpr const char* kKnownFields[] = {
-    "prompt", "messages", "max_tokens", "max_completion_tokens", "n_predict", "temperature", "top_p", "top_k",
-    "min_p", "seed", "stop", "ignore_eos", "priority", "repetition_penalty", "repeat_penalty", "presence_penalty",
-    "frequency_penalty", "n", "min_tokens", "custom_id", "model", "user", "grammar", "guided_grammar",
-    "guided_choice", "response_format", "json_schema", "guided_json", "guided_regex"};
+constexpr const char* kKnownFields[] = {"prompt",
+                                        "messages",
+                                        "max_tokens",
+                                        "max_completion_tokens",
+                                        "n_predict",
+                                        "temperature",
+                                        "top_p",
+                                        "top_k",
+                                        "min_p",
+                                        "seed",
+                                        "stop",
+                                        "ignore_eos",
+                                        "priority",
+                                        "repetition_penalty",
+                                        "repeat_penalty",
+                                        "presence_penalty",
+                                        "frequency_penalty",
+                                        "n",
+                                        "min_tokens",
+                                        "custom_id",
+                                        "model",
+                                        "user",
+                                        "grammar",
+                                        "guided_grammar",
+                                        "guided_choice",
+                                        "response_format",
+                                        "json_schema",
+                                        "guided_json",
+                                        "guided_regex",
+                                        "lora"};
+
+// LoRA adapters for one request (--lora / --lora-modules loaded them): its
+// 'lora' [{"id", "scale"}] (the others off), else a 'model' that names an
+// adapter (that one alone, at 1), else the adapters' default scales.
+std::string ParseLoraSelection(const Json& j, const std::vector<const LoraAdapter*>& adapters, RequestParams* p) {
+  const size_t n = adapters.size();
+  if (j.contains("lora") && !j["lora"].is_null()) {
+    const Json& l = j["lora"];
+    if (!l.is_array()) return "'lora' must be a list of {\"id\", \"scale\"}";
+    if (n == 0 && !l.empty()) return "'lora' names adapters, but none was loaded (--lora FILE)";
+    p->lora_scales.assign(n, 0.0f);
+    for (const Json& e : l) {
+      if (!e.is_object() || !e.contains("id") || !e["id"].is_number_integer() || e["id"].get<int64_t>() < 0 ||
+          e["id"].get<int64_t>() >= static_cast<int64_t>(n)) {
+        return fmt::format("each 'lora' entry needs an 'id' in [0, {})", n);
+      }
+      const Json scale = e.value("scale", Json(1.0));
+      if (!scale.is_number() || !std::isfinite(scale.get<double>())) return "a 'lora' entry's 'scale' must be a number";
+      p->lora_scales[static_cast<size_t>(e["id"].get<int64_t>())] = scale.get<float>();
+    }
+    return {};
+  }
+  if (j.contains("model") && j["model"].is_string()) {
+    for (size_t i = 0; i < n; ++i) {
+      if (adapters[i]->name == j["model"].get<std::string>()) {
+        p->lora_scales.assign(n, 0.0f);
+        p->lora_scales[i] = 1.0f;
+      }
+    }
+  }
+  return {};
+}
 
 // Reads the fields of one request; error text on bad input.
 // `line`: the request's text (JSON schemas keep their properties' order).
@@ -274,6 +332,8 @@ int Generate(const GenerateArgs& a, const RuntimeOptions& rt_in) {
   if (!chat_template.ok()) return ReportError(chat_template.status());
   auto draft = LoadDraftModel(ef.draft_model, ForKernels({}, *kernels), &ef.opts);
   if (!draft.ok()) return ReportError(draft.status());
+  auto lora = LoadLoraAdapters(ef.lora, *lm->model, &ef.opts);
+  if (!lora.ok()) return ReportError(lora.status());
   auto engine = Engine::Create(*lm->model, lm->tokenizer.get(), *kernels, ef.opts,
                                ps.RunnerFactory(*lm->model, *kernels, ef.opts.max_model_len));
   if (!engine.ok()) return ReportError(engine.status());
@@ -301,8 +361,13 @@ int Generate(const GenerateArgs& a, const RuntimeOptions& rt_in) {
       }
       if (j.contains("custom_id")) req.custom_id = j["custom_id"];
       if (body.contains("model") && body["model"].is_string()) req.model = body["model"].get<std::string>();
+      if (std::string e = ParseLoraSelection(body, ef.opts.lora_adapters, &req.params); !e.empty()) {
+        return ReportError(where + ": body: " + e);
+      }
     } else if (std::string e = ParseRequest(j, lines[i], *lm->tokenizer, *chat_template, a.max_n, &req); !e.empty()) {
       return ReportError(where + ": " + e);
+    } else if (std::string e2 = ParseLoraSelection(j, ef.opts.lora_adapters, &req.params); !e2.empty()) {
+      return ReportError(where + ": " + e2);
     }
     for (int32_t c = 0; c < req.n; ++c) {
       RequestParams p = req.params;

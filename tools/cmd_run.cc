@@ -45,6 +45,7 @@ struct RunArgs {
   EngineOptions engine;
   std::string draft_model;
   GrammarFlags grammar;
+  LoraFlags lora;
 };
 
 // llama-cli's -e: \n \r \t \' \" \\ and \xHH in the prompt (and stop
@@ -184,6 +185,8 @@ int Run(const RunArgs& a_in, const RuntimeOptions& rt_in) {
     co.engine.kv_cache_mb = kv_mb(n_ctx + 1);  // one-token blocks
     auto chat_draft = LoadDraftModel(a.draft_model, ForKernels({}, *kernels), &co.engine);
     if (!chat_draft.ok()) return ReportError(chat_draft.status());
+    auto chat_lora = LoadLoraAdapters(a.lora, model, &co.engine);
+    if (!chat_lora.ok()) return ReportError(chat_lora.status());
     co.chat_template = a.chat_template;
     co.chat_template_file = a.chat_template_file;
     co.system_prompt = a.system_prompt;
@@ -213,6 +216,8 @@ int Run(const RunArgs& a_in, const RuntimeOptions& rt_in) {
   eo.kv_cache_mb = kv_mb(n_ctx + eo.kv_block_size);
   auto draft = LoadDraftModel(a.draft_model, ForKernels({}, *kernels), &eo);
   if (!draft.ok()) return ReportError(draft.status());
+  auto lora = LoadLoraAdapters(a.lora, model, &eo);
+  if (!lora.ok()) return ReportError(lora.status());
   auto engine = Engine::Create(model, &tok, *kernels, eo, ps.RunnerFactory(model, *kernels, n_ctx));
   if (!engine.ok()) return ReportError(engine.status());
   // The prompt is echoed only once the engine exists: an option the engine
@@ -316,6 +321,7 @@ CommandFn RegisterRun(CLI::App& app, const RuntimeOptions& rt) {
                "at the context end keep the first --context-keep tokens and the newer half of the rest, and go on");
   app.add_option("--context-keep", a->context_keep, "tokens kept at the start by --context-shift");
   AddSpecFlags(app, &a->engine, &a->draft_model);
+  AddLoraFlags(app, &a->lora, /*with_modules=*/false);
   AddGrammarFlags(app, &a->grammar);
   AddParallelFlags(app, &a->parallel);
   return [a, p, &rt]() {

@@ -77,6 +77,7 @@ std::string Trim(std::string s) {
 struct Loaded {
   LoadedModel lm;
   std::unique_ptr<Model> draft;  // --draft-model
+  std::vector<std::unique_ptr<LoraAdapter>> lora;  // --lora, --lora-scaled, --lora-modules
   std::unique_ptr<KernelTable> kernels;
   std::unique_ptr<AsyncEngine> engine;
 };
@@ -121,6 +122,10 @@ Status Load(const ServeArgs& a, EngineOptions eopts, const RuntimeOptions& rt, P
   out->lm = std::move(lm).value();
   ASSIGN_OR_RETURN(ChatTemplate tmpl, ResolveChatTemplate(*out->lm.tokenizer, a.chat_template, a.chat_template_file));
   ASSIGN_OR_RETURN(out->draft, LoadDraftModel(a.engine.draft_model, ForKernels({}, k), &eopts));
+  ASSIGN_OR_RETURN(out->lora, LoadLoraAdapters(a.engine.lora, *out->lm.model, &eopts));
+  // (A request naming the served model gets the base model, even if an
+  // adapter has that name too.)
+  for (const auto& l : out->lora) backend->lora.push_back({l->name, l->path, l->default_scale});
   ASSIGN_OR_RETURN(out->engine, AsyncEngine::Create(*out->lm.model, out->lm.tokenizer.get(), *out->kernels, eopts,
                                                     ps.RunnerFactory(*out->lm.model, *out->kernels,
                                                                      eopts.max_model_len)));

@@ -10,11 +10,12 @@
 
 #include "base/file_util.h"
 #include "base/output_file.h"
-#include "infera/engine.h"
 #include "formats/gguf_reader.h"
+#include "infera/engine.h"
 #include "tensor/quant_blocks.h"
 #include "tokenizer/loader.h"
 #include "tools/commands.h"
+#include "tools/engine_flags.h"
 
 namespace infera::cli {
 namespace {
@@ -145,6 +146,7 @@ struct EvalArgs {
   std::string model, tokens, out, mode = "full";
   int threads = 0;
   int32_t greedy = 0;
+  LoraFlags lora;
 };
 
 // Prints (or writes as raw f32) the logits at every position of a token
@@ -174,6 +176,8 @@ int EvalLogits(const EvalArgs& a, const RuntimeOptions& rt) {
   eo.max_batched_tokens = chunk;
   eo.max_model_len = static_cast<int32_t>(ids.size()) + a.greedy;
   eo.prefix_caching = false;
+  auto lora = LoadLoraAdapters(a.lora, *lm->model, &eo);
+  if (!lora.ok()) return ReportError(lora.status());
   auto engine = Engine::Create(*lm->model, nullptr, *kernels, eo);
   if (!engine.ok()) return ReportError(engine.status());
   RequestParams rp;
@@ -249,6 +253,7 @@ CommandFn RegisterEvalLogits(CLI::App& app, const RuntimeOptions& rt) {
   app.add_option("--out", a->out, "write logits [n_tokens, n_vocab] as raw f32 to this file");
   app.add_option("-t,--threads", a->threads, "threads (0: the cores this process may use; more is capped)");
   app.add_option("--greedy", a->greedy, "instead: generate N tokens greedily after the given ones and print their ids");
+  AddLoraFlags(app, &a->lora, /*with_modules=*/false);
   return [a, &rt]() { return EvalLogits(*a, rt); };
 }
 

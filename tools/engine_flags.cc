@@ -1,5 +1,10 @@
 #include "tools/engine_flags.h"
 
+#include <cmath>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
 #include "attention/kv_storage.h"
 #include "tools/cli_common.h"
 
@@ -33,6 +38,76 @@ void AddEngineFlags(CLI::App& app, EngineFlags* f) {
   app.add_option("--kv-offload-timeout-ms", k.timeout_ms,
                  "Redis connect/read/write timeout (default 500); a slower tier is skipped and the prefix recomputed");
   AddSpecFlags(app, &f->opts, &f->draft_model);
+  AddLoraFlags(app, &f->lora, /*with_modules=*/true);
+}
+
+void AddLoraFlags(CLI::App& app, LoraFlags* f, bool with_modules) {
+  app.add_option("--lora", f->lora,
+                 "LoRA adapters applied on top of the model at scale 1: llama.cpp's GGUF adapter files or PEFT "
+                 "folders (adapter_config.json + adapter_model.safetensors); comma-separated or repeated")
+      ->delimiter(',');
+  app.add_option("--lora-scaled", f->lora_scaled,
+                 "FILE:SCALE[,FILE:SCALE...] (or FILE SCALE): LoRA adapters at these scales; repeatable")
+      ->expected(1, 2)
+      ->delimiter(',');
+  app.add_flag("--lora-init-without-apply", f->init_without_apply,
+               "load the adapters with scale 0 (requests or POST /lora-adapters turn them on)");
+  if (with_modules) {
+    app.add_option("--lora-modules", f->lora_modules,
+                   "NAME=PATH ...: LoRA adapters off by default, each served as model NAME (a request with "
+                   "\"model\": NAME runs with that adapter; vLLM's flag)")
+        ->expected(1, -1);
+  }
+}
+
+StatusOr<std::vector<std::unique_ptr<LoraAdapter>>> LoadLoraAdapters(const LoraFlags& f, const Model& model,
+                                                                     EngineOptions* o) {
+  std::vector<std::unique_ptr<LoraAdapter>> out;
+  auto load = [&](const std::string& path, double scale, const std::string& name) -> Status {
+    if (!std::isfinite(scale)) return InvalidArgument(fmt::format("LoRA scale for {} must be finite", path));
+    ASSIGN_OR_RETURN(std::unique_ptr<LoraAdapter> a, LoadLoraAdapter(path, model));
+    if (!name.empty()) a->name = name;
+    a->default_scale = f.init_without_apply ? 0.0f : static_cast<float>(scale);
+    for (const auto& other : out) {
+      if (other->name == a->name) {
+        return InvalidArgument(
+            fmt::format("two LoRA adapters are named '{}'; name them with --lora-modules "
+                        "NAME=PATH",
+                        a->name));
+      }
+    }
+    out.push_back(std::move(a));
+    return Status::Ok();
+  };
+  for (const std::string& p : f.lora) RETURN_IF_ERROR(load(p, 1.0, ""));
+  for (size_t i = 0; i < f.lora_scaled.size(); ++i) {
+    // FILE:SCALE, or FILE followed by SCALE (llama.cpp's older two-word form).
+    const std::string& item = f.lora_scaled[i];
+    auto number = [](const std::string& text, double* v) {
+      char* end = nullptr;
+      *v = std::strtod(text.c_str(), &end);
+      return !text.empty() && *end == '\0';
+    };
+    double scale = 0;
+    const size_t colon = item.rfind(':');
+    if (colon != std::string::npos && colon > 0 && number(item.substr(colon + 1), &scale)) {
+      RETURN_IF_ERROR(load(item.substr(0, colon), scale, ""));
+    } else if (i + 1 < f.lora_scaled.size() && number(f.lora_scaled[i + 1], &scale)) {
+      RETURN_IF_ERROR(load(item, scale, ""));
+      ++i;
+    } else {
+      return InvalidArgument(fmt::format("--lora-scaled '{}': give FILE:SCALE", item));
+    }
+  }
+  for (const std::string& m : f.lora_modules) {
+    const size_t eq = m.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == m.size()) {
+      return InvalidArgument(fmt::format("--lora-modules '{}': give NAME=PATH", m));
+    }
+    RETURN_IF_ERROR(load(m.substr(eq + 1), 0.0, m.substr(0, eq)));
+  }
+  for (const auto& a : out) o->lora_adapters.push_back(a.get());
+  return out;
 }
 
 void AddSpecFlags(CLI::App& app, EngineOptions* o, std::string* draft_model_path) {

@@ -1,15 +1,34 @@
 // Engine flags shared by `generate`, `bench --parallel` and `serve`.
 #pragma once
 
+#include <memory>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "infera/engine.h"
 #include "model/loader.h"
+#include "model/lora.h"
 #include "model/model.h"
 
 namespace infera::cli {
+
+// LoRA adapters (model/lora.h): llama.cpp's --lora, --lora-scaled and
+// --lora-init-without-apply; vLLM's --lora-modules.
+struct LoraFlags {
+  std::vector<std::string> lora;          // at scale 1
+  std::vector<std::string> lora_scaled;   // FILE:SCALE, or FILE SCALE (two words), at a given scale
+  std::vector<std::string> lora_modules;  // NAME=PATH: off unless a request names it
+  bool init_without_apply = false;        // every adapter starts at scale 0
+};
+// with_modules: also --lora-modules (the server, where requests name them).
+void AddLoraFlags(CLI::App& app, LoraFlags* f, bool with_modules);
+// Loads the adapters (in that order: --lora, --lora-scaled, --lora-modules)
+// for `model` and points `o` at them; they must outlive the engine. Names
+// must be distinct (the file or folder name; --lora-modules' NAME).
+StatusOr<std::vector<std::unique_ptr<LoraAdapter>>> LoadLoraAdapters(const LoraFlags& f, const Model& model,
+                                                                     EngineOptions* o);
 
 struct EngineFlags {
   EngineOptions opts;
@@ -17,6 +36,7 @@ struct EngineFlags {
   bool no_prefix_cache = false;
   bool enable_prefix_cache = false;  // vLLM's flag: the default anyway
   std::string admission = "preempt";
+  LoraFlags lora;
 };
 
 void AddEngineFlags(CLI::App& app, EngineFlags* f);

@@ -57,6 +57,8 @@ struct KvTierStats {
   bool healthy = true;            // not backing off now
 };
 
+struct LoraAdapter;  // model/lora.h
+
 struct EngineOptions {
   int threads = 0;                  // 0: all cores
   int64_t kv_cache_mb = 0;          // 0: a quarter of free RAM, at most what the limits below can use
@@ -106,6 +108,10 @@ struct EngineOptions {
   // blocks that fall out of the window (memory per sequence bounded by the
   // window). False keeps them (tests compare both).
   bool free_outside_window = true;
+  // LoRA adapters (model/lora.h) applied on top of the model's weights, each
+  // request with its own scales (RequestParams::lora_scales). They must
+  // outlive the engine. Not with a model split over ranks.
+  std::vector<const LoraAdapter*> lora_adapters;
 };
 
 class Grammar;  // sampling/grammar.h
@@ -164,6 +170,10 @@ struct RequestParams {
   // pinned there for the tiers' TTL, and the session can be saved or deleted
   // by id (Engine::SaveSession). Empty: none.
   std::string session_id;
+  // The scale of each of EngineOptions::lora_adapters for this request (0:
+  // that adapter is off); empty: every adapter at its default_scale. The
+  // prefix cache keeps the K/V of different scale sets apart.
+  std::vector<float> lora_scales;
   // Not kNone: an embedding request. The prompt runs (batched with other
   // requests), nothing is generated (max_tokens must be 0) and the last
   // output carries the pooled hidden state in RequestOutput::embedding,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <string_view>
@@ -23,8 +24,9 @@
 #include "kernels/kernels.h"
 #include "kv_cache/block_manager.h"
 #include "model/batch.h"
-#include "model/model_runner.h"
+#include "model/lora.h"
 #include "model/model.h"
+#include "model/model_runner.h"
 #include "sampling/grammar_constraint.h"
 #include "sampling/sampler.h"
 #include "scheduler/scheduler.h"
@@ -114,8 +116,12 @@ struct Engine::Impl {
 
   Impl(const Model& m, const Tokenizer* t, const KernelTable& k, const EngineOptions& o, int32_t n_blocks, KvType kt,
        const ModelRunnerFactory& make_runner)
-      : model(m), tok(t), kernels(k), opts(o), pool(o.threads),
-        runner(make_runner ? make_runner(pool) : MakeModelRunner(m, k, pool, o.max_model_len)),
+      : model(m),
+        tok(t),
+        kernels(k),
+        opts(o),
+        pool(o.threads),
+        runner(make_runner ? make_runner(pool) : MakeModelRunner(m, k, pool, o.max_model_len, {}, o.lora_adapters)),
         kv(m.config.KvHeadsPerLayer(), n_blocks * o.kv_block_size, m.config.head_dim, kt),
         blocks(n_blocks, o.kv_block_size, o.prefix_caching),
         sched(SchedulerConfig{o.max_num_seqs, o.max_batched_tokens, o.max_model_len, o.guaranteed_admission,
@@ -320,6 +326,14 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Token
   EngineOptions o = given;
   const ModelConfig& c = model.config;
   RETURN_IF_ERROR(CheckEngineOptions(c, &o));
+  if (!o.lora_adapters.empty()) {
+    if (make_runner || model.shard.split()) {
+      return InvalidArgument("LoRA adapters run on the local decoder only (not on a model split over ranks)");
+    }
+    for (const LoraAdapter* a : o.lora_adapters) {
+      if (a == nullptr) return InvalidArgument("a LoRA adapter is null");
+    }
+  }
   KvType kt;
   if (!ParseKvType(o.kv_cache_type, &kt)) return InvalidArgument("--kv-cache-type must be f32, bf16 or q8");
   if (kt == KvType::kBF16 && std::string_view(kernels.flash_bf16_variant) != "avx512bf16-tiled") {
@@ -331,6 +345,13 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Token
   if (const int32_t w = UniformSlidingWindow(c); w > 0 && o.free_outside_window) {
     LOG_INFO("engine: every layer attends within {} positions: KV blocks behind the window are released "
              "(at most {} blocks per sequence)", w, (w + o.kv_block_size - 1) / o.kv_block_size + 2);
+  }
+  for (size_t i = 0; i < o.lora_adapters.size(); ++i) {
+    const LoraAdapter& a = *o.lora_adapters[i];
+    LOG_INFO(
+        "engine: LoRA adapter {} '{}' ({}): rank up to {}, alpha {:g}, {:.2f} M parameters ({:.1f} MiB), "
+        "default scale {:g}",
+        i, a.name, a.path, a.max_rank, a.alpha, a.n_params / 1e6, a.bytes / 1048576.0, a.default_scale);
   }
   if (o.kv_offload.enabled()) {
     ASSIGN_OR_RETURN(impl->offload,
@@ -382,6 +403,15 @@ Status Engine::Check(const std::vector<int32_t>& prompt, const RequestParams& pa
                                        prompt.size()));
   }
   if (params.min_tokens < 0) return InvalidArgument("min_tokens must be >= 0");
+  if (!params.lora_scales.empty()) {
+    if (params.lora_scales.size() != m.opts.lora_adapters.size()) {
+      return InvalidArgument(fmt::format("lora_scales has {} entries; the engine has {} LoRA adapters",
+                                         params.lora_scales.size(), m.opts.lora_adapters.size()));
+    }
+    for (float v : params.lora_scales) {
+      if (!std::isfinite(v)) return InvalidArgument("LoRA scales must be finite");
+    }
+  }
   if (!params.detokenize && !params.stop.empty()) return InvalidArgument("stop strings need detokenize");
   if (params.logprobs > kMaxTopLogprobs) {
     return InvalidArgument(fmt::format("logprobs must be at most {}", kMaxTopLogprobs));
@@ -399,6 +429,34 @@ Status Engine::Check(const std::vector<int32_t>& prompt, const RequestParams& pa
   }
   return m.sched.Check(prompt.size(), ResolveMaxTokens(prompt.size(), params.max_tokens));
 }
+
+namespace {
+
+// A request's LoRA scales (RequestParams::lora_scales, else each adapter's
+// default), kept only when some adapter is on, and the prefix-cache key root
+// of that set of scales.
+void ResolveLora(const EngineOptions& o, const RequestParams& p, EngineRequest* r) {
+  const size_t n = o.lora_adapters.size();
+  if (n == 0) return;
+  std::vector<float> scales(n);
+  uint64_t root = 0x6C6F7261ull;  // "lora"
+  bool any = false;
+  for (size_t a = 0; a < n; ++a) {
+    scales[a] = p.lora_scales.empty() ? o.lora_adapters[a]->default_scale : p.lora_scales[a];
+    if (scales[a] == 0.0f) continue;
+    any = true;
+    uint32_t bits;
+    std::memcpy(&bits, &scales[a], sizeof(bits));
+    root ^= (static_cast<uint64_t>(a) << 32) | bits;
+    root *= 0x9E3779B97F4A7C15ull;
+    root ^= root >> 29;
+  }
+  if (!any) return;
+  r->lora = std::move(scales);
+  r->cache_root = root == 0 ? 1 : root;
+}
+
+}  // namespace
 
 StatusOr<uint64_t> Engine::Add(std::vector<int32_t> prompt, const RequestParams& params) {
   Impl& m = *impl_;
@@ -419,11 +477,16 @@ StatusOr<uint64_t> Engine::Add(std::vector<int32_t> prompt, const RequestParams&
   r->prompt_len = len;
   r->max_tokens = max_tokens;
   r->max_cached = max_cached;
-  if (m.offload && m.offload->StartFetch(id, prompt, std::min(len - 1, max_cached), m.blocks)) {
+  ResolveLora(m.opts, params, r.get());
+  if (!r->lora.empty() && !params.session_id.empty()) {
+    return InvalidArgument("sessions (session_id) cannot be used with LoRA adapters");
+  }
+  // (The offload tiers hold the plain model's K/V only.)
+  if (r->lora.empty() && m.offload && m.offload->StartFetch(id, prompt, std::min(len - 1, max_cached), m.blocks)) {
     r->fetching = true;  // joins the scheduler when the lookup is done
     r->held_prompt = std::move(prompt);
   } else {
-    RETURN_IF_ERROR(m.sched.Add(id, std::move(prompt), max_tokens, params.priority, max_cached));
+    RETURN_IF_ERROR(m.sched.Add(id, std::move(prompt), max_tokens, params.priority, max_cached, r->cache_root));
   }
   m.reqs.emplace(id, std::move(r));
   return id;
@@ -559,6 +622,7 @@ std::vector<RequestOutput> Engine::Step() {
     ChunkRows& cr = m.rows[s];
     cr.first = n_rows;
     m.batch.seq_slots.push_back(&m.blocks.Slots(c.id));
+    if (!m.opts.lora_adapters.empty()) m.batch.seq_lora.push_back(r.lora.empty() ? nullptr : r.lora.data());
     const bool embed = r.params.pooling != Pooling::kNone;
     cr.prompt_done = c.start + c.n >= r.prompt_len;
     for (int32_t i = c.start; i < c.start + c.n; ++i) {

@@ -59,6 +59,11 @@ struct EngineRequest {
   std::vector<int32_t> held_prompt;
   int32_t max_cached = INT32_MAX;
   std::vector<int32_t> pinned;
+  // LoRA: each adapter's scale for this request (the batch's seq_lora points
+  // here); empty when every adapter is off. cache_root keys its prefix-cache
+  // blocks apart from other scale sets (0: none).
+  std::vector<float> lora;
+  uint64_t cache_root = 0;
   void Timing(RequestOutput* o) const {
     const auto now = Clock::now();
     auto secs = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };

@@ -14,9 +14,11 @@ void BlockManager::AddBlock(Seq& s, int32_t b) {
   for (int32_t i = 0; i < block_size(); ++i) s.slots.push_back(b * block_size() + i);
 }
 
-int32_t BlockManager::StartWithPrefix(uint64_t id, const std::vector<int32_t>& tokens, int32_t max_cached) {
+int32_t BlockManager::StartWithPrefix(uint64_t id, const std::vector<int32_t>& tokens, int32_t max_cached,
+                                      uint64_t root) {
   CHECK(!Has(id));
   Seq& s = seqs_[id];
+  s.last_key = root;
   const int32_t bs = block_size();
   prefix_queries_ += tokens.size();
   if (!prefix_caching_) return 0;

@@ -32,8 +32,11 @@ class BlockManager {
 
   // Starts sequence `id` (not yet known) with the longest cached prefix of
   // `tokens`, at most `max_cached` tokens; returns the number of tokens whose
-  // K/V is already there (a multiple of the block size).
-  int32_t StartWithPrefix(uint64_t id, const std::vector<int32_t>& tokens, int32_t max_cached);
+  // K/V is already there (a multiple of the block size). `root` starts the
+  // chain of block keys: sequences whose K/V differs for the same tokens
+  // (LoRA adapters) use different roots and never share blocks; 0 for the
+  // plain model (the chain ChainKeys and the offload tiers use).
+  int32_t StartWithPrefix(uint64_t id, const std::vector<int32_t>& tokens, int32_t max_cached, uint64_t root = 0);
   // Makes room for positions [0, n_tokens) of `id` (created if unknown);
   // false, with nothing changed, if the pool has too few free blocks.
   bool Grow(uint64_t id, int32_t n_tokens);

@@ -15,6 +15,9 @@ struct ForwardBatch {
   // Per sequence: the KV slot of each position 0..len-1, covering at least
   // every position in this batch (the K/V of batch tokens are written there).
   std::vector<const std::vector<int32_t>*> seq_slots;
+  // Per sequence, with LoRA adapters (model/lora.h): null, or one scale per
+  // adapter of the runner (0: off). Empty: no sequence uses an adapter.
+  std::vector<const float*> seq_lora;
   // Token indices (into tokens) whose logits are wanted, in output order.
   std::vector<int32_t> logit_rows;
   // Token indices whose final hidden state (after the final norm, before
@@ -23,7 +26,13 @@ struct ForwardBatch {
 
   int32_t size() const { return static_cast<int32_t>(tokens.size()); }
   void Clear() {
-    tokens.clear(); positions.clear(); seq.clear(); seq_slots.clear(); logit_rows.clear(); hidden_rows.clear();
+    tokens.clear();
+    positions.clear();
+    seq.clear();
+    seq_slots.clear();
+    seq_lora.clear();
+    logit_rows.clear();
+    hidden_rows.clear();
   }
   // Appends one token of sequence `s`.
   void Add(int32_t token, int32_t pos, int32_t s, bool want_logits) {

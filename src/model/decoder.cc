@@ -13,13 +13,20 @@
 namespace infera {
 
 std::unique_ptr<ModelRunner> MakeModelRunner(const Model& model, const KernelTable& kernels, ThreadPool& pool,
-                                             int n_ctx, ParallelComms comms) {
-  return std::make_unique<DecoderRunner>(model, kernels, pool, n_ctx, comms);
+                                             int n_ctx, ParallelComms comms, std::vector<const LoraAdapter*> lora) {
+  return std::make_unique<DecoderRunner>(model, kernels, pool, n_ctx, comms, std::move(lora));
 }
 
 DecoderRunner::DecoderRunner(const Model& model, const KernelTable& kernels, ThreadPool& pool, int n_ctx,
-                             ParallelComms comms)
-    : model_(model), c_(model.config), kernels_(kernels), pool_(pool), shard_(model.shard), comms_(comms) {
+                             ParallelComms comms, std::vector<const LoraAdapter*> lora)
+    : model_(model),
+      c_(model.config),
+      kernels_(kernels),
+      pool_(pool),
+      shard_(model.shard),
+      comms_(comms),
+      lora_(std::move(lora)) {
+  CHECK(lora_.empty() || !shard_.split());
   CHECK(!shard_.split() || (comms_.world != nullptr && comms_.tp != nullptr &&
                             comms_.world->size() == shard_.tp_size * shard_.pp_size &&
                             comms_.world->rank() == shard_.world_rank() && comms_.tp->size() == shard_.tp_size &&
@@ -36,6 +43,10 @@ DecoderRunner::DecoderRunner(const Model& model, const KernelTable& kernels, Thr
   if (w.resident_bytes() <= kCacheResidentWeightBytes && kernels_.min_split_bytes == 0) {
     kernels_.min_split_bytes = kCacheResidentMinSplitBytes;
   }
+  // A LoRA update's GEMMs read a few hundred KiB at most per token: handing
+  // them to the pool costs more than it saves (as for a model in cache).
+  lora_kernels_ = kernels_;
+  lora_kernels_.min_split_bytes = std::max(kernels_.min_split_bytes, kLoraMinSplitBytes);
   const RopeScaling& rs = c_.rope_scaling;
   if (n_ctx <= 0) n_ctx = c_.n_ctx_train;
   // Frequency divisors: llama3's, or LongRoPE's set for this context.
@@ -203,6 +214,9 @@ Status DecoderRunner::AttentionBlock(int l, const ForwardBatch& b, KvStorage& kv
   Observe(l, LinearInput::kAttnIn, -1, in, T, d);
   const MatmulTarget qkv[] = {{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
   MatmulMany(kernels_, pool_, qkv, 3, in, T);
+  AddLora(l, LoraTarget::kQ, in, T, q_.data());
+  AddLora(l, LoraTarget::kK, in, T, k_.data());
+  AddLora(l, LoraTarget::kV, in, T, v_.data());
   // olmo2's norm over the whole Q (and K) projection spans every rank's
   // heads: the ranks add up their sums of squares first.
   const bool split_full_norm = c_.qk_norm == QkNorm::kFull && shard_.tp_size > 1;
@@ -252,6 +266,7 @@ Status DecoderRunner::AttentionBlock(int l, const ForwardBatch& b, KvStorage& kv
   } else {
     Observe(l, LinearInput::kAttnOut, -1, attn_out_.data(), T, qd);
     Matmul(kernels_, pool_, L.wo, attn_out_.data(), T, block_out_.data());
+    AddLora(l, LoraTarget::kO, attn_out_.data(), T, block_out_.data());
     RETURN_IF_ERROR(SumOverTpRanks(T));
   }
   ForTokens(T, d, [&](int64_t t0, int64_t t1) { AddToResidual(L.post_attn_norm, t0, t1); });
@@ -310,13 +325,59 @@ Status DecoderRunner::FfnBlock(int l, int32_t T) {
   } else {
     const MatmulTarget gate_up[] = {{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}};
     MatmulMany(kernels_, pool_, gate_up, 2, in, T);
+    AddLora(l, LoraTarget::kGate, in, T, gate_.data());
+    AddLora(l, LoraTarget::kUp, in, T, up_.data());
     GatedActivation(gate_.data(), up_.data(), T, ff);
     Observe(l, LinearInput::kFfnMid, -1, gate_.data(), T, ff);
     Matmul(kernels_, pool_, L.w_down, gate_.data(), T, block_out_.data());
+    AddLora(l, LoraTarget::kDown, gate_.data(), T, block_out_.data());
   }
   RETURN_IF_ERROR(SumOverTpRanks(T));
   ForTokens(T, d, [&](int64_t t0, int64_t t1) { AddToResidual(L.post_ffn_norm, t0, t1); });
   return Status::Ok();
+}
+
+Status DecoderRunner::PrepareLora(const ForwardBatch& b) {
+  const size_t n = lora_.size(), T = static_cast<size_t>(b.size());
+  lora_active_.assign(n, 0);
+  if (n == 0 || b.seq_lora.empty()) return Status::Ok();
+  if (b.seq_lora.size() != b.seq_slots.size()) return Internal("seq_lora does not match the batch's sequences");
+  lora_scale_.assign(n * T, 0.0f);
+  for (size_t t = 0; t < T; ++t) {
+    const float* scales = b.seq_lora[b.seq[t]];
+    if (scales == nullptr) continue;
+    for (size_t a = 0; a < n; ++a) {
+      lora_scale_[a * T + t] = scales[a];
+      if (scales[a] != 0.0f) lora_active_[a] = 1;
+    }
+  }
+  return Status::Ok();
+}
+
+void DecoderRunner::AddLora(int layer, LoraTarget target, const float* x, int32_t T, float* y) {
+  for (size_t a = 0; a < lora_.size(); ++a) {
+    if (!lora_active_[a]) continue;
+    const LoraPair* p = lora_[a]->Find(layer, target);
+    if (p == nullptr) continue;
+    const int64_t r = p->rank(), n_out = p->b.n_out;
+    if (lora_mid_.size() < size_t(T) * r) lora_mid_.resize(size_t(T) * r);
+    if (lora_delta_.size() < size_t(T) * n_out) lora_delta_.resize(size_t(T) * n_out);
+    Matmul(lora_kernels_, pool_, p->a, x, T, lora_mid_.data());
+    const float* scale = &lora_scale_[a * size_t(T)];
+    for (int32_t t = 0; t < T; ++t) {
+      const float s = scale[t] * p->alpha_over_rank;
+      for (int64_t i = 0; i < r; ++i) lora_mid_[size_t(t) * r + i] *= s;
+    }
+    Matmul(lora_kernels_, pool_, p->b, lora_mid_.data(), T, lora_delta_.data());
+    ForTokens(T, n_out, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        if (scale[t] == 0.0f) continue;
+        float* row = y + size_t(t) * n_out;
+        const float* delta = &lora_delta_[size_t(t) * n_out];
+        for (int64_t i = 0; i < n_out; ++i) row[i] += delta[i];
+      }
+    });
+  }
 }
 
 void DecoderRunner::GatedActivation(float* gate, const float* up, int32_t rows, int width) {
@@ -480,6 +541,7 @@ Status DecoderRunner::Forward(const ForwardBatch& b, KvStorage& kv, std::vector<
   // on all of them before any communication.
   RETURN_IF_ERROR(Validate(b, kv));
   GrowScratch(b);
+  RETURN_IF_ERROR(PrepareLora(b));
   if (!shard_.split()) {
     Embed(b);
     const int n_blocks = 2 * c_.n_layer;

@@ -19,11 +19,13 @@
 // by several runners.
 #pragma once
 
+#include <algorithm>
 #include <vector>
 
 #include "attention/attention.h"
 #include "attention/rope.h"
 #include "model/activation_observer.h"
+#include "model/lora.h"
 #include "model/model_runner.h"
 
 namespace infera {
@@ -36,8 +38,10 @@ class DecoderRunner : public ModelRunner {
   // kCacheResidentMinSplitBytes on the calling thread.
   static constexpr uint64_t kCacheResidentWeightBytes = uint64_t{32} << 20;
   static constexpr int64_t kCacheResidentMinSplitBytes = int64_t{512} << 10;
+  // `lora`: adapters the batches' seq_lora scales refer to, in order (they
+  // must outlive the runner; not with a split model).
   DecoderRunner(const Model& model, const KernelTable& kernels, ThreadPool& pool, int n_ctx = 0,
-                ParallelComms comms = {});
+                ParallelComms comms = {}, std::vector<const LoraAdapter*> lora = {});
 
   Status Forward(const ForwardBatch& batch, KvStorage& kv, std::vector<float>* logits) override;
   const std::vector<float>& hidden() const override { return hidden_; }
@@ -49,7 +53,10 @@ class DecoderRunner : public ModelRunner {
   // Ops smaller than this many bytes run on the calling thread (the
   // constructor's choice: kCacheResidentMinSplitBytes for a model in cache,
   // else 0). Tests set 0 to split every op. Between Forward() calls.
-  void set_min_split_bytes(int64_t bytes) { kernels_.min_split_bytes = bytes; }
+  void set_min_split_bytes(int64_t bytes) {
+    kernels_.min_split_bytes = bytes;
+    lora_kernels_.min_split_bytes = std::max(bytes, kLoraMinSplitBytes);
+  }
   int64_t min_split_bytes() const { return kernels_.min_split_bytes; }
 
  private:
@@ -82,6 +89,12 @@ class DecoderRunner : public ModelRunner {
   // inline when the op is too small to pay for splitting (one row, or a few
   // rows of a small model; KernelTable::ShouldSplit).
   void ForTokens(int32_t T, int64_t width, FunctionRef<void(int64_t, int64_t)> fn);
+  // LoRA: each adapter's scale per token of the batch; then y [T, n_out] +=
+  // scale(t) · alpha / r · B (A x[t]) for every adapter on layer `layer`'s
+  // `target` (x [T, n_in]). Rows of tokens without an adapter are untouched,
+  // so their results are those of a batch without LoRA.
+  Status PrepareLora(const ForwardBatch& batch);
+  void AddLora(int layer, LoraTarget target, const float* x, int32_t T, float* y);
 
   // Shows x [rows, width] to the observer if it wants layer l.
   void Observe(int l, LinearInput which, int expert, const float* x, int64_t rows, int64_t width) {
@@ -122,6 +135,12 @@ class DecoderRunner : public ModelRunner {
   std::vector<float> logits_part_, logits_parts_;
   std::vector<float> qk_ss_;
   std::vector<float> hidden_;  // [hidden_rows, n_embd] of the last Forward
+  std::vector<const LoraAdapter*> lora_;
+  KernelTable lora_kernels_;  // kernels_ with LoRA's small GEMMs kept on the calling thread (kLoraMinSplitBytes)
+  static constexpr int64_t kLoraMinSplitBytes = int64_t{256} << 10;
+  std::vector<float> lora_scale_;             // [n_adapters, T]: the current batch's scales
+  std::vector<uint8_t> lora_active_;          // [n_adapters]: some token of the batch uses it
+  std::vector<float> lora_mid_, lora_delta_;  // A x [T, r]; B (A x) [T, n_out]
 };
 
 }  // namespace infera

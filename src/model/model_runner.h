@@ -17,6 +17,8 @@
 
 namespace infera {
 
+struct LoraAdapter;  // model/lora.h
+
 class ModelRunner {
  public:
   virtual ~ModelRunner() = default;
@@ -46,7 +48,10 @@ struct ParallelComms {
 // runs its part and communicates through `comms` (which must outlive it):
 // every rank of the model calls Forward with the same batch; world rank 0
 // gets the logits, the others none.
+// `lora`: the LoRA adapters a batch's seq_lora scales refer to (model/lora.h;
+// they must outlive the runner).
 std::unique_ptr<ModelRunner> MakeModelRunner(const Model& model, const KernelTable& kernels, ThreadPool& pool,
-                                             int n_ctx = 0, ParallelComms comms = {});
+                                             int n_ctx = 0, ParallelComms comms = {},
+                                             std::vector<const LoraAdapter*> lora = {});
 
 }  // namespace infera

@@ -29,7 +29,7 @@ Status Scheduler::Check(size_t prompt_len, int32_t max_tokens) const {
 }
 
 Status Scheduler::Add(uint64_t id, std::vector<int32_t> prompt, int32_t max_tokens, int32_t priority,
-                      int32_t max_cached) {
+                      int32_t max_cached, uint64_t cache_root) {
   if (Has(id)) return InvalidArgument(fmt::format("request {} already exists", id));
   RETURN_IF_ERROR(Check(prompt.size(), max_tokens));
   Seq s;
@@ -40,6 +40,7 @@ Status Scheduler::Add(uint64_t id, std::vector<int32_t> prompt, int32_t max_toke
   s.tokens = std::move(prompt);
   s.max_tokens = max_tokens;
   s.max_cached = std::max(0, max_cached);
+  s.cache_root = cache_root;
   seqs_.emplace(id, std::move(s));
   waiting_.push_back(id);
   return Status::Ok();
@@ -128,7 +129,7 @@ SchedulerOutput Scheduler::Schedule() {
       const int32_t len = static_cast<int32_t>(s.tokens.size());
       if (!blocks_->Has(id)) {
         // At least the last token is computed, for its logits.
-        s.computed = blocks_->StartWithPrefix(id, s.tokens, std::min(len - 1, s.max_cached));
+        s.computed = blocks_->StartWithPrefix(id, s.tokens, std::min(len - 1, s.max_cached), s.cache_root);
         if (!s.admitted_once) s.cached = s.computed;
       }
       const int32_t n = std::min(len - s.computed, budget);

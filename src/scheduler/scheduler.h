@@ -65,8 +65,9 @@ class Scheduler {
   // max_tokens beyond the context, or more blocks than the pool has.
   // max_tokens 0: the prompt only. At most `max_cached` prompt tokens are
   // taken from the prefix cache (the rest are computed, e.g. for their logits).
+  // `cache_root`: the prefix cache's key chain root (BlockManager::StartWithPrefix).
   Status Add(uint64_t id, std::vector<int32_t> prompt, int32_t max_tokens, int32_t priority,
-             int32_t max_cached = INT32_MAX);
+             int32_t max_cached = INT32_MAX, uint64_t cache_root = 0);
   // Add's checks of a request's size, without adding it. Reads only the
   // configuration (safe from any thread while the scheduler runs).
   Status Check(size_t prompt_len, int32_t max_tokens) const;
@@ -114,6 +115,7 @@ class Scheduler {
     int32_t prompt_len = 0;
     int32_t max_tokens = 0;
     int32_t max_cached = 0;
+    uint64_t cache_root = 0;
     int32_t computed = 0;  // tokens whose K/V is in the cache
     int32_t cached = 0;    // of those, taken from the prefix cache at (first) admission
     bool admitted_once = false;

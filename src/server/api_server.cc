@@ -54,6 +54,11 @@ ApiServer::ApiServer(ApiServerOptions opts)
 
 void ApiServer::SetReady(const ApiBackend& backend) {
   backend_ = backend;
+  {
+    std::lock_guard<std::mutex> lock(lora_mu_);
+    lora_scales_.clear();
+    for (const ApiBackend::Lora& l : backend_.lora) lora_scales_.push_back(l.scale);
+  }
   backend_.engine->SetStepObserver([this](const EngineStats& s) { metrics_.EngineStep(s.last_step_tokens); });
   metrics_.AttachEngine(backend_.engine, backend_.model_bytes, backend_.build);
   state_.store(State::kReady, std::memory_order_release);
@@ -181,6 +186,7 @@ constexpr Route kRoutes[] = {
     {"/tokenize", false, kPost, true, "/tokenize"},
     {"/props", false, kGet, true, "/props"},
     {"/apply-template", false, kPost, true, "/apply-template"},
+    {"/lora-adapters", false, kGet | kPost, true, "/lora-adapters"},
     {"/detokenize", false, kPost, true, "/detokenize"},
     {"/admin/log-level", false, kGet | kPost, true, "/admin/log-level"},
     {"/v1/sessions/", true, kPost | kDelete, true, "/v1/sessions/{id}"},
@@ -277,6 +283,7 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
   if (path == "/tokenize") return HandleTokenize(req, resp);
   if (path == "/props") return HandleProps(resp);
   if (path == "/apply-template") return HandleApplyTemplate(req, resp);
+  if (path == "/lora-adapters") return HandleLoraAdapters(req, resp);
   if (path.rfind("/v1/sessions/", 0) == 0) return HandleSession(req, resp);
   if (path == "/detokenize") return HandleDetokenize(req, resp);
   // Stored responses are read and deleted while draining too.
@@ -329,20 +336,22 @@ void ApiServer::HandleEmbeddings(const HttpRequest& req, const std::shared_ptr<R
     return SendError(resp, BadValue("encoding_format", "/embedding returns floats; base64 is /v1/embeddings'"));
   }
   spec.native = native;
-  if (!spec.model.empty() && spec.model != opts_.served_model_name) {
+  if (!ServesModel(spec.model)) {
     return SendError(resp, Error(404,
                                  fmt::format("The model `{}` does not exist (this server serves `{}`).", spec.model,
                                              opts_.served_model_name),
                                  "invalid_request_error", "model_not_found", "model"));
   }
+  spec.lora_scales = LoraScalesFor(spec.model);
   if (backend_.engine->Stats().num_waiting + static_cast<int64_t>(spec.inputs.size()) > opts_.max_queue) {
     return SendError(resp,
                      Error(429, fmt::format("too many requests waiting (limit {}); retry later", opts_.max_queue),
                            "rate_limit_error", "queue_full"),
                      {{"Retry-After", "1"}});
   }
-  auto job = std::make_shared<EmbeddingJob>(std::move(spec), backend_.pooling, resp, backend_.engine,
-                                            opts_.served_model_name);
+  std::string answer_model = spec.model.empty() ? opts_.served_model_name : spec.model;
+  auto job =
+      std::make_shared<EmbeddingJob>(std::move(spec), backend_.pooling, resp, backend_.engine, std::move(answer_model));
   job->Start();
   std::weak_ptr<EmbeddingJob> weak = job;
   resp->OnDisconnect([weak] {
@@ -474,6 +483,7 @@ ParseContext ApiServer::MakeParseContext() const {
   ctx.limits.n_vocab = backend_.engine->n_vocab();
   ctx.limits.max_n = opts_.max_n;
   ctx.limits.context_shift = opts_.context_shift;
+  ctx.limits.n_lora = static_cast<int32_t>(backend_.lora.size());
   return ctx;
 }
 
@@ -548,12 +558,13 @@ void ApiServer::HandleCompletion(const HttpRequest& req, const std::shared_ptr<R
                                    "invalid_request_error", "invalid_value"));
     }
   }
-  if (!spec.model.empty() && spec.model != opts_.served_model_name) {
+  if (!ServesModel(spec.model)) {
     return SendError(resp, Error(404,
                                  fmt::format("The model `{}` does not exist (this server serves `{}`).", spec.model,
                                              opts_.served_model_name),
                                  "invalid_request_error", "model_not_found", "model"));
   }
+  if (!spec.lora_given) spec.params.lora_scales = LoraScalesFor(spec.model);
   const int64_t want = static_cast<int64_t>(spec.prompts.size()) * spec.n;
   if (backend_.engine->Stats().num_waiting + want > opts_.max_queue) {
     return SendError(resp,
@@ -573,8 +584,10 @@ void ApiServer::HandleCompletion(const HttpRequest& req, const std::shared_ptr<R
                  : infill                           ? "/infill"
                  : native                           ? "/completion"
                                                     : "/v1/completions";
+  // (A request that named a LoRA adapter is answered as that model, as vLLM does.)
+  std::string answer_model = spec.model.empty() ? opts_.served_model_name : spec.model;
   auto job = std::make_shared<CompletionJob>(std::move(spec), resp, backend_.engine, backend_.tokenizer, id,
-                                             UnixSeconds(), opts_.served_model_name, std::move(obs));
+                                             UnixSeconds(), std::move(answer_model), std::move(obs));
   if (turn != nullptr) job->SetResponses(std::move(turn), responses_store_.get());
   job->Start();
   std::weak_ptr<CompletionJob> weak = job;
@@ -589,13 +602,22 @@ void ApiServer::HandleModels(const HttpRequest& req, const std::shared_ptr<Respo
                       {"created", created_},
                       {"owned_by", "infera"},
                       {"max_model_len", backend_.engine->max_model_len()}};
-  if (req.path == "/v1/models") return SendJson(resp, 200, {{"object", "list"}, {"data", json::array({model})}});
-  const std::string name = req.path.substr(std::string("/v1/models/").size());
-  if (name != opts_.served_model_name) {
-    return SendError(resp, Error(404, fmt::format("The model `{}` does not exist.", name), "invalid_request_error",
-                                 "model_not_found", "model"));
+  // LoRA adapters are models of their own (vLLM's listing: parent, root).
+  json list = json::array({model});
+  for (const ApiBackend::Lora& l : backend_.lora) {
+    json m = model;
+    m["id"] = l.name;
+    m["parent"] = opts_.served_model_name;
+    m["root"] = l.path;
+    list.push_back(std::move(m));
   }
-  SendJson(resp, 200, model);
+  if (req.path == "/v1/models") return SendJson(resp, 200, {{"object", "list"}, {"data", list}});
+  const std::string name = req.path.substr(std::string("/v1/models/").size());
+  for (const json& m : list) {
+    if (m["id"] == name) return SendJson(resp, 200, m);
+  }
+  SendError(resp, Error(404, fmt::format("The model `{}` does not exist.", name), "invalid_request_error",
+                        "model_not_found", "model"));
 }
 
 void ApiServer::HandleMetrics(const HttpRequest& req, const std::shared_ptr<Responder>& resp) {

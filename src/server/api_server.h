@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,14 @@ struct ApiBackend {
   BuildInfo build;
   Pooling pooling = Pooling::kLast;  // /v1/embeddings (--pooling, or the model's metadata)
   int32_t n_embd = 0;                // the model's embedding size
+  // LoRA adapters the engine was created with (EngineOptions::lora_adapters,
+  // in that order): their names (a request's model may name one), files and
+  // starting scales.
+  struct Lora {
+    std::string name, path;
+    float scale = 1.0f;
+  };
+  std::vector<Lora> lora;
 };
 
 // The routes an API key guards, for help texts: "/v1/completions, ...".
@@ -147,6 +156,16 @@ class ApiServer {
   void HandleTokenize(const HttpRequest& req, const std::shared_ptr<Responder>& resp) const;
   void HandleDetokenize(const HttpRequest& req, const std::shared_ptr<Responder>& resp) const;
   void HandleMetrics(const HttpRequest& req, const std::shared_ptr<Responder>& resp);
+  // GET /lora-adapters: [{"id", "name", "path", "scale"}]; POST: sets the
+  // scales requests get by default ([{"id", "scale"}], the others 0), as
+  // llama-server does.
+  void HandleLoraAdapters(const HttpRequest& req, const std::shared_ptr<Responder>& resp);
+  // The LoRA scales of a request to `model` (as sent): a request's own
+  // (spec->lora_given), else the one adapter `model` names at 1, else the
+  // server's current ones. Empty without adapters.
+  std::vector<float> LoraScalesFor(const std::string& model) const;
+  // Whether `model` (as sent) is served here: "" , the served name or an adapter's.
+  bool ServesModel(const std::string& model) const;
 
   const ApiServerOptions opts_;
   ServerMetrics metrics_;
@@ -156,6 +175,8 @@ class ApiServer {
   std::atomic<uint64_t> next_request_{1};
   uint64_t id_salt_ = 0;  // random per process: response ids differ across restarts
   std::unique_ptr<ResponsesStore> responses_store_;  // never null
+  mutable std::mutex lora_mu_;
+  std::vector<float> lora_scales_;  // by adapter: what requests get by default (guarded by lora_mu_)
 };
 
 }  // namespace infera::server

@@ -193,6 +193,7 @@ void EmbeddingJob::Start() {
   // The engine's own L2 normalization; the other norms are applied here.
   params.normalize_embedding = spec_.embd_normalize == 2;
   params.priority = spec_.priority;
+  params.lora_scales = spec_.lora_scales;
   auto self = shared_from_this();
   for (size_t i = 0; i < spec_.inputs.size(); ++i) {
     auto id = engine_->Submit(spec_.inputs[i], params, [self, i](const RequestOutput& o) { self->OnOutput(i, o); });

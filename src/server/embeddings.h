@@ -33,6 +33,7 @@ struct EmbeddingSpec {
   bool native = false;
   int32_t priority = 0;
   std::string user;
+  std::vector<float> lora_scales;  // the server's LoRA scales (RequestParams::lora_scales)
 };
 
 struct EmbeddingLimits {

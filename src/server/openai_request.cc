@@ -452,6 +452,30 @@ bool ParseStopTokenIds(const ParseContext& ctx, CompletionSpec* out, FieldReader
   return true;
 }
 
+// llama-server's per-request LoRA scales: [{"id", "scale"}]; adapters not
+// named are off for this request.
+bool ParseLora(const ParseContext& ctx, CompletionSpec* out, FieldReader* r) {
+  const json* l = r->Find("lora");
+  if (l == nullptr) return true;
+  if (!l->is_array()) return r->Fail("lora", "'lora' must be a list of {\"id\": adapter index, \"scale\": number}");
+  const int32_t n = ctx.limits.n_lora;
+  if (n == 0 && !l->empty()) return r->Fail("lora", "this server has no LoRA adapters (serve --lora FILE)");
+  out->lora_given = true;
+  out->params.lora_scales.assign(static_cast<size_t>(n), 0.0f);
+  for (const json& e : *l) {
+    const json* id = e.is_object() && e.contains("id") ? &e["id"] : nullptr;
+    if (id == nullptr || !id->is_number_integer() || id->get<int64_t>() < 0 || id->get<int64_t>() >= n) {
+      return r->Fail("lora", fmt::format("each 'lora' entry needs an 'id' in [0, {}) (GET /lora-adapters)", n));
+    }
+    const json scale = e.value("scale", json(1.0));
+    if (!scale.is_number() || !std::isfinite(scale.get<double>()) || std::fabs(scale.get<double>()) > 1000) {
+      return r->Fail("lora", "a 'lora' entry's 'scale' must be a number in [-1000, 1000]");
+    }
+    out->params.lora_scales[static_cast<size_t>(id->get<int64_t>())] = scale.get<float>();
+  }
+  return true;
+}
+
 bool ParseLogitBias(const ParseContext& ctx, CompletionSpec* out, FieldReader* r) {
   const json* b = r->Find("logit_bias");
   if (b == nullptr) return true;
@@ -649,7 +673,9 @@ bool ParseCompletionRequest(const std::string& body_text, bool chat, const Parse
       return r.Fail(m.substr(0, colon), m.substr(colon + 2));
     }
   }
-  if (!ParseStop(out, &r) || !ParseStopTokenIds(ctx, out, &r) || !ParseLogitBias(ctx, out, &r)) return false;
+  if (!ParseStop(out, &r) || !ParseStopTokenIds(ctx, out, &r) || !ParseLogitBias(ctx, out, &r) ||
+      !ParseLora(ctx, out, &r))
+    return false;
   if (!r.ok()) return false;
   if (chat ? !ParseMessages(obody, treq, ctx, out, &r) : !ParsePrompt(ctx, out, &r)) return false;
   if (!chat && p.max_tokens == 0 && !out->echo) {

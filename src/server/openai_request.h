@@ -44,6 +44,7 @@ struct ParseLimits {
   int32_t n_vocab = 0;
   int32_t max_n = 16;
   bool context_shift = false;  // prompt + max_tokens may exceed the context
+  int32_t n_lora = 0;          // LoRA adapters loaded (ids of a request's 'lora' entries)
 };
 
 // What a completion request asks for, ready for the engine.
@@ -81,6 +82,9 @@ struct CompletionSpec {
   bool parse_tool_calls = false;
   ToolCallFormat tool_format = ToolCallFormat::kJson;
   std::string tool_named;
+  // The request named LoRA scales (llama-server's 'lora'): params.lora_scales
+  // holds one per adapter; otherwise the server's current scales apply.
+  bool lora_given = false;
 };
 
 struct ParseContext {

@@ -152,7 +152,7 @@ constexpr RequestField kFields[] = {
            "/completion: the generated token ids in 'tokens' (elsewhere 400 unless false)"),
     Refused("timings_per_token", "llama.cpp", kB, Noop::kFalse, "timings in every chunk"),
     Refused("response_fields", "llama.cpp", kB, Noop::kEmpty, "a custom response shape"),
-    Refused("lora", "llama.cpp", kB, Noop::kEmpty, "LoRA adapters"),
+    Parsed("lora", "llama.cpp", kB, "LoRA adapters' scales for this request: [{\"id\", \"scale\"}], the others off"),
     Refused("image_data", "llama.cpp", kB, Noop::kEmpty, "multi-modal input"),
     Refused("multimodal_data", "llama.cpp", kB, Noop::kEmpty, "multi-modal input"),
     Refused("reasoning_format", "llama.cpp", kChat, Noop::kText, "separating the reasoning from the reply", "none"),

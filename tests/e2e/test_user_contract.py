@@ -340,7 +340,8 @@ class FamiliarCliTest(unittest.TestCase):
             log = "".join(srv.log)
             for shown in ("--metrics", "--gpu-memory-utilization 0.9", "--enforce-eager", "--swap-space 4"):
                 self.assertIn("ignoring " + shown, log)
-        one_error_line(self, infera("serve", "--lora", "adapter.gguf"), needle="LoRA")
+        # llama.cpp's --lora loads an adapter: a missing one is one error line naming it.
+        one_error_line(self, infera("serve", "--lora", "adapter.gguf"), needle="adapter.gguf")
         # vLLM's --kv-cache-dtype: auto is the default, bfloat16 is bf16, fp8 has no infera form.
         one_error_line(self, infera("serve", "--kv-cache-dtype", "fp8"), needle="q8 (int8")
         bf = infera("run", "-m", MODEL, "-p", "In the beginning", "-n", "8", "--temp", "0", "--kv-cache-type", "bf16")

@@ -43,6 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ctx.limits.max_model_len = 256;
   ctx.limits.n_vocab = g_tokenizer->n_vocab();
   ctx.limits.max_n = 4;
+  ctx.limits.n_lora = 2;
   // Chat bodies go through a Jinja template that renders tools and tool
   // calls (hermes format), and per-request templates are trusted, so the
   // template interpreter and the tool-call paths are fuzzed too.
@@ -101,6 +102,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // Top-k counts within the endpoint's limit (20 for OpenAI's, 1000 for n_probs).
     if (spec.params.logprobs > (ctx.native ? 1000 : 20) || spec.params.prompt_logprobs > 20) __builtin_trap();
     if (spec.return_tokens && !ctx.native) __builtin_trap();
+    if (!spec.params.lora_scales.empty() && spec.params.lora_scales.size() != 2) __builtin_trap();
     for (const auto& p : spec.prompts) {
       if (p.empty() || p.size() >= 256) __builtin_trap();
       for (int32_t id : p) {

@@ -81,6 +81,24 @@ TEST_F(OpenAIRequestTest, FieldsAndExtensions) {
   EXPECT_EQ(s.user, "u");
 }
 
+TEST_F(OpenAIRequestTest, LoraScales) {
+  // llama-server's per-request scales; adapters not named are off.
+  ctx_.limits.n_lora = 3;
+  CompletionSpec s = Parse(R"({"prompt": "x", "lora": [{"id": 2, "scale": 0.5}, {"id": 0}]})");
+  EXPECT_TRUE(s.lora_given);
+  EXPECT_EQ(s.params.lora_scales, (std::vector<float>{1.0f, 0.0f, 0.5f}));
+  EXPECT_EQ(Parse(R"({"prompt": "x", "lora": []})").params.lora_scales, (std::vector<float>{0, 0, 0}));
+  EXPECT_FALSE(Parse(R"({"prompt": "x"})").lora_given);
+  for (const char* bad :
+       {R"({"prompt": "x", "lora": [{"id": 3}]})", R"({"prompt": "x", "lora": [{"scale": 1}]})",
+        R"({"prompt": "x", "lora": {"id": 0}})", R"({"prompt": "x", "lora": [{"id": 0, "scale": "a"}]})"}) {
+    EXPECT_EQ(Error(bad).param, "lora") << bad;
+  }
+  ctx_.limits.n_lora = 0;
+  EXPECT_EQ(Error(R"({"prompt": "x", "lora": [{"id": 0}]})").param, "lora");
+  EXPECT_EQ(Error(R"({"prompt": "x", "lora": []})").status, 0);
+}
+
 TEST_F(OpenAIRequestTest, PromptForms) {
   EXPECT_EQ(Parse(R"({"prompt": [5, 6, 7]})").prompts, (std::vector<std::vector<int32_t>>{{5, 6, 7}}));
   EXPECT_EQ(Parse(R"({"prompt": [[5], [6, 7]]})").prompts, (std::vector<std::vector<int32_t>>{{5}, {6, 7}}));

@@ -1,0 +1,199 @@
+"""LoRA adapters on the server, over the bundled model with random adapters:
+llama-server's /lora-adapters and per-request 'lora' scales, vLLM's
+--lora-modules (a request's model names an adapter; /v1/models lists it),
+each request's output equal to the same adapter setting run alone by
+`infera eval-logits --greedy` (also when requests with different adapters
+share a batch), and the prefix cache keeping each setting's K/V apart.
+(tests/reference/test_lora.py checks the numbers against merged weights.)"""
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "py"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "train"))
+from common import INFERA, REPO, Server  # noqa: E402
+import gguf_model  # noqa: E402
+import model_files as mf  # noqa: E402
+
+MODEL = os.path.join(REPO, "models", "default.gguf")
+TARGETS = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
+
+
+def write_random_adapter(path, seed, targets, rank=8, alpha=16.0, strength=1.0):
+    """A LoRA adapter for the bundled model, strong enough to change greedy text."""
+    meta, tensors = gguf_model.read_gguf(MODEL)
+    arch = meta["general.architecture"]
+    n_layer = meta[arch + ".block_count"]
+    rng = np.random.default_rng(seed)
+    T = []
+    for l in range(n_layer):
+        for t in targets:
+            n_out, n_in = tensors[f"blk.{l}.{t}.weight"][1]
+            a = (rng.standard_normal((rank, n_in)) / np.sqrt(n_in)).astype(np.float32)
+            b = (rng.standard_normal((n_out, rank)) * strength / np.sqrt(rank)).astype(np.float32)
+            T += [(f"blk.{l}.{t}.weight.lora_a", a, mf.GGML_F16), (f"blk.{l}.{t}.weight.lora_b", b, mf.GGML_F16)]
+    mf.write_gguf(path, [("general.architecture", "str", arch), ("general.type", "str", "adapter"),
+                         ("adapter.type", "str", "lora"), ("adapter.lora.alpha", "f32", alpha)], T)
+
+
+PROMPT = "In the beginning God created"
+
+
+class LoraServerTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.a = os.path.join(cls.tmp.name, "psalms.gguf")
+        cls.b = os.path.join(cls.tmp.name, "style.gguf")
+        write_random_adapter(cls.a, 1, TARGETS)
+        write_random_adapter(cls.b, 2, ("attn_q", "attn_v", "ffn_down"), rank=4, alpha=4.0, strength=2.0)
+        cls.srv = Server("--lora", cls.a, "--lora-modules", f"style={cls.b}", "--max-num-seqs", "8")
+        st, body = cls.srv.json("POST", "/tokenize", {"content": PROMPT})
+        assert st == 200, body
+        cls.prompt_ids = body["tokens"]
+        cls.greedy = {}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+        cls.tmp.cleanup()
+
+    def alone(self, *lora_args, n=16):
+        """Greedy ids after the prompt with this adapter setting, computed alone."""
+        key = lora_args
+        if key not in self.greedy:
+            r = subprocess.run([INFERA, "--log-level", "warn", "eval-logits", "-m", MODEL, "--tokens",
+                                " ".join(map(str, self.prompt_ids)), "--greedy", str(n), *lora_args],
+                               capture_output=True, text=True, check=True)
+            self.greedy[key] = [int(t) for t in r.stdout.split()]
+        return self.greedy[key]
+
+    def complete(self, n=16, **extra):
+        st, body = self.srv.json("POST", "/completion", {"prompt": self.prompt_ids, "n_predict": n,
+                                                         "temperature": 0, "return_tokens": True,
+                                                         "ignore_eos": True, **extra})
+        self.assertEqual(st, 200, body)
+        return body["tokens"]
+
+    def test_listing_and_models(self):
+        st, body = self.srv.json("GET", "/lora-adapters")
+        self.assertEqual(st, 200, body)
+        self.assertEqual([(e["id"], e["name"], e["scale"]) for e in body], [(0, "psalms", 1.0), (1, "style", 0.0)])
+        self.assertEqual(body[0]["path"], self.a)
+        st, models = self.srv.json("GET", "/v1/models")
+        ids = [m["id"] for m in models["data"]]
+        self.assertEqual(ids[1:], ["psalms", "style"])
+        self.assertEqual(models["data"][2]["parent"], ids[0])
+        self.assertEqual(self.srv.json("GET", "/v1/models/style")[0], 200)
+        self.assertTrue(any("LoRA adapter 1 'style'" in line for line in self.srv.log), "".join(self.srv.log[-20:]))
+
+    def test_each_setting_equals_the_same_setting_alone(self):
+        base = self.alone()
+        with_a = self.alone("--lora", self.a)
+        with_b = self.alone("--lora", self.b)
+        half_b = self.alone("--lora-scaled", f"{self.b}:0.5")
+        self.assertNotEqual(base, with_a)
+        self.assertNotEqual(base, with_b)
+        self.assertEqual(self.complete(), with_a)  # the server's scales: psalms at 1
+        self.assertEqual(self.complete(lora=[]), base)  # every adapter off for this request
+        self.assertEqual(self.complete(lora=[{"id": 1, "scale": 0.5}]), half_b)
+        self.assertEqual(self.complete(model="style"), with_b)  # vLLM: the named adapter alone
+        # The OpenAI endpoints take the same selection.
+        st, body = self.srv.json("POST", "/v1/completions", {"model": "style", "prompt": PROMPT, "max_tokens": 16,
+                                                             "temperature": 0, "ignore_eos": True})
+        self.assertEqual(st, 200, body)
+        self.assertEqual(body["model"], "style")  # answered as the adapter's model
+        st, native = self.srv.json("POST", "/completion", {"model": "style", "prompt": PROMPT, "n_predict": 16,
+                                                           "temperature": 0, "ignore_eos": True})
+        self.assertEqual(body["choices"][0]["text"], native["content"])
+        st, plain = self.srv.json("POST", "/completion", {"prompt": PROMPT, "n_predict": 16, "temperature": 0,
+                                                          "ignore_eos": True, "lora": []})
+        self.assertNotEqual(plain["content"], native["content"])
+
+    def test_batched_requests_with_different_adapters(self):
+        settings = [dict(), dict(lora=[]), dict(model="style"), dict(lora=[{"id": 1, "scale": 0.5}])] * 2
+        want = [self.alone("--lora", self.a), self.alone(), self.alone("--lora", self.b),
+                self.alone("--lora-scaled", f"{self.b}:0.5")] * 2
+        got = [None] * len(settings)
+
+        def run(i):
+            got[i] = self.complete(**settings[i])
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(settings))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(got, want)
+
+    def test_prefix_cache_keeps_settings_apart(self):
+        long_prompt = PROMPT + ", and the heaven and the earth were made, and all the host of them." * 3
+
+        def go(**extra):
+            st, body = self.srv.json("POST", "/v1/completions", {"prompt": long_prompt, "max_tokens": 6,
+                                                                 "temperature": 0, **extra})
+            self.assertEqual(st, 200, body)
+            return body["choices"][0]["text"], body["usage"]["prompt_tokens_details"]["cached_tokens"]
+        text_b, _ = go(model="style")
+        text_b2, cached_b = go(model="style")
+        self.assertEqual(text_b, text_b2)
+        self.assertGreater(cached_b, 0)  # the same setting reuses its blocks
+        text_base, _ = go(lora=[])
+        text_base2, cached_base = go(lora=[])
+        self.assertEqual(text_base, text_base2)
+        self.assertNotEqual(text_base, text_b)
+
+    def test_global_scales_and_errors(self):
+        try:
+            st, body = self.srv.json("POST", "/lora-adapters", [{"id": 1, "scale": 0.5}])
+            self.assertEqual((st, body), (200, {"success": True}))
+            st, body = self.srv.json("GET", "/lora-adapters")
+            self.assertEqual([e["scale"] for e in body], [0.0, 0.5])  # psalms not named: off
+            self.assertEqual(self.complete(), self.alone("--lora-scaled", f"{self.b}:0.5"))
+        finally:
+            self.srv.json("POST", "/lora-adapters", [{"id": 0, "scale": 1.0}])
+        for bad in ([{"id": 2, "scale": 1}], [{"scale": 1}], [{"id": 0, "scale": "x"}], {"id": 0}):
+            st, body = self.srv.json("POST", "/lora-adapters", bad)
+            self.assertEqual(st, 400, (bad, body))
+        st, body = self.srv.json("POST", "/completion", {"prompt": "x", "n_predict": 1, "lora": [{"id": 5}]})
+        self.assertEqual(st, 400, body)
+        self.assertEqual(body["error"]["param"], "lora")
+        st, body = self.srv.json("POST", "/v1/completions", {"model": "nope", "prompt": "x", "max_tokens": 1})
+        self.assertEqual(st, 404, body)
+
+    def test_offline_generate_selects_adapters(self):
+        # `infera generate` lines: 'lora' scales, or a model that names an adapter (vLLM's batch files).
+        import json
+        inp = os.path.join(self.tmp.name, "in.jsonl")
+        out = os.path.join(self.tmp.name, "out.jsonl")
+        lines = [{"prompt": PROMPT, "max_tokens": 16, "temperature": 0, "ignore_eos": True},
+                 {"prompt": PROMPT, "max_tokens": 16, "temperature": 0, "ignore_eos": True, "lora": []},
+                 {"prompt": PROMPT, "max_tokens": 16, "temperature": 0, "ignore_eos": True, "model": "style"}]
+        with open(inp, "w") as f:
+            f.write("".join(json.dumps(l) + "\n" for l in lines))
+        r = subprocess.run([INFERA, "--log-level", "warn", "generate", "-i", inp, "-o", out, "--lora", self.a,
+                            "--lora-modules", f"style={self.b}"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out) as f:
+            got = [json.loads(l)["text"] for l in f]
+        want = []
+        for extra in (dict(), dict(lora=[]), dict(model="style")):
+            st, body = self.srv.json("POST", "/completion", {"prompt": PROMPT, "n_predict": 16, "temperature": 0,
+                                                             "ignore_eos": True, **extra})
+            want.append(body["content"])
+        self.assertEqual(got, want)
+        with open(inp, "w") as f:
+            f.write(json.dumps({"prompt": "x", "lora": [{"id": 3}]}) + "\n")
+        r = subprocess.run([INFERA, "generate", "-i", inp, "-o", out, "--lora", self.a], capture_output=True,
+                           text=True)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("'lora' entry", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
