@@ -71,18 +71,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     body = std::move(chat_body);
   } else if (chat && (data[0] & 32) != 0) {  // OpenAI's /v1/responses: translated, then parsed as chat
     // One stored conversation for previous_response_id "resp_1".
-    static infera::server::ResponsesStore store = [] {
-      infera::server::ResponsesStore s(2);
+    // (Built once, never freed: a store holds a mutex, so it cannot be returned by value.)
+    static infera::server::ResponsesStore* const store = [] {
+      auto* s = new infera::server::ResponsesStore(2);
       auto r = std::make_shared<infera::server::StoredResponse>();
       r->history = nlohmann::ordered_json::parse(R"([{"role": "user", "content": "Hi"},
         {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function",
          "function": {"name": "f", "arguments": "{}"}}]}])");
-      s.Put("resp_1", r);
+      s->Put("resp_1", r);
       return s;
     }();
     infera::server::ResponsesTurn turn;
     ApiError rerr;
-    if (!ResponsesToChatRequest(body, &store, (data[0] & 16) != 0, "x", &turn, &rerr)) {
+    if (!ResponsesToChatRequest(body, store, (data[0] & 16) != 0, "x", &turn, &rerr)) {
       if ((rerr.status != 400 && rerr.status != 404) || rerr.message.empty()) __builtin_trap();
       return 0;
     }
