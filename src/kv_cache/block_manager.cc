@@ -19,6 +19,7 @@ int32_t BlockManager::StartWithPrefix(uint64_t id, const std::vector<int32_t>& t
   CHECK(!Has(id));
   Seq& s = seqs_[id];
   s.last_key = root;
+  s.root = root;
   const int32_t bs = block_size();
   prefix_queries_ += tokens.size();
   if (!prefix_caching_) return 0;
@@ -59,7 +60,7 @@ void BlockManager::Commit(uint64_t id, const std::vector<int32_t>& tokens, int32
   for (int32_t blk = s.n_committed; blk < full; ++blk) {
     const int32_t* t = tokens.data() + blk * bs;
     const uint64_t key = BlockPool::ChainKey(s.last_key, t, bs);
-    if (record_commits_ && !pool_.Contains(key, t)) committed_.push_back({key, s.blocks[blk]});
+    if (record_commits_ && s.root == 0 && !pool_.Contains(key, t)) committed_.push_back({key, s.blocks[blk]});
     pool_.Register(s.blocks[blk], key, t);
     s.last_key = key;
     s.n_committed = blk + 1;

@@ -72,7 +72,8 @@ class BlockManager {
   // nullopt when no block can be had.
   std::optional<int32_t> AdoptBlock(uint64_t key, const int32_t* tokens);
   void Unpin(int32_t b) { pool_.DecRef(b); }
-  // Full blocks registered by Commit since the last call (when recording).
+  // Full blocks registered by Commit since the last call (when recording),
+  // of the plain model's chain only (root 0: the offload tiers' blocks).
   struct Committed {
     uint64_t key;
     int32_t block;
@@ -91,6 +92,7 @@ class BlockManager {
     int32_t n_released = 0;       // blocks [0, n_released) are released
     int32_t n_committed = 0;      // full blocks registered (or taken from the cache)
     uint64_t last_key = 0;        // key of block n_committed - 1
+    uint64_t root = 0;            // its chain's root (StartWithPrefix)
   };
   void AddBlock(Seq& s, int32_t b);
 

@@ -94,10 +94,12 @@ TEST(BlockManager, KeyRootsKeepPrefixesApart) {
   // Sequences whose K/V differs for the same tokens (LoRA scales) start their
   // key chains at different roots and never share a block.
   BlockManager bm(16, 4, true);
+  bm.set_record_commits(true);
   std::vector<int32_t> t(9, 7);
   EXPECT_EQ(bm.StartWithPrefix(1, t, 8, /*root=*/42), 0);
   ASSERT_TRUE(bm.Grow(1, 9));
   bm.Commit(1, t, 9);
+  EXPECT_TRUE(bm.TakeCommitted().empty());    // the offload tiers take the plain model's blocks only
   EXPECT_EQ(bm.StartWithPrefix(2, t, 8), 0);  // the plain model: a miss
   EXPECT_EQ(bm.StartWithPrefix(3, t, 8, 43), 0);
   EXPECT_EQ(bm.StartWithPrefix(4, t, 8, 42), 8);  // the same root: a hit
