@@ -66,7 +66,8 @@ StatusOr<std::vector<float>> Values(const TensorView& t) {
 // matrix and makes the pair. `b_permute`: B's rows come in Hugging Face's
 // rotary order and are put into GGUF's (Q/K of a PEFT adapter).
 StatusOr<std::unique_ptr<LoraPair>> MakePair(const std::string& what, const TensorView& a, const TensorView& b,
-                                             const WeightMatrix& base, float alpha, int b_permute_heads, int head_dim) {
+                                             const WeightMatrix& base, float alpha, int b_permute_heads, int head_dim,
+                                             bool rslora = false) {
   if (base.n_in == 0) {
     return InvalidArgument(
         fmt::format("{}: the model has no such dense matrix (MoE experts and fused "
@@ -111,7 +112,9 @@ StatusOr<std::unique_ptr<LoraPair>> MakePair(const std::string& what, const Tens
   }
   p->a = WeightMatrix{a_type, base.n_in, r, p->a_data.data(), p->a_data.size() / static_cast<size_t>(r)};
   p->b = WeightMatrix{b_type, r, base.n_out, p->b_data.data(), b_row};
-  p->alpha_over_rank = alpha > 0 ? alpha / static_cast<float>(r) : 1.0f;
+  // (rsLoRA scales by alpha / sqrt(r).)
+  const float rank_divisor = rslora ? std::sqrt(static_cast<float>(r)) : static_cast<float>(r);
+  p->alpha_over_rank = alpha > 0 ? alpha / rank_divisor : 1.0f;
   return p;
 }
 
@@ -194,15 +197,15 @@ StatusOr<std::unique_ptr<LoraAdapter>> LoadPeft(const std::string& given, const 
   text << in.rdbuf();
   const nlohmann::json cfg = ParseJson(text.str());
   if (!cfg.is_object()) return InvalidArgument(fmt::format("{}: not a JSON object", config_path.string()));
-  const std::string peft_type = cfg.value("peft_type", "LORA");
+  const std::string peft_type =
+      cfg.contains("peft_type") && cfg["peft_type"].is_string() ? cfg["peft_type"].get<std::string>() : "LORA";
   if (peft_type != "LORA") {
     return InvalidArgument(fmt::format("{}: peft_type '{}' (only LORA adapters)", config_path.string(), peft_type));
   }
-  for (const char* key : {"use_dora", "use_rslora"}) {
-    if (cfg.contains(key) && cfg[key] == true) {
-      return InvalidArgument(fmt::format("{}: {} adapters are not supported", config_path.string(), key));
-    }
+  if (cfg.contains("use_dora") && cfg["use_dora"] == true) {
+    return InvalidArgument(fmt::format("{}: DoRA adapters (use_dora) are not supported", config_path.string()));
   }
+  const bool rslora = cfg.contains("use_rslora") && cfg["use_rslora"] == true;
   if (cfg.contains("alpha_pattern") && cfg["alpha_pattern"].is_object() && !cfg["alpha_pattern"].empty()) {
     return InvalidArgument(fmt::format("{}: per-module alpha_pattern is not supported", config_path.string()));
   }
@@ -255,9 +258,9 @@ StatusOr<std::unique_ptr<LoraAdapter>> LoadPeft(const std::string& given, const 
     if (b == nullptr) return InvalidArgument(fmt::format("{}: '{}' has no lora_B", weights.string(), name));
     const LoraTarget t = LoraTarget(target);
     const int heads = t == LoraTarget::kQ ? c.n_head_at(layer) : t == LoraTarget::kK ? c.n_head_kv_at(layer) : 0;
-    ASSIGN_OR_RETURN(auto pair,
-                     MakePair(fmt::format("{}: {}", weights.string(), name), view, *b,
-                              BaseMatrix(model.weights->layers[layer], t), ad->alpha, permute ? heads : 0, c.head_dim));
+    ASSIGN_OR_RETURN(auto pair, MakePair(fmt::format("{}: {}", weights.string(), name), view, *b,
+                                         BaseMatrix(model.weights->layers[layer], t), ad->alpha, permute ? heads : 0,
+                                         c.head_dim, rslora));
     RETURN_IF_ERROR(AddPair(ad.get(), layer, t, std::move(pair)));
   }
   if (ad->n_params == 0) return InvalidArgument(fmt::format("{}: the adapter holds no LoRA tensors", dir.string()));

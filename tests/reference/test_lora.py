@@ -65,13 +65,13 @@ def write_gguf_adapter(path, cfg, lora, alpha, arch="llama", gtype=mf.GGML_F32):
     mf.write_gguf(path, kvs, T)
 
 
-def write_peft(folder, lora, alpha):
+def write_peft(folder, lora, alpha, rslora=False):
     """As Hugging Face's peft saves a LoRA adapter (HF layout, no permutation)."""
     os.makedirs(folder, exist_ok=True)
     ranks = {a.shape[0] for a, _ in lora.values()}
     with open(os.path.join(folder, "adapter_config.json"), "w") as f:
         json.dump({"peft_type": "LORA", "r": max(ranks), "lora_alpha": alpha, "task_type": "CAUSAL_LM",
-                   "target_modules": sorted({m.split(".")[1] for _, m in lora})}, f)
+                   "use_rslora": rslora, "target_modules": sorted({m.split(".")[1] for _, m in lora})}, f)
     T = {}
     for (l, m), (a, b) in lora.items():
         p = f"base_model.model.model.layers.{l}.{m}"
@@ -138,6 +138,15 @@ class LoraTest(unittest.TestCase):
             got = logits(self.base, self.tokens, "--lora", path)
             self.assertLess(max_rel_err(got, want), 1e-4, path)
 
+    def test_rslora_scales_by_the_root_of_the_rank(self):
+        folder = os.path.join(self.tmp.name, "rslora")
+        write_peft(folder, self.lora, self.alpha, rslora=True)
+        w = {k: v.astype(np.float64) for k, v in self.W.items()}
+        for (l, m), (a, b) in self.lora.items():
+            w[f"model.layers.{l}.{m}.weight"] += self.alpha / np.sqrt(a.shape[0]) * (b.astype(np.float64) @ a)
+        got = logits(self.base, self.tokens, "--lora", folder)
+        self.assertLess(max_rel_err(got, ref.forward(self.cfg, w, self.tokens)), 1e-4)
+
     def test_scaled_combined_and_off(self):
         got = logits(self.base, self.tokens, "--lora-scaled", f"{self.gguf}:0.5")
         self.assertLess(max_rel_err(got, self.expected(0.5)), 1e-4)
@@ -192,6 +201,14 @@ class LoraTest(unittest.TestCase):
                        ("token_embd.weight.lora_b", np.zeros((96, 4), np.float32), mf.GGML_F32)])
         refused(emb, "not supported")
         refused(os.path.join(d, "missing.gguf"), "missing.gguf")
+        # DoRA, and a config that is not what PEFT writes.
+        for name, cfg in (("dora", {"peft_type": "LORA", "lora_alpha": 8, "use_dora": True}),
+                          ("odd", {"peft_type": 7, "lora_alpha": "x"})):
+            folder = os.path.join(d, name)
+            write_peft(folder, self.lora, self.alpha)
+            with open(os.path.join(folder, "adapter_config.json"), "w") as f:
+                json.dump(cfg, f)
+            refused(folder, "adapter_config.json")
         # A truncated file.
         cut = os.path.join(d, "cut.gguf")
         with open(self.gguf, "rb") as f, open(cut, "wb") as g:
