@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <map>
 #include <string_view>
@@ -18,13 +17,13 @@
 #include "engine/engine_options_check.h"
 #include "engine/engine_request.h"
 #include "engine/kv_offloader.h"
+#include "engine/lora_selection.h"
 #include "engine/ngram_draft.h"
 #include "engine/spec_policy.h"
 #include "engine/stop_checker.h"
 #include "kernels/kernels.h"
 #include "kv_cache/block_manager.h"
 #include "model/batch.h"
-#include "model/lora.h"
 #include "model/model.h"
 #include "model/model_runner.h"
 #include "sampling/grammar_constraint.h"
@@ -326,14 +325,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Token
   EngineOptions o = given;
   const ModelConfig& c = model.config;
   RETURN_IF_ERROR(CheckEngineOptions(c, &o));
-  if (!o.lora_adapters.empty()) {
-    if (make_runner || model.shard.split()) {
-      return InvalidArgument("LoRA adapters run on the local decoder only (not on a model split over ranks)");
-    }
-    for (const LoraAdapter* a : o.lora_adapters) {
-      if (a == nullptr) return InvalidArgument("a LoRA adapter is null");
-    }
-  }
+  RETURN_IF_ERROR(CheckLoraAdapters(o, static_cast<bool>(make_runner), model.shard.split()));
   KvType kt;
   if (!ParseKvType(o.kv_cache_type, &kt)) return InvalidArgument("--kv-cache-type must be f32, bf16 or q8");
   if (kt == KvType::kBF16 && std::string_view(kernels.flash_bf16_variant) != "avx512bf16-tiled") {
@@ -345,13 +337,6 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Token
   if (const int32_t w = UniformSlidingWindow(c); w > 0 && o.free_outside_window) {
     LOG_INFO("engine: every layer attends within {} positions: KV blocks behind the window are released "
              "(at most {} blocks per sequence)", w, (w + o.kv_block_size - 1) / o.kv_block_size + 2);
-  }
-  for (size_t i = 0; i < o.lora_adapters.size(); ++i) {
-    const LoraAdapter& a = *o.lora_adapters[i];
-    LOG_INFO(
-        "engine: LoRA adapter {} '{}' ({}): rank up to {}, alpha {:g}, {:.2f} M parameters ({:.1f} MiB), "
-        "default scale {:g}",
-        i, a.name, a.path, a.max_rank, a.alpha, a.n_params / 1e6, a.bytes / 1048576.0, a.default_scale);
   }
   if (o.kv_offload.enabled()) {
     ASSIGN_OR_RETURN(impl->offload,
@@ -403,15 +388,7 @@ Status Engine::Check(const std::vector<int32_t>& prompt, const RequestParams& pa
                                        prompt.size()));
   }
   if (params.min_tokens < 0) return InvalidArgument("min_tokens must be >= 0");
-  if (!params.lora_scales.empty()) {
-    if (params.lora_scales.size() != m.opts.lora_adapters.size()) {
-      return InvalidArgument(fmt::format("lora_scales has {} entries; the engine has {} LoRA adapters",
-                                         params.lora_scales.size(), m.opts.lora_adapters.size()));
-    }
-    for (float v : params.lora_scales) {
-      if (!std::isfinite(v)) return InvalidArgument("LoRA scales must be finite");
-    }
-  }
+  RETURN_IF_ERROR(CheckLoraScales(params, m.opts.lora_adapters.size()));
   if (!params.detokenize && !params.stop.empty()) return InvalidArgument("stop strings need detokenize");
   if (params.logprobs > kMaxTopLogprobs) {
     return InvalidArgument(fmt::format("logprobs must be at most {}", kMaxTopLogprobs));
@@ -429,34 +406,6 @@ Status Engine::Check(const std::vector<int32_t>& prompt, const RequestParams& pa
   }
   return m.sched.Check(prompt.size(), ResolveMaxTokens(prompt.size(), params.max_tokens));
 }
-
-namespace {
-
-// A request's LoRA scales (RequestParams::lora_scales, else each adapter's
-// default), kept only when some adapter is on, and the prefix-cache key root
-// of that set of scales.
-void ResolveLora(const EngineOptions& o, const RequestParams& p, EngineRequest* r) {
-  const size_t n = o.lora_adapters.size();
-  if (n == 0) return;
-  std::vector<float> scales(n);
-  uint64_t root = 0x6C6F7261ull;  // "lora"
-  bool any = false;
-  for (size_t a = 0; a < n; ++a) {
-    scales[a] = p.lora_scales.empty() ? o.lora_adapters[a]->default_scale : p.lora_scales[a];
-    if (scales[a] == 0.0f) continue;
-    any = true;
-    uint32_t bits;
-    std::memcpy(&bits, &scales[a], sizeof(bits));
-    root ^= (static_cast<uint64_t>(a) << 32) | bits;
-    root *= 0x9E3779B97F4A7C15ull;
-    root ^= root >> 29;
-  }
-  if (!any) return;
-  r->lora = std::move(scales);
-  r->cache_root = root == 0 ? 1 : root;
-}
-
-}  // namespace
 
 StatusOr<uint64_t> Engine::Add(std::vector<int32_t> prompt, const RequestParams& params) {
   Impl& m = *impl_;
@@ -477,7 +426,9 @@ StatusOr<uint64_t> Engine::Add(std::vector<int32_t> prompt, const RequestParams&
   r->prompt_len = len;
   r->max_tokens = max_tokens;
   r->max_cached = max_cached;
-  ResolveLora(m.opts, params, r.get());
+  LoraSelection lora = SelectLora(m.opts, params);
+  r->lora = std::move(lora.scales);
+  r->cache_root = lora.cache_root;
   if (!r->lora.empty() && !params.session_id.empty()) {
     return InvalidArgument("sessions (session_id) cannot be used with LoRA adapters");
   }

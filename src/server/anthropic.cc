@@ -94,13 +94,8 @@ bool ConvertMessage(const ojson& m, ojson* out, ApiError* err) {
 }  // namespace
 
 bool AnthropicToChatRequest(const std::string& body_text, bool count_tokens, std::string* chat_body, ApiError* err) {
-  const ojson body = ParseOrderedJson(body_text);
-  if (body.is_discarded() || !body.is_object()) {
-    err->status = 400;
-    err->message = "the request body must be a JSON object";
-    err->code = "invalid_json";
-    return false;
-  }
+  ojson body;
+  if (!ParseJsonBody(body_text, &body, err)) return false;
   ojson chat = ojson::object();
   ojson messages = ojson::array();
   for (const auto& [key, v] : body.items()) {

@@ -511,21 +511,36 @@ bool IsUnsupportedField(const std::string& name) {
   return false;
 }
 
-bool ParseJsonBody(const std::string& body, json* out, ApiError* err) {
-  *out = ParseJson(body);
-  if (out->is_discarded()) {
+namespace {
+
+// A parsed body (either JSON type) that must be an object.
+template <typename Json>
+bool CheckJsonBody(const Json& out, ApiError* err) {
+  if (out.is_discarded()) {
     err->status = 400;
     err->message = "the request body is not valid JSON";
     err->code = "invalid_json";
     return false;
   }
-  if (!out->is_object()) {
+  if (!out.is_object()) {
     err->status = 400;
     err->message = "the request body must be a JSON object";
     err->code = "invalid_json";
     return false;
   }
   return true;
+}
+
+}  // namespace
+
+bool ParseJsonBody(const std::string& body, json* out, ApiError* err) {
+  *out = ParseJson(body);
+  return CheckJsonBody(*out, err);
+}
+
+bool ParseJsonBody(const std::string& body, nlohmann::ordered_json* out, ApiError* err) {
+  *out = ParseOrderedJson(body);
+  return CheckJsonBody(*out, err);
 }
 
 bool ParseCompletionRequest(const std::string& body_text, bool chat, const ParseContext& ctx, CompletionSpec* out,

@@ -119,5 +119,8 @@ bool IsUnsupportedField(const std::string& name);
 
 // Parses a JSON body; on failure *err is a 400.
 bool ParseJsonBody(const std::string& body, nlohmann::json* out, ApiError* err);
+// The same, keeping the order of the object's keys (bodies translated into
+// another request: JSON schemas' properties keep their order).
+bool ParseJsonBody(const std::string& body, nlohmann::ordered_json* out, ApiError* err);
 
 }  // namespace infera::server

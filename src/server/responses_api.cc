@@ -232,13 +232,8 @@ bool IsNull(const ojson& body, const char* key) { return !body.contains(key) || 
 
 bool ResponsesToChatRequest(const std::string& body_text, ResponsesStore* store, bool count_tokens,
                             const std::string& id_suffix, ResponsesTurn* out, ApiError* err) {
-  const ojson body = ParseOrderedJson(body_text);
-  if (body.is_discarded() || !body.is_object()) {
-    err->status = 400;
-    err->message = "the request body must be a JSON object";
-    err->code = "invalid_json";
-    return false;
-  }
+  ojson body;
+  if (!ParseJsonBody(body_text, &body, err)) return false;
   ojson chat = ojson::object();
   ojson echo = {{"instructions", nullptr},
                 {"max_output_tokens", nullptr},
