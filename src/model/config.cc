@@ -91,6 +91,10 @@ Status ModelConfig::Validate(const std::string& source) const {
 
 StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& f) {
   ModelConfig c;
+  if (f.GetString("general.type").value_or("") == "adapter") {
+    return InvalidArgument(f.name() + " is a " + f.GetString("adapter.type").value_or("model") +
+                           " adapter, not a model: give the model with -m and this file with --lora");
+  }
   auto arch = f.GetString("general.architecture");
   if (!arch) return DataLoss(f.name() + ": missing required key general.architecture");
   const ArchInfo* info = FindArchByGguf(*arch);

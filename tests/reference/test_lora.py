@@ -201,6 +201,11 @@ class LoraTest(unittest.TestCase):
                        ("token_embd.weight.lora_b", np.zeros((96, 4), np.float32), mf.GGML_F32)])
         refused(emb, "not supported")
         refused(os.path.join(d, "missing.gguf"), "missing.gguf")
+        # The adapter given as the model.
+        r = subprocess.run([INFERA, "eval-logits", "--model", self.gguf, "--tokens", "1 2"], capture_output=True,
+                           text=True)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("is a lora adapter, not a model", r.stderr.strip().splitlines()[-1])
         # DoRA, and a config that is not what PEFT writes.
         for name, cfg in (("dora", {"peft_type": "LORA", "lora_alpha": 8, "use_dora": True}),
                           ("odd", {"peft_type": 7, "lora_alpha": "x"})):
