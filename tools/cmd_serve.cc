@@ -56,6 +56,7 @@ struct ServeArgs {
   int max_n = 16;
   int max_queue = 256;
   int64_t responses_store = 1000;
+  int max_runtime_loras = 0;
   int ready_max_waiting = -1;  // -1: as max_queue
   int64_t max_body_bytes = 8 << 20;
   double drain_timeout = 30;
@@ -125,7 +126,19 @@ Status Load(const ServeArgs& a, EngineOptions eopts, const RuntimeOptions& rt, P
   ASSIGN_OR_RETURN(out->lora, LoadLoraAdapters(a.engine.lora, *out->lm.model, &eopts));
   // (A request naming the served model gets the base model, even if an
   // adapter has that name too.)
-  for (const auto& l : out->lora) backend->lora.push_back({l->name, l->path, l->default_scale});
+  for (const auto& l : out->lora) backend->lora.push_back({l->name, l->path, l->default_scale, false});
+  eopts.max_runtime_loras = a.max_runtime_loras;
+  if (a.max_runtime_loras > 0) {
+    for (int i = 0; i < a.max_runtime_loras; ++i) backend->lora.push_back({"", "", 0.0f, true});
+    const Model* model = out->lm.model.get();
+    backend->load_lora = [model](const std::string& name,
+                                 const std::string& path) -> StatusOr<std::shared_ptr<const LoraAdapter>> {
+      ASSIGN_OR_RETURN(std::unique_ptr<LoraAdapter> a, LoadLoraAdapter(path, *model));
+      a->name = name;
+      a->default_scale = 0.0f;  // (only requests naming it use it)
+      return std::shared_ptr<const LoraAdapter>(std::move(a));
+    };
+  }
   ASSIGN_OR_RETURN(out->engine, AsyncEngine::Create(*out->lm.model, out->lm.tokenizer.get(), *out->kernels, eopts,
                                                     ps.RunnerFactory(*out->lm.model, *out->kernels,
                                                                      eopts.max_model_len)));
@@ -397,6 +410,10 @@ CommandFn RegisterServe(CLI::App& app, const RuntimeOptions& rt) {
   app.add_option("--responses-store", a->responses_store,
                  "Responses API objects kept in memory for GET /v1/responses/{id} and previous_response_id, least "
                  "recently used dropped beyond (default 1000; 0: none kept)");
+  app.add_option("--max-runtime-loras", a->max_runtime_loras,
+                 "LoRA slots for adapters loaded while serving (vLLM's POST /v1/load_lora_adapter and "
+                 "/v1/unload_lora_adapter; default 0: those answer 404)")
+      ->check(CLI::Range(0, 64));
   app.add_option("--ready-max-waiting", a->ready_max_waiting,
                  "/ready answers 503 'overloaded' while more requests than this wait (default: --max-queue)");
   app.add_option("--max-body-bytes", a->max_body_bytes, "largest request body; larger: 413 (default 8 MiB)");

@@ -101,7 +101,8 @@ constexpr ForeignFlag kFlags[] = {
     {"--enable-lora", Action::kDrop, Value::kNone, nullptr,
      "LoRA is on whenever --lora / --lora-modules load adapters; ignoring {}"},
     {"--max-loras --max-lora-rank --max-cpu-loras", Action::kDrop, Value::kRequired, nullptr,
-     "infera keeps every adapter loaded, of any rank; ignoring {}"},
+     "infera keeps every adapter given loaded, of any rank (--max-runtime-loras N: slots for adapters loaded "
+     "at run time); ignoring {}"},
     {"--swap-space", Action::kDrop, Value::kRequired, nullptr,
      "infera preempts by recomputing, with no CPU swap space; ignoring {}"},
     {"--disable-log-stats", Action::kDrop, Value::kNone, nullptr,

@@ -112,6 +112,10 @@ struct EngineOptions {
   // request with its own scales (RequestParams::lora_scales). They must
   // outlive the engine. Not with a model split over ranks.
   std::vector<const LoraAdapter*> lora_adapters;
+  // Slots after lora_adapters for adapters loaded while the engine runs
+  // (Engine::LoadLoraAdapter; vLLM's runtime LoRA updating), at most 64.
+  // A request's lora_scales has one entry per slot of both kinds.
+  int32_t max_runtime_loras = 0;
 };
 
 class Grammar;  // sampling/grammar.h
@@ -170,10 +174,15 @@ struct RequestParams {
   // pinned there for the tiers' TTL, and the session can be saved or deleted
   // by id (Engine::SaveSession). Empty: none.
   std::string session_id;
-  // The scale of each of EngineOptions::lora_adapters for this request (0:
-  // that adapter is off); empty: every adapter at its default_scale. The
+  // The scale of each LoRA slot for this request (EngineOptions::lora_adapters,
+  // then the max_runtime_loras slots; 0: that adapter is off); empty: every
+  // adapter given at creation at its default_scale, runtime ones off. The
   // prefix cache keeps the K/V of different scale sets apart.
   std::vector<float> lora_scales;
+  // The adapter of this name alone, at scale 1 (vLLM's model = adapter
+  // name): looked up when the engine takes the request in (Add: NotFound if
+  // none of that name is loaded then). Not with lora_scales.
+  std::string lora_adapter;
   // Not kNone: an embedding request. The prompt runs (batched with other
   // requests), nothing is generated (max_tokens must be 0) and the last
   // output carries the pooled hidden state in RequestOutput::embedding,
@@ -231,7 +240,9 @@ struct RequestOutput {
   int32_t cached_tokens = 0;    // prompt tokens served from the prefix cache
   std::string error;            // with FinishReason::kError
   // With kError: kUnavailable when the server cannot serve now (a split
-  // model's group failed; HTTP 503), else kInternal.
+  // model's group failed; HTTP 503); NotFound when the request named what
+  // is gone by the time the engine took it in (a LoRA adapter unloaded;
+  // 404); else the engine's own error.
   StatusCode error_code = StatusCode::kOk;
   // Timing (seconds): queue = Add to first scheduled; ttft = first scheduled
   // to first token (set from the first token on); e2e = Add to finish.
@@ -310,6 +321,17 @@ class Engine {
   // NotFound for a session neither this engine nor the tiers know.
   StatusOr<SessionInfo> SaveSession(const std::string& id);
   StatusOr<SessionInfo> DeleteSession(const std::string& id);
+  // LoRA adapters loaded while the engine runs, into the
+  // EngineOptions::max_runtime_loras slots. Load: `adapter` (loaded for this
+  // engine's model) goes into the first free slot, returned; InvalidArgument
+  // if an adapter of that name is loaded or there are no such slots,
+  // ResourceExhausted if every slot is taken. Unload: requests added from
+  // now on cannot select it (by name or scale); its slot frees once the
+  // requests that use it have finished, which run to their end with it.
+  // NotFound for a name not loaded; InvalidArgument for an adapter given at
+  // creation. Both on the stepping thread (AsyncEngine::Post).
+  StatusOr<int32_t> LoadLoraAdapter(std::shared_ptr<const LoraAdapter> adapter);
+  StatusOr<int32_t> UnloadLoraAdapter(const std::string& name);
   // Only the KV offload counters of Stats(), current; any thread may call it
   // while another steps.
   void OffloadStats(EngineStats* s) const;

@@ -133,12 +133,13 @@ void AsyncEngine::Intake(std::vector<std::pair<Callback, RequestOutput>>* delive
     }
     const int32_t prompt_len = static_cast<int32_t>(p.prompt.size());
     StatusOr<uint64_t> eid = engine_->Add(std::move(p.prompt), p.params);
-    if (!eid.ok()) {  // Check passed at submission, so this is unexpected
+    if (!eid.ok()) {  // Check passed at submission: what changed since (a LoRA adapter unloaded), or a bug
       RequestOutput o;
       o.id = p.id;
       o.finished = true;
       o.finish_reason = FinishReason::kError;
       o.error = eid.status().message();
+      o.error_code = eid.status().code();
       o.prompt_tokens = prompt_len;
       deliveries->emplace_back(std::move(p.callback), std::move(o));
       continue;

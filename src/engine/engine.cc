@@ -112,6 +112,17 @@ struct Engine::Impl {
   std::unordered_map<std::string, std::vector<int32_t>> sessions;
   static constexpr size_t kMaxSessions = 4096;
   std::vector<uint64_t> pinned_reqs;  // requests holding pinned blocks (loaded from a tier), not yet admitted
+  LoraSlots lora;
+
+  // Empties the unloaded LoRA slots that no request uses any more.
+  void FreeDrainedLora() {
+    if (!lora.draining()) return;
+    std::vector<uint8_t> in_use(lora.n_slots(), 0);
+    for (const auto& [id, r] : reqs) {
+      for (size_t i = 0; i < r->lora.size(); ++i) in_use[i] |= r->lora[i] != 0.0f ? 1 : 0;
+    }
+    lora.FreeDrained(in_use);
+  }
 
   Impl(const Model& m, const Tokenizer* t, const KernelTable& k, const EngineOptions& o, int32_t n_blocks, KvType kt,
        const ModelRunnerFactory& make_runner)
@@ -120,12 +131,13 @@ struct Engine::Impl {
         kernels(k),
         opts(o),
         pool(o.threads),
-        runner(make_runner ? make_runner(pool) : MakeModelRunner(m, k, pool, o.max_model_len, {}, o.lora_adapters)),
+        runner(make_runner ? make_runner(pool) : MakeModelRunner(m, k, pool, o.max_model_len)),
         kv(m.config.KvHeadsPerLayer(), n_blocks * o.kv_block_size, m.config.head_dim, kt),
         blocks(n_blocks, o.kv_block_size, o.prefix_caching),
         sched(SchedulerConfig{o.max_num_seqs, o.max_batched_tokens, o.max_model_len, o.guaranteed_admission,
                               o.context_shift, o.free_outside_window ? UniformSlidingWindow(m.config) : 0},
-              &blocks) {
+              &blocks),
+        lora(o) {
     for (int32_t id = 0; id < m.config.n_vocab; ++id) {
       if (IsEog(id)) eog_ids.push_back(id);
     }
@@ -388,7 +400,7 @@ Status Engine::Check(const std::vector<int32_t>& prompt, const RequestParams& pa
                                        prompt.size()));
   }
   if (params.min_tokens < 0) return InvalidArgument("min_tokens must be >= 0");
-  RETURN_IF_ERROR(CheckLoraScales(params, m.opts.lora_adapters.size()));
+  RETURN_IF_ERROR(CheckLoraScales(params, m.opts.lora_adapters.size() + m.opts.max_runtime_loras));
   if (!params.detokenize && !params.stop.empty()) return InvalidArgument("stop strings need detokenize");
   if (params.logprobs > kMaxTopLogprobs) {
     return InvalidArgument(fmt::format("logprobs must be at most {}", kMaxTopLogprobs));
@@ -426,7 +438,7 @@ StatusOr<uint64_t> Engine::Add(std::vector<int32_t> prompt, const RequestParams&
   r->prompt_len = len;
   r->max_tokens = max_tokens;
   r->max_cached = max_cached;
-  LoraSelection lora = SelectLora(m.opts, params);
+  ASSIGN_OR_RETURN(LoraSelection lora, m.lora.Select(params));
   r->lora = std::move(lora.scales);
   r->cache_root = lora.cache_root;
   if (!r->lora.empty() && !params.session_id.empty()) {
@@ -507,6 +519,17 @@ StatusOr<SessionInfo> Engine::DeleteSession(const std::string& id) {
                      static_cast<int64_t>(tokens.size()) / m.blocks.block_size(), 0};
 }
 
+StatusOr<int32_t> Engine::LoadLoraAdapter(std::shared_ptr<const LoraAdapter> adapter) {
+  impl_->FreeDrainedLora();
+  return impl_->lora.Load(std::move(adapter));
+}
+
+StatusOr<int32_t> Engine::UnloadLoraAdapter(const std::string& name) {
+  ASSIGN_OR_RETURN(const int32_t slot, impl_->lora.Unload(name));
+  impl_->FreeDrainedLora();
+  return slot;
+}
+
 void Engine::OffloadStats(EngineStats* s) const {
   const Impl& m = *impl_;
   if (!m.offload) return;
@@ -530,6 +553,7 @@ std::vector<RequestOutput> Engine::Step() {
     ++it;
     if (cancel) outs.push_back(m.Finish(id, FinishReason::kCancelled));
   }
+  m.FreeDrainedLora();
   m.TakeFetched(&outs);
   // Blocks registered by the last step are written through before any block
   // can be reused.
@@ -564,6 +588,7 @@ std::vector<RequestOutput> Engine::Step() {
   }
   // Execute: one flat batch of every scheduled chunk.
   m.batch.Clear();
+  m.batch.lora_adapters = m.lora.adapters();
   m.rows.assign(so.chunks.size(), ChunkRows{});
   int32_t n_rows = 0;
   for (size_t s = 0; s < so.chunks.size(); ++s) {
@@ -573,7 +598,7 @@ std::vector<RequestOutput> Engine::Step() {
     ChunkRows& cr = m.rows[s];
     cr.first = n_rows;
     m.batch.seq_slots.push_back(&m.blocks.Slots(c.id));
-    if (!m.opts.lora_adapters.empty()) m.batch.seq_lora.push_back(r.lora.empty() ? nullptr : r.lora.data());
+    if (m.lora.n_slots() > 0) m.batch.seq_lora.push_back(r.lora.empty() ? nullptr : r.lora.data());
     const bool embed = r.params.pooling != Pooling::kNone;
     cr.prompt_done = c.start + c.n >= r.prompt_len;
     for (int32_t i = c.start; i < c.start + c.n; ++i) {

@@ -7,6 +7,8 @@
 
 namespace infera {
 
+struct LoraAdapter;  // model/lora.h
+
 struct ForwardBatch {
   // Per token [n_tokens]:
   std::vector<int32_t> tokens;
@@ -16,8 +18,11 @@ struct ForwardBatch {
   // every position in this batch (the K/V of batch tokens are written there).
   std::vector<const std::vector<int32_t>*> seq_slots;
   // Per sequence, with LoRA adapters (model/lora.h): null, or one scale per
-  // adapter of the runner (0: off). Empty: no sequence uses an adapter.
+  // entry of lora_adapters (0: off). Empty: no sequence uses an adapter.
   std::vector<const float*> seq_lora;
+  // The adapters seq_lora's scales refer to, by slot (null: an empty slot,
+  // whose scale must be 0). Not owned: they outlive the forward pass.
+  std::vector<const LoraAdapter*> lora_adapters;
   // Token indices (into tokens) whose logits are wanted, in output order.
   std::vector<int32_t> logit_rows;
   // Token indices whose final hidden state (after the final norm, before
@@ -31,6 +36,7 @@ struct ForwardBatch {
     seq.clear();
     seq_slots.clear();
     seq_lora.clear();
+    lora_adapters.clear();
     logit_rows.clear();
     hidden_rows.clear();
   }

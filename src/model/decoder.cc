@@ -13,20 +13,13 @@
 namespace infera {
 
 std::unique_ptr<ModelRunner> MakeModelRunner(const Model& model, const KernelTable& kernels, ThreadPool& pool,
-                                             int n_ctx, ParallelComms comms, std::vector<const LoraAdapter*> lora) {
-  return std::make_unique<DecoderRunner>(model, kernels, pool, n_ctx, comms, std::move(lora));
+                                             int n_ctx, ParallelComms comms) {
+  return std::make_unique<DecoderRunner>(model, kernels, pool, n_ctx, comms);
 }
 
 DecoderRunner::DecoderRunner(const Model& model, const KernelTable& kernels, ThreadPool& pool, int n_ctx,
-                             ParallelComms comms, std::vector<const LoraAdapter*> lora)
-    : model_(model),
-      c_(model.config),
-      kernels_(kernels),
-      pool_(pool),
-      shard_(model.shard),
-      comms_(comms),
-      lora_(std::move(lora)) {
-  CHECK(lora_.empty() || !shard_.split());
+                             ParallelComms comms)
+    : model_(model), c_(model.config), kernels_(kernels), pool_(pool), shard_(model.shard), comms_(comms) {
   CHECK(!shard_.split() || (comms_.world != nullptr && comms_.tp != nullptr &&
                             comms_.world->size() == shard_.tp_size * shard_.pp_size &&
                             comms_.world->rank() == shard_.world_rank() && comms_.tp->size() == shard_.tp_size &&
@@ -338,9 +331,11 @@ Status DecoderRunner::FfnBlock(int l, int32_t T) {
 }
 
 Status DecoderRunner::PrepareLora(const ForwardBatch& b) {
+  lora_ = b.lora_adapters;
   const size_t n = lora_.size(), T = static_cast<size_t>(b.size());
   lora_active_.assign(n, 0);
   if (n == 0 || b.seq_lora.empty()) return Status::Ok();
+  if (shard_.split()) return Unimplemented("LoRA adapters on a model split over ranks");
   if (b.seq_lora.size() != b.seq_slots.size()) return Internal("seq_lora does not match the batch's sequences");
   lora_scale_.assign(n * T, 0.0f);
   for (size_t t = 0; t < T; ++t) {
@@ -348,7 +343,9 @@ Status DecoderRunner::PrepareLora(const ForwardBatch& b) {
     if (scales == nullptr) continue;
     for (size_t a = 0; a < n; ++a) {
       lora_scale_[a * T + t] = scales[a];
-      if (scales[a] != 0.0f) lora_active_[a] = 1;
+      if (scales[a] == 0.0f) continue;
+      if (lora_[a] == nullptr) return Internal("a batch scales an empty LoRA slot");
+      lora_active_[a] = 1;
     }
   }
   return Status::Ok();

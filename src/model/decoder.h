@@ -38,10 +38,10 @@ class DecoderRunner : public ModelRunner {
   // kCacheResidentMinSplitBytes on the calling thread.
   static constexpr uint64_t kCacheResidentWeightBytes = uint64_t{32} << 20;
   static constexpr int64_t kCacheResidentMinSplitBytes = int64_t{512} << 10;
-  // `lora`: adapters the batches' seq_lora scales refer to, in order (they
-  // must outlive the runner; not with a split model).
+  // LoRA adapters come with each batch (ForwardBatch::lora_adapters; not
+  // with a split model).
   DecoderRunner(const Model& model, const KernelTable& kernels, ThreadPool& pool, int n_ctx = 0,
-                ParallelComms comms = {}, std::vector<const LoraAdapter*> lora = {});
+                ParallelComms comms = {});
 
   Status Forward(const ForwardBatch& batch, KvStorage& kv, std::vector<float>* logits) override;
   const std::vector<float>& hidden() const override { return hidden_; }
@@ -135,7 +135,7 @@ class DecoderRunner : public ModelRunner {
   std::vector<float> logits_part_, logits_parts_;
   std::vector<float> qk_ss_;
   std::vector<float> hidden_;  // [hidden_rows, n_embd] of the last Forward
-  std::vector<const LoraAdapter*> lora_;
+  std::vector<const LoraAdapter*> lora_;  // the current batch's ForwardBatch::lora_adapters
   KernelTable lora_kernels_;  // kernels_ with LoRA's small GEMMs kept on the calling thread (kLoraMinSplitBytes)
   static constexpr int64_t kLoraMinSplitBytes = int64_t{256} << 10;
   std::vector<float> lora_scale_;             // [n_adapters, T]: the current batch's scales

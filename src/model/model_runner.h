@@ -47,11 +47,9 @@ struct ParallelComms {
 // LongRoPE picks its short or long factors by it). A shard of a split model
 // runs its part and communicates through `comms` (which must outlive it):
 // every rank of the model calls Forward with the same batch; world rank 0
-// gets the logits, the others none.
-// `lora`: the LoRA adapters a batch's seq_lora scales refer to (model/lora.h;
-// they must outlive the runner).
+// gets the logits, the others none. LoRA adapters come with each batch
+// (ForwardBatch::lora_adapters; not on a split model).
 std::unique_ptr<ModelRunner> MakeModelRunner(const Model& model, const KernelTable& kernels, ThreadPool& pool,
-                                             int n_ctx = 0, ParallelComms comms = {},
-                                             std::vector<const LoraAdapter*> lora = {});
+                                             int n_ctx = 0, ParallelComms comms = {});
 
 }  // namespace infera

@@ -56,8 +56,9 @@ void ApiServer::SetReady(const ApiBackend& backend) {
   backend_ = backend;
   {
     std::lock_guard<std::mutex> lock(lora_mu_);
+    lora_ = backend_.lora;
     lora_scales_.clear();
-    for (const ApiBackend::Lora& l : backend_.lora) lora_scales_.push_back(l.scale);
+    for (const ApiBackend::Lora& l : backend_.lora) lora_scales_.push_back(l.runtime ? 0.0f : l.scale);
   }
   backend_.engine->SetStepObserver([this](const EngineStats& s) { metrics_.EngineStep(s.last_step_tokens); });
   metrics_.AttachEngine(backend_.engine, backend_.model_bytes, backend_.build);
@@ -187,6 +188,9 @@ constexpr Route kRoutes[] = {
     {"/props", false, kGet, true, "/props"},
     {"/apply-template", false, kPost, true, "/apply-template"},
     {"/lora-adapters", false, kGet | kPost, true, "/lora-adapters"},
+    // vLLM's runtime LoRA updating (serve --max-runtime-loras).
+    {"/v1/load_lora_adapter", false, kPost, true, "/v1/load_lora_adapter"},
+    {"/v1/unload_lora_adapter", false, kPost, true, "/v1/unload_lora_adapter"},
     {"/detokenize", false, kPost, true, "/detokenize"},
     {"/admin/log-level", false, kGet | kPost, true, "/admin/log-level"},
     {"/v1/sessions/", true, kPost | kDelete, true, "/v1/sessions/{id}"},
@@ -284,6 +288,8 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
   if (path == "/props") return HandleProps(resp);
   if (path == "/apply-template") return HandleApplyTemplate(req, resp);
   if (path == "/lora-adapters") return HandleLoraAdapters(req, resp);
+  if (path == "/v1/load_lora_adapter") return HandleLoadLora(req, resp);
+  if (path == "/v1/unload_lora_adapter") return HandleUnloadLora(req, resp);
   if (path.rfind("/v1/sessions/", 0) == 0) return HandleSession(req, resp);
   if (path == "/detokenize") return HandleDetokenize(req, resp);
   // Stored responses are read and deleted while draining too.
@@ -342,7 +348,7 @@ void ApiServer::HandleEmbeddings(const HttpRequest& req, const std::shared_ptr<R
                                              opts_.served_model_name),
                                  "invalid_request_error", "model_not_found", "model"));
   }
-  spec.lora_scales = LoraScalesFor(spec.model);
+  LoraFor(spec.model, &spec.lora_scales, &spec.lora_adapter);
   if (backend_.engine->Stats().num_waiting + static_cast<int64_t>(spec.inputs.size()) > opts_.max_queue) {
     return SendError(resp,
                      Error(429, fmt::format("too many requests waiting (limit {}); retry later", opts_.max_queue),
@@ -564,7 +570,7 @@ void ApiServer::HandleCompletion(const HttpRequest& req, const std::shared_ptr<R
                                              opts_.served_model_name),
                                  "invalid_request_error", "model_not_found", "model"));
   }
-  if (!spec.lora_given) spec.params.lora_scales = LoraScalesFor(spec.model);
+  if (!spec.lora_given) LoraFor(spec.model, &spec.params.lora_scales, &spec.params.lora_adapter);
   const int64_t want = static_cast<int64_t>(spec.prompts.size()) * spec.n;
   if (backend_.engine->Stats().num_waiting + want > opts_.max_queue) {
     return SendError(resp,
@@ -604,7 +610,13 @@ void ApiServer::HandleModels(const HttpRequest& req, const std::shared_ptr<Respo
                       {"max_model_len", backend_.engine->max_model_len()}};
   // LoRA adapters are models of their own (vLLM's listing: parent, root).
   json list = json::array({model});
-  for (const ApiBackend::Lora& l : backend_.lora) {
+  std::vector<ApiBackend::Lora> adapters;
+  {
+    std::lock_guard<std::mutex> lock(lora_mu_);
+    adapters = lora_;
+  }
+  for (const ApiBackend::Lora& l : adapters) {
+    if (l.name.empty()) continue;  // a free runtime slot
     json m = model;
     m["id"] = l.name;
     m["parent"] = opts_.served_model_name;

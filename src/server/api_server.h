@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -69,14 +70,21 @@ struct ApiBackend {
   BuildInfo build;
   Pooling pooling = Pooling::kLast;  // /v1/embeddings (--pooling, or the model's metadata)
   int32_t n_embd = 0;                // the model's embedding size
-  // LoRA adapters the engine was created with (EngineOptions::lora_adapters,
-  // in that order): their names (a request's model may name one), files and
-  // starting scales.
+  // The engine's LoRA slots: the adapters it was created with
+  // (EngineOptions::lora_adapters, in that order: their names, which a
+  // request's model may name, files and starting scales), then one entry
+  // per EngineOptions::max_runtime_loras slot (runtime, empty name: free).
   struct Lora {
     std::string name, path;
     float scale = 1.0f;
+    bool runtime = false;
   };
   std::vector<Lora> lora;
+  // Loads the adapter at `path` for the served model, named `name`
+  // (POST /v1/load_lora_adapter; called on an HTTP thread). Set with
+  // runtime slots.
+  std::function<StatusOr<std::shared_ptr<const LoraAdapter>>(const std::string& name, const std::string& path)>
+      load_lora;
 };
 
 // The routes an API key guards, for help texts: "/v1/completions, ...".
@@ -160,10 +168,16 @@ class ApiServer {
   // scales requests get by default ([{"id", "scale"}], the others 0), as
   // llama-server does.
   void HandleLoraAdapters(const HttpRequest& req, const std::shared_ptr<Responder>& resp);
-  // The LoRA scales of a request to `model` (as sent): a request's own
-  // (spec->lora_given), else the one adapter `model` names at 1, else the
-  // server's current ones. Empty without adapters.
-  std::vector<float> LoraScalesFor(const std::string& model) const;
+  // vLLM's runtime LoRA updating: POST /v1/load_lora_adapter
+  // {"lora_name", "lora_path"} loads an adapter into a free runtime slot;
+  // POST /v1/unload_lora_adapter {"lora_name"} stops serving it (requests
+  // running with it finish first). 404 without runtime slots.
+  void HandleLoadLora(const HttpRequest& req, const std::shared_ptr<Responder>& resp);
+  void HandleUnloadLora(const HttpRequest& req, const std::shared_ptr<Responder>& resp);
+  // A request to `model` (as sent) without its own scales: the adapter
+  // `model` names (*adapter, at 1, the others off), else the server's
+  // current scales (*scales; empty without adapters).
+  void LoraFor(const std::string& model, std::vector<float>* scales, std::string* adapter) const;
   // Whether `model` (as sent) is served here: "" , the served name or an adapter's.
   bool ServesModel(const std::string& model) const;
 
@@ -175,8 +189,14 @@ class ApiServer {
   std::atomic<uint64_t> next_request_{1};
   uint64_t id_salt_ = 0;  // random per process: response ids differ across restarts
   std::unique_ptr<ResponsesStore> responses_store_;  // never null
+  // LoRA slots as the requests see them (guarded by lora_mu_): backend_.lora
+  // as adapters load and unload at run time (an unloaded one's entry is free
+  // at once here; its engine slot when its requests end), the scales
+  // requests get by default, and the names being loaded now.
   mutable std::mutex lora_mu_;
-  std::vector<float> lora_scales_;  // by adapter: what requests get by default (guarded by lora_mu_)
+  std::vector<ApiBackend::Lora> lora_;
+  std::vector<float> lora_scales_;
+  std::vector<std::string> lora_loading_;
 };
 
 }  // namespace infera::server

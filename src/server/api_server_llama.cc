@@ -1,8 +1,8 @@
 // ApiServer's llama-server-style endpoints and request translations:
 // /tokenize, /detokenize, /props, /apply-template, the FIM prompts of
-// /infill and OpenAI's suffix, Anthropic's count_tokens, and the LoRA
-// adapters (/lora-adapters, per-request scales). The routing,
-// auth and the completion path are in api_server.cc.
+// /infill and OpenAI's suffix, Anthropic's count_tokens. The routing,
+// auth and the completion path are in api_server.cc; LoRA adapters in
+// api_server_lora.cc.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -185,63 +185,6 @@ void ApiServer::HandleDetokenize(const HttpRequest& req, const std::shared_ptr<R
   }
   const std::string text = backend_.tokenizer->Decode(ids, true);
   SendJson(resp, 200, {{"content", text}, {"prompt", text}});
-}
-
-bool ApiServer::ServesModel(const std::string& model) const {
-  if (model.empty() || model == opts_.served_model_name) return true;
-  for (const ApiBackend::Lora& l : backend_.lora) {
-    if (l.name == model) return true;
-  }
-  return false;
-}
-
-std::vector<float> ApiServer::LoraScalesFor(const std::string& model) const {
-  if (backend_.lora.empty()) return {};
-  for (size_t i = 0; i < backend_.lora.size(); ++i) {
-    if (backend_.lora[i].name == model && model != opts_.served_model_name) {
-      std::vector<float> one(backend_.lora.size(), 0.0f);  // vLLM: the named adapter alone
-      one[i] = 1.0f;
-      return one;
-    }
-  }
-  std::lock_guard<std::mutex> lock(lora_mu_);
-  return lora_scales_;
-}
-
-void ApiServer::HandleLoraAdapters(const HttpRequest& req, const std::shared_ptr<Responder>& resp) {
-  const size_t n = backend_.lora.size();
-  if (req.method == "POST") {
-    const json body = ParseJson(req.body);
-    if (!body.is_array()) {
-      return SendError(resp, BadValue("lora", "the body must be a list of {\"id\": adapter index, \"scale\": number}"));
-    }
-    std::vector<float> scales(n, 0.0f);  // (adapters not named are turned off, as llama-server does)
-    for (const json& e : body) {
-      const json* id = e.is_object() && e.contains("id") ? &e["id"] : nullptr;
-      if (id == nullptr || !id->is_number_integer() || id->get<int64_t>() < 0 ||
-          id->get<int64_t>() >= static_cast<int64_t>(n)) {
-        return SendError(resp, BadValue("id", fmt::format("each entry needs an 'id' in [0, {})", n)));
-      }
-      const json scale = e.value("scale", json(1.0));
-      if (!scale.is_number() || !std::isfinite(scale.get<double>()) || std::fabs(scale.get<double>()) > 1000) {
-        return SendError(resp, BadValue("scale", "'scale' must be a number in [-1000, 1000]"));
-      }
-      scales[static_cast<size_t>(id->get<int64_t>())] = scale.get<float>();
-    }
-    std::lock_guard<std::mutex> lock(lora_mu_);
-    lora_scales_ = scales;
-    return SendJson(resp, 200, {{"success", true}});
-  }
-  std::vector<float> scales;
-  {
-    std::lock_guard<std::mutex> lock(lora_mu_);
-    scales = lora_scales_;
-  }
-  json list = json::array();
-  for (size_t i = 0; i < n; ++i) {
-    list.push_back({{"id", i}, {"name", backend_.lora[i].name}, {"path", backend_.lora[i].path}, {"scale", scales[i]}});
-  }
-  SendJson(resp, 200, list);
 }
 
 }  // namespace infera::server

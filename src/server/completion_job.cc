@@ -384,6 +384,7 @@ void CompletionJob::OnOutput(size_t index, const RequestOutput& o) {
   if (o.finish_reason == FinishReason::kError) {
     error_ = o.error;
     unavailable_ = o.error_code == StatusCode::kUnavailable;
+    not_found_ = o.error_code == StatusCode::kNotFound;
   }
   if (spec_.stream && o.finish_reason != FinishReason::kError) {
     if (spec_.parse_tool_calls && c.tool_stream) {
@@ -470,13 +471,14 @@ void CompletionJob::Report(int status) {
 }
 
 void CompletionJob::Finish() {
-  const int error_status = unavailable_ ? 503 : 500;
+  const int error_status = unavailable_ ? 503 : not_found_ ? 404 : 500;
   Report(error_.empty() ? 200 : error_status);
   if (responses_) return ResponsesFinish();
   if (!error_.empty()) {
     ApiError err;
     err.status = error_status;
-    err.type = unavailable_ ? "service_unavailable" : "server_error";
+    err.type = unavailable_ ? "service_unavailable" : not_found_ ? "invalid_request_error" : "server_error";
+    if (not_found_) err.code = "model_not_found";
     err.message = error_;
     if (spec_.stream && spec_.anthropic) {
       resp_->Send("event: error\ndata: " + AnthropicErrorBody(error_status, err.ToJson()) + "\n\n");

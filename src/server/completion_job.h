@@ -170,6 +170,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   bool cancelled_ = false;  // the client left
   std::string error_;     // a choice failed in the engine
   bool unavailable_ = false;  // ... because the server cannot serve now (503)
+  bool not_found_ = false;    // ... because what it named is gone (a LoRA adapter unloaded since: 404)
 
   struct ResponsesState {
     std::shared_ptr<const ResponsesTurn> turn;

@@ -163,8 +163,9 @@ void CompletionJob::ResponsesFinish() {
   }
   if (!error_.empty()) {
     ApiError err;
-    err.status = unavailable_ ? 503 : 500;
-    err.type = unavailable_ ? "service_unavailable" : "server_error";
+    err.status = unavailable_ ? 503 : not_found_ ? 404 : 500;
+    err.type = unavailable_ ? "service_unavailable" : not_found_ ? "invalid_request_error" : "server_error";
+    if (not_found_) err.code = "model_not_found";
     err.message = error_;
     resp_->Respond(err.status, "application/json", err.ToJson());
     return;

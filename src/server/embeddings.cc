@@ -194,6 +194,7 @@ void EmbeddingJob::Start() {
   params.normalize_embedding = spec_.embd_normalize == 2;
   params.priority = spec_.priority;
   params.lora_scales = spec_.lora_scales;
+  params.lora_adapter = spec_.lora_adapter;
   auto self = shared_from_this();
   for (size_t i = 0; i < spec_.inputs.size(); ++i) {
     auto id = engine_->Submit(spec_.inputs[i], params, [self, i](const RequestOutput& o) { self->OnOutput(i, o); });
@@ -232,6 +233,9 @@ void EmbeddingJob::OnOutput(size_t index, const RequestOutput& o) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!o.finished) return;
   if (o.finish_reason == FinishReason::kError) {
+    if (o.error_code == StatusCode::kNotFound) {  // (a LoRA adapter unloaded since the request came)
+      return Fail(404, "invalid_request_error", "model_not_found", o.error);
+    }
     const bool unavailable = o.error_code == StatusCode::kUnavailable;
     return Fail(unavailable ? 503 : 500, unavailable ? "service_unavailable" : "server_error",
                 unavailable ? "unavailable" : "internal_error", o.error);

@@ -34,6 +34,7 @@ struct EmbeddingSpec {
   int32_t priority = 0;
   std::string user;
   std::vector<float> lora_scales;  // the server's LoRA scales (RequestParams::lora_scales)
+  std::string lora_adapter;        // or the adapter the model names (RequestParams::lora_adapter)
 };
 
 struct EmbeddingLimits {

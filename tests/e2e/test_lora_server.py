@@ -3,8 +3,14 @@ llama-server's /lora-adapters and per-request 'lora' scales, vLLM's
 --lora-modules (a request's model names an adapter; /v1/models lists it),
 each request's output equal to the same adapter setting run alone by
 `infera eval-logits --greedy` (also when requests with different adapters
-share a batch), and the prefix cache keeping each setting's K/V apart.
+share a batch), and the prefix cache keeping each setting's K/V apart;
+vLLM's runtime loading (/v1/load_lora_adapter, /v1/unload_lora_adapter):
+a loaded adapter serves as its name, one unloaded mid-stream finishes that
+stream with it and frees its slot after, a name reloaded with another file
+never meets the old file's cached K/V, and every misuse is one error.
 (tests/reference/test_lora.py checks the numbers against merged weights.)"""
+import http.client
+import json
 import os
 import subprocess
 import sys
@@ -165,6 +171,10 @@ class LoraServerTest(unittest.TestCase):
         self.assertEqual(body["error"]["param"], "lora")
         st, body = self.srv.json("POST", "/v1/completions", {"model": "nope", "prompt": "x", "max_tokens": 1})
         self.assertEqual(st, 404, body)
+        # Runtime loading is off without --max-runtime-loras.
+        st, body = self.srv.json("POST", "/v1/load_lora_adapter", {"lora_name": "x", "lora_path": self.a})
+        self.assertEqual(st, 404, body)
+        self.assertIn("--max-runtime-loras", body["error"]["message"])
 
     def test_offline_generate_selects_adapters(self):
         # `infera generate` lines: 'lora' scales, or a model that names an adapter (vLLM's batch files).
@@ -193,6 +203,152 @@ class LoraServerTest(unittest.TestCase):
                            text=True)
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("'lora' entry", r.stderr)
+
+
+def stream_tokens(port, body, on_first_chunk):
+    """Token ids of a streamed /completion; calls on_first_chunk() once the
+    first chunk has arrived."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+    conn.request("POST", "/completion", body=json.dumps({**body, "stream": True, "return_tokens": True}),
+                 headers={"Content-Type": "application/json"})
+    r = conn.getresponse()
+    assert r.status == 200, r.read()
+    tokens, called = [], False
+    for raw in r:
+        line = raw.decode().strip()
+        if not line.startswith("data: "):
+            continue
+        tokens += json.loads(line[6:]).get("tokens", [])
+        if not called:
+            called = True
+            on_first_chunk()
+    conn.close()
+    return tokens
+
+
+class RuntimeLoraTest(unittest.TestCase):
+    """serve --max-runtime-loras: vLLM's /v1/load_lora_adapter and /v1/unload_lora_adapter."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.a = os.path.join(cls.tmp.name, "psalms.gguf")
+        cls.b = os.path.join(cls.tmp.name, "style.gguf")
+        write_random_adapter(cls.a, 1, TARGETS)
+        write_random_adapter(cls.b, 2, ("attn_q", "attn_v", "ffn_down"), rank=4, alpha=4.0, strength=2.0)
+        cls.srv = Server("--lora-modules", f"style={cls.b}", "--max-runtime-loras", "1", "--max-num-seqs", "4")
+        st, body = cls.srv.json("POST", "/tokenize", {"content": PROMPT})
+        assert st == 200, body
+        cls.prompt_ids = body["tokens"]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+        cls.tmp.cleanup()
+
+    def alone(self, *lora_args, n=16):
+        r = subprocess.run([INFERA, "--log-level", "warn", "eval-logits", "-m", MODEL, "--tokens",
+                            " ".join(map(str, self.prompt_ids)), "--greedy", str(n), *lora_args],
+                           capture_output=True, text=True, check=True)
+        return [int(t) for t in r.stdout.split()]
+
+    def load(self, name, path):
+        self.addCleanup(self.unload, name)  # (a no-op 404 when the test unloaded it)
+        return self.srv.request("POST", "/v1/load_lora_adapter", {"lora_name": name, "lora_path": path})
+
+    def unload(self, name):
+        return self.srv.request("POST", "/v1/unload_lora_adapter", {"lora_name": name})
+
+    def complete(self, model, n=16):
+        st, body = self.srv.json("POST", "/completion", {"prompt": self.prompt_ids, "n_predict": n, "model": model,
+                                                         "temperature": 0, "return_tokens": True, "ignore_eos": True})
+        return st, body
+
+    def complete_long(self, model):
+        """(text, cached prompt tokens) of a prompt several KV blocks long."""
+        prompt = PROMPT + ", and the heaven and the earth were made, and all the host of them." * 3
+        st, body = self.srv.json("POST", "/v1/completions", {"prompt": prompt, "max_tokens": 6, "model": model,
+                                                             "temperature": 0})
+        self.assertEqual(st, 200, body)
+        return body["choices"][0]["text"], body["usage"]["prompt_tokens_details"]["cached_tokens"]
+
+    def models(self):
+        return [m["id"] for m in self.srv.json("GET", "/v1/models")[1]["data"]]
+
+    def test_load_serve_unload_reload(self):
+        with_a, with_b = self.alone("--lora", self.a), self.alone("--lora", self.b)
+        st, _, text = self.load("rt", self.a)
+        self.assertEqual((st, text.decode()), (200, "Success: LoRA adapter 'rt' added successfully."))
+        self.assertIn("rt", self.models())
+        st, listing = self.srv.json("GET", "/lora-adapters")
+        self.assertEqual([(e["id"], e["name"], e["scale"]) for e in listing], [(0, "style", 0.0), (1, "rt", 0.0)])
+        st, body = self.complete("rt")
+        self.assertEqual((st, body["tokens"]), (200, with_a))
+        # Its K/V is cached under it: the same request again reuses the blocks.
+        text_a, _ = self.complete_long("rt")
+        self.assertGreater(self.complete_long("rt")[1], 0)
+        # Unloaded: gone from the listings, requests naming it 404.
+        st, _, text = self.unload("rt")
+        self.assertEqual((st, text.decode()), (200, "Success: LoRA adapter 'rt' removed successfully."))
+        self.assertNotIn("rt", self.models())
+        self.assertEqual(self.complete("rt")[0], 404)
+        # The same name with another file: its output, none of the old K/V.
+        self.assertEqual(self.load("rt", self.b)[0], 200)
+        st, body = self.complete("rt")
+        self.assertEqual((st, body["tokens"]), (200, with_b))
+        text_b, cached = self.complete_long("rt")
+        self.assertEqual(cached, 0)
+        self.assertNotEqual(text_b, text_a)
+        self.assertEqual(self.complete("style")[1]["tokens"], with_b)  # the start adapter alongside
+        self.assertEqual(self.unload("rt")[0], 200)
+
+    def test_unload_while_streaming(self):
+        n = 160
+        want = self.alone("--lora", self.a, n=n)
+        self.assertEqual(self.load("long", self.a)[0], 200)
+        during = {}
+
+        def unload_now():
+            during["unload"] = self.unload("long")[0]
+            # The one slot is still held by the running stream.
+            st, _, text = self.load("other", self.b)
+            during["load"] = (st, json.loads(text)["error"]["code"] if st != 200 else None)
+        got = stream_tokens(self.srv.port, {"prompt": self.prompt_ids, "n_predict": n, "model": "long",
+                                            "temperature": 0, "ignore_eos": True}, unload_now)
+        self.assertEqual(during, {"unload": 200, "load": (409, "lora_slots_full")})
+        self.assertEqual(got, want)  # the stream ended with the adapter it started with
+        # The stream is over: its slot is free again.
+        self.assertEqual(self.load("other", self.b)[0], 200)
+        self.assertEqual(self.unload("other")[0], 200)
+        self.assertTrue(any("LoRA adapter 'long' unloaded from slot 1" in line for line in self.srv.log),
+                        "".join(self.srv.log[-20:]))
+
+    def test_errors(self):
+        self.assertEqual(self.load("dup", self.a)[0], 200)
+        try:
+            for name, path, status, param in (("dup", self.b, 400, "lora_name"),      # loaded already
+                                              ("style", self.b, 400, "lora_name"),    # a start adapter's name
+                                              ("more", self.b, 409, None),            # no slot free
+                                              ("bad", self.tmp.name + "/none.gguf", 400, "lora_path"),
+                                              ("", self.a, 400, "lora_name"),
+                                              ("x", None, 400, "lora_path")):
+                body = {"lora_name": name} if path is None else {"lora_name": name, "lora_path": path}
+                st, err = self.srv.json("POST", "/v1/load_lora_adapter", body)
+                self.assertEqual((st, err["error"]["param"]), (status, param), (name, err))
+        finally:
+            self.assertEqual(self.unload("dup")[0], 200)
+        # The model file itself is not an adapter (a free slot now: the file is what is refused).
+        st, err = self.srv.json("POST", "/v1/load_lora_adapter", {"lora_name": "m", "lora_path": MODEL})
+        self.assertEqual((st, err["error"]["param"]), (400, "lora_path"), err)
+        for body, status in (({"lora_name": "nope"}, 404), ({"lora_name": "style"}, 400), ({}, 400)):
+            st, err = self.srv.json("POST", "/v1/unload_lora_adapter", body)
+            self.assertEqual(st, status, (body, err))
+        # A runtime slot with no adapter in it: no scale, by id either.
+        st, err = self.srv.json("POST", "/lora-adapters", [{"id": 1, "scale": 1}])
+        self.assertEqual(st, 400, err)
+        st, err = self.srv.json("POST", "/completion", {"prompt": "x", "n_predict": 1, "lora": [{"id": 1}]})
+        self.assertEqual(st, 404, err)
+        self.assertIn("slot 1 is empty", err["error"]["message"])
 
 
 if __name__ == "__main__":
