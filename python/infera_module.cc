@@ -28,6 +28,7 @@
 #include "build_paths.h"
 #include "infera/engine.h"
 #include "model/model.h"
+#include "python/py_lora.h"
 #include "python/py_outputs.h"
 #include "python/py_sampling_params.h"
 #include "sampling/sampler.h"
@@ -57,12 +58,14 @@ class LLM {
  public:
   LLM(const std::string& model, const std::string& tokenizer, int max_num_seqs, int max_model_len, int threads,
       int64_t kv_cache_mb, int max_num_batched_tokens, bool enable_prefix_caching, const std::string& chat_template,
-      const std::string& cpu_isa, const std::string& log_level, std::optional<uint64_t> seed)
+      const std::string& cpu_isa, const std::string& log_level, std::optional<uint64_t> seed, bool enable_lora,
+      int max_loras)
       : seed_(seed) {
     LogLevel level;
     if (!ParseLogLevel(log_level, &level)) throw py::value_error("log_level must be trace, debug, info, warn, error or off");
     SetLogLevel(level);
     if (max_num_seqs < 1) throw py::value_error("max_num_seqs must be at least 1");
+    if (enable_lora && (max_loras < 1 || max_loras > 64)) throw py::value_error("max_loras must be in [1, 64]");
     if (max_model_len < 0 || threads < 0 || kv_cache_mb < 0 || max_num_batched_tokens < 1) {
       throw py::value_error("max_model_len, threads and kv_cache_mb must be >= 0, max_num_batched_tokens >= 1");
     }
@@ -88,10 +91,12 @@ class LLM {
     ef.opts.kv_cache_mb = kv_cache_mb;
     ef.opts.max_batched_tokens = max_num_batched_tokens;
     ef.no_prefix_cache = !enable_prefix_caching;
+    ef.opts.max_runtime_loras = enable_lora ? max_loras : 0;
     if (std::string e = cli::ResolveEngineFlags(&ef, threads); !e.empty()) throw py::value_error(e);
     auto engine = Engine::Create(*lm_.model, lm_.tokenizer.get(), *kernels_, ef.opts);
     if (!engine.ok()) Raise(engine.status());
     engine_ = std::move(engine).value();
+    lora_ = std::make_unique<LoraCache>(*lm_.model, ef.opts.max_runtime_loras);
   }
 
   // prompts: a string or a list of strings; params: one SamplingParams, a
@@ -100,7 +105,10 @@ class LLM {
   // (TextPrompt) or {"prompt_token_ids": [ids]} (TokensPrompt; its
   // RequestOutput.prompt is None).
   // use_tqdm: vLLM's progress bar (none here; accepted for its callers).
-  std::vector<PyRequestOutput> Generate(const py::object& prompts, const py::object& params, bool /*use_tqdm*/) {
+  // lora_request: vLLM's, a LoRARequest or one per prompt (needs
+  // LLM(enable_lora=True); py_lora.h).
+  std::vector<PyRequestOutput> Generate(const py::object& prompts, const py::object& params, bool /*use_tqdm*/,
+                                        const py::object& lora_request) {
     std::vector<std::vector<int32_t>> ids;
     std::vector<std::optional<std::string>> shown;
     auto add = [&](py::handle p) {
@@ -133,7 +141,7 @@ class LLM {
     } else {
       for (py::handle p : prompts.cast<py::list>()) add(p);
     }
-    return Run(ids, shown, ParamsFor(params, ids.size()));
+    return Run(ids, shown, ParamsFor(params, ids.size()), LoraRequestsFor(lora_request, ids.size()));
   }
 
   // messages: one conversation (a list of {"role", "content"} dicts) or a
@@ -141,8 +149,8 @@ class LLM {
   // tools / chat_template_kwargs: given to the Jinja chat template, as
   // vLLM's LLM.chat passes them.
   std::vector<PyRequestOutput> Chat(const py::list& messages, const py::object& params, bool add_generation_prompt,
-                                    const py::object& tools, const py::object& chat_template_kwargs,
-                                    bool /*use_tqdm*/) {
+                                    const py::object& tools, const py::object& chat_template_kwargs, bool /*use_tqdm*/,
+                                    const py::object& lora_request) {
     std::vector<py::list> conversations;
     if (!messages.empty() && py::isinstance<py::list>(messages[0])) {
       for (const auto& c : messages) conversations.push_back(c.cast<py::list>());
@@ -154,7 +162,7 @@ class LLM {
       ids.push_back(EncodeConversation(conv, add_generation_prompt, tools, chat_template_kwargs));
     }
     std::vector<std::optional<std::string>> shown(ids.size());
-    return Run(ids, shown, ParamsFor(params, ids.size()));
+    return Run(ids, shown, ParamsFor(params, ids.size()), LoraRequestsFor(lora_request, ids.size()));
   }
 
   // The generated text of one prompt, piece by piece (n must be 1).
@@ -421,7 +429,8 @@ class LLM {
 
   std::vector<PyRequestOutput> Run(const std::vector<std::vector<int32_t>>& prompts,
                                    const std::vector<std::optional<std::string>>& shown,
-                                   const std::vector<std::pair<RequestParams, int>>& params) {
+                                   const std::vector<std::pair<RequestParams, int>>& params,
+                                   const std::vector<std::optional<PyLoRARequest>>& lora) {
     std::vector<PyRequestOutput> results(prompts.size());
     struct Slot {
       size_t prompt;
@@ -435,6 +444,11 @@ class LLM {
       StepUntilIdle();
       for (const auto& [id, s] : slot_of) parked_.erase(id);
     };
+    StatusOr<std::vector<std::string>> adapters = lora_->Resolve(lora, *engine_);
+    if (!adapters.ok()) {
+      py::gil_scoped_acquire gil;
+      Raise(adapters.status());
+    }
     for (size_t i = 0; i < prompts.size(); ++i) {
       PyRequestOutput& r = results[i];
       r.request_id = std::to_string(next_id_++);
@@ -443,6 +457,7 @@ class LLM {
       r.outputs.resize(params[i].second);
       for (int c = 0; c < params[i].second; ++c) {
         RequestParams p = params[i].first;
+        p.lora_adapter = (*adapters)[i];
         if (!p.sampling.has_seed && seed_) {
           p.sampling.seed = *seed_ + 0x9E3779B97F4A7C15ull * next_id_;
           p.sampling.has_seed = true;
@@ -512,6 +527,7 @@ class LLM {
   cli::LoadedModel lm_;
   ChatTemplate chat_template_;
   std::unique_ptr<Engine> engine_;
+  std::unique_ptr<LoraCache> lora_;  // (guarded by mu_)
   std::mutex mu_;  // one call drives the engine at a time
   // Outputs produced for a stream's request while another call stepped the
   // engine, until that stream's iterator takes them. Guarded by mu_.
@@ -569,6 +585,20 @@ PYBIND11_MODULE(_infera, m) {
            py::kw_only(), py::arg("json") = py::none(), py::arg("regex") = py::none(), py::arg("choice") = py::none(),
            py::arg("grammar") = py::none(), py::arg("json_object") = false)
       .def("__repr__", [](const PyGuidedDecodingParams& g) { return "GuidedDecodingParams(" + g.description + ")"; });
+
+  py::class_<PyLoRARequest>(m, "LoRARequest")
+      .def(py::init([](std::string name, int64_t id, std::string path) {
+             if (id < 1) throw py::value_error("lora_int_id must be positive");
+             return PyLoRARequest{std::move(name), id, std::move(path)};
+           }),
+           py::arg("lora_name"), py::arg("lora_int_id"), py::arg("lora_path") = "")
+      .def_readonly("lora_name", &PyLoRARequest::lora_name)
+      .def_readonly("lora_int_id", &PyLoRARequest::lora_int_id)
+      .def_readonly("lora_path", &PyLoRARequest::lora_path)
+      .def("__repr__", [](const PyLoRARequest& r) {
+        return "LoRARequest(lora_name='" + r.lora_name + "', lora_int_id=" + std::to_string(r.lora_int_id) +
+               ", lora_path='" + r.lora_path + "')";
+      });
 
   py::class_<PySamplingParams>(m, "SamplingParams")
       .def(py::init([](int n, float temperature, float top_p, int top_k, float min_p, float presence_penalty,
@@ -697,7 +727,8 @@ PYBIND11_MODULE(_infera, m) {
                        int threads, int64_t kv_cache_mb, int max_num_batched_tokens, bool enable_prefix_caching,
                        const std::string& chat_template, const std::string& cpu_isa, const std::string& log_level,
                        std::optional<uint64_t> seed, const std::string& dtype, int tensor_parallel_size,
-                       float gpu_memory_utilization, bool enforce_eager, bool trust_remote_code) {
+                       float gpu_memory_utilization, bool enforce_eager, bool trust_remote_code, bool enable_lora,
+                       int max_loras, int max_lora_rank, std::optional<int> max_cpu_loras) {
              // vLLM's GPU and loading options: one that would change what runs is refused, the rest
              // mean nothing on a CPU (a note when set).
              if (tensor_parallel_size != 1) {
@@ -707,7 +738,10 @@ PYBIND11_MODULE(_infera, m) {
              }
              auto llm = std::make_unique<LLM>(model, tokenizer, max_num_seqs, max_model_len, threads, kv_cache_mb,
                                               max_num_batched_tokens, enable_prefix_caching, chat_template, cpu_isa,
-                                              log_level, seed);
+                                              log_level, seed, enable_lora, max_loras);
+             // vLLM sizes GPU buffers by these; adapters here are kept as loaded, of any rank.
+             (void)max_lora_rank;
+             (void)max_cpu_loras;
              if (dtype != "auto") LOG_WARN("dtype '{}' ignored: weights keep the model file's types", dtype);
              if (gpu_memory_utilization != 0.9f || enforce_eager || trust_remote_code) {
                LOG_WARN("gpu_memory_utilization, enforce_eager and trust_remote_code mean nothing here (ignored)");
@@ -720,12 +754,14 @@ PYBIND11_MODULE(_infera, m) {
            py::arg("chat_template") = "", py::arg("cpu_isa") = "", py::arg("log_level") = "warn",
            py::arg("seed") = py::none(), py::arg("dtype") = "auto", py::arg("tensor_parallel_size") = 1,
            py::arg("gpu_memory_utilization") = 0.9f, py::arg("enforce_eager") = false,
-           py::arg("trust_remote_code") = false)
+           py::arg("trust_remote_code") = false, py::arg("enable_lora") = false, py::arg("max_loras") = 1,
+           py::arg("max_lora_rank") = 16, py::arg("max_cpu_loras") = py::none())
       .def("generate", &LLM::Generate, py::arg("prompts"), py::arg("sampling_params") = py::none(), py::kw_only(),
-           py::arg("use_tqdm") = true)
+           py::arg("use_tqdm") = true, py::arg("lora_request") = py::none())
       .def("chat", &LLM::Chat, py::arg("messages"), py::arg("sampling_params") = py::none(),
            py::arg("add_generation_prompt") = true, py::kw_only(), py::arg("tools") = py::none(),
-           py::arg("chat_template_kwargs") = py::none(), py::arg("use_tqdm") = true)
+           py::arg("chat_template_kwargs") = py::none(), py::arg("use_tqdm") = true,
+           py::arg("lora_request") = py::none())
       .def("stream", &LLM::MakeStream, py::arg("prompt"), py::arg("sampling_params") = py::none(),
            py::keep_alive<0, 1>())
       .def("stream_chat", &LLM::MakeChatStream, py::arg("messages"), py::arg("sampling_params") = py::none(),

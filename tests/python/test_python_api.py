@@ -3,7 +3,10 @@ model: batched generation equals each prompt alone and the CLI's greedy text;
 seeded sampling reproduces; chat uses the model's template; streaming pieces
 add up to the whole; the GIL is released while the engine runs; Ctrl-C-free
 cancellation (a stream dropped early) frees the engine; embeddings equal the
-numpy reference's pooled hidden states; bad arguments raise ValueError."""
+numpy reference's pooled hidden states; LoRA adapters by vLLM's
+LoRARequest equal `infera eval-logits --lora`, loaded on first use and the
+least recently used unloaded when slots run out; bad arguments raise
+ValueError."""
 import json
 import os
 import subprocess
@@ -322,6 +325,75 @@ class PythonApiTest(unittest.TestCase):
             LLM("/nonexistent/model.gguf")
         # The engine still serves after the refusals.
         self.assertTrue(self.llm.generate(PROMPTS[0], SamplingParams(temperature=0, max_tokens=4))[0].outputs[0].text)
+
+
+class LoraRequestTest(unittest.TestCase):
+    """LLM(enable_lora=True, max_loras=1) with vLLM's LoRARequest."""
+
+    @classmethod
+    def setUpClass(cls):
+        import tempfile
+        here = os.path.dirname(os.path.abspath(__file__))
+        for sub in ("e2e", os.path.join("..", "tools", "py"), os.path.join("..", "tools", "train")):
+            sys.path.insert(0, os.path.normpath(os.path.join(here, "..", sub)))
+        from test_lora_server import TARGETS, write_random_adapter
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.a = os.path.join(cls.tmp.name, "a.gguf")
+        cls.b = os.path.join(cls.tmp.name, "b.gguf")
+        write_random_adapter(cls.a, 1, TARGETS)
+        write_random_adapter(cls.b, 2, ("attn_q", "attn_v", "ffn_down"), rank=4, alpha=4.0, strength=2.0)
+        cls.llm = LLM(max_num_seqs=4, threads=2, enable_lora=True, max_loras=1)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def alone(self, prompt, *lora_args, n=12):
+        ids = self.llm.encode(prompt)
+        r = subprocess.run([INFERA, "--log-level", "warn", "eval-logits", "--tokens", " ".join(map(str, ids)),
+                            "--greedy", str(n), *lora_args], capture_output=True, text=True, check=True)
+        return [int(t) for t in r.stdout.split()]
+
+    def test_adapters_by_request_with_eviction(self):
+        from infera.lora.request import LoRARequest as VllmPath
+        from infera import LoRARequest
+        self.assertIs(VllmPath, LoRARequest)
+        greedy = SamplingParams(temperature=0, max_tokens=12, ignore_eos=True)
+        ra, rb = LoRARequest("a", 1, self.a), LoRARequest("b", 2, self.b)
+        self.assertEqual((ra.lora_name, ra.lora_int_id, ra.lora_path), ("a", 1, self.a))
+        p = PROMPTS[0]
+        base, with_a, with_b = self.alone(p), self.alone(p, "--lora", self.a), self.alone(p, "--lora", self.b)
+        self.assertNotEqual(base, with_a)
+        self.assertEqual(self.llm.generate(p, greedy, lora_request=ra)[0].outputs[0].token_ids, with_a)
+        # One slot: b's first use unloads a, a's next use reloads it.
+        self.assertEqual(self.llm.generate(p, greedy, lora_request=rb)[0].outputs[0].token_ids, with_b)
+        self.assertEqual(self.llm.generate(p, greedy, lora_request=ra)[0].outputs[0].token_ids, with_a)
+        # Per prompt: the adapter and the plain model in one batch.
+        outs = self.llm.generate([p, p], greedy, lora_request=[ra, None])
+        self.assertEqual([o.outputs[0].token_ids for o in outs], [with_a, base])
+        chat = self.llm.chat([{"role": "user", "content": "Hi"}], greedy, lora_request=ra)
+        self.assertEqual(len(chat[0].outputs[0].token_ids), 12)
+
+    def test_misuse(self):
+        from infera import LoRARequest
+        greedy = SamplingParams(temperature=0, max_tokens=2)
+        ra, rb = LoRARequest("a", 1, self.a), LoRARequest("b", 2, self.b)
+        for bad in ([ra, rb],                                   # two adapters, one slot
+                    [ra, LoRARequest("a2", 1, self.b)],         # one id, two adapters
+                    [LoRARequest("x", 3, self.tmp.name + "/none.gguf"), None]):
+            with self.assertRaises(ValueError, msg=bad):
+                self.llm.generate(PROMPTS[:2], greedy, lora_request=bad)
+        with self.assertRaises(ValueError):
+            LoRARequest("a", 0, self.a)
+        with self.assertRaises(TypeError):
+            self.llm.generate(PROMPTS[0], greedy, lora_request="a")
+        with self.assertRaises(ValueError):  # one per prompt
+            self.llm.generate(PROMPTS[:2], greedy, lora_request=[ra])
+        plain = LLM(max_num_seqs=2, threads=1)
+        with self.assertRaises(ValueError):
+            plain.generate(PROMPTS[0], greedy, lora_request=ra)
+        # Still serving.
+        self.assertEqual(len(self.llm.generate(PROMPTS[0], greedy, lora_request=rb)[0].outputs[0].token_ids), 2)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,1 @@
+"""LoRA adapters for the Python API (vLLM's module path, vllm.lora)."""
