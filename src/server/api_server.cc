@@ -1,5 +1,6 @@
 #include "server/api_server.h"
 
+#include <algorithm>
 #include <limits>
 #include <random>
 
@@ -48,6 +49,16 @@ ApiServer::ApiServer(ApiServerOptions opts)
           .AddGauge("infera_responses_stored", "Responses API objects kept in memory (--responses-store)")
           .Get();
   metrics_.registry().AddCollector([this, &stored] { stored.Set(static_cast<double>(responses_store_->size())); });
+  metrics::Gauge& adapters =
+      metrics_.registry()
+          .AddGauge("infera_lora_adapters_loaded",
+                    "LoRA adapters served (given at start and loaded at run time; not those being unloaded)")
+          .Get();
+  metrics_.registry().AddCollector([this, &adapters] {
+    std::lock_guard<std::mutex> lock(lora_mu_);
+    adapters.Set(static_cast<double>(
+        std::count_if(lora_.begin(), lora_.end(), [](const ApiBackend::Lora& l) { return !l.name.empty(); })));
+  });
   std::random_device rd;
   id_salt_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }

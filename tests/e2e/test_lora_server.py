@@ -280,6 +280,7 @@ class RuntimeLoraTest(unittest.TestCase):
         st, _, text = self.load("rt", self.a)
         self.assertEqual((st, text.decode()), (200, "Success: LoRA adapter 'rt' added successfully."))
         self.assertIn("rt", self.models())
+        self.assertEqual(self.srv.metric("infera_lora_adapters_loaded"), 2)  # style and rt
         st, listing = self.srv.json("GET", "/lora-adapters")
         self.assertEqual([(e["id"], e["name"], e["scale"]) for e in listing], [(0, "style", 0.0), (1, "rt", 0.0)])
         st, body = self.complete("rt")
@@ -291,6 +292,7 @@ class RuntimeLoraTest(unittest.TestCase):
         st, _, text = self.unload("rt")
         self.assertEqual((st, text.decode()), (200, "Success: LoRA adapter 'rt' removed successfully."))
         self.assertNotIn("rt", self.models())
+        self.assertEqual(self.srv.metric("infera_lora_adapters_loaded"), 1)
         self.assertEqual(self.complete("rt")[0], 404)
         # The same name with another file: its output, none of the old K/V.
         self.assertEqual(self.load("rt", self.b)[0], 200)
