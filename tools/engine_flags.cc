@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "attention/kv_storage.h"
+#include "base/json.h"
 #include "tools/cli_common.h"
 
 namespace infera::cli {
@@ -54,8 +55,8 @@ void AddLoraFlags(CLI::App& app, LoraFlags* f, bool with_modules) {
                "load the adapters with scale 0 (requests or POST /lora-adapters turn them on)");
   if (with_modules) {
     app.add_option("--lora-modules", f->lora_modules,
-                   "NAME=PATH ...: LoRA adapters off by default, each served as model NAME (a request with "
-                   "\"model\": NAME runs with that adapter; vLLM's flag)")
+                   "NAME=PATH ... (or vLLM's JSON {\"name\": NAME, \"path\": PATH}): LoRA adapters off by default, "
+                   "each served as model NAME (a request with \"model\": NAME runs with that adapter; vLLM's flag)")
         ->expected(1, -1);
   }
 }
@@ -100,6 +101,23 @@ StatusOr<std::vector<std::unique_ptr<LoraAdapter>>> LoadLoraAdapters(const LoraF
     }
   }
   for (const std::string& m : f.lora_modules) {
+    // vLLM's forms: NAME=PATH, or JSON {"name", "path"[, "base_model_name"]} (one object per argument:
+    // CLI11 takes a "[...]" argument apart as a list of its own).
+    if (!m.empty() && m.front() == '{') {
+      const nlohmann::json e = ParseJson(m);
+      {
+        const bool ok = e.is_object() && e.contains("name") && e["name"].is_string() &&
+                        !e["name"].get<std::string>().empty() && e.contains("path") && e["path"].is_string() &&
+                        (!e.contains("base_model_name") || e["base_model_name"].is_string());
+        if (!ok) {
+          return InvalidArgument(fmt::format(
+              "--lora-modules '{}': give NAME=PATH or one JSON object {{\"name\": ..., \"path\": ...}} per argument",
+              m));
+        }
+        RETURN_IF_ERROR(load(e["path"].get<std::string>(), 0.0, e["name"].get<std::string>()));
+      }
+      continue;
+    }
     const size_t eq = m.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == m.size()) {
       return InvalidArgument(fmt::format("--lora-modules '{}': give NAME=PATH", m));

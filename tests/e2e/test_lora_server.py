@@ -236,7 +236,9 @@ class RuntimeLoraTest(unittest.TestCase):
         cls.b = os.path.join(cls.tmp.name, "style.gguf")
         write_random_adapter(cls.a, 1, TARGETS)
         write_random_adapter(cls.b, 2, ("attn_q", "attn_v", "ffn_down"), rank=4, alpha=4.0, strength=2.0)
-        cls.srv = Server("--lora-modules", f"style={cls.b}", "--max-runtime-loras", "1", "--max-num-seqs", "4")
+        # (--lora-modules in vLLM's JSON form here; NAME=PATH in LoraServerTest.)
+        cls.srv = Server("--lora-modules", json.dumps({"name": "style", "path": cls.b, "base_model_name": "kjv"}),
+                         "--max-runtime-loras", "1", "--max-num-seqs", "4")
         st, body = cls.srv.json("POST", "/tokenize", {"content": PROMPT})
         assert st == 200, body
         cls.prompt_ids = body["tokens"]
@@ -345,6 +347,10 @@ class RuntimeLoraTest(unittest.TestCase):
         for body, status in (({"lora_name": "nope"}, 404), ({"lora_name": "style"}, 400), ({}, 400)):
             st, err = self.srv.json("POST", "/v1/unload_lora_adapter", body)
             self.assertEqual(st, status, (body, err))
+        for flags in (["--lora-modules", '{"name": 3}'], ["--max-runtime-loras", "65"]):
+            r = subprocess.run([INFERA, "serve", "--port", "0", *flags], capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 2, (flags, r.stderr))
+            self.assertTrue(r.stderr.strip().splitlines()[-1].startswith("infera: error:"), r.stderr)
         # A runtime slot with no adapter in it: no scale, by id either.
         st, err = self.srv.json("POST", "/lora-adapters", [{"id": 1, "scale": 1}])
         self.assertEqual(st, 400, err)
