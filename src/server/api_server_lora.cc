@@ -118,7 +118,7 @@ void ApiServer::HandleLoadLora(const HttpRequest& req, const std::shared_ptr<Res
   }
   auto unreserve = [this, name] {
     std::lock_guard<std::mutex> lock(lora_mu_);
-    lora_loading_.erase(std::find(lora_loading_.begin(), lora_loading_.end(), name));
+    std::erase(lora_loading_, name);
   };
   // (Read here, on this HTTP thread: the engine's loop only takes it in.)
   StatusOr<std::shared_ptr<const LoraAdapter>> adapter = backend_.load_lora(name, path);
@@ -139,7 +139,7 @@ void ApiServer::HandleLoadLora(const HttpRequest& req, const std::shared_ptr<Res
       std::lock_guard<std::mutex> lock(lora_mu_);
       lora_[static_cast<size_t>(*slot)] = ApiBackend::Lora{name, path, 0.0f, true};
       lora_scales_[static_cast<size_t>(*slot)] = 0.0f;
-      lora_loading_.erase(std::find(lora_loading_.begin(), lora_loading_.end(), name));
+      std::erase(lora_loading_, name);
     }
     resp->Respond(200, "text/plain; charset=utf-8",
                   fmt::format("Success: LoRA adapter '{}' added successfully.", name));
