@@ -329,8 +329,10 @@ class Engine {
   // now on cannot select it (by name or scale); its slot frees once the
   // requests that use it have finished, which run to their end with it.
   // NotFound for a name not loaded; InvalidArgument for an adapter given at
-  // creation. Both on the stepping thread (AsyncEngine::Post).
-  StatusOr<int32_t> LoadLoraAdapter(std::shared_ptr<const LoraAdapter> adapter);
+  // creation. `replace` (vLLM's load_inplace): an adapter of that name
+  // loaded at run time is replaced; requests running with the old one
+  // finish with it. Both on the stepping thread (AsyncEngine::Post).
+  StatusOr<int32_t> LoadLoraAdapter(std::shared_ptr<const LoraAdapter> adapter, bool replace = false);
   StatusOr<int32_t> UnloadLoraAdapter(const std::string& name);
   // Only the KV offload counters of Stats(), current; any thread may call it
   // while another steps.

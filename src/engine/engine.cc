@@ -114,14 +114,17 @@ struct Engine::Impl {
   std::vector<uint64_t> pinned_reqs;  // requests holding pinned blocks (loaded from a tier), not yet admitted
   LoraSlots lora;
 
-  // Empties the unloaded LoRA slots that no request uses any more.
-  void FreeDrainedLora() {
-    if (!lora.draining()) return;
+  // Per LoRA slot: some live request has a non-zero scale there.
+  std::vector<uint8_t> LoraInUse() const {
     std::vector<uint8_t> in_use(lora.n_slots(), 0);
     for (const auto& [id, r] : reqs) {
       for (size_t i = 0; i < r->lora.size(); ++i) in_use[i] |= r->lora[i] != 0.0f ? 1 : 0;
     }
-    lora.FreeDrained(in_use);
+    return in_use;
+  }
+  // Empties the unloaded LoRA slots that no request uses any more.
+  void FreeDrainedLora() {
+    if (lora.draining()) lora.FreeDrained(LoraInUse());
   }
 
   Impl(const Model& m, const Tokenizer* t, const KernelTable& k, const EngineOptions& o, int32_t n_blocks, KvType kt,
@@ -519,8 +522,9 @@ StatusOr<SessionInfo> Engine::DeleteSession(const std::string& id) {
                      static_cast<int64_t>(tokens.size()) / m.blocks.block_size(), 0};
 }
 
-StatusOr<int32_t> Engine::LoadLoraAdapter(std::shared_ptr<const LoraAdapter> adapter) {
+StatusOr<int32_t> Engine::LoadLoraAdapter(std::shared_ptr<const LoraAdapter> adapter, bool replace) {
   impl_->FreeDrainedLora();
+  if (replace) return impl_->lora.Replace(std::move(adapter), impl_->LoraInUse());
   return impl_->lora.Load(std::move(adapter));
 }
 

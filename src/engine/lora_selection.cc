@@ -98,6 +98,35 @@ StatusOr<int32_t> LoraSlots::Unload(const std::string& name) {
   return NotFound(fmt::format("no LoRA adapter named '{}' is loaded", name));
 }
 
+StatusOr<int32_t> LoraSlots::Replace(std::shared_ptr<const LoraAdapter> a, const std::vector<uint8_t>& in_use) {
+  if (a == nullptr) return InvalidArgument("a LoRA adapter is null");
+  size_t old = 0;
+  while (old < slots_.size() &&
+         !(slots_[old].identity != 0 && !slots_[old].unloading && adapters_[old]->name == a->name)) {
+    ++old;
+  }
+  if (old == slots_.size()) return Load(std::move(a));
+  if (!slots_[old].runtime) {
+    return InvalidArgument(fmt::format("LoRA adapter '{}' was given at start: it cannot be replaced", a->name));
+  }
+  if (old < in_use.size() && in_use[old]) {
+    // Its requests run on with it: the new one needs a slot of its own.
+    RETURN_IF_ERROR(Unload(a->name).status());
+    StatusOr<int32_t> slot = Load(std::move(a));
+    if (!slot.ok()) {  // (undone: the old one stays)
+      slots_[old].unloading = false;
+      --draining_;
+    }
+    return slot;
+  }
+  Slot& s = slots_[old];
+  LOG_INFO("engine: LoRA adapter '{}' replaced in slot {} ({} -> {})", a->name, old, s.owned->path, a->path);
+  adapters_[old] = a.get();
+  s.owned = std::move(a);
+  s.identity = next_identity_++;  // (the old adapter's cached K/V is never found for it)
+  return static_cast<int32_t>(old);
+}
+
 void LoraSlots::FreeDrained(const std::vector<uint8_t>& in_use) {
   for (size_t i = 0; i < slots_.size(); ++i) {
     Slot& s = slots_[i];

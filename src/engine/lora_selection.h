@@ -54,6 +54,13 @@ class LoraSlots {
   // empties once no request uses it (FreeDrained). NotFound: no adapter of
   // that name was loaded at run time (those given at creation stay).
   StatusOr<int32_t> Unload(const std::string& name);
+  // vLLM's load_inplace: `a` takes the place of the runtime adapter of its
+  // name. In that adapter's slot, under a new identity, when no request
+  // uses it (`in_use[slot]`, as FreeDrained's); else in a free slot while
+  // the old one drains (ResourceExhausted, nothing changed, if none is
+  // free). A name not loaded is Load's; one given at creation is
+  // InvalidArgument.
+  StatusOr<int32_t> Replace(std::shared_ptr<const LoraAdapter> a, const std::vector<uint8_t>& in_use);
   // Slots unloaded but still used by some request.
   bool draining() const { return draining_ > 0; }
   // Empties the unloaded slots no live request uses (`in_use[slot]`: some

@@ -105,15 +105,26 @@ void ApiServer::HandleLoadLora(const HttpRequest& req, const std::shared_ptr<Res
       !StringField(body, "lora_path", &path, &err)) {
     return SendError(resp, err);
   }
+  // vLLM's load_inplace: replace the runtime adapter of that name (requests
+  // running with the old one finish with it).
+  const json inplace = body.value("load_inplace", json(false));
+  if (!inplace.is_boolean()) return SendError(resp, BadValue("load_inplace", "'load_inplace' must be a boolean"));
+  const bool replace = inplace.get<bool>();
   {
     std::lock_guard<std::mutex> lock(lora_mu_);
-    const bool taken = name == opts_.served_model_name ||
-                       std::any_of(lora_.begin(), lora_.end(), [&](const auto& l) { return NamesAdapter(l, name); }) ||
-                       std::find(lora_loading_.begin(), lora_loading_.end(), name) != lora_loading_.end();
-    if (taken) {
-      return SendError(resp,
-                       BadValue("lora_name", fmt::format("The lora adapter '{}' has already been loaded.", name)));
+    auto it = std::find_if(lora_.begin(), lora_.end(), [&](const auto& l) { return NamesAdapter(l, name); });
+    std::string why;
+    if (name == opts_.served_model_name) {
+      why = "is the served model's name";
+    } else if (std::find(lora_loading_.begin(), lora_loading_.end(), name) != lora_loading_.end()) {
+      why = "is being loaded";
+    } else if (it != lora_.end() && !replace) {
+      why = "has already been loaded (load_inplace: true replaces it)";
+    } else if (it != lora_.end() && !it->runtime) {
+      why = "was given at start: it cannot be replaced";
     }
+    if (!why.empty())
+      return SendError(resp, BadValue("lora_name", fmt::format("The lora adapter '{}' {}.", name, why)));
     lora_loading_.push_back(name);
   }
   auto unreserve = [this, name] {
@@ -126,8 +137,9 @@ void ApiServer::HandleLoadLora(const HttpRequest& req, const std::shared_ptr<Res
     unreserve();
     return SendError(resp, BadValue("lora_path", adapter.status().message()));
   }
-  backend_.engine->Post([this, resp, name, path, unreserve, a = std::move(adapter).value()](Engine& e) mutable {
-    StatusOr<int32_t> slot = e.LoadLoraAdapter(std::move(a));
+  backend_.engine->Post([this, resp, name, path, replace, unreserve,
+                         a = std::move(adapter).value()](Engine& e) mutable {
+    StatusOr<int32_t> slot = e.LoadLoraAdapter(std::move(a), replace);
     if (!slot.ok()) {
       unreserve();
       const bool full = slot.status().code() == StatusCode::kResourceExhausted;
@@ -137,6 +149,12 @@ void ApiServer::HandleLoadLora(const HttpRequest& req, const std::shared_ptr<Res
     }
     {
       std::lock_guard<std::mutex> lock(lora_mu_);
+      for (size_t i = 0; i < lora_.size(); ++i) {  // a replaced adapter's slot (draining in the engine)
+        if (NamesAdapter(lora_[i], name)) {
+          lora_[i] = ApiBackend::Lora{"", "", 0.0f, true};
+          lora_scales_[i] = 0.0f;
+        }
+      }
       lora_[static_cast<size_t>(*slot)] = ApiBackend::Lora{name, path, 0.0f, true};
       lora_scales_[static_cast<size_t>(*slot)] = 0.0f;
       std::erase(lora_loading_, name);

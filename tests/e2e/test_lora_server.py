@@ -304,6 +304,13 @@ class RuntimeLoraTest(unittest.TestCase):
         self.assertEqual(cached, 0)
         self.assertNotEqual(text_b, text_a)
         self.assertEqual(self.complete("style")[1]["tokens"], with_b)  # the start adapter alongside
+        # vLLM's load_inplace: a again under the same name, no unload between.
+        st, _, text = self.srv.request("POST", "/v1/load_lora_adapter",
+                                       {"lora_name": "rt", "lora_path": self.a, "load_inplace": True})
+        self.assertEqual(st, 200, text)
+        self.assertEqual(self.complete("rt")[1]["tokens"], with_a)
+        self.assertEqual(self.complete_long("rt"), (text_a, 0))
+        self.assertEqual(self.srv.metric("infera_lora_adapters_loaded"), 2)
         self.assertEqual(self.unload("rt")[0], 200)
 
     def test_unload_while_streaming(self):
@@ -341,6 +348,10 @@ class RuntimeLoraTest(unittest.TestCase):
                 self.assertEqual((st, err["error"]["param"]), (status, param), (name, err))
         finally:
             self.assertEqual(self.unload("dup")[0], 200)
+        for body in ({"lora_name": "style", "lora_path": self.b, "load_inplace": True},  # a start adapter
+                     {"lora_name": "y", "lora_path": self.b, "load_inplace": "yes"}):
+            st, err = self.srv.json("POST", "/v1/load_lora_adapter", body)
+            self.assertEqual(st, 400, (body, err))
         # The model file itself is not an adapter (a free slot now: the file is what is refused).
         st, err = self.srv.json("POST", "/v1/load_lora_adapter", {"lora_name": "m", "lora_path": MODEL})
         self.assertEqual((st, err["error"]["param"]), (400, "lora_path"), err)

@@ -106,6 +106,39 @@ TEST_F(LoraSlotsTest, UnloadedSlotDrainsBeforeReuseAndReloadGetsANewCacheRoot) {
   EXPECT_NE(root_second, root_first);
 }
 
+TEST_F(LoraSlotsTest, ReplaceInPlaceOrBesideTheRunningOne) {
+  LoraSlots slots(opts_);
+  auto a1 = Adapter("a"), a2 = Adapter("a"), a3 = Adapter("a");
+  a2->path = "/adapters/a-v2";
+  a3->path = "/adapters/a-v3";
+  ASSERT_EQ(*slots.Load(a1), 1);
+  const uint64_t root1 = slots.Select(Named("a"))->cache_root;
+  // Unused: the same slot, a new identity.
+  ASSERT_EQ(*slots.Replace(a2, {0, 0, 0}), 1);
+  EXPECT_EQ(slots.adapters()[1], a2.get());
+  const uint64_t root2 = slots.Select(Named("a"))->cache_root;
+  EXPECT_NE(root2, root1);
+  EXPECT_FALSE(slots.draining());
+  // In use: a free slot for the new one while the old drains.
+  ASSERT_EQ(*slots.Replace(a3, {0, 1, 0}), 2);
+  EXPECT_TRUE(slots.draining());
+  EXPECT_EQ(slots.Select(Named("a"))->scales, (std::vector<float>{0.0f, 0.0f, 1.0f}));
+  slots.FreeDrained({0, 0, 1});
+  EXPECT_EQ(slots.adapters()[1], nullptr);
+  // In use and no slot free: nothing changes.
+  ASSERT_TRUE(slots.Load(Adapter("b")).ok());
+  auto a4 = Adapter("a");
+  EXPECT_EQ(slots.Replace(a4, {0, 0, 1}).status().code(), StatusCode::kResourceExhausted);
+  EXPECT_FALSE(slots.draining());
+  EXPECT_EQ(slots.adapters()[2], a3.get());
+  EXPECT_EQ(slots.Select(Named("a"))->scales, (std::vector<float>{0.0f, 0.0f, 1.0f}));
+  // Given at creation: stays. Not loaded: loaded.
+  EXPECT_EQ(slots.Replace(Adapter("fixed"), {}).status().code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(slots.Unload("b").ok());
+  slots.FreeDrained({0, 0, 0});
+  EXPECT_EQ(*slots.Replace(Adapter("c"), {0, 0, 0}), 1);
+}
+
 TEST(LoraChecks, ScalesAndNamesAndOptions) {
   RequestParams p;
   p.lora_adapter = "a";
