@@ -257,9 +257,10 @@ class LLM {
   // Embeddings of a string or a list of strings (vLLM's LLM.embed): each
   // prompt's final hidden states pooled ("mean", "cls", "last"; None: the
   // model's pooling_type, else "last"), L2-normalized if `normalize`. They run
-  // batched through the engine like generate's prompts.
+  // batched through the engine like generate's prompts. lora_request: as
+  // generate's.
   std::vector<PyEmbeddingRequestOutput> Embed(const py::object& prompts, const std::optional<std::string>& pooling,
-                                              bool normalize) {
+                                              bool normalize, const py::object& lora_request) {
     std::vector<std::string> texts;
     if (py::isinstance<py::str>(prompts)) {
       texts.push_back(prompts.cast<std::string>());
@@ -279,8 +280,14 @@ class LLM {
     }
     std::vector<PyEmbeddingRequestOutput> results(texts.size());
     std::map<uint64_t, size_t> index_of;
+    const std::vector<std::optional<PyLoRARequest>> lora = LoraRequestsFor(lora_request, texts.size());
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(mu_);
+    StatusOr<std::vector<std::string>> adapters = lora_->Resolve(lora, *engine_);
+    if (!adapters.ok()) {
+      py::gil_scoped_acquire gil;
+      Raise(adapters.status());
+    }
     auto fail = [&](const Status& st) {
       for (const auto& [id, i] : index_of) engine_->Cancel(id);
       StepUntilIdle();
@@ -291,6 +298,7 @@ class LLM {
     for (size_t i = 0; i < texts.size(); ++i) {
       results[i].request_id = std::to_string(next_id_++);
       results[i].prompt_token_ids = lm_.tokenizer->Encode(texts[i], true, false);
+      p.lora_adapter = (*adapters)[i];
       auto id = engine_->Add(results[i].prompt_token_ids, p);
       if (!id.ok()) fail(Status(id.status().code(), "prompt " + std::to_string(i) + ": " + id.status().message()));
       index_of[*id] = i;
@@ -702,7 +710,7 @@ PYBIND11_MODULE(_infera, m) {
            py::kw_only(), py::arg("tools") = py::none(), py::arg("chat_template_kwargs") = py::none(),
            py::keep_alive<0, 1>())
       .def("embed", &LLM::Embed, py::arg("prompts"), py::kw_only(), py::arg("pooling") = py::none(),
-           py::arg("normalize") = true)
+           py::arg("normalize") = true, py::arg("lora_request") = py::none())
       .def("encode", &LLM::Encode, py::arg("text"), py::arg("add_special_tokens") = true)
       .def("decode", &LLM::Decode, py::arg("token_ids"))
       .def_property_readonly("max_model_len", &LLM::max_model_len);

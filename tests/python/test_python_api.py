@@ -373,6 +373,11 @@ class LoraRequestTest(unittest.TestCase):
         self.assertEqual([o.outputs[0].token_ids for o in outs], [with_a, base])
         chat = self.llm.chat([{"role": "user", "content": "Hi"}], greedy, lora_request=ra)
         self.assertEqual(len(chat[0].outputs[0].token_ids), 12)
+        # Embeddings too: the adapter changes them; the same request alone or beside the plain one agrees.
+        both = self.llm.embed([p, p], lora_request=[ra, None])
+        self.assertEqual(both[0].outputs.embedding, self.llm.embed(p, lora_request=ra)[0].outputs.embedding)
+        self.assertEqual(both[1].outputs.embedding, self.llm.embed(p)[0].outputs.embedding)
+        self.assertNotEqual(both[0].outputs.embedding, both[1].outputs.embedding)
 
     def test_misuse(self):
         from infera import LoRARequest
