@@ -6,6 +6,7 @@
 
 #include "attention/kv_storage.h"
 #include "base/file_util.h"
+#include "formats/gguf_reader.h"
 #include "model/loader.h"
 #include "prune/model_pruning.h"
 #include "tensor/quant_blocks.h"
@@ -63,8 +64,58 @@ uint64_t PathSize(const std::string& path) {
   return total;
 }
 
+// A GGUF LoRA adapter (general.type "adapter"): what it holds, read from the
+// file alone (its shapes are checked against a model when --lora loads it).
+// Returns false when `path` is not a GGUF adapter.
+bool PrintAdapterInfo(const std::string& path, int* exit_code) {
+  if (path.size() < 5 || path.compare(path.size() - 5, 5, ".gguf") != 0) return false;
+  auto f = GgufFile::Open(path);
+  if (!f.ok() || (*f)->GetString("general.type").value_or("") != "adapter") return false;
+  const GgufFile& g = **f;
+  std::map<std::string, int> targets, types;
+  std::map<int64_t, int> ranks;
+  std::map<int64_t, bool> layers;
+  uint64_t params = 0, bytes = 0;
+  for (const TensorView& t : g.tensors()) {
+    params += static_cast<uint64_t>(t.NumElements());
+    bytes += t.nbytes;
+    types[DTypeName(t.type)]++;
+    // blk.N.<target>.weight.lora_a: A [r, n_in] (ne = {n_in, r}).
+    const std::string suffix = ".weight.lora_a";
+    if (t.name.rfind("blk.", 0) != 0 || t.name.size() <= suffix.size() ||
+        t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      continue;
+    }
+    const size_t dot = t.name.find('.', 4);
+    if (dot == std::string::npos) continue;
+    layers[std::strtoll(t.name.c_str() + 4, nullptr, 10)] = true;
+    targets[t.name.substr(dot + 1, t.name.size() - suffix.size() - dot - 1)]++;
+    if (t.ne.size() == 2) ranks[t.ne[1]]++;
+  }
+  auto list = [](const auto& m, const char* unit) {
+    std::string out;
+    for (const auto& [k, n] : m) out += fmt::format("{}{} ({} {})", out.empty() ? "" : ", ", k, n, unit);
+    return out;
+  };
+  std::printf("path:              %s\n", path.c_str());
+  std::printf("format:            GGUF v%u (a %s adapter, not a model: give it with --lora)\n", g.version(),
+              g.GetString("adapter.type").value_or("?").c_str());
+  std::printf("architecture:      %s\n", g.GetString("general.architecture").value_or("?").c_str());
+  const double alpha = g.GetFloat("adapter.lora.alpha").value_or(0.0);
+  std::printf("alpha:             %s\n",
+              alpha > 0 ? fmt::format("{:g}", alpha).c_str() : "none (alpha / r taken as 1)");
+  std::printf("layers updated:    %zu\n", layers.size());
+  std::printf("targets:           %s\n", list(targets, "layers").c_str());
+  std::printf("ranks:             %s\n", list(ranks, "matrices").c_str());
+  std::printf("tensor types:      %s\n", list(types, "tensors").c_str());
+  std::printf("parameters:        %.2f M (%s)\n", params / 1e6, Human(static_cast<double>(bytes)).c_str());
+  *exit_code = kExitOk;
+  return true;
+}
+
 int Info(const InfoArgs& a) {
   if (a.ctx < 0) return ReportError("--ctx-size must be >= 0");
+  if (int code = 0; PrintAdapterInfo(a.model, &code)) return code;
   auto lm = LoadModelAndTokenizer(a.model, "", false);
   if (!lm.ok()) return ReportError(lm.status());
   const Model& m = *lm->model;

@@ -99,6 +99,14 @@ class LoraServerTest(unittest.TestCase):
         self.assertEqual(self.srv.json("GET", "/v1/models/style")[0], 200)
         self.assertTrue(any("LoRA adapter 1 'style'" in line for line in self.srv.log), "".join(self.srv.log[-20:]))
 
+    def test_info_describes_an_adapter(self):
+        r = subprocess.run([INFERA, "info", self.a], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for line in ("a lora adapter, not a model", "alpha:             16", "layers updated:    6",
+                     "ranks:             8 (42 matrices)", "tensor types:      f16 (84 tensors)"):
+            self.assertIn(line, r.stdout)
+        self.assertIn("ffn_down (6 layers)", r.stdout)
+
     def test_each_setting_equals_the_same_setting_alone(self):
         base = self.alone()
         with_a = self.alone("--lora", self.a)
