@@ -1,12 +1,15 @@
 // infera info: architecture, hyper-parameters, tensor types and memory.
 #include <cstdio>
+#include <filesystem>
 #include <map>
 
 #include <fmt/format.h>
 
 #include "attention/kv_storage.h"
 #include "base/file_util.h"
+#include "base/json.h"
 #include "formats/gguf_reader.h"
+#include "formats/safetensors.h"
 #include "model/loader.h"
 #include "prune/model_pruning.h"
 #include "tensor/quant_blocks.h"
@@ -64,22 +67,106 @@ uint64_t PathSize(const std::string& path) {
   return total;
 }
 
-// A GGUF LoRA adapter (general.type "adapter"): what it holds, read from the
-// file alone (its shapes are checked against a model when --lora loads it).
-// Returns false when `path` is not a GGUF adapter.
-bool PrintAdapterInfo(const std::string& path, int* exit_code) {
-  if (path.size() < 5 || path.compare(path.size() - 5, 5, ".gguf") != 0) return false;
-  auto f = GgufFile::Open(path);
-  if (!f.ok() || (*f)->GetString("general.type").value_or("") != "adapter") return false;
-  const GgufFile& g = **f;
+// A LoRA adapter's tensors, counted: the layers and targets updated, the
+// ranks of the A matrices, the tensor types, parameters and bytes.
+struct AdapterCounts {
   std::map<std::string, int> targets, types;
   std::map<int64_t, int> ranks;
   std::map<int64_t, bool> layers;
   uint64_t params = 0, bytes = 0;
-  for (const TensorView& t : g.tensors()) {
+  void Add(const TensorView& t) {
     params += static_cast<uint64_t>(t.NumElements());
     bytes += t.nbytes;
     types[DTypeName(t.type)]++;
+  }
+  // The A matrix of `layer`'s `target`, with `rank` rows.
+  void AddA(int64_t layer, const std::string& target, int64_t rank) {
+    layers[layer] = true;
+    targets[target]++;
+    ranks[rank]++;
+  }
+};
+
+void PrintAdapterCounts(const AdapterCounts& c) {
+  auto list = [](const auto& m, const char* unit) {
+    std::string out;
+    for (const auto& [k, n] : m) out += fmt::format("{}{} ({} {})", out.empty() ? "" : ", ", k, n, unit);
+    return out;
+  };
+  std::printf("layers updated:    %zu\n", c.layers.size());
+  std::printf("targets:           %s\n", list(c.targets, "layers").c_str());
+  std::printf("ranks:             %s\n", list(c.ranks, "matrices").c_str());
+  std::printf("tensor types:      %s\n", list(c.types, "tensors").c_str());
+  std::printf("parameters:        %.2f M (%s)\n", c.params / 1e6, Human(static_cast<double>(c.bytes)).c_str());
+}
+
+// A PEFT LoRA folder (adapter_config.json + adapter_model.safetensors, no
+// model config.json). Returns false when `path` is not one.
+bool PrintPeftAdapterInfo(const std::string& path, int* exit_code) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(path, ec) || !fs::exists(fs::path(path) / "adapter_config.json", ec) ||
+      fs::exists(fs::path(path) / "config.json", ec)) {
+    return false;
+  }
+  StatusOr<std::string> text = ReadFileToString((fs::path(path) / "adapter_config.json").string());
+  if (!text.ok()) {
+    *exit_code = ReportError(text.status());
+    return true;
+  }
+  const nlohmann::json cfg = ParseJson(*text);
+  if (!cfg.is_object()) {
+    *exit_code = ReportError(path + "/adapter_config.json: not a JSON object");
+    return true;
+  }
+  auto set = SafetensorsSet::OpenFile((fs::path(path) / "adapter_model.safetensors").string());
+  if (!set.ok()) {
+    *exit_code = ReportError(set.status());
+    return true;
+  }
+  AdapterCounts c;
+  for (const auto& [name, t] : (*set)->tensors()) {
+    c.Add(t);
+    // base_model.model.model.layers.N.<module>.<proj>.lora_A.weight: A [r, n_in] (ne = {n_in, r}).
+    const std::string prefix = "base_model.model.model.layers.", suffix = ".lora_A.weight";
+    if (name.rfind(prefix, 0) != 0 || name.size() <= prefix.size() + suffix.size() ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      continue;
+    }
+    const std::string rest = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    const size_t dot = rest.find('.');
+    if (dot == std::string::npos || t.ne.size() != 2) continue;
+    c.AddA(std::strtoll(rest.c_str(), nullptr, 10), rest.substr(dot + 1), t.ne[1]);
+  }
+  auto str = [&](const char* key) {
+    return cfg.contains(key) && cfg[key].is_string() ? cfg[key].get<std::string>() : std::string("?");
+  };
+  std::printf("path:              %s\n", path.c_str());
+  std::printf("format:            PEFT folder (a %s adapter, not a model: give it with --lora)\n",
+              cfg.contains("peft_type") ? str("peft_type").c_str() : "LORA");
+  std::printf("base model:        %s\n", str("base_model_name_or_path").c_str());
+  const bool rslora = cfg.contains("use_rslora") && cfg["use_rslora"] == true;
+  const std::string alpha = cfg.contains("lora_alpha") && cfg["lora_alpha"].is_number()
+                                ? fmt::format("{:g}", cfg["lora_alpha"].get<double>())
+                                : std::string("?");
+  std::printf("alpha:             %s%s\n", alpha.c_str(), rslora ? " (rsLoRA: alpha / sqrt(r))" : "");
+  PrintAdapterCounts(c);
+  *exit_code = kExitOk;
+  return true;
+}
+
+// A GGUF LoRA adapter (general.type "adapter"): what it holds, read from the
+// file alone (its shapes are checked against a model when --lora loads it).
+// Returns false when `path` is not a GGUF adapter.
+bool PrintAdapterInfo(const std::string& path, int* exit_code) {
+  if (PrintPeftAdapterInfo(path, exit_code)) return true;
+  if (path.size() < 5 || path.compare(path.size() - 5, 5, ".gguf") != 0) return false;
+  auto f = GgufFile::Open(path);
+  if (!f.ok() || (*f)->GetString("general.type").value_or("") != "adapter") return false;
+  const GgufFile& g = **f;
+  AdapterCounts c;
+  for (const TensorView& t : g.tensors()) {
+    c.Add(t);
     // blk.N.<target>.weight.lora_a: A [r, n_in] (ne = {n_in, r}).
     const std::string suffix = ".weight.lora_a";
     if (t.name.rfind("blk.", 0) != 0 || t.name.size() <= suffix.size() ||
@@ -87,16 +174,10 @@ bool PrintAdapterInfo(const std::string& path, int* exit_code) {
       continue;
     }
     const size_t dot = t.name.find('.', 4);
-    if (dot == std::string::npos) continue;
-    layers[std::strtoll(t.name.c_str() + 4, nullptr, 10)] = true;
-    targets[t.name.substr(dot + 1, t.name.size() - suffix.size() - dot - 1)]++;
-    if (t.ne.size() == 2) ranks[t.ne[1]]++;
+    if (dot == std::string::npos || t.ne.size() != 2) continue;
+    c.AddA(std::strtoll(t.name.c_str() + 4, nullptr, 10),
+           t.name.substr(dot + 1, t.name.size() - suffix.size() - dot - 1), t.ne[1]);
   }
-  auto list = [](const auto& m, const char* unit) {
-    std::string out;
-    for (const auto& [k, n] : m) out += fmt::format("{}{} ({} {})", out.empty() ? "" : ", ", k, n, unit);
-    return out;
-  };
   std::printf("path:              %s\n", path.c_str());
   std::printf("format:            GGUF v%u (a %s adapter, not a model: give it with --lora)\n", g.version(),
               g.GetString("adapter.type").value_or("?").c_str());
@@ -104,11 +185,7 @@ bool PrintAdapterInfo(const std::string& path, int* exit_code) {
   const double alpha = g.GetFloat("adapter.lora.alpha").value_or(0.0);
   std::printf("alpha:             %s\n",
               alpha > 0 ? fmt::format("{:g}", alpha).c_str() : "none (alpha / r taken as 1)");
-  std::printf("layers updated:    %zu\n", layers.size());
-  std::printf("targets:           %s\n", list(targets, "layers").c_str());
-  std::printf("ranks:             %s\n", list(ranks, "matrices").c_str());
-  std::printf("tensor types:      %s\n", list(types, "tensors").c_str());
-  std::printf("parameters:        %.2f M (%s)\n", params / 1e6, Human(static_cast<double>(bytes)).c_str());
+  PrintAdapterCounts(c);
   *exit_code = kExitOk;
   return true;
 }

@@ -138,6 +138,29 @@ class LoraTest(unittest.TestCase):
             got = logits(self.base, self.tokens, "--lora", path)
             self.assertLess(max_rel_err(got, want), 1e-4, path)
 
+    def test_info_describes_both_kinds(self):
+        for path, kind in ((self.gguf, "GGUF v3 (a lora adapter"), (self.peft, "PEFT folder (a LORA adapter")):
+            r = subprocess.run([INFERA, "info", path], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn(kind, r.stdout)
+            ranks = {}
+            for a, _ in self.lora.values():
+                ranks[a.shape[0]] = ranks.get(a.shape[0], 0) + 1
+            want = ", ".join(f"{k} ({n} matrices)" for k, n in sorted(ranks.items()))
+            self.assertIn(f"ranks:             {want}\n", r.stdout)
+            self.assertIn("alpha:             8", r.stdout)
+        # A PEFT folder whose config is not JSON, or without its weights: one error line, exit 2.
+        for name, files in (("badjson", {"adapter_config.json": "not json"}),
+                            ("noweights", {"adapter_config.json": '{"peft_type": "LORA", "lora_alpha": 8}'})):
+            folder = os.path.join(self.tmp.name, "info-" + name)
+            os.makedirs(folder, exist_ok=True)
+            for f, text in files.items():
+                with open(os.path.join(folder, f), "w") as out:
+                    out.write(text)
+            r = subprocess.run([INFERA, "info", folder], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2, (name, r.stderr))
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+
     def test_rslora_scales_by_the_root_of_the_rank(self):
         folder = os.path.join(self.tmp.name, "rslora")
         write_peft(folder, self.lora, self.alpha, rslora=True)
