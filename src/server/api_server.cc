@@ -299,8 +299,6 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
   if (path == "/props") return HandleProps(resp);
   if (path == "/apply-template") return HandleApplyTemplate(req, resp);
   if (path == "/lora-adapters") return HandleLoraAdapters(req, resp);
-  if (path == "/v1/load_lora_adapter") return HandleLoadLora(req, resp);
-  if (path == "/v1/unload_lora_adapter") return HandleUnloadLora(req, resp);
   if (path.rfind("/v1/sessions/", 0) == 0) return HandleSession(req, resp);
   if (path == "/detokenize") return HandleDetokenize(req, resp);
   // Stored responses are read and deleted while draining too.
@@ -315,6 +313,9 @@ void ApiServer::Handle(HttpRequest req, std::shared_ptr<Responder> raw_resp) {
   if (state == State::kFailed) {
     return SendError(resp, Error(503, "the server failed and is restarting", "service_unavailable", "failed"));
   }
+  // (Not while draining: the engine's loop may stop before a task posted then runs.)
+  if (path == "/v1/load_lora_adapter") return HandleLoadLora(req, resp);
+  if (path == "/v1/unload_lora_adapter") return HandleUnloadLora(req, resp);
   if (path == "/v1/embeddings") return HandleEmbeddings(req, resp, /*native=*/false);
   if (path == "/embedding" || path == "/embeddings") return HandleEmbeddings(req, resp, /*native=*/true);
   if (path == "/infill") {

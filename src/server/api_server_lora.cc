@@ -98,9 +98,6 @@ void ApiServer::HandleLoraAdapters(const HttpRequest& req, const std::shared_ptr
 
 void ApiServer::HandleLoadLora(const HttpRequest& req, const std::shared_ptr<Responder>& resp) {
   if (!backend_.load_lora) return SendError(resp, RuntimeLoraOff());
-  if (state_.load(std::memory_order_acquire) != State::kReady) {  // (the engine's loop may stop before it runs)
-    return SendError(resp, Error(503, "the server is shutting down", "service_unavailable", "shutting_down"));
-  }
   json body;
   ApiError err;
   std::string name, path;
@@ -169,9 +166,6 @@ void ApiServer::HandleLoadLora(const HttpRequest& req, const std::shared_ptr<Res
 
 void ApiServer::HandleUnloadLora(const HttpRequest& req, const std::shared_ptr<Responder>& resp) {
   if (!backend_.load_lora) return SendError(resp, RuntimeLoraOff());
-  if (state_.load(std::memory_order_acquire) != State::kReady) {
-    return SendError(resp, Error(503, "the server is shutting down", "service_unavailable", "shutting_down"));
-  }
   json body;
   ApiError err;
   std::string name;

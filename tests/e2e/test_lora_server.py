@@ -48,6 +48,25 @@ def write_random_adapter(path, seed, targets, rank=8, alpha=16.0, strength=1.0):
                          ("adapter.type", "str", "lora"), ("adapter.lora.alpha", "f32", alpha)], T)
 
 
+def write_test_adapters(folder):
+    """The two adapters these tests (and the Python API's) use: one on every
+    target matrix, one on q, v and down at another rank and alpha. Returns
+    their paths."""
+    a, b = os.path.join(folder, "psalms.gguf"), os.path.join(folder, "style.gguf")
+    write_random_adapter(a, 1, TARGETS)
+    write_random_adapter(b, 2, ("attn_q", "attn_v", "ffn_down"), rank=4, alpha=4.0, strength=2.0)
+    return a, b
+
+
+def greedy_alone(prompt_ids, *lora_args, n=16):
+    """Greedy ids after prompt_ids on the bundled model with this adapter
+    setting, computed alone by `infera eval-logits`."""
+    r = subprocess.run([INFERA, "--log-level", "warn", "eval-logits", "-m", MODEL, "--tokens",
+                        " ".join(map(str, prompt_ids)), "--greedy", str(n), *lora_args],
+                       capture_output=True, text=True, check=True)
+    return [int(t) for t in r.stdout.split()]
+
+
 PROMPT = "In the beginning God created"
 
 
@@ -55,10 +74,7 @@ class LoraServerTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
-        cls.a = os.path.join(cls.tmp.name, "psalms.gguf")
-        cls.b = os.path.join(cls.tmp.name, "style.gguf")
-        write_random_adapter(cls.a, 1, TARGETS)
-        write_random_adapter(cls.b, 2, ("attn_q", "attn_v", "ffn_down"), rank=4, alpha=4.0, strength=2.0)
+        cls.a, cls.b = write_test_adapters(cls.tmp.name)
         cls.srv = Server("--lora", cls.a, "--lora-modules", f"style={cls.b}", "--max-num-seqs", "8")
         st, body = cls.srv.json("POST", "/tokenize", {"content": PROMPT})
         assert st == 200, body
@@ -72,13 +88,9 @@ class LoraServerTest(unittest.TestCase):
 
     def alone(self, *lora_args, n=16):
         """Greedy ids after the prompt with this adapter setting, computed alone."""
-        key = lora_args
-        if key not in self.greedy:
-            r = subprocess.run([INFERA, "--log-level", "warn", "eval-logits", "-m", MODEL, "--tokens",
-                                " ".join(map(str, self.prompt_ids)), "--greedy", str(n), *lora_args],
-                               capture_output=True, text=True, check=True)
-            self.greedy[key] = [int(t) for t in r.stdout.split()]
-        return self.greedy[key]
+        if lora_args not in self.greedy:
+            self.greedy[lora_args] = greedy_alone(self.prompt_ids, *lora_args, n=n)
+        return self.greedy[lora_args]
 
     def complete(self, n=16, **extra):
         st, body = self.srv.json("POST", "/completion", {"prompt": self.prompt_ids, "n_predict": n,
@@ -240,10 +252,7 @@ class RuntimeLoraTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
-        cls.a = os.path.join(cls.tmp.name, "psalms.gguf")
-        cls.b = os.path.join(cls.tmp.name, "style.gguf")
-        write_random_adapter(cls.a, 1, TARGETS)
-        write_random_adapter(cls.b, 2, ("attn_q", "attn_v", "ffn_down"), rank=4, alpha=4.0, strength=2.0)
+        cls.a, cls.b = write_test_adapters(cls.tmp.name)
         # (--lora-modules in vLLM's JSON form here; NAME=PATH in LoraServerTest.)
         cls.srv = Server("--lora-modules", json.dumps({"name": "style", "path": cls.b, "base_model_name": "kjv"}),
                          "--max-runtime-loras", "1", "--max-num-seqs", "4")
@@ -257,10 +266,7 @@ class RuntimeLoraTest(unittest.TestCase):
         cls.tmp.cleanup()
 
     def alone(self, *lora_args, n=16):
-        r = subprocess.run([INFERA, "--log-level", "warn", "eval-logits", "-m", MODEL, "--tokens",
-                            " ".join(map(str, self.prompt_ids)), "--greedy", str(n), *lora_args],
-                           capture_output=True, text=True, check=True)
-        return [int(t) for t in r.stdout.split()]
+        return greedy_alone(self.prompt_ids, *lora_args, n=n)
 
     def load(self, name, path):
         self.addCleanup(self.unload, name)  # (a no-op 404 when the test unloaded it)

@@ -336,12 +336,9 @@ class LoraRequestTest(unittest.TestCase):
         here = os.path.dirname(os.path.abspath(__file__))
         for sub in ("e2e", os.path.join("..", "tools", "py"), os.path.join("..", "tools", "train")):
             sys.path.insert(0, os.path.normpath(os.path.join(here, "..", sub)))
-        from test_lora_server import TARGETS, write_random_adapter
+        from test_lora_server import write_test_adapters
         cls.tmp = tempfile.TemporaryDirectory()
-        cls.a = os.path.join(cls.tmp.name, "a.gguf")
-        cls.b = os.path.join(cls.tmp.name, "b.gguf")
-        write_random_adapter(cls.a, 1, TARGETS)
-        write_random_adapter(cls.b, 2, ("attn_q", "attn_v", "ffn_down"), rank=4, alpha=4.0, strength=2.0)
+        cls.a, cls.b = write_test_adapters(cls.tmp.name)
         cls.llm = LLM(max_num_seqs=4, threads=2, enable_lora=True, max_loras=1)
 
     @classmethod
@@ -349,10 +346,8 @@ class LoraRequestTest(unittest.TestCase):
         cls.tmp.cleanup()
 
     def alone(self, prompt, *lora_args, n=12):
-        ids = self.llm.encode(prompt)
-        r = subprocess.run([INFERA, "--log-level", "warn", "eval-logits", "--tokens", " ".join(map(str, ids)),
-                            "--greedy", str(n), *lora_args], capture_output=True, text=True, check=True)
-        return [int(t) for t in r.stdout.split()]
+        from test_lora_server import greedy_alone
+        return greedy_alone(self.llm.encode(prompt), *lora_args, n=n)
 
     def test_adapters_by_request_with_eviction(self):
         from infera.lora.request import LoRARequest as VllmPath
