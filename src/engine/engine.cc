@@ -27,51 +27,15 @@
 #include "model/model.h"
 #include "model/model_runner.h"
 #include "sampling/grammar_constraint.h"
+#include "sampling/logprobs.h"
 #include "sampling/sampler.h"
 #include "scheduler/scheduler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace infera {
-namespace {
 
 // (OpenAI's endpoints allow 20, llama-server's n_probs more.)
 constexpr int32_t kMaxTopLogprobs = 1000;
-
-// Log-softmax of logits [n] at `token`, and the k most likely tokens.
-TokenLogprob LogprobsOf(const float* logits, int32_t n, int32_t token, int32_t k) {
-  const float mx = *std::max_element(logits, logits + n);
-  double sum = 0;
-  for (int32_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
-  const double log_z = mx + std::log(sum);
-  TokenLogprob lp;
-  lp.token = token;
-  lp.logprob = static_cast<float>(logits[token] - log_z);
-  for (int32_t i = 0; i < n; ++i) lp.rank += logits[i] > logits[token] ? 1 : 0;
-  if (k > 0) {
-    std::vector<int32_t> ids(n);
-    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
-    k = std::min<int32_t>(k, static_cast<int32_t>(ids.size()));
-    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
-      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-    });
-    for (int32_t i = 0; i < k; ++i) lp.top.emplace_back(ids[i], static_cast<float>(logits[ids[i]] - log_z));
-  }
-  return lp;
-}
-
-// The window every layer attends within (the largest, if they differ), or 0
-// when some layer attends globally (then no block can be released).
-int32_t UniformSlidingWindow(const ModelConfig& c) {
-  int32_t w = 0;
-  for (int l = 0; l < c.n_layer; ++l) {
-    const int32_t lw = c.Layer(l).sliding_window;
-    if (lw <= 0) return 0;
-    w = std::max(w, lw);
-  }
-  return w;
-}
-
-}  // namespace
 
 struct Engine::Impl {
   const Model& model;
@@ -114,14 +78,7 @@ struct Engine::Impl {
   std::vector<uint64_t> pinned_reqs;  // requests holding pinned blocks (loaded from a tier), not yet admitted
   LoraSlots lora;
 
-  // Per LoRA slot: some live request has a non-zero scale there.
-  std::vector<uint8_t> LoraInUse() const {
-    std::vector<uint8_t> in_use(lora.n_slots(), 0);
-    for (const auto& [id, r] : reqs) {
-      for (size_t i = 0; i < r->lora.size(); ++i) in_use[i] |= r->lora[i] != 0.0f ? 1 : 0;
-    }
-    return in_use;
-  }
+  std::vector<uint8_t> LoraInUse() const { return LoraSlotsInUse(lora.n_slots(), reqs); }
   // Empties the unloaded LoRA slots that no request uses any more.
   void FreeDrainedLora() {
     if (lora.draining()) lora.FreeDrained(LoraInUse());

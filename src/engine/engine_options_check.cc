@@ -68,4 +68,14 @@ StatusOr<int64_t> KvCacheBlocks(const EngineOptions& o, uint64_t per_token) {
   return n_blocks;
 }
 
+int32_t UniformSlidingWindow(const ModelConfig& c) {
+  int32_t w = 0;
+  for (int l = 0; l < c.n_layer; ++l) {
+    const int32_t lw = c.Layer(l).sliding_window;
+    if (lw <= 0) return 0;
+    w = std::max(w, lw);
+  }
+  return w;
+}
+
 }  // namespace infera

@@ -22,4 +22,8 @@ Status CheckEngineOptions(const ModelConfig& c, EngineOptions* o);
 // the available memory. `per_token` = bytes of K and V per token, all layers.
 StatusOr<int64_t> KvCacheBlocks(const EngineOptions& o, uint64_t per_token);
 
+// The window every layer attends within (the largest, if they differ), or 0
+// when some layer attends globally (then no block can be released).
+int32_t UniformSlidingWindow(const ModelConfig& c);
+
 }  // namespace infera

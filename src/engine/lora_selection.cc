@@ -172,4 +172,12 @@ StatusOr<LoraSelection> LoraSlots::Select(const RequestParams& p) const {
   return out;
 }
 
+std::vector<uint8_t> LoraSlotsInUse(size_t n_slots, const std::map<uint64_t, std::unique_ptr<EngineRequest>>& reqs) {
+  std::vector<uint8_t> in_use(n_slots, 0);
+  for (const auto& [id, r] : reqs) {
+    for (size_t i = 0; i < r->lora.size() && i < n_slots; ++i) in_use[i] |= r->lora[i] != 0.0f ? 1 : 0;
+  }
+  return in_use;
+}
+
 }  // namespace infera

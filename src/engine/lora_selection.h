@@ -5,10 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "engine/engine_request.h"
 #include "infera/engine.h"
 
 namespace infera {
@@ -86,5 +88,9 @@ class LoraSlots {
   uint64_t next_identity_ = 1;
   int32_t draining_ = 0;
 };
+
+// Per slot of n_slots: some request of `reqs` has a non-zero scale there
+// (LoraSlots::FreeDrained's and Replace's in_use).
+std::vector<uint8_t> LoraSlotsInUse(size_t n_slots, const std::map<uint64_t, std::unique_ptr<EngineRequest>>& reqs);
 
 }  // namespace infera
