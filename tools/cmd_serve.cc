@@ -413,7 +413,7 @@ CommandFn RegisterServe(CLI::App& app, const RuntimeOptions& rt) {
   app.add_option("--max-runtime-loras", a->max_runtime_loras,
                  "LoRA slots for adapters loaded while serving (vLLM's POST /v1/load_lora_adapter and "
                  "/v1/unload_lora_adapter; default 0: those answer 404)")
-      ->check(CLI::Range(0, 64));
+      ->check(CLI::Range(0, kMaxRuntimeLoras));
   app.add_option("--ready-max-waiting", a->ready_max_waiting,
                  "/ready answers 503 'overloaded' while more requests than this wait (default: --max-queue)");
   app.add_option("--max-body-bytes", a->max_body_bytes, "largest request body; larger: 413 (default 8 MiB)");

@@ -113,10 +113,14 @@ struct EngineOptions {
   // outlive the engine. Not with a model split over ranks.
   std::vector<const LoraAdapter*> lora_adapters;
   // Slots after lora_adapters for adapters loaded while the engine runs
-  // (Engine::LoadLoraAdapter; vLLM's runtime LoRA updating), at most 64.
-  // A request's lora_scales has one entry per slot of both kinds.
+  // (Engine::LoadLoraAdapter; vLLM's runtime LoRA updating), at most
+  // kMaxRuntimeLoras. A request's lora_scales has one entry per slot of both
+  // kinds.
   int32_t max_runtime_loras = 0;
 };
+
+// The most runtime LoRA slots an engine takes (EngineOptions::max_runtime_loras).
+inline constexpr int32_t kMaxRuntimeLoras = 64;
 
 class Grammar;  // sampling/grammar.h
 

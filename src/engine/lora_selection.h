@@ -20,7 +20,6 @@ namespace infera {
 // decoder (`custom_runner`: a runner factory was given; `split`: the model
 // is split over ranks). Logs each adapter once checked.
 Status CheckLoraAdapters(const EngineOptions& o, bool custom_runner, bool split);
-constexpr int32_t kMaxRuntimeLoras = 64;
 
 // RequestParams::lora_scales (empty, or one finite scale per slot) and
 // lora_adapter (not with lora_scales; needs some slot).
