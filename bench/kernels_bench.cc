@@ -192,6 +192,13 @@ MATMUL_BENCH(kAvx512, kW8A8, 64, Prefill64_Avx512_W8A8);
 MATMUL_BENCH(kAvx512, kW8A8, 1, Decode_Avx512_W8A8);
 MATMUL_BENCH(kAvx2, kW8A8, 64, Prefill64_Avx2_W8A8);
 MATMUL_BENCH(kAvx2, kQ8_0, 64, Prefill64_Avx2_Q8_0);
+// The AVX2 level's prefill for the types the comparison tables use (AVX2-only
+// CPUs, e.g. Zen 3).
+MATMUL_BENCH(kAvx2, kF32, 64, Prefill64_Avx2_F32);
+MATMUL_BENCH(kAvx2, kF16, 64, Prefill64_Avx2_F16);
+MATMUL_BENCH(kAvx2, kQ4_0, 64, Prefill64_Avx2_Q4_0);
+MATMUL_BENCH(kAvx2, kQ4_K, 64, Prefill64_Avx2_Q4_K);
+MATMUL_BENCH(kAvx2, kQ6_K, 64, Prefill64_Avx2_Q6_K);
 // M = 9: a decode token with 8 drafted tokens to verify (speculative
 // decoding), or a small decode batch.
 MATMUL_BENCH(kAvx512, kQ8_0, 9, Verify9_Avx512_Q8_0);

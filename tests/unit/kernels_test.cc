@@ -106,12 +106,13 @@ TEST_P(KernelIsaTest, FloatTilesMatchReferenceExactly) {
   std::mt19937 rng(7);
   for (DType t : kFloatTypes) {
     for (int64_t n : kFloatSizes) {
-      const int rows = 4, toks = 4;
+      // Every tile shape a kernel table's FloatTileFn takes (nr <= 4, nt <= 6).
+      const int rows = 4, toks = 6;
       auto w = RandomWeights(t, rows, n, rng);
       auto x = RandomVec(toks * n, rng);
       const size_t rb = *RowBytes(t, n);
-      for (int nr : {1, 3, 4}) {
-        for (int nt : {1, 2, 4}) {
+      for (int nr = 1; nr <= rows; ++nr) {
+        for (int nt = 1; nt <= toks; ++nt) {
           std::vector<float> y_ref(toks * rows, -1), y(toks * rows, -1);
           ref.FloatTileFor(t)(w.data(), rb, nr, x.data(), n, nt, n, y_ref.data(), rows);
           k.FloatTileFor(t)(w.data(), rb, nr, x.data(), n, nt, n, y.data(), rows);
