@@ -29,7 +29,12 @@ inline __m256 LoadScales8(const uint8_t* p) {
 // × kT (<= 2) tokens. AVX2: vpmaddubsw on 4-bit values cannot saturate
 // (15 * 127 * 2 < 2^15); 8-bit quants are split into two nibbles. AVX-VNNI
 // (kVnni): vpdpbusd on the bytes as they are, exact without splitting.
-template <bool kVnni, int kBits, int kBlock, bool kMin, bool kF16, bool kFac, bool kLut, int kT>
+//
+// kSigned8 (AVX2, 8-bit quants stored as q + 128): the bytes back to signed
+// q (one XOR), then vpmaddubsw(|q|, sign(a, q)): one multiply per pair
+// instead of two nibbles' (|q| <= 128, |a| <= 127: pairs below 2^15), with
+// no offset, so the sums start at 0 instead of the bias: the same integers.
+template <bool kVnni, int kBits, int kBlock, bool kMin, bool kF16, bool kFac, bool kLut, int kT, bool kSigned8 = false>
 void QGemm256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, float* y) {
   constexpr int kChunks = kBits == 8 ? kBlock / 4 : kBits <= 3 ? 0 : kBlock / 8;
   constexpr int kHigh = kBits == 5 || kBits == 6 ? kBits - 4 : 0;  // bits in the high-bit chunk
@@ -47,7 +52,7 @@ void QGemm256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t
                    __attribute__((always_inline)) {
     if constexpr (kT == 1) Geometry::PrefetchAhead(blk, b);  // decode
     __m256i isum[kT][2];
-    for (int t = 0; t < kT; ++t) isum[t][0] = isum[t][1] = _mm256_set1_epi32(a.Bias(t0 + t)[b]);
+    for (int t = 0; t < kT; ++t) isum[t][0] = isum[t][1] = _mm256_set1_epi32(kSigned8 ? 0 : a.Bias(t0 + t)[b]);
     if constexpr (kBits <= 3) {  // Q2_K, Q3_K: a 2-bit chunk per block of 16; vector v at bits [2v, 2v + 2)
       const __m256i three = _mm256_set1_epi8(3);
       [[maybe_unused]] const __m256i four = _mm256_set1_epi8(4);
@@ -82,6 +87,17 @@ void QGemm256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t
     for (int c = 0; c < kChunks; ++c) {
       for (int h = 0; h < 2; ++h) {
         const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(blk + 64 * c + 32 * h));
+        if constexpr (kSigned8) {
+          const __m256i q = _mm256_xor_si256(raw, _mm256_set1_epi8(static_cast<char>(0x80)));
+          const __m256i mag = _mm256_abs_epi8(q);
+          for (int t = 0; t < kT; ++t) {
+            int32_t a4;
+            std::memcpy(&a4, a.Q(t0 + t) + b * kBlock + 4 * c, 4);
+            const __m256i sa = _mm256_sign_epi8(_mm256_set1_epi32(a4), q);
+            isum[t][h] = _mm256_add_epi32(isum[t][h], _mm256_madd_epi16(_mm256_maddubs_epi16(mag, sa), ones));
+          }
+          continue;
+        }
         __m256i wl = _mm256_and_si256(raw, lo4);
         __m256i wh = _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4);
         if constexpr (kHigh > 0) {  // u <= 63: vpmaddubsw pairs stay below 2^15
@@ -131,9 +147,11 @@ void QGemm256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t
           } else {
             std::memcpy(&a_lo, qt + 4 * c, 4);
             std::memcpy(&a_hi, qt + kBlock / 2 + 4 * c, 4);
-            const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wl, _mm256_set1_epi32(a_lo)), ones),
-                                               _mm256_madd_epi16(_mm256_maddubs_epi16(wh, _mm256_set1_epi32(a_hi)), ones));
-            isum[t][h] = _mm256_add_epi32(isum[t][h], p);
+            // The two products' pairs added in 16 bits first (u <= 63: each
+            // at most 2 * 63 * 127, their sum below 2^15), one vpmaddwd.
+            const __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(wl, _mm256_set1_epi32(a_lo)),
+                                                 _mm256_maddubs_epi16(wh, _mm256_set1_epi32(a_hi)));
+            isum[t][h] = _mm256_add_epi32(isum[t][h], _mm256_madd_epi16(p16, ones));
           }
         }
       }
@@ -210,18 +228,18 @@ void QGemm256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t
 }
 
 // Row-scaled weights (W8A8), one 16-row group × kT (<= 2) tokens: the
-// whole row's integer dot in int32 (AVX2: each byte u split into nibbles,
-// vpmaddubsw pairs at most 2 * 15 * 128; AVX-VNNI: vpdpbusd), then
-// float(isum) * (s * da) as the reference.
+// whole row's integer dot in int32 (AVX2: the bytes back to signed q and
+// vpmaddubsw(|q|, sign(a, q)) as QGemm256T's kSigned8, the sums from 0
+// instead of the bias; AVX-VNNI: vpdpbusd on u = q + 128 from the bias),
+// then float(isum) * (s * da) as the reference.
 template <bool kVnni, int kT>
 void QGemmRow256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, float* y) {
   using Geometry = PackedGeometry<8, 32, false, true, false>;
-  const __m256i lo4 = _mm256_set1_epi8(0x0F);
-  const __m256i ones = _mm256_set1_epi16(1), sixteen = _mm256_set1_epi16(16);
+  const __m256i ones = _mm256_set1_epi16(1);
   __m256i isum[kT][2];
   const int8_t* q[kT];
   for (int t = 0; t < kT; ++t) {
-    isum[t][0] = isum[t][1] = _mm256_set1_epi32(a.Bias(t0 + t)[0]);
+    isum[t][0] = isum[t][1] = _mm256_set1_epi32(kVnni ? a.Bias(t0 + t)[0] : 0);
     q[t] = a.Q(t0 + t);
   }
   auto block = [&](const uint8_t* blk, const uint8_t*, const uint8_t*, int64_t b) __attribute__((always_inline)) {
@@ -236,8 +254,8 @@ void QGemmRow256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int6
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
         const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(blk + 64 * c + 32 * h));
-        [[maybe_unused]] const __m256i wl = _mm256_and_si256(raw, lo4);
-        [[maybe_unused]] const __m256i wh = _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4);
+        [[maybe_unused]] const __m256i qw = _mm256_xor_si256(raw, _mm256_set1_epi8(static_cast<char>(0x80)));
+        [[maybe_unused]] const __m256i mag = _mm256_abs_epi8(qw);
 #pragma GCC unroll 2
         for (int t = 0; t < kT; ++t) {
           int32_t a4;
@@ -248,8 +266,7 @@ void QGemmRow256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int6
             part[t][h] = _mm256_dpbusd_avx_epi32(part[t][h], raw, av);
 #endif
           } else {
-            const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wh, av), sixteen),
-                                               _mm256_madd_epi16(_mm256_maddubs_epi16(wl, av), ones));
+            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(mag, _mm256_sign_epi8(av, qw)), ones);
             part[t][h] = _mm256_add_epi32(part[t][h], p);
           }
         }
@@ -282,6 +299,16 @@ template <bool kVnni>
 struct QGemm256Kernel {
   template <int kBits, int kBlock, bool kMin, bool kF16, bool kFac, bool kLut = false>
   static void Run(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t t0, int nt, float* y) {
+    if constexpr (!kVnni && kBits == 8 && !kMin) {
+      if (w.format().shift == 7) {  // Q8_0: u = q + 128
+        for (int t = 0; t < nt; t += 2) {
+          if (nt - t >= 2)
+            QGemm256T<false, 8, kBlock, false, kF16, kFac, kLut, 2, true>(w, group, a, t0 + t, y + 16 * t);
+          else QGemm256T<false, 8, kBlock, false, kF16, kFac, kLut, 1, true>(w, group, a, t0 + t, y + 16 * t);
+        }
+        return;
+      }
+    }
     for (int t = 0; t < nt; t += 2) {
       if (nt - t >= 2) QGemm256T<kVnni, kBits, kBlock, kMin, kF16, kFac, kLut, 2>(w, group, a, t0 + t, y + 16 * t);
       else QGemm256T<kVnni, kBits, kBlock, kMin, kF16, kFac, kLut, 1>(w, group, a, t0 + t, y + 16 * t);
