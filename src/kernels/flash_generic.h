@@ -80,6 +80,31 @@ void FlashTileDots(const float* q, const T* kt, int hd, float* dots) {
   std::memcpy(dots, a, sizeof(a));
 }
 
+// One row's value update of a step, head_dim kHd: o = o * corr, then over
+// positions j in [r0, r1] o = fma(p_j, v_j, o) (int8: fma(p_j * vs_j,
+// float(v8_j), o)): FlashChunkGeneric's operations, in a local copy of the
+// row that the compiler keeps in registers across the positions (orow may
+// alias V as far as it knows, which made it store and reload the row for
+// every position).
+template <int kHd>
+inline void FlashValuesFixed(const FlashBlock& b, bool q8, const int32_t* slots, const float* p, float corr, int r0,
+                             int r1, float* orow) {
+  float acc[kHd];
+  for (int d = 0; d < kHd; ++d) acc[d] = orow[d] * corr;
+  for (int j = r0; j <= r1; ++j) {
+    const int64_t row = static_cast<int64_t>(slots[j]) * kHd;
+    if (q8) {
+      const float pv = p[j] * b.vs[slots[j]];
+      const int8_t* v = b.v8 + row;
+      for (int d = 0; d < kHd; ++d) acc[d] = std::fma(pv, static_cast<float>(v[d]), acc[d]);
+    } else {
+      const float* v = b.v + row;
+      for (int d = 0; d < kHd; ++d) acc[d] = std::fma(p[j], v[d], acc[d]);
+    }
+  }
+  std::memcpy(orow, acc, sizeof(acc));
+}
+
 // The defining chunk kernel (FlashChunkFn): step by step, and in each step
 // row by row (every row's operations are those of FlashChunkFn in order;
 // the rows of a step share its K and V from L1).
@@ -134,14 +159,20 @@ inline void FlashChunkGeneric(const FlashBlock& b, int32_t lo, int32_t hi, float
         const float corr = ExpNonPositive(m[r] - mx);  // 0 on the row's first step
         for (int j = 0; j < kFlashStep; ++j) p[j] = ExpNonPositive(s[j] - mx);  // masked: 0
         l[r] = l[r] * corr + Reduce64(p);
-        for (int d = 0; d < hd; ++d) orow[d] *= corr;
-        for (int j = r0; j <= r1; ++j) {
-          const int64_t row = static_cast<int64_t>(slots[j]) * hd;
-          if (q8) {
-            const float pv = p[j] * b.vs[slots[j]];
-            for (int d = 0; d < hd; ++d) orow[d] = std::fma(pv, static_cast<float>(b.v8[row + d]), orow[d]);
-          } else {
-            for (int d = 0; d < hd; ++d) orow[d] = std::fma(p[j], b.v[row + d], orow[d]);
+        if (hd == 64) {
+          FlashValuesFixed<64>(b, q8, slots, p, corr, r0, r1, orow);
+        } else if (hd == 128) {
+          FlashValuesFixed<128>(b, q8, slots, p, corr, r0, r1, orow);
+        } else {
+          for (int d = 0; d < hd; ++d) orow[d] *= corr;
+          for (int j = r0; j <= r1; ++j) {
+            const int64_t row = static_cast<int64_t>(slots[j]) * hd;
+            if (q8) {
+              const float pv = p[j] * b.vs[slots[j]];
+              for (int d = 0; d < hd; ++d) orow[d] = std::fma(pv, static_cast<float>(b.v8[row + d]), orow[d]);
+            } else {
+              for (int d = 0; d < hd; ++d) orow[d] = std::fma(p[j], b.v[row + d], orow[d]);
+            }
           }
         }
         m[r] = mx;
