@@ -25,6 +25,16 @@ inline __m256 LoadScales8(const uint8_t* p) {
   return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
 }
 
+// 8-bit quants stored as u = q + 128, as signed q (one XOR).
+inline __m256i SignedQ8(__m256i u) { return _mm256_xor_si256(u, _mm256_set1_epi8(static_cast<char>(0x80))); }
+
+// Per int32 lane, the sum of its 4 products q * a (mag = |q|; a broadcast
+// activation bytes): vpmaddubsw(|q|, sign(a, q)) then vpmaddwd; |q| <= 128,
+// |a| <= 127 keep the pairs below 2^15.
+inline __m256i DotSignedQ8(__m256i mag, __m256i q, __m256i av, __m256i ones) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(mag, _mm256_sign_epi8(av, q)), ones);
+}
+
 // Packed quantized matmul, one 16-row group (rows 0-7 in .lo, 8-15 in .hi)
 // × kT (<= 2; 4 for plain 4-bit blocks) tokens. AVX2: vpmaddubsw on 4-bit
 // values cannot saturate (15 * 127 * 2 < 2^15); 8-bit quants other than
@@ -89,13 +99,12 @@ void QGemm256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int64_t
       for (int h = 0; h < 2; ++h) {
         const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(blk + 64 * c + 32 * h));
         if constexpr (kSigned8) {
-          const __m256i q = _mm256_xor_si256(raw, _mm256_set1_epi8(static_cast<char>(0x80)));
+          const __m256i q = SignedQ8(raw);
           const __m256i mag = _mm256_abs_epi8(q);
           for (int t = 0; t < kT; ++t) {
             int32_t a4;
             std::memcpy(&a4, a.Q(t0 + t) + b * kBlock + 4 * c, 4);
-            const __m256i sa = _mm256_sign_epi8(_mm256_set1_epi32(a4), q);
-            isum[t][h] = _mm256_add_epi32(isum[t][h], _mm256_madd_epi16(_mm256_maddubs_epi16(mag, sa), ones));
+            isum[t][h] = _mm256_add_epi32(isum[t][h], DotSignedQ8(mag, q, _mm256_set1_epi32(a4), ones));
           }
           continue;
         }
@@ -255,7 +264,7 @@ void QGemmRow256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int6
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
         const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(blk + 64 * c + 32 * h));
-        [[maybe_unused]] const __m256i qw = _mm256_xor_si256(raw, _mm256_set1_epi8(static_cast<char>(0x80)));
+        [[maybe_unused]] const __m256i qw = SignedQ8(raw);
         [[maybe_unused]] const __m256i mag = _mm256_abs_epi8(qw);
 #pragma GCC unroll 2
         for (int t = 0; t < kT; ++t) {
@@ -267,8 +276,7 @@ void QGemmRow256T(const PackedMatrix& w, int64_t group, const QuantActs& a, int6
             part[t][h] = _mm256_dpbusd_avx_epi32(part[t][h], raw, av);
 #endif
           } else {
-            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(mag, _mm256_sign_epi8(av, qw)), ones);
-            part[t][h] = _mm256_add_epi32(part[t][h], p);
+            part[t][h] = _mm256_add_epi32(part[t][h], DotSignedQ8(mag, qw, av, ones));
           }
         }
       }
