@@ -202,8 +202,9 @@ TEST_P(FlashIsaTest, DecodeTokenMatchesNaive) {
 
 // A block of consecutive tokens (prefill) gives every token exactly the
 // bits it gets alone (decode), on every ISA and equal to the scalar
-// definition: head sizes with and without a 16-lane tail, blocks starting
-// on and off tile and chunk boundaries, windows, soft-capping, int8 cache.
+// definition: head sizes with and without a 16-lane tail (and an 8-lane
+// one), blocks starting on and off tile and chunk boundaries, windows,
+// soft-capping, int8 cache.
 TEST_P(FlashIsaTest, BlockOfTokensEqualsEachTokenAlone) {
   const KernelTable ref = MakeKernelTable(CpuIsa::kScalar);
   const KernelTable k = MakeKernelTable(GetParam());
@@ -215,9 +216,11 @@ TEST_P(FlashIsaTest, BlockOfTokensEqualsEachTokenAlone) {
     bool q8;
   };
   const Case cases[] = {
-      {64, 3, 10, 0, 0, 0, false},     {64, 3, 10, 250, 0, 0, false},  {64, 1, 32, 7, 0, 0, false},
-      {80, 4, 8, 500, 0, 0, false},    {128, 2, 16, 37, 20, 0, false}, {64, 8, 4, 300, 0, 0, true},
-      {100, 3, 9, 511, 0, 30.0f, false}, {64, 3, 11, 40, 13, 0, true}, {256, 1, 5, 900, 0, 0, false},
+      {64, 3, 10, 0, 0, 0, false},       {64, 3, 10, 250, 0, 0, false},  {64, 1, 32, 7, 0, 0, false},
+      {80, 4, 8, 500, 0, 0, false},      {128, 2, 16, 37, 20, 0, false}, {64, 8, 4, 300, 0, 0, true},
+      {100, 3, 9, 511, 0, 30.0f, false}, {64, 3, 11, 40, 13, 0, true},   {256, 1, 5, 900, 0, 0, false},
+      {64, 2, 12, 70, 0, 3.0f, false},   {32, 2, 6, 30, 0, 2.0f, true},  {96, 1, 7, 130, 50, 0, false},
+      {40, 2, 5, 20, 0, 0, true},
   };
   for (const Case& cs : cases) {
     const int32_t n = cs.p0 + cs.nq;

@@ -6,9 +6,10 @@
 #include <cstring>
 
 #include "kernels/attend_generic.h"
+#include "kernels/cpu/avx2/exp256.h"
+#include "kernels/cpu/avx2/qgemm256.h"
 #include "kernels/flash_bf16_generic.h"
 #include "kernels/flash_generic.h"
-#include "kernels/cpu/avx2/qgemm256.h"
 #include "kernels/qgemm_dispatch.h"
 
 namespace infera::avx2 {
@@ -259,12 +260,10 @@ void Fill(KernelTable* t) {
   t->dot_f32 = DotF32;
   t->axpy_f32 = AxpyF32;
   t->attend_head = AttendHeadComposed<DotF32, AxpyF32>;
-  t->flash_chunk = FlashChunkGeneric;
-  t->flash_merge = FlashMergeGeneric;  // inline FMAs in ExpNonPositive (no libm call)
-  t->silu_mul = SiluMulGeneric;        // vectorized with this file's flags
-  t->gelu_tanh_mul = GeluTanhMulGeneric;
-  t->soft_cap = SoftCapGeneric;
-  t->flash_variant = "avx2-generic";
+  FillFlash(t);
+  t->silu_mul = SiluMul8;  // explicit vectors: GCC leaves the generic loops scalar here
+  t->gelu_tanh_mul = GeluTanhMul8;
+  t->soft_cap = SoftCapInPlace8;
   t->flash_chunk_bf16 = FlashChunkGenericBf16;
   t->flash_bf16_variant = "avx2-generic (bf16 emulated)";
 }

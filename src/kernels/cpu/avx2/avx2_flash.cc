@@ -1,0 +1,365 @@
+// The tiled attention chunk kernel (FlashChunkFn) in AVX2: the operations
+// of FlashChunkGeneric in the same order per row, on 8-lane vectors (a
+// 16-lane K tile is two of them).
+//
+// Per step of 64 positions, blocks of up to 3 rows that read the same lanes
+// (a token's query heads; in prefill, every token that sees the whole
+// step): their scores in two passes of two tiles, 3 rows x 4 vectors of
+// sums (12 independent FMA chains, each the definition's single chain per
+// lane, enough to cover the FMA latency on both pipes), the K loads shared;
+// then each row's online softmax on its eight score vectors
+// (ExpNonPositive8: the scalar exp's operations lane-wise); then the
+// values, 3 rows x 32 output elements in registers while the positions
+// stream past, the V loads shared. The generic kernel this replaces took
+// its softmax one lane at a time (GCC left the exp loop scalar) and one row
+// at a time elsewhere. While a step's first block computes, the next step's
+// K tiles and V rows are prefetched a line at a time (decode over a long
+// context streams them from memory).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cpu/avx2/avx2_kernels.h"
+#include "kernels/cpu/avx2/exp256.h"
+#include "kernels/flash_generic.h"
+
+namespace infera::avx2 {
+namespace {
+
+constexpr int kStepVecs = kFlashStep / 8;  // 8-lane vectors of a step's scores
+constexpr int kPassVecs = 4;               // vectors per row and pass (two tiles; 32 elements)
+constexpr int kMaxRows = 3;                // rows per block: 12 sums
+
+// Reduce16's order (lanes i + i+8, then + i+4, then (0+2)+(1+3)) on lanes
+// lo (0..7) and hi (8..15).
+inline float Sum16(__m256 lo, __m256 hi) {
+  const __m256 h = _mm256_add_ps(lo, hi);
+  const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  const __m128 e = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  return _mm_cvtss_f32(_mm_add_ss(e, _mm_movehdup_ps(e)));
+}
+
+inline float Max8(__m256 v) {
+  const __m128 q = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 e = _mm_max_ps(q, _mm_movehl_ps(q, q));
+  return _mm_cvtss_f32(_mm_max_ss(e, _mm_movehdup_ps(e)));
+}
+
+// One step's K, kFlashStepTiles tiles transposed ([head_dim][16], f32 or
+// int8; a zero tile for tiles no lane of the step reads), each lane's dot
+// factor (scale; int8: ks_j * scale) and, for the lanes [j0, j1] some row
+// reads, V's row pointers and (int8) scales.
+struct Step {
+  const float* kf[kFlashStepTiles] = {};
+  const int8_t* k8[kFlashStepTiles] = {};
+  alignas(32) float kscale[kFlashStep];
+  float vscale[kFlashStep];
+  const float* vf[kFlashStep];
+  const int8_t* v8[kFlashStep];
+};
+
+// The next step's K tiles and V rows (bytes) when its KV blocks hold whole
+// 16-slot groups (elsewhere the prefetches miss, harmlessly).
+struct NextStep {
+  const char* k[kFlashStepTiles];  // tile c: [head_dim][16]
+  const char* v[kFlashStepTiles];  // rows of tile c's 16 slots: [16][head_dim]
+};
+
+template <bool kQ8>
+void LoadStep(const FlashBlock& b, int32_t t0, int j0, int j1, float* kbuf, const float* zeros, Step* t) {
+  const int hd = b.head_dim;
+  const int32_t* slots = b.slots + t0;
+  for (int c = 0; c < kFlashStepTiles; ++c) {
+    const int c0 = c * kFlashTile, a = std::max(j0, c0) - c0, z = std::min(j1, c0 + kFlashTile - 1) - c0;
+    float* buf = kbuf + int64_t(c) * kFlashTile * hd;
+    if constexpr (kQ8) {
+      t->k8[c] = a > z ? reinterpret_cast<const int8_t*>(zeros)
+                       : FlashKTile(b.k8, slots + c0, a, z, hd, reinterpret_cast<int8_t*>(buf));
+    } else {
+      t->kf[c] = a > z ? zeros : FlashKTile(b.k, slots + c0, a, z, hd, buf);
+    }
+  }
+  for (int j = 0; j < kFlashStep; ++j) t->kscale[j] = b.scale;
+  for (int j = j0; j <= j1; ++j) {
+    const int64_t slot = slots[j];
+    if constexpr (kQ8) {
+      t->kscale[j] = b.ks[slot] * b.scale;
+      t->vscale[j] = b.vs[slot];
+      t->v8[j] = b.v8 + slot * hd;
+    } else {
+      t->vf[j] = b.v + slot * hd;
+    }
+  }
+}
+
+template <bool kQ8>
+void FindNextStep(const FlashBlock& b, int32_t t0, int32_t last, NextStep* n) {
+  const int hd = b.head_dim;
+  for (int c = 0; c < kFlashStepTiles; ++c) {
+    const int32_t slot = b.slots[std::min(last, t0 + c * kFlashTile)];
+    const int64_t group = slot - slot % kFlashTile, tile = FlashKIndex(static_cast<int32_t>(group), 0, hd);
+    if constexpr (kQ8) {
+      n->v[c] = reinterpret_cast<const char*>(b.v8 + group * hd);
+      n->k[c] = reinterpret_cast<const char*>(b.k8 + tile);
+    } else {
+      n->v[c] = reinterpret_cast<const char*>(b.v + group * hd);
+      n->k[c] = reinterpret_cast<const char*>(b.k + tile);
+    }
+  }
+}
+
+// 8 lanes of K tile c, row d, from lane h (0 or 8), as float.
+template <bool kQ8>
+inline __m256 LoadK(const Step& t, int c, int d, int h) {
+  if constexpr (kQ8) {
+    const __m128i k = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(t.k8[c] + d * kFlashTile + h));
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(k));
+  } else {
+    return _mm256_loadu_ps(t.kf[c] + d * kFlashTile + h);
+  }
+}
+
+// s[r] [8] = the scaled scores of rows q[0 .. kR) against the step's 64
+// lanes: dot(q, k_j) as one FMA chain per lane from 0 in increasing d,
+// times kscale_j. Two passes of two tiles each: kR x 4 sums (12 chains for 3
+// rows keep both FMA pipes busy past their latency), the K loads shared by
+// the rows. Not inlined, so that its sums get the registers to themselves.
+template <int kR, bool kQ8>
+__attribute__((noinline)) void BlockScores(const float* const* q, const Step& t, int hd, const NextStep* next,
+                                           __m256 (*s)[kStepVecs]) {
+  constexpr int kBytes = kQ8 ? 16 : 64;  // of one tile row
+  for (int pass = 0; pass < 2; ++pass) {
+    __m256 acc[kR][kPassVecs];
+#pragma GCC unroll 4
+    for (int r = 0; r < kR; ++r) {
+#pragma GCC unroll 4
+      for (int i = 0; i < kPassVecs; ++i) acc[r][i] = _mm256_setzero_ps();
+    }
+    for (int d = 0; d < hd; ++d) {
+      if (next != nullptr && pass == 0 && (d * kBytes) % 64 == 0) {
+        for (int c = 0; c < kFlashStepTiles; ++c) _mm_prefetch(next->k[c] + d * kBytes, _MM_HINT_T0);
+      }
+      // kR broadcasts, then one K vector at a time: 12 + 3 + 1 registers.
+      __m256 qd[kR];
+#pragma GCC unroll 4
+      for (int r = 0; r < kR; ++r) qd[r] = _mm256_broadcast_ss(q[r] + d);
+#pragma GCC unroll 4
+      for (int i = 0; i < kPassVecs; ++i) {
+        const __m256 k = LoadK<kQ8>(t, 2 * pass + i / 2, d, 8 * (i % 2));
+#pragma GCC unroll 4
+        for (int r = 0; r < kR; ++r) acc[r][i] = _mm256_fmadd_ps(qd[r], k, acc[r][i]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < kR; ++r) {
+#pragma GCC unroll 4
+      for (int i = 0; i < kPassVecs; ++i) {
+        const int v = kPassVecs * pass + i;
+        s[r][v] = _mm256_mul_ps(acc[r][i], _mm256_load_ps(t.kscale + 8 * v));
+      }
+    }
+  }
+}
+
+// The online softmax of one row's step over its lanes [r0, r1] (s: its 64
+// scores, soft-capped here, the other lanes -inf): mx = max(m, s), returns
+// corr = ExpNonPositive(m - mx); p [64] = ExpNonPositive(s - mx) (int8:
+// times vs_j, the values' factor), l = l * corr + Reduce64(p), m = mx.
+template <bool kQ8>
+float RowSoftmax(const FlashBlock& b, const Step& t, __m256* s, int r0, int r1, float* m, float* l, float* p) {
+  if (b.softcap > 0) {  // (the lanes masked below too: finite or NaN, then -inf)
+    for (int v = 0; v < kStepVecs; ++v) s[v] = SoftCap8(s[v], b.softcap);
+  }
+  if (r0 > 0 || r1 < kFlashStep - 1) {
+    const __m256i below = _mm256_set1_epi32(r0 - 1), above = _mm256_set1_epi32(r1 + 1);
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    for (int v = 0; v < kStepVecs; ++v) {
+      const __m256i lane = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(8 * v));
+      const __m256i in = _mm256_and_si256(_mm256_cmpgt_epi32(lane, below), _mm256_cmpgt_epi32(above, lane));
+      s[v] = _mm256_blendv_ps(ninf, s[v], _mm256_castsi256_ps(in));
+    }
+  }
+  // VMAXPS returns its second operand when either is NaN: a NaN score is
+  // passed over, as std::max(mx, s) does in the definition.
+  __m256 vmax = _mm256_set1_ps(-INFINITY);
+  for (int v = 0; v < kStepVecs; ++v) vmax = _mm256_max_ps(s[v], vmax);
+  const float mx = std::max(*m, Max8(vmax));
+  const float corr = ExpNonPositive(*m - mx);  // 0 on the row's first step
+  const __m256 mxv = _mm256_set1_ps(mx);
+  __m256 pv[kStepVecs];
+  for (int v = 0; v < kStepVecs; ++v) {
+    pv[v] = ExpNonPositive8(_mm256_sub_ps(s[v], mxv));
+    // int8: pv_j = p_j * vs_j, the definition's product.
+    _mm256_store_ps(p + 8 * v, kQ8 ? _mm256_mul_ps(pv[v], _mm256_loadu_ps(t.vscale + 8 * v)) : pv[v]);
+  }
+  // Reduce64: (v_i + v_i+16) + (v_i+32 + v_i+48), then Reduce16.
+  const __m256 lo = _mm256_add_ps(_mm256_add_ps(pv[0], pv[2]), _mm256_add_ps(pv[4], pv[6]));
+  const __m256 hi = _mm256_add_ps(_mm256_add_ps(pv[1], pv[3]), _mm256_add_ps(pv[5], pv[7]));
+  *l = *l * corr + Sum16(lo, hi);
+  *m = mx;
+  return corr;
+}
+
+// Rows orow[0 .. kR), elements [d0, d0 + 8 kV): o = o * corr, then
+// fma(p_j, v_j, o) over the rows' lanes j in [r0, r1] in order (int8: p
+// holds p_j * vs_j, v is float(v8_j)), in registers, V's loads shared.
+template <int kR, int kV, bool kQ8>
+__attribute__((noinline)) void BlockValues(float* const* orow, const float* corr, const float (*p)[kFlashStep],
+                                           const Step& t, int r0, int r1, int d0, int hd, const NextStep* next) {
+  __m256 acc[kR][kV];
+#pragma GCC unroll 4
+  for (int r = 0; r < kR; ++r) {
+    const __m256 cv = _mm256_set1_ps(corr[r]);
+#pragma GCC unroll 4
+    for (int i = 0; i < kV; ++i) acc[r][i] = _mm256_mul_ps(_mm256_loadu_ps(orow[r] + d0 + 8 * i), cv);
+  }
+  constexpr int kEsz = kQ8 ? 1 : 4;
+  for (int j = r0; j <= r1; ++j) {
+    if (next != nullptr) {
+      const char* row = next->v[j / kFlashTile] + (int64_t(j % kFlashTile) * hd + d0) * kEsz;
+      for (int off = 0; off < 8 * kV * kEsz; off += 64) _mm_prefetch(row + off, _MM_HINT_T0);
+    }
+    // kR broadcasts, then one V vector at a time: 12 + 3 + 1 registers.
+    __m256 pj[kR];
+#pragma GCC unroll 4
+    for (int r = 0; r < kR; ++r) pj[r] = _mm256_broadcast_ss(&p[r][j]);
+#pragma GCC unroll 4
+    for (int i = 0; i < kV; ++i) {
+      __m256 v;
+      if constexpr (kQ8) {
+        v = _mm256_cvtepi32_ps(
+            _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(t.v8[j] + d0 + 8 * i))));
+      } else {
+        v = _mm256_loadu_ps(t.vf[j] + d0 + 8 * i);
+      }
+#pragma GCC unroll 4
+      for (int r = 0; r < kR; ++r) acc[r][i] = _mm256_fmadd_ps(pj[r], v, acc[r][i]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < kR; ++r) {
+#pragma GCC unroll 4
+    for (int i = 0; i < kV; ++i) _mm256_storeu_ps(orow[r] + d0 + 8 * i, acc[r][i]);
+  }
+}
+
+// kR rows (of the step's lanes [r0, r1] each): scores, softmax, values.
+template <int kR, bool kQ8>
+void BlockStep(const FlashBlock& b, const Step& t, const int* rows, int r0, int r1, const NextStep* next, float* m,
+               float* l, float* o) {
+  const int hd = b.head_dim;
+  const float* q[kR];
+  float* orow[kR];
+  for (int k = 0; k < kR; ++k) {
+    q[k] = b.q + (rows[k] / b.g) * b.q_stride + (rows[k] % b.g) * hd;
+    orow[k] = o + int64_t(rows[k]) * hd;
+  }
+  __m256 s[kR][kStepVecs];
+  BlockScores<kR, kQ8>(q, t, hd, next, s);
+  alignas(32) float p[kR][kFlashStep];
+  float corr[kR];
+  for (int k = 0; k < kR; ++k) corr[k] = RowSoftmax<kQ8>(b, t, s[k], r0, r1, m + rows[k], l + rows[k], p[k]);
+  for (int d0 = 0; d0 < hd; d0 += 8 * kPassVecs) {
+    switch (std::min(kPassVecs, (hd - d0) / 8)) {
+      case 1:
+        BlockValues<kR, 1, kQ8>(orow, corr, p, t, r0, r1, d0, hd, next);
+        break;
+      case 2:
+        BlockValues<kR, 2, kQ8>(orow, corr, p, t, r0, r1, d0, hd, next);
+        break;
+      case 3:
+        BlockValues<kR, 3, kQ8>(orow, corr, p, t, r0, r1, d0, hd, next);
+        break;
+      default:
+        BlockValues<kR, 4, kQ8>(orow, corr, p, t, r0, r1, d0, hd, next);
+        break;
+    }
+  }
+}
+
+template <bool kQ8>
+void FlashChunk(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l, float* o, float* scratch) {
+  const int hd = b.head_dim, g = b.g;
+  int ia = 0, ib = 0;
+  FlashTokensOverlapping(b, lo, hi, &ia, &ib);
+  if (ia >= ib) return;
+  float* kbuf = scratch;                           // [4][hd][16] gathered K tiles
+  float* zeros = kbuf + int64_t(kFlashStep) * hd;  // [hd][16] the K of unread tiles
+  bool zeroed = false;
+  FlashResetRows(ia * g, ib * g, hd, m, l, o);
+  const int32_t ulo = std::max(lo, b.first[ia]), uhi = std::min(hi, b.last[ib - 1]);
+  const int32_t block_end = b.last[b.nq - 1];
+  int ta = ia, tb = ia;
+  Step t;
+  NextStep next;
+  for (int32_t t0 = ulo - ulo % kFlashStep; t0 <= uhi; t0 += kFlashStep) {
+    // Tokens that see part of this step (both bounds move forward).
+    while (ta < ib && std::min(hi, b.last[ta]) < t0) ++ta;
+    while (tb < ib && std::max(lo, b.first[tb]) <= t0 + kFlashStep - 1) ++tb;
+    if (ta >= tb) continue;
+    const int j0 = std::max(ulo, t0) - t0, j1 = std::min(uhi, t0 + kFlashStep - 1) - t0;
+    if (!zeroed && (j0 >= kFlashTile || j1 < kFlashStep - kFlashTile)) {
+      std::fill(zeros, zeros + int64_t(kFlashTile) * hd, 0.0f);
+      zeroed = true;
+    }
+    LoadStep<kQ8>(b, t0, j0, j1, kbuf, zeros, &t);
+    // The next step's positions, also past this chunk: the next chunk of a
+    // long context usually runs next on the same thread.
+    const NextStep* pf = nullptr;  // for the step's first block only
+    if (t0 + kFlashStep <= block_end) {
+      FindNextStep<kQ8>(b, t0 + kFlashStep, block_end, &next);
+      pf = &next;
+    }
+    // Blocks of up to kMaxRows consecutive rows that read the same lanes
+    // (the heads of a token; in prefill, the tokens that see the whole step).
+    int rows[kMaxRows], n = 0, br0 = 0, br1 = 0;
+    auto flush = [&] {
+      switch (n) {
+        case 0:
+          return;
+        case 1:
+          BlockStep<1, kQ8>(b, t, rows, br0, br1, pf, m, l, o);
+          break;
+        case 2:
+          BlockStep<2, kQ8>(b, t, rows, br0, br1, pf, m, l, o);
+          break;
+        default:
+          BlockStep<kMaxRows, kQ8>(b, t, rows, br0, br1, pf, m, l, o);
+          break;
+      }
+      n = 0;
+      pf = nullptr;
+    };
+    for (int i = ta; i < tb; ++i) {
+      const int32_t a = std::max(lo, b.first[i]), z = std::min(hi, b.last[i]);
+      if (z < t0 || a > t0 + kFlashStep - 1) continue;  // the row does not see this step
+      const int r0 = std::max(0, a - t0), r1 = std::min(kFlashStep - 1, z - t0);
+      for (int h = 0; h < g; ++h) {
+        if (n == kMaxRows || (n > 0 && (r0 != br0 || r1 != br1))) flush();
+        br0 = r0;
+        br1 = r1;
+        rows[n++] = i * g + h;
+      }
+    }
+    flush();
+  }
+}
+
+// Head sizes that are not a multiple of 8 keep the generic kernel (the same
+// bits; no common model has one).
+void FlashChunkAvx2(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l, float* o, float* scratch) {
+  if (b.head_dim % 8 != 0) return FlashChunkGeneric(b, lo, hi, m, l, o, scratch);
+  if (b.k8 != nullptr) return FlashChunk<true>(b, lo, hi, m, l, o, scratch);
+  FlashChunk<false>(b, lo, hi, m, l, o, scratch);
+}
+
+}  // namespace
+
+void FillFlash(KernelTable* t) {
+  t->flash_chunk = FlashChunkAvx2;
+  t->flash_merge = FlashMergeGeneric;  // inline FMAs in ExpNonPositive (no libm call)
+  t->flash_variant = "avx2-tiled";
+}
+
+}  // namespace infera::avx2
