@@ -342,6 +342,42 @@ TEST_P(FlashIsaTest, Bf16ProductsMatchDefinitionAndStayClose) {
   std::printf("bf16 products: worst relative error %.2e against f32\n", worst);
 }
 
+// bf16 products near the bottom of f32's range: queries and values of
+// about 1e-38 (and a scale of 1e37), so that partial dots, o * corr and
+// the value sums land on denormals, which VDPBF16PS (and so the definition) flushes to signed
+// zeros after each multiply-add: every ISA's kernel gives the definition's
+// bits with f32 and bf16 caches (AVX2 emulates the flushes).
+TEST_P(FlashIsaTest, Bf16DenormalsFlushAsTheDefinitionFlushesThem) {
+  const KernelTable ref = Bf16Table(CpuIsa::kScalar);
+  const KernelTable k = Bf16Table(GetParam());
+  std::mt19937 rng(43);
+  const int hd = 64, g = 2, nq = 6;
+  const int32_t p0 = 90;
+  const auto slots = PagedSlots(p0 + nq, 16, rng);
+  Cache c(int64_t(slots.size()), hd, rng);
+  for (size_t s = 0; s < slots.size(); ++s) {
+    for (int d = 0; d < hd; ++d) {
+      float& v = c.v[s * hd + d];
+      v *= 3e-38f;
+      c.v16[FlashV16Index(int64_t(s), d, hd)] = Bf16Round(v);
+    }
+  }
+  auto q = RandomVec(int64_t(nq) * g * hd, rng, 3e-38f);
+  int denormal_inputs = 0;
+  for (float x : q) denormal_inputs += x != 0 && std::fabs(x) < 1.17549435e-38f;
+  EXPECT_GT(denormal_inputs, 0);
+  for (const int cache : {kF32Cache, kBf16Cache}) {
+    // A scale of 1e37 brings the dots (and what a flush changes in them)
+    // back to scores of about 1.
+    const auto out = Attend(k, c, cache, q.data(), nq, g, hd, p0, 0, slots, 1e37f, 0.0f);
+    const auto want = Attend(ref, c, cache, q.data(), nq, g, hd, p0, 0, slots, 1e37f, 0.0f);
+    EXPECT_EQ(std::memcmp(out.data(), want.data(), out.size() * 4), 0) << "cache " << cache;
+    int nonzero = 0;
+    for (float x : out) nonzero += x != 0;
+    EXPECT_GT(nonzero, 0) << "cache " << cache;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllIsas, FlashIsaTest, ::testing::ValuesIn(AvailableIsas()),
                          [](const ::testing::TestParamInfo<CpuIsa>& i) { return std::string(CpuIsaName(i.param)); });
 

@@ -264,8 +264,7 @@ void Fill(KernelTable* t) {
   t->silu_mul = SiluMul8;  // explicit vectors: GCC leaves the generic loops scalar here
   t->gelu_tanh_mul = GeluTanhMul8;
   t->soft_cap = SoftCapInPlace8;
-  t->flash_chunk_bf16 = FlashChunkGenericBf16;
-  t->flash_bf16_variant = "avx2-generic (bf16 emulated)";
+  FillFlashBf16(t);
 }
 
 }  // namespace infera::avx2

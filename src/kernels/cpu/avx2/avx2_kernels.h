@@ -6,4 +6,6 @@ namespace infera::avx2 {
 void Fill(KernelTable* t);
 // The tiled attention kernel (avx2_flash.cc; Fill calls it).
 void FillFlash(KernelTable* t);
+// The bf16-product attention kernel (avx2_flash_bf16.cc; Fill calls it).
+void FillFlashBf16(KernelTable* t);
 }  // namespace infera::avx2
