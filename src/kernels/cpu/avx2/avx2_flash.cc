@@ -80,7 +80,10 @@ void LoadStep(const FlashBlock& b, int32_t t0, int j0, int j1, float* kbuf, cons
       t->kf[c] = a > z ? zeros : FlashKTile(b.k, slots + c0, a, z, hd, buf);
     }
   }
-  for (int j = 0; j < kFlashStep; ++j) t->kscale[j] = b.scale;
+  for (int j = 0; j < kFlashStep; ++j) {  // lanes no row reads: any finite factors
+    t->kscale[j] = b.scale;
+    t->vscale[j] = 0.0f;
+  }
   for (int j = j0; j <= j1; ++j) {
     const int64_t slot = slots[j];
     if constexpr (kQ8) {
