@@ -22,6 +22,7 @@
 
 #include "kernels/cpu/avx2/avx2_kernels.h"
 #include "kernels/cpu/avx2/exp256.h"
+#include "kernels/cpu/avx2/flash_slots256.h"
 #include "kernels/flash_generic.h"
 
 namespace infera::avx2 {
@@ -66,12 +67,46 @@ struct NextStep {
   const char* v[kFlashStepTiles];  // rows of tile c's 16 slots: [16][head_dim]
 };
 
+// Fills `t` for the step at t0 whose lanes [j0, j1] are read: K tiles in
+// place or gathered into kbuf (FlashKTile), `zeros` [hd][16] for tiles with
+// no read lane. A whole 16-slot group (the usual case) takes its K tile,
+// scales and V row pointers with vector operations instead of 16 scalar
+// lane loads each.
 template <bool kQ8>
 void LoadStep(const FlashBlock& b, int32_t t0, int j0, int j1, float* kbuf, const float* zeros, Step* t) {
   const int hd = b.head_dim;
   const int32_t* slots = b.slots + t0;
+  const __m256 scale = _mm256_set1_ps(b.scale);
+  for (int j = 0; j < kFlashStep; j += 8) {  // lanes no row reads: any finite factors
+    _mm256_store_ps(t->kscale + j, scale);
+    _mm256_storeu_ps(t->vscale + j, _mm256_setzero_ps());
+  }
   for (int c = 0; c < kFlashStepTiles; ++c) {
     const int c0 = c * kFlashTile, a = std::max(j0, c0) - c0, z = std::min(j1, c0 + kFlashTile - 1) - c0;
+    int32_t base = 0;
+    if (WholeGroup(slots, c, j0, j1, &base)) {
+      const int64_t tile = FlashKIndex(base, 0, hd);
+      // Row pointers base + j (4 per vector: 64-bit adds of j * row bytes).
+      const int64_t row_bytes = int64_t(hd) * (kQ8 ? 1 : sizeof(float));
+      const char* row0 = kQ8 ? reinterpret_cast<const char*>(b.v8) : reinterpret_cast<const char*>(b.v);
+      __m256i p = _mm256_add_epi64(_mm256_set1_epi64x(reinterpret_cast<int64_t>(row0 + base * row_bytes)),
+                                   _mm256_setr_epi64x(0, row_bytes, 2 * row_bytes, 3 * row_bytes));
+      const __m256i step = _mm256_set1_epi64x(4 * row_bytes);
+      void* dst = kQ8 ? static_cast<void*>(t->v8 + c0) : static_cast<void*>(t->vf + c0);
+      for (int k = 0; k < 4; ++k, p = _mm256_add_epi64(p, step)) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst) + k, p);
+      }
+      if constexpr (kQ8) {
+        t->k8[c] = b.k8 + tile;
+        for (int h = 0; h < kFlashTile; h += 8) {
+          _mm256_store_ps(t->kscale + c0 + h, _mm256_mul_ps(_mm256_loadu_ps(b.ks + base + h), scale));
+          _mm256_storeu_ps(t->vscale + c0 + h, _mm256_loadu_ps(b.vs + base + h));
+        }
+      } else {
+        t->kf[c] = b.k + tile;
+      }
+      continue;
+    }
     float* buf = kbuf + int64_t(c) * kFlashTile * hd;
     if constexpr (kQ8) {
       t->k8[c] = a > z ? reinterpret_cast<const int8_t*>(zeros)
@@ -79,19 +114,15 @@ void LoadStep(const FlashBlock& b, int32_t t0, int j0, int j1, float* kbuf, cons
     } else {
       t->kf[c] = a > z ? zeros : FlashKTile(b.k, slots + c0, a, z, hd, buf);
     }
-  }
-  for (int j = 0; j < kFlashStep; ++j) {  // lanes no row reads: any finite factors
-    t->kscale[j] = b.scale;
-    t->vscale[j] = 0.0f;
-  }
-  for (int j = j0; j <= j1; ++j) {
-    const int64_t slot = slots[j];
-    if constexpr (kQ8) {
-      t->kscale[j] = b.ks[slot] * b.scale;
-      t->vscale[j] = b.vs[slot];
-      t->v8[j] = b.v8 + slot * hd;
-    } else {
-      t->vf[j] = b.v + slot * hd;
+    for (int j = std::max(j0, c0); j <= std::min(j1, c0 + kFlashTile - 1); ++j) {
+      const int64_t slot = slots[j];
+      if constexpr (kQ8) {
+        t->kscale[j] = b.ks[slot] * b.scale;
+        t->vscale[j] = b.vs[slot];
+        t->v8[j] = b.v8 + slot * hd;
+      } else {
+        t->vf[j] = b.v + slot * hd;
+      }
     }
   }
 }
@@ -170,7 +201,8 @@ __attribute__((noinline)) void BlockScores(const float* const* q, const Step& t,
 // corr = ExpNonPositive(m - mx); p [64] = ExpNonPositive(s - mx) (int8:
 // times vs_j, the values' factor), l = l * corr + Reduce64(p), m = mx.
 template <bool kQ8>
-float RowSoftmax(const FlashBlock& b, const Step& t, __m256* s, int r0, int r1, float* m, float* l, float* p) {
+__attribute__((always_inline)) inline float RowSoftmax(const FlashBlock& b, const Step& t, __m256* s, int r0, int r1,
+                                                       float* m, float* l, float* p) {
   if (b.softcap > 0) {  // (the lanes masked below too: finite or NaN, then -inf)
     for (int v = 0; v < kStepVecs; ++v) s[v] = SoftCap8(s[v], b.softcap);
   }
@@ -262,6 +294,7 @@ void BlockStep(const FlashBlock& b, const Step& t, const int* rows, int r0, int 
   BlockScores<kR, kQ8>(q, t, hd, next, s);
   alignas(32) float p[kR][kFlashStep];
   float corr[kR];
+#pragma GCC unroll 3
   for (int k = 0; k < kR; ++k) corr[k] = RowSoftmax<kQ8>(b, t, s[k], r0, r1, m + rows[k], l + rows[k], p[k]);
   for (int d0 = 0; d0 < hd; d0 += 8 * kPassVecs) {
     switch (std::min(kPassVecs, (hd - d0) / 8)) {

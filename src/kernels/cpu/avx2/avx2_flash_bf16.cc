@@ -19,6 +19,7 @@
 #include "kernels/bf16_generic.h"
 #include "kernels/cpu/avx2/avx2_kernels.h"
 #include "kernels/cpu/avx2/exp256.h"
+#include "kernels/cpu/avx2/flash_slots256.h"
 #include "kernels/flash_bf16_generic.h"
 
 namespace infera::avx2 {
@@ -53,20 +54,6 @@ inline __m256 RoundBf16x8(__m256 x) {
 inline __m256 PairLo(__m256i w) { return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)); }
 inline __m256 PairHi(__m256i w) {
   return _mm256_castsi256_ps(_mm256_and_si256(w, I32(static_cast<int32_t>(0xFFFF0000u))));
-}
-
-// Whether the 16 slots of tile c (lanes c * 16 ..) are one whole 16-slot
-// group, all read ([j0, j1] covers them); *base: its first slot.
-inline bool WholeGroup(const int32_t* slots, int c, int j0, int j1, int32_t* base) {
-  const int c0 = c * kFlashTile;
-  if (j0 > c0 || j1 < c0 + kFlashTile - 1) return false;
-  *base = slots[c0];
-  if (*base % kFlashTile != 0) return false;
-  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256i w0 = _mm256_add_epi32(I32(*base), iota), w1 = _mm256_add_epi32(w0, I32(8));
-  const __m256i e0 = _mm256_cmpeq_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(slots + c0)), w0);
-  const __m256i e1 = _mm256_cmpeq_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(slots + c0 + 8)), w1);
-  return _mm256_movemask_epi8(_mm256_and_si256(e0, e1)) == -1;
 }
 
 // kr [hd][64] = the step's K rounded to bf16, lane-major; lanes outside
