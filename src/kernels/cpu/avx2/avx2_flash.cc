@@ -23,29 +23,14 @@
 #include "kernels/cpu/avx2/avx2_kernels.h"
 #include "kernels/cpu/avx2/exp256.h"
 #include "kernels/cpu/avx2/flash_slots256.h"
+#include "kernels/cpu/avx2/softmax256.h"
 #include "kernels/flash_generic.h"
 
 namespace infera::avx2 {
 namespace {
 
-constexpr int kStepVecs = kFlashStep / 8;  // 8-lane vectors of a step's scores
 constexpr int kPassVecs = 4;               // vectors per row and pass (two tiles; 32 elements)
 constexpr int kMaxRows = 3;                // rows per block: 12 sums
-
-// Reduce16's order (lanes i + i+8, then + i+4, then (0+2)+(1+3)) on lanes
-// lo (0..7) and hi (8..15).
-inline float Sum16(__m256 lo, __m256 hi) {
-  const __m256 h = _mm256_add_ps(lo, hi);
-  const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  const __m128 e = _mm_add_ps(q, _mm_movehl_ps(q, q));
-  return _mm_cvtss_f32(_mm_add_ss(e, _mm_movehdup_ps(e)));
-}
-
-inline float Max8(__m256 v) {
-  const __m128 q = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 e = _mm_max_ps(q, _mm_movehl_ps(q, q));
-  return _mm_cvtss_f32(_mm_max_ss(e, _mm_movehdup_ps(e)));
-}
 
 // One step's K, kFlashStepTiles tiles transposed ([head_dim][16], f32 or
 // int8; a zero tile for tiles no lane of the step reads), each lane's dot
@@ -206,20 +191,8 @@ __attribute__((always_inline)) inline float RowSoftmax(const FlashBlock& b, cons
   if (b.softcap > 0) {  // (the lanes masked below too: finite or NaN, then -inf)
     for (int v = 0; v < kStepVecs; ++v) s[v] = SoftCap8(s[v], b.softcap);
   }
-  if (r0 > 0 || r1 < kFlashStep - 1) {
-    const __m256i below = _mm256_set1_epi32(r0 - 1), above = _mm256_set1_epi32(r1 + 1);
-    const __m256 ninf = _mm256_set1_ps(-INFINITY);
-    for (int v = 0; v < kStepVecs; ++v) {
-      const __m256i lane = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(8 * v));
-      const __m256i in = _mm256_and_si256(_mm256_cmpgt_epi32(lane, below), _mm256_cmpgt_epi32(above, lane));
-      s[v] = _mm256_blendv_ps(ninf, s[v], _mm256_castsi256_ps(in));
-    }
-  }
-  // VMAXPS returns its second operand when either is NaN: a NaN score is
-  // passed over, as std::max(mx, s) does in the definition.
-  __m256 vmax = _mm256_set1_ps(-INFINITY);
-  for (int v = 0; v < kStepVecs; ++v) vmax = _mm256_max_ps(s[v], vmax);
-  const float mx = std::max(*m, Max8(vmax));
+  MaskOutside(s, r0, r1);
+  const float mx = std::max(*m, Max64(s));
   const float corr = ExpNonPositive(*m - mx);  // 0 on the row's first step
   const __m256 mxv = _mm256_set1_ps(mx);
   __m256 pv[kStepVecs];
@@ -228,10 +201,7 @@ __attribute__((always_inline)) inline float RowSoftmax(const FlashBlock& b, cons
     // int8: pv_j = p_j * vs_j, the definition's product.
     _mm256_store_ps(p + 8 * v, kQ8 ? _mm256_mul_ps(pv[v], _mm256_loadu_ps(t.vscale + 8 * v)) : pv[v]);
   }
-  // Reduce64: (v_i + v_i+16) + (v_i+32 + v_i+48), then Reduce16.
-  const __m256 lo = _mm256_add_ps(_mm256_add_ps(pv[0], pv[2]), _mm256_add_ps(pv[4], pv[6]));
-  const __m256 hi = _mm256_add_ps(_mm256_add_ps(pv[1], pv[3]), _mm256_add_ps(pv[5], pv[7]));
-  *l = *l * corr + Sum16(lo, hi);
+  *l = *l * corr + Sum64(pv);
   *m = mx;
   return corr;
 }

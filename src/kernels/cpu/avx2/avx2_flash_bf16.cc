@@ -20,12 +20,11 @@
 #include "kernels/cpu/avx2/avx2_kernels.h"
 #include "kernels/cpu/avx2/exp256.h"
 #include "kernels/cpu/avx2/flash_slots256.h"
+#include "kernels/cpu/avx2/softmax256.h"
 #include "kernels/flash_bf16_generic.h"
 
 namespace infera::avx2 {
 namespace {
-
-constexpr int kStepVecs = kFlashStep / 8;
 
 inline __m256i I32(int32_t v) { return _mm256_set1_epi32(v); }
 
@@ -185,21 +184,8 @@ void RowStep(const FlashBlock& b, const float* q, const float* kr, const float* 
   if (b.softcap > 0) {  // (the lanes masked below too)
     for (int v = 0; v < kStepVecs; ++v) s[v] = SoftCap8(s[v], b.softcap);
   }
-  if (r0 > 0 || r1 < kFlashStep - 1) {
-    const __m256i below = I32(r0 - 1), above = I32(r1 + 1);
-    for (int v = 0; v < kStepVecs; ++v) {
-      const __m256i lane = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), I32(8 * v));
-      const __m256i in = _mm256_and_si256(_mm256_cmpgt_epi32(lane, below), _mm256_cmpgt_epi32(above, lane));
-      s[v] = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), s[v], _mm256_castsi256_ps(in));
-    }
-  }
-  // VMAXPS returns its second operand when either is NaN (std::max's
-  // passing over a NaN score).
-  __m256 vmax = _mm256_set1_ps(-INFINITY);
-  for (int v = 0; v < kStepVecs; ++v) vmax = _mm256_max_ps(s[v], vmax);
-  const __m128 h4 = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
-  const __m128 h2 = _mm_max_ps(h4, _mm_movehl_ps(h4, h4));
-  const float mx = std::max(*m, _mm_cvtss_f32(_mm_max_ss(h2, _mm_movehdup_ps(h2))));
+  MaskOutside(s, r0, r1);
+  const float mx = std::max(*m, Max64(s));
   const float corr = ExpNonPositive(*m - mx);
   const __m256 mxv = _mm256_set1_ps(mx);
   alignas(32) float p[kFlashStep];
@@ -208,13 +194,7 @@ void RowStep(const FlashBlock& b, const float* q, const float* kr, const float* 
     pv[v] = RoundBf16x8(ExpNonPositive8(_mm256_sub_ps(s[v], mxv)));
     _mm256_store_ps(p + 8 * v, pv[v]);
   }
-  // Reduce64: (v_i + v_i+16) + (v_i+32 + v_i+48), then Reduce16's order.
-  const __m256 lo = _mm256_add_ps(_mm256_add_ps(pv[0], pv[2]), _mm256_add_ps(pv[4], pv[6]));
-  const __m256 hi = _mm256_add_ps(_mm256_add_ps(pv[1], pv[3]), _mm256_add_ps(pv[5], pv[7]));
-  const __m256 h = _mm256_add_ps(lo, hi);
-  const __m128 q4 = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  const __m128 e = _mm_add_ps(q4, _mm_movehl_ps(q4, q4));
-  *l = *l * corr + _mm_cvtss_f32(_mm_add_ss(e, _mm_movehdup_ps(e)));
+  *l = *l * corr + Sum64(pv);
   for (int d0 = 0; d0 < hd; d0 += 64) {
     switch (std::min(8, (hd - d0) / 8)) {
       case 1:
