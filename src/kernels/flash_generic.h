@@ -57,6 +57,33 @@ const T* FlashKTile(const T* k, const int32_t* slots, int j0, int j1, int hd, T*
   return buf;
 }
 
+// The next step's K tiles and V rows (bytes), which the ISA kernels
+// prefetch a line at a time while a step computes.
+struct FlashNextStep {
+  const char* k[kFlashStepTiles];  // tile c: [head_dim][16]
+  const char* v[kFlashStepTiles];  // rows of tile c's 16 slots: [16][head_dim]
+};
+
+// The K tiles and V rows of the 16-slot groups holding positions t0, t0 +
+// 16, t0 + 32, t0 + 48 (those past `last` replaced by `last`, whose slot
+// exists): what the next step reads when its KV blocks hold whole groups
+// (elsewhere the prefetches miss, harmlessly). kQ8: the int8 cache.
+template <bool kQ8>
+void FindFlashNextStep(const FlashBlock& b, int32_t t0, int32_t last, FlashNextStep* n) {
+  const int hd = b.head_dim;
+  for (int c = 0; c < kFlashStepTiles; ++c) {
+    const int32_t slot = b.slots[std::min(last, t0 + c * kFlashTile)];
+    const int64_t group = slot - slot % kFlashTile, tile = FlashKIndex(static_cast<int32_t>(group), 0, hd);
+    if constexpr (kQ8) {
+      n->v[c] = reinterpret_cast<const char*>(b.v8 + group * hd);
+      n->k[c] = reinterpret_cast<const char*>(b.k8 + tile);
+    } else {
+      n->v[c] = reinterpret_cast<const char*>(b.v + group * hd);
+      n->k[c] = reinterpret_cast<const char*>(b.k + tile);
+    }
+  }
+}
+
 // The state of rows [r0, r1) before a chunk: m = -inf, l = 0, o = 0.
 inline void FlashResetRows(int r0, int r1, int hd, float* m, float* l, float* o) {
   for (int r = r0; r < r1; ++r) {

@@ -45,12 +45,10 @@ struct Step {
   const int8_t* v8[kFlashStep];
 };
 
-// The next step's K tiles and V rows (bytes) when its KV blocks hold whole
-// 16-slot groups (elsewhere the prefetches miss, harmlessly).
-struct NextStep {
-  const char* k[kFlashStepTiles];  // tile c: [head_dim][16]
-  const char* v[kFlashStepTiles];  // rows of tile c's 16 slots: [16][head_dim]
-};
+// The next step's K tiles and V rows (flash_generic.h), prefetched a line at
+// a time from inside this step's loops, so that the loads from memory overlap
+// the arithmetic. Null: none.
+using NextStep = FlashNextStep;
 
 // Fills `t` for the step at t0 whose lanes [j0, j1] are read: K tiles in
 // place or gathered into kbuf (FlashKTile), `zeros` [hd][16] for tiles with
@@ -108,22 +106,6 @@ void LoadStep(const FlashBlock& b, int32_t t0, int j0, int j1, float* kbuf, cons
       } else {
         t->vf[j] = b.v + slot * hd;
       }
-    }
-  }
-}
-
-template <bool kQ8>
-void FindNextStep(const FlashBlock& b, int32_t t0, int32_t last, NextStep* n) {
-  const int hd = b.head_dim;
-  for (int c = 0; c < kFlashStepTiles; ++c) {
-    const int32_t slot = b.slots[std::min(last, t0 + c * kFlashTile)];
-    const int64_t group = slot - slot % kFlashTile, tile = FlashKIndex(static_cast<int32_t>(group), 0, hd);
-    if constexpr (kQ8) {
-      n->v[c] = reinterpret_cast<const char*>(b.v8 + group * hd);
-      n->k[c] = reinterpret_cast<const char*>(b.k8 + tile);
-    } else {
-      n->v[c] = reinterpret_cast<const char*>(b.v + group * hd);
-      n->k[c] = reinterpret_cast<const char*>(b.k + tile);
     }
   }
 }
@@ -314,7 +296,7 @@ void FlashChunk(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l,
     // long context usually runs next on the same thread.
     const NextStep* pf = nullptr;  // for the step's first block only
     if (t0 + kFlashStep <= block_end) {
-      FindNextStep<kQ8>(b, t0 + kFlashStep, block_end, &next);
+      FindFlashNextStep<kQ8>(b, t0 + kFlashStep, block_end, &next);
       pf = &next;
     }
     // Blocks of up to kMaxRows consecutive rows that read the same lanes

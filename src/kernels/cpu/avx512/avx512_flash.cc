@@ -45,13 +45,10 @@ struct Step {
   __m512 vscale[kFlashStepTiles];
 };
 
-// The next step's K tiles and V rows (bytes), prefetched a line at a time
-// while this step computes: spread over the loops so that the loads from
-// memory overlap the arithmetic instead of following it. Null: none.
-struct NextStep {
-  const char* k[kFlashStepTiles];  // tile c: [head_dim][16]
-  const char* v[kFlashStepTiles];  // rows of tile c's 16 slots: [16][head_dim]
-};
+// The next step's K tiles and V rows (flash_generic.h), prefetched a line at
+// a time from inside this step's loops, so that the loads from memory overlap
+// the arithmetic. Null: none.
+using NextStep = FlashNextStep;
 
 template <bool kQ8>
 inline __m512 LoadK(const Step& t, int c, int d) {
@@ -209,25 +206,6 @@ void LoadStep(const FlashBlock& b, int32_t t0, int j0, int j1, float* kbuf, cons
   }
 }
 
-// The K tiles and V rows of the 16-slot groups holding positions t0, t0 +
-// 16, t0 + 32, t0 + 48 (those past `last` replaced by `last`, whose slot
-// exists): what the next step reads when its KV blocks hold whole groups.
-template <bool kQ8>
-void FindNextStep(const FlashBlock& b, int32_t t0, int32_t last, NextStep* n) {
-  const int hd = b.head_dim;
-  for (int c = 0; c < kFlashStepTiles; ++c) {
-    const int32_t slot = b.slots[std::min(last, t0 + c * kFlashTile)];
-    const int64_t group = slot - slot % kFlashTile, tile = FlashKIndex(static_cast<int32_t>(group), 0, hd);
-    if constexpr (kQ8) {
-      n->v[c] = reinterpret_cast<const char*>(b.v8 + group * hd);
-      n->k[c] = reinterpret_cast<const char*>(b.k8 + tile);
-    } else {
-      n->v[c] = reinterpret_cast<const char*>(b.v + group * hd);
-      n->k[c] = reinterpret_cast<const char*>(b.k + tile);
-    }
-  }
-}
-
 template <typename Fn>
 void ForRowGroups(int r0, int r1, int n, Fn&& fn) {
   for (int r = r0; r < r1; r += n) fn(r, std::min(n, r1 - r));
@@ -270,7 +248,7 @@ void FlashChunk(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l,
     // long context usually runs next on the same thread.
     const NextStep* step_pf = nullptr;  // for the step's first row group only
     if (t0 + kFlashStep <= block_end) {
-      FindNextStep<kQ8>(b, t0 + kFlashStep, block_end, &next);
+      FindFlashNextStep<kQ8>(b, t0 + kFlashStep, block_end, &next);
       step_pf = &next;
     }
     const int r0 = ta * g, r1 = tb * g;
