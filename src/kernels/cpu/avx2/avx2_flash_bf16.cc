@@ -195,33 +195,11 @@ void RowStep(const FlashBlock& b, const float* q, const float* kr, const float* 
     _mm256_store_ps(p + 8 * v, pv[v]);
   }
   *l = *l * corr + Sum64(pv);
-  for (int d0 = 0; d0 < hd; d0 += 64) {
-    switch (std::min(8, (hd - d0) / 8)) {
-      case 1:
-        RowValues<1>(orow, corr, p, vr, zero, r0, r1, d0, hd);
-        break;
-      case 2:
-        RowValues<2>(orow, corr, p, vr, zero, r0, r1, d0, hd);
-        break;
-      case 3:
-        RowValues<3>(orow, corr, p, vr, zero, r0, r1, d0, hd);
-        break;
-      case 4:
-        RowValues<4>(orow, corr, p, vr, zero, r0, r1, d0, hd);
-        break;
-      case 5:
-        RowValues<5>(orow, corr, p, vr, zero, r0, r1, d0, hd);
-        break;
-      case 6:
-        RowValues<6>(orow, corr, p, vr, zero, r0, r1, d0, hd);
-        break;
-      case 7:
-        RowValues<7>(orow, corr, p, vr, zero, r0, r1, d0, hd);
-        break;
-      default:
-        RowValues<8>(orow, corr, p, vr, zero, r0, r1, d0, hd);
-        break;
-    }
+  using RowValuesFn = void (*)(float*, float, const float*, const float*, const float*, int, int, int, int);
+  static constexpr RowValuesFn kRowValues[8] = {RowValues<1>, RowValues<2>, RowValues<3>, RowValues<4>,
+                                                RowValues<5>, RowValues<6>, RowValues<7>, RowValues<8>};
+  for (int d0 = 0; d0 < hd; d0 += 64) {  // 64 elements (8 vectors) per pass, the last pass what remains
+    kRowValues[std::min(8, (hd - d0) / 8) - 1](orow, corr, p, vr, zero, r0, r1, d0, hd);
   }
   *m = mx;
 }
