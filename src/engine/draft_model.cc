@@ -51,10 +51,12 @@ std::vector<std::vector<int32_t>> DraftModelProposer::Propose(const std::vector<
     const int32_t k = std::min(w.max_draft, max_model_len_ - len + 1);
     if (k < 1) continue;
     auto it = seen_.find(w.id);
-    if (context_ > 0 && (it == seen_.end() || len - it->second.computed > context_)) {
-      // New, or too far behind: start again on the last context_ tokens.
+    int32_t window = context_;
+    if (w.max_catch_up > 0) window = window > 0 ? std::min(window, w.max_catch_up) : w.max_catch_up;
+    if (window > 0 && (it == seen_.end() || len - it->second.computed > window)) {
+      // New, or too far behind: start again on the last `window` tokens.
       Forget(w.id);
-      it = seen_.emplace(w.id, Seen{std::max(0, len - context_), std::max(0, len - context_)}).first;
+      it = seen_.emplace(w.id, Seen{std::max(0, len - window), std::max(0, len - window)}).first;
     } else if (it == seen_.end()) {
       it = seen_.emplace(w.id, Seen{}).first;
     }

@@ -37,6 +37,10 @@ class DraftModelProposer {
     uint64_t id = 0;
     const std::vector<int32_t>* tokens = nullptr;  // the sequence (prompt + outputs)
     int32_t max_draft = 0;
+    // > 0: a sequence more than this many tokens ahead of what the draft
+    // model has seen starts again on its last max_catch_up tokens (as with
+    // `context`, whichever is smaller); 0: catch up on all of them.
+    int32_t max_catch_up = 0;
   };
   // Up to max_draft greedy tokens after each sequence's tokens, stopping a
   // sequence's draft where the draft model's top probability falls below

@@ -192,21 +192,20 @@ struct Engine::Impl {
       if (k < std::max(1, opts.spec_draft_min)) continue;
       if (drafter) {  // as many as pay, drafted below for all sequences at once
         if (opts.spec_adaptive) {
-          int32_t n = ChooseDraftLength(r->acceptance.alpha(), step_cost.position_cost(), k);
-          if (n == 0 && ++r->steps_since_draft >= kSpecProbeInterval) n = 1;
-          if (n > 0) r->steps_since_draft = 0;
-          k = n;
+          k = r->probes.Next(ChooseDraftLength(r->acceptance.alpha(), step_cost.position_cost(), k));
         }
-        if (k >= std::max(1, opts.spec_draft_min)) wants.push_back({id, &sched.Tokens(id), k});
+        if (k >= std::max(1, opts.spec_draft_min)) {
+          // A probe catches the draft model up on the recent tokens only.
+          const bool probe = opts.spec_adaptive && r->probes.probing();
+          wants.push_back({id, &sched.Tokens(id), k, probe ? kSpecProbeCatchUp : 0});
+        }
         continue;
       }
       std::vector<int32_t> d = NgramDraft(sched.Tokens(id), opts.spec_ngram_min, opts.spec_ngram_max, k);
       // As many as pay for their verification (spec_policy.h).
       if (opts.spec_adaptive && !d.empty()) {
-        int32_t n = ChooseDraftLength(r->acceptance.alpha(), step_cost.position_cost(), static_cast<int32_t>(d.size()));
-        if (n == 0 && ++r->steps_since_draft >= kSpecProbeInterval) n = 1;  // a probe
-        if (n > 0) r->steps_since_draft = 0;
-        d.resize(n);
+        d.resize(r->probes.Next(
+            ChooseDraftLength(r->acceptance.alpha(), step_cost.position_cost(), static_cast<int32_t>(d.size()))));
       }
       if (static_cast<int32_t>(d.size()) >= std::max(1, opts.spec_draft_min)) sched.SetDraft(id, std::move(d));
     }
@@ -224,7 +223,7 @@ struct Engine::Impl {
         // Asked for and paid, but nothing to verify (the draft model was not
         // confident enough, --draft-p-min): for the policy a position that
         // yielded no token, as a rejected one, so a draft model that rarely
-        // drafts stops being asked (then probed every kSpecProbeInterval steps).
+        // drafts stops being asked (then probed: ProbeSchedule).
         reqs.at(wants[i].id)->acceptance.Verified(1, 0);
       }
     }

@@ -48,7 +48,7 @@ struct EngineRequest {
   int32_t prompt_logits_next = 0;  // the next prompt position whose logits row is owed
   bool cancel = false;
   AcceptanceEstimate acceptance;  // of this request's drafts
-  int32_t steps_since_draft = 0;  // with drafts found but not worth verifying
+  ProbeSchedule probes;           // drafts found but not worth verifying: when to try one anyway
   using Clock = std::chrono::steady_clock;
   Clock::time_point t_add = Clock::now(), t_sched, t_first;
   bool scheduled = false, has_first = false;

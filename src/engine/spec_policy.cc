@@ -68,4 +68,18 @@ int32_t ChooseDraftLength(double alpha, double r, int32_t k_max) {
   return best;
 }
 
+int32_t ProbeSchedule::Next(int32_t n) {
+  probing_ = false;
+  if (n > 0) {
+    since_ = 0;
+    interval_ = kSpecProbeInterval;
+    return n;
+  }
+  if (++since_ < interval_) return 0;
+  since_ = 0;
+  interval_ = std::min(2 * interval_, kSpecProbeMaxInterval);
+  probing_ = true;
+  return 1;
+}
+
 }  // namespace infera

@@ -62,7 +62,32 @@ class StepCostModel {
 int32_t ChooseDraftLength(double alpha, double r, int32_t k_max);
 
 // A sequence that found drafts but drafted none for this many steps drafts
-// one token anyway, so that its acceptance and the step cost stay measured.
+// one token anyway (a probe), so that its acceptance and the step cost stay
+// measured. Each probe after which drafting still does not pay doubles the
+// interval, up to kSpecProbeMaxInterval: a pair that never pays costs one
+// probe per 512 tokens instead of one per 32.
 inline constexpr int32_t kSpecProbeInterval = 32;
+inline constexpr int32_t kSpecProbeMaxInterval = 512;
+// A draft model that is further behind a sequence than this at a probe
+// starts again on its last kSpecProbeCatchUp tokens instead of catching up
+// on all it missed (whose cost would grow with the interval).
+inline constexpr int32_t kSpecProbeCatchUp = 64;
+
+// When a sequence probes (per sequence; not thread-safe).
+class ProbeSchedule {
+ public:
+  // The policy chose `n` tokens to draft this step: n when n > 0 (drafting
+  // pays: the interval starts again at kSpecProbeInterval), else 1 when a
+  // probe is due, else 0.
+  int32_t Next(int32_t n);
+  // Whether the last Next() returned a probe.
+  bool probing() const { return probing_; }
+  int32_t interval() const { return interval_; }
+
+ private:
+  int32_t interval_ = kSpecProbeInterval;
+  int32_t since_ = 0;
+  bool probing_ = false;
+};
 
 }  // namespace infera

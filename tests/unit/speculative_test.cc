@@ -89,6 +89,35 @@ TEST(SpecPolicy, DraftModelCostCountsPerDraftedPosition) {
   EXPECT_EQ(ChooseDraftLength(0.5, 0.25 + m.draft_ratio(), 8), 0);
 }
 
+TEST(SpecPolicy, ProbesBackOffWhileDraftingDoesNotPay) {
+  ProbeSchedule p;
+  // Steps (from the start, or the previous probe) to each probe.
+  auto steps_to_probe = [&] {
+    for (int32_t i = 1; i <= 10000; ++i) {
+      const int32_t n = p.Next(0);
+      if (n != 0) {
+        EXPECT_EQ(n, 1);
+        EXPECT_TRUE(p.probing());
+        return i;
+      }
+      EXPECT_FALSE(p.probing());
+    }
+    return -1;
+  };
+  EXPECT_EQ(steps_to_probe(), 32);
+  EXPECT_EQ(steps_to_probe(), 64);
+  EXPECT_EQ(steps_to_probe(), 128);
+  EXPECT_EQ(steps_to_probe(), 256);
+  EXPECT_EQ(steps_to_probe(), 512);
+  EXPECT_EQ(steps_to_probe(), 512);  // capped
+  for (int i = 0; i < 100; ++i) p.Next(0);
+  // Drafting pays again: the chosen length, not a probe, and the interval
+  // starts again.
+  EXPECT_EQ(p.Next(3), 3);
+  EXPECT_FALSE(p.probing());
+  EXPECT_EQ(steps_to_probe(), 32);
+}
+
 struct Outputs {
   std::map<size_t, Tokens> tokens;
   std::map<size_t, std::vector<float>> logprobs;
@@ -260,8 +289,10 @@ TEST_P(SpeculativeTest, DraftModelOutputsEqualPlainDecoding) {
       int32_t context;
       bool adaptive;
     };
+    // Context 0 with the adaptive policy: the probes' own catch-up limit
+    // (kSpecProbeCatchUp).
     for (const Case& cs : {Case{m->get(), 4, false}, Case{m->get(), 1000, false}, Case{other->get(), 4, true},
-                           Case{m->get(), 4, true}}) {
+                           Case{m->get(), 4, true}, Case{other->get(), 0, true}}) {
       EngineOptions o = plain;
       o.spec = "draft";
       o.draft_model = cs.draft;
