@@ -196,8 +196,7 @@ struct Engine::Impl {
         }
         if (k >= std::max(1, opts.spec_draft_min)) {
           // A probe catches the draft model up on the recent tokens only.
-          const bool probe = opts.spec_adaptive && r->probes.probing();
-          wants.push_back({id, &sched.Tokens(id), k, probe ? kSpecProbeCatchUp : 0});
+          wants.push_back({id, &sched.Tokens(id), k, r->probes.probing() ? kSpecProbeCatchUp : 0});
         }
         continue;
       }

@@ -82,7 +82,6 @@ class ProbeSchedule {
   int32_t Next(int32_t n);
   // Whether the last Next() returned a probe.
   bool probing() const { return probing_; }
-  int32_t interval() const { return interval_; }
 
  private:
   int32_t interval_ = kSpecProbeInterval;
