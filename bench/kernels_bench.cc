@@ -432,6 +432,7 @@ void Attention_TiledBf16Block32(benchmark::State& s) { RunAttention(s, true, 32,
 void Attention_TiledBf16Cache(benchmark::State& s) { RunAttention(s, true, 1, true, true); }
 void Attention_TiledBf16CacheBlock32(benchmark::State& s) { RunAttention(s, true, 32, true, true); }
 void Attention_TiledQ8Cache(benchmark::State& s) { RunAttention(s, true, 1, false, false, true); }
+void Attention_TiledQ8CacheBlock32(benchmark::State& s) { RunAttention(s, true, 32, false, false, true); }
 BENCHMARK(Attention_Naive)->Arg(512)->Arg(2048)->Arg(8192)->Arg(16384);
 BENCHMARK(Attention_Tiled)->Arg(512)->Arg(2048)->Arg(8192)->Arg(16384)->Arg(131072);
 BENCHMARK(Attention_TiledBlock10)->Arg(512)->Arg(2048)->Arg(8192);
@@ -441,6 +442,7 @@ BENCHMARK(Attention_TiledBf16Block32)->Arg(512)->Arg(4096);
 BENCHMARK(Attention_TiledBf16Cache)->Arg(512)->Arg(16384)->Arg(262144);
 BENCHMARK(Attention_TiledBf16CacheBlock32)->Arg(512)->Arg(4096);
 BENCHMARK(Attention_TiledQ8Cache)->Arg(16384)->Arg(262144);
+BENCHMARK(Attention_TiledQ8CacheBlock32)->Arg(512)->Arg(4096);
 
 // The core's f32 multiply-add peak: 16 independent chains of 16-lane fused
 // multiply-adds (more than latency x throughput on any current x86 core), no

@@ -40,6 +40,31 @@ inline float QuantizeKvRow(const float* x, int n, int8_t* q) {
   return QuantizeKvRowTo(x, n, [q](int i, int8_t v) { q[i] = v; });
 }
 
+// Quantizes query row q [hd] for an int8 cache (FlashChunkFn): per block b
+// of kFlashQBlock dimensions (the last one may be shorter) QuantizeKvRowTo,
+// qs[b] = its scale; store(d, q8_d) for each dimension.
+template <typename Store>
+void QuantizeFlashQuery(const float* q, int hd, float* qs, Store&& store) {
+  for (int b = 0, d0 = 0; d0 < hd; ++b, d0 += kFlashQBlock) {
+    const int n = std::min(kFlashQBlock, hd - d0);
+    qs[b] = QuantizeKvRowTo(q + d0, n, [&](int i, int8_t v) { store(d0 + i, v); });
+  }
+}
+
+// Rows [r0, r1) of b quantized (int8 caches) into the chunk scratch at
+// FlashChunkQueryOffset(b.rows(), hd): row r at the returned pointer + r *
+// FlashQueryFloats(hd), its q8 as floats [hd] (exact), then its block scales.
+inline float* FlashQueriesAsFloats(const FlashBlock& b, int r0, int r1, float* scratch) {
+  const int hd = b.head_dim;
+  float* base = scratch + FlashChunkQueryOffset(b.rows(), hd);
+  for (int r = r0; r < r1; ++r) {
+    float* row = base + int64_t(r) * FlashQueryFloats(hd);
+    QuantizeFlashQuery(b.q + (r / b.g) * b.q_stride + (r % b.g) * hd, hd, row + hd,
+                       [row](int d, int8_t v) { row[d] = v; });
+  }
+  return base;
+}
+
 // Dimension d of the K of tile lanes [j0, j1] (positions t0 + j) as
 // float: in place when those slots are consecutive within one 16-slot group
 // (KV blocks of a multiple of 16 slots), else gathered into buf
@@ -107,6 +132,23 @@ void FlashTileDots(const float* q, const T* kt, int hd, float* dots) {
   std::memcpy(dots, a, sizeof(a));
 }
 
+// dots[j] = the int8 cache's dot(q, k_j) for the 16 lanes of tile kt
+// [hd][16]: q's q8 as floats qf [hd] and block scales qs; each block's
+// integer sum (exact in floats), folded into one fma chain over the blocks.
+inline void FlashTileDotsQ8(const float* qf, const float* qs, const int8_t* kt, int hd, float* dots) {
+  float a[kFlashTile] = {};
+  for (int d0 = 0, blk = 0; d0 < hd; d0 += kFlashQBlock, ++blk) {
+    float sum[kFlashTile] = {};
+    for (int d = d0; d < std::min(hd, d0 + kFlashQBlock); ++d) {
+      const float qd = qf[d];
+      const int8_t* kd = kt + d * kFlashTile;
+      for (int j = 0; j < kFlashTile; ++j) sum[j] = std::fma(qd, static_cast<float>(kd[j]), sum[j]);
+    }
+    for (int j = 0; j < kFlashTile; ++j) a[j] = std::fma(qs[blk], sum[j], a[j]);
+  }
+  std::memcpy(dots, a, sizeof(a));
+}
+
 // FlashTileDots for a step's 4 tiles at once (dots [64]): the same chain per
 // lane, the tiles' chains interleaved so that the core overlaps them (one
 // tile alone is two 8-lane chains on AVX2, each fma waiting for the last:
@@ -162,7 +204,8 @@ inline void FlashValuesFixed(const FlashBlock& b, bool q8, const int32_t* slots,
 // The defining chunk kernel (FlashChunkFn): step by step, and in each step
 // row by row (every row's operations are those of FlashChunkFn in order;
 // the rows of a step share its K and V from L1).
-// Scratch: the step's gathered K tiles (kFlashStep * head_dim floats).
+// Scratch: the step's gathered K tiles (kFlashStep * head_dim floats);
+// int8 caches: the quantized queries from FlashChunkQueryOffset.
 inline void FlashChunkGeneric(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l, float* o,
                               float* scratch) {
   const int hd = b.head_dim, g = b.g;
@@ -174,6 +217,7 @@ inline void FlashChunkGeneric(const FlashBlock& b, int32_t lo, int32_t hi, float
   const int32_t ulo = std::max(lo, b.first[ia]), uhi = std::min(hi, b.last[ib - 1]);
   const int64_t tile_floats = static_cast<int64_t>(kFlashTile) * hd;
   float s[kFlashStep], p[kFlashStep];
+  const float* qbase = q8 ? FlashQueriesAsFloats(b, ia * g, ib * g, scratch) : nullptr;
   const float* kt[kFlashStepTiles];
   const int8_t* kt8[kFlashStepTiles];
   for (int32_t t0 = ulo - ulo % kFlashStep; t0 <= uhi; t0 += kFlashStep) {
@@ -197,14 +241,18 @@ inline void FlashChunkGeneric(const FlashBlock& b, int32_t lo, int32_t hi, float
         const float* q = b.q + i * b.q_stride + h * hd;
         float* orow = o + static_cast<int64_t>(r) * hd;
         static_assert(kFlashStepTiles == 4);
-        if (b.nq > 1 && r0 < kFlashTile && r1 >= kFlashStep - kFlashTile) {  // prefill, every tile of the step
-          if (q8) FlashStepDots4(q, kt8, hd, s);
-          else FlashStepDots4(q, kt, hd, s);
+        if (q8) {
+          const float* qf = qbase + int64_t(r) * FlashQueryFloats(hd);
+          for (int c = 0; c < kFlashStepTiles; ++c) {
+            if (r1 < c * kFlashTile || r0 > c * kFlashTile + kFlashTile - 1) continue;
+            FlashTileDotsQ8(qf, qf + hd, kt8[c], hd, s + c * kFlashTile);
+          }
+        } else if (b.nq > 1 && r0 < kFlashTile && r1 >= kFlashStep - kFlashTile) {  // prefill, every tile
+          FlashStepDots4(q, kt, hd, s);
         } else {
           for (int c = 0; c < kFlashStepTiles; ++c) {  // dots of the tiles the row sees
             if (r1 < c * kFlashTile || r0 > c * kFlashTile + kFlashTile - 1) continue;
-            if (q8) FlashTileDots(q, kt8[c], hd, s + c * kFlashTile);
-            else FlashTileDots(q, kt[c], hd, s + c * kFlashTile);
+            FlashTileDots(q, kt[c], hd, s + c * kFlashTile);
           }
         }
         float mx = m[r];

@@ -177,7 +177,14 @@ inline void FlashTokensOverlapping(const FlashBlock& b, int32_t lo, int32_t hi, 
 // multiples of kFlashStep):
 //   dot(q, k) = one chain of fused multiply-adds q[d] * k[d] in increasing
 //     d, from 0;
-//   s = SoftCap(dot(q, k) * scale) (int8: dot(q, float(k8)) * (ks * scale));
+//   int8 caches: the query is quantized as the cache's rows are, in blocks
+//     of kFlashQBlock dimensions (the last one shorter where head_dim is
+//     not a multiple), each with its own scale (QuantizeFlashQuery: qs_b,
+//     q8), as llama.cpp does for a q8_0 K cache; per block an exact integer
+//     dot (|sum| < 2^24: any order, in floats or integers, gives the same
+//     value), and dot(q, k) = one chain fma(qs_b, float(sum_b), dot) over
+//     the blocks in order, from 0;
+//   s = SoftCap(dot(q, k) * scale) (int8: dot(q, k) * (ks * scale));
 //     positions outside the row's range -inf;
 //   mx = max(m, s), corr = ExpNonPositive(m - mx), p = ExpNonPositive(s - mx),
 //   l = l * corr + Reduce64(p), o *= corr, then over the row's positions j
@@ -204,8 +211,19 @@ using FlashChunkFn = void (*)(const FlashBlock& b, int32_t lo, int32_t hi, float
 // l = l * a + lc * e, o = o * a + oc * e (no fused multiply-add), m = mx.
 using FlashMergeFn = void (*)(const FlashBlock& b, int32_t lo, int32_t hi, const float* mc, const float* lc,
                               const float* oc, float* m, float* l, float* o);
-inline size_t FlashChunkScratchFloats(int rows, int head_dim) {
+// Dimensions per scale of an int8 cache's quantized query (q8_0's block).
+inline constexpr int kFlashQBlock = 32;
+inline int FlashQBlocks(int head_dim) { return (head_dim + kFlashQBlock - 1) / kFlashQBlock; }
+// Scratch floats of a chunk kernel: its own working set, then from
+// FlashChunkQueryOffset an int8 cache's quantized queries (rows x
+// FlashQueryFloats: the query in float or int8, and per block a scale and
+// an integer sum).
+inline size_t FlashChunkQueryOffset(int rows, int head_dim) {
   return size_t(rows) * (kFlashStep + 2 + head_dim / 2) + size_t(4 * kFlashStep + kFlashTile) * (head_dim + 16);
+}
+inline size_t FlashQueryFloats(int head_dim) { return size_t(head_dim) + 2 * FlashQBlocks(head_dim); }
+inline size_t FlashChunkScratchFloats(int rows, int head_dim) {
+  return FlashChunkQueryOffset(rows, head_dim) + size_t(rows) * FlashQueryFloats(head_dim);
 }
 
 struct KernelTable {

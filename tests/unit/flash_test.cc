@@ -13,6 +13,8 @@
 
 #include "attention/attention.h"
 #include "kernels/bf16_generic.h"
+#include "kernels/cpu/avx512/avx512_kernels.h"
+#include "kernels/cpu/avx512vnni/vnni_kernels.h"
 #include "kernels/flash.h"
 #include "kernels/flash_generic.h"
 #include "kernels/kernels.h"
@@ -220,7 +222,8 @@ TEST_P(FlashIsaTest, BlockOfTokensEqualsEachTokenAlone) {
       {80, 4, 8, 500, 0, 0, false},      {128, 2, 16, 37, 20, 0, false}, {64, 8, 4, 300, 0, 0, true},
       {100, 3, 9, 511, 0, 30.0f, false}, {64, 3, 11, 40, 13, 0, true},   {256, 1, 5, 900, 0, 0, false},
       {64, 2, 12, 70, 0, 3.0f, false},   {32, 2, 6, 30, 0, 2.0f, true},  {96, 1, 7, 130, 50, 0, false},
-      {40, 2, 5, 20, 0, 0, true},
+      {40, 2, 5, 20, 0, 0, true},        {100, 3, 9, 200, 0, 0, true},   {128, 1, 6, 80, 0, 0, true},
+      {42, 2, 5, 60, 0, 0, true},  // int8 query blocks of 32 + 4 / 32 + 10 dims; 42: not a multiple of 4
   };
   for (const Case& cs : cases) {
     const int32_t n = cs.p0 + cs.nq;
@@ -236,6 +239,66 @@ TEST_P(FlashIsaTest, BlockOfTokensEqualsEachTokenAlone) {
                                 cs.cap);
       EXPECT_EQ(std::memcmp(alone.data(), block.data() + i * row, row * 4), 0)
           << "token " << i << " hd " << cs.hd << " p0 " << cs.p0 << " window " << cs.window;
+    }
+  }
+}
+
+// An int8 cache's query is quantized in blocks of 32 dimensions, each with
+// its own scale (as llama.cpp's q8_0 query for a q8_0 K cache): a block of
+// small values next to a block with one large value keeps its resolution.
+// Here only the small block meets nonzero keys; one scale for the whole row
+// (100 / 127) would round it to zeros and attend uniformly.
+TEST(FlashQ8Test, QueryBlocksKeepTheirOwnScale) {
+  const KernelTable k = MakeBestKernelTable();
+  std::mt19937 rng(5);
+  const int hd = 64;
+  const int32_t len = 200;
+  const auto slots = PagedSlots(len, 16, rng);
+  Cache c(int64_t(slots.size()), hd, rng);
+  for (int64_t s = 0; s < int64_t(slots.size()); ++s) {  // keys zero in the first block; the layouts rebuilt
+    for (int d = 0; d < 32; ++d) c.k[s * hd + d] = 0;
+    for (int d = 0; d < hd; ++d) c.kt[FlashKIndex(s, d, hd)] = c.k[s * hd + d];
+    c.ks[s] = QuantizeKvRowTo(c.k.data() + s * hd, hd, [&](int d, int8_t v) { c.k8t[FlashKIndex(s, d, hd)] = v; });
+  }
+  std::vector<float> q(hd, 0.0f);
+  q[0] = 100.0f;
+  for (int d = 32; d < hd; ++d) q[d] = std::uniform_real_distribution<float>(-0.3f, 0.3f)(rng);
+  const auto f32 = Attend(k, c, kF32Cache, q.data(), 1, 1, hd, len - 1, 0, slots, 4.0f, 0.0f);
+  const auto q8 = Attend(k, c, kQ8Cache, q.data(), 1, 1, hd, len - 1, 0, slots, 4.0f, 0.0f);
+  std::vector<float> uniform(hd, 0.0f);  // what a zero query gives: the mean of V
+  for (int32_t p = 0; p < len; ++p) {
+    for (int d = 0; d < hd; ++d) uniform[d] += c.v[int64_t(slots[p]) * hd + d] / len;
+  }
+  double err = 0, off_uniform = 0, norm = 0;
+  for (int d = 0; d < hd; ++d) {
+    err = std::max(err, std::fabs(double(q8[d]) - f32[d]));
+    off_uniform = std::max(off_uniform, std::fabs(double(f32[d]) - uniform[d]));
+    norm = std::max(norm, std::fabs(double(f32[d])));
+  }
+  EXPECT_GT(off_uniform, 0.2 * norm) << "the small block should matter";
+  EXPECT_LT(err, 0.03 * norm) << "off uniform " << off_uniform << ", norm " << norm;
+}
+
+// The AVX-512 level's own int8 path (float products of the quantized
+// query), which CPUs with AVX512-VNNI replace (avx512vnni::FillFlash), gives
+// the definition's bits too.
+TEST(FlashQ8Test, Avx512LevelWithoutVnniMatchesDefinition) {
+  if (MakeBestKernelTable().isa < CpuIsa::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const KernelTable ref = MakeKernelTable(CpuIsa::kScalar);
+  KernelTable plain = MakeKernelTable(CpuIsa::kScalar);
+  avx512::FillFlash(&plain);
+  std::mt19937 rng(41);
+  for (const int hd : {32, 40, 64, 100, 128}) {
+    for (const int g : {1, 3}) {
+      for (const int nq : {1, 9}) {
+        const int32_t p0 = 150;
+        const auto slots = PagedSlots(p0 + nq, 16, rng);
+        const Cache c(int64_t(slots.size()), hd, rng);
+        const auto q = RandomVec(int64_t(nq) * g * hd, rng, 0.7f);
+        const auto a = Attend(plain, c, kQ8Cache, q.data(), nq, g, hd, p0, 0, slots, 0.1f, 0.0f);
+        const auto r = Attend(ref, c, kQ8Cache, q.data(), nq, g, hd, p0, 0, slots, 0.1f, 0.0f);
+        EXPECT_EQ(std::memcmp(a.data(), r.data(), a.size() * 4), 0) << "hd " << hd << " g " << g << " nq " << nq;
+      }
     }
   }
 }

@@ -121,35 +121,94 @@ inline __m256 LoadK(const Step& t, int c, int d, int h) {
   }
 }
 
+// Rows [r0, r1) of b quantized (int8 caches) as FlashQueriesAsFloats does,
+// the whole blocks in vectors with the same values (the block's amax, its
+// scale and reciprocal, x * id rounded in the current mode as nearbyint
+// does, a NaN element passed over by the maximum as by std::max); a
+// shorter last block in scalar code. Per chunk the scalar form took a
+// sixth of an int8 decode's attention time (AVX-512, Zen 5).
+float* QuantizeQueries(const FlashBlock& b, int r0, int r1, float* scratch) {
+  static_assert(kFlashQBlock == 32);
+  const int hd = b.head_dim;
+  float* base = scratch + FlashChunkQueryOffset(b.rows(), hd);
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  constexpr int kNearbyint = _MM_FROUND_CUR_DIRECTION | _MM_FROUND_NO_EXC;
+  for (int r = r0; r < r1; ++r) {
+    float* row = base + int64_t(r) * FlashQueryFloats(hd);
+    const float* q = b.q + (r / b.g) * b.q_stride + (r % b.g) * hd;
+    int d0 = 0, blk = 0;
+    for (; d0 + kFlashQBlock <= hd; d0 += kFlashQBlock, ++blk) {
+      __m256 x[4], a = _mm256_setzero_ps();
+      for (int i = 0; i < 4; ++i) {
+        x[i] = _mm256_loadu_ps(q + d0 + 8 * i);
+        a = _mm256_max_ps(_mm256_and_ps(x[i], abs_mask), a);
+      }
+      __m128 m = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+      m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+      m = _mm_max_ss(m, _mm_movehdup_ps(m));
+      const float d = _mm_cvtss_f32(m) / 127.0f;
+      const __m256 id = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+      row[hd + blk] = d;
+      for (int i = 0; i < 4; ++i) {
+        const __m256i v = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(x[i], id), kNearbyint));
+        _mm256_storeu_ps(row + d0 + 8 * i, _mm256_cvtepi32_ps(v));
+      }
+    }
+    if (d0 < hd) {
+      row[hd + blk] = QuantizeKvRowTo(q + d0, hd - d0, [&](int i, int8_t v) { row[d0 + i] = v; });
+    }
+  }
+  return base;
+}
+
 // s[r] [8] = the scaled scores of rows q[0 .. kR) against the step's 64
 // lanes: dot(q, k_j) as one FMA chain per lane from 0 in increasing d,
 // times kscale_j. Two passes of two tiles each: kR x 4 sums (12 chains for 3
 // rows keep both FMA pipes busy past their latency), the K loads shared by
-// the rows. Not inlined, so that its sums get the registers to themselves.
+// the rows. int8: q holds the rows' q8 as floats, each block's sums (exact)
+// folded into s with the block's scale qs[r][block]. Not inlined, so that
+// its sums get the registers to themselves.
 template <int kR, bool kQ8>
-__attribute__((noinline)) void BlockScores(const float* const* q, const Step& t, int hd, const NextStep* next,
-                                           __m256 (*s)[kStepVecs]) {
+__attribute__((noinline)) void BlockScores(const float* const* q, const float* const* qs, const Step& t, int hd,
+                                           const NextStep* next, __m256 (*s)[kStepVecs]) {
   constexpr int kBytes = kQ8 ? 16 : 64;  // of one tile row
+  const int span = kQ8 ? kFlashQBlock : hd;  // dimensions per sum
   for (int pass = 0; pass < 2; ++pass) {
-    __m256 acc[kR][kPassVecs];
 #pragma GCC unroll 4
     for (int r = 0; r < kR; ++r) {
 #pragma GCC unroll 4
-      for (int i = 0; i < kPassVecs; ++i) acc[r][i] = _mm256_setzero_ps();
+      for (int i = 0; i < kPassVecs; ++i) s[r][kPassVecs * pass + i] = _mm256_setzero_ps();
     }
-    for (int d = 0; d < hd; ++d) {
-      if (next != nullptr && pass == 0 && (d * kBytes) % 64 == 0) {
-        for (int c = 0; c < kFlashStepTiles; ++c) _mm_prefetch(next->k[c] + d * kBytes, _MM_HINT_T0);
+    for (int d0 = 0; d0 < hd; d0 += span) {
+      __m256 acc[kR][kPassVecs];
+#pragma GCC unroll 4
+      for (int r = 0; r < kR; ++r) {
+#pragma GCC unroll 4
+        for (int i = 0; i < kPassVecs; ++i) acc[r][i] = _mm256_setzero_ps();
       }
-      // kR broadcasts, then one K vector at a time: 12 + 3 + 1 registers.
-      __m256 qd[kR];
+      for (int d = d0; d < std::min(hd, d0 + span); ++d) {
+        if (next != nullptr && pass == 0 && (d * kBytes) % 64 == 0) {
+          for (int c = 0; c < kFlashStepTiles; ++c) _mm_prefetch(next->k[c] + d * kBytes, _MM_HINT_T0);
+        }
+        // kR broadcasts, then one K vector at a time: 12 + 3 + 1 registers.
+        __m256 qd[kR];
 #pragma GCC unroll 4
-      for (int r = 0; r < kR; ++r) qd[r] = _mm256_broadcast_ss(q[r] + d);
+        for (int r = 0; r < kR; ++r) qd[r] = _mm256_broadcast_ss(q[r] + d);
 #pragma GCC unroll 4
-      for (int i = 0; i < kPassVecs; ++i) {
-        const __m256 k = LoadK<kQ8>(t, 2 * pass + i / 2, d, 8 * (i % 2));
+        for (int i = 0; i < kPassVecs; ++i) {
+          const __m256 k = LoadK<kQ8>(t, 2 * pass + i / 2, d, 8 * (i % 2));
 #pragma GCC unroll 4
-        for (int r = 0; r < kR; ++r) acc[r][i] = _mm256_fmadd_ps(qd[r], k, acc[r][i]);
+          for (int r = 0; r < kR; ++r) acc[r][i] = _mm256_fmadd_ps(qd[r], k, acc[r][i]);
+        }
+      }
+#pragma GCC unroll 4
+      for (int r = 0; r < kR; ++r) {
+        const __m256 qsb = kQ8 ? _mm256_broadcast_ss(qs[r] + d0 / kFlashQBlock) : _mm256_setzero_ps();
+#pragma GCC unroll 4
+        for (int i = 0; i < kPassVecs; ++i) {
+          __m256& dot = s[r][kPassVecs * pass + i];
+          dot = kQ8 ? _mm256_fmadd_ps(qsb, acc[r][i], dot) : acc[r][i];
+        }
       }
     }
 #pragma GCC unroll 4
@@ -157,7 +216,7 @@ __attribute__((noinline)) void BlockScores(const float* const* q, const Step& t,
 #pragma GCC unroll 4
       for (int i = 0; i < kPassVecs; ++i) {
         const int v = kPassVecs * pass + i;
-        s[r][v] = _mm256_mul_ps(acc[r][i], _mm256_load_ps(t.kscale + 8 * v));
+        s[r][v] = _mm256_mul_ps(s[r][v], _mm256_load_ps(t.kscale + 8 * v));
       }
     }
   }
@@ -232,18 +291,25 @@ __attribute__((noinline)) void BlockValues(float* const* orow, const float* corr
 }
 
 // kR rows (of the step's lanes [r0, r1] each): scores, softmax, values.
+// q8: the int8 cache's quantized queries (FlashQueriesAsFloats).
 template <int kR, bool kQ8>
-void BlockStep(const FlashBlock& b, const Step& t, const int* rows, int r0, int r1, const NextStep* next, float* m,
-               float* l, float* o) {
+void BlockStep(const FlashBlock& b, const float* q8, const Step& t, const int* rows, int r0, int r1,
+               const NextStep* next, float* m, float* l, float* o) {
   const int hd = b.head_dim;
   const float* q[kR];
+  const float* qs[kR] = {};
   float* orow[kR];
   for (int k = 0; k < kR; ++k) {
-    q[k] = b.q + (rows[k] / b.g) * b.q_stride + (rows[k] % b.g) * hd;
+    if constexpr (kQ8) {
+      q[k] = q8 + int64_t(rows[k]) * FlashQueryFloats(hd);
+      qs[k] = q[k] + hd;
+    } else {
+      q[k] = b.q + (rows[k] / b.g) * b.q_stride + (rows[k] % b.g) * hd;
+    }
     orow[k] = o + int64_t(rows[k]) * hd;
   }
   __m256 s[kR][kStepVecs];
-  BlockScores<kR, kQ8>(q, t, hd, next, s);
+  BlockScores<kR, kQ8>(q, qs, t, hd, next, s);
   alignas(32) float p[kR][kFlashStep];
   float corr[kR];
 #pragma GCC unroll 3
@@ -276,6 +342,7 @@ void FlashChunk(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l,
   float* zeros = kbuf + int64_t(kFlashStep) * hd;  // [hd][16] the K of unread tiles
   bool zeroed = false;
   FlashResetRows(ia * g, ib * g, hd, m, l, o);
+  const float* q8 = kQ8 ? QuantizeQueries(b, ia * g, ib * g, scratch) : nullptr;
   const int32_t ulo = std::max(lo, b.first[ia]), uhi = std::min(hi, b.last[ib - 1]);
   const int32_t block_end = b.last[b.nq - 1];
   int ta = ia, tb = ia;
@@ -307,13 +374,13 @@ void FlashChunk(const FlashBlock& b, int32_t lo, int32_t hi, float* m, float* l,
         case 0:
           return;
         case 1:
-          BlockStep<1, kQ8>(b, t, rows, br0, br1, pf, m, l, o);
+          BlockStep<1, kQ8>(b, q8, t, rows, br0, br1, pf, m, l, o);
           break;
         case 2:
-          BlockStep<2, kQ8>(b, t, rows, br0, br1, pf, m, l, o);
+          BlockStep<2, kQ8>(b, q8, t, rows, br0, br1, pf, m, l, o);
           break;
         default:
-          BlockStep<kMaxRows, kQ8>(b, t, rows, br0, br1, pf, m, l, o);
+          BlockStep<kMaxRows, kQ8>(b, q8, t, rows, br0, br1, pf, m, l, o);
           break;
       }
       n = 0;

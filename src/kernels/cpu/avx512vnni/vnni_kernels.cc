@@ -297,6 +297,7 @@ void Fill(KernelTable* t) {
   t->expand_sparse24 = ExpandSparse24;
   t->qgemm_row = QGemmRow;
   t->qgemm_row_variant = "avx512vnni";
+  FillFlash(t);
 }
 
 }  // namespace infera::avx512vnni
