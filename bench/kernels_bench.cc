@@ -441,7 +441,7 @@ BENCHMARK(Attention_TiledBf16)->Arg(512)->Arg(16384);
 BENCHMARK(Attention_TiledBf16Block32)->Arg(512)->Arg(4096);
 BENCHMARK(Attention_TiledBf16Cache)->Arg(512)->Arg(16384)->Arg(262144);
 BENCHMARK(Attention_TiledBf16CacheBlock32)->Arg(512)->Arg(4096);
-BENCHMARK(Attention_TiledQ8Cache)->Arg(16384)->Arg(262144);
+BENCHMARK(Attention_TiledQ8Cache)->Arg(2048)->Arg(16384)->Arg(262144);
 BENCHMARK(Attention_TiledQ8CacheBlock32)->Arg(512)->Arg(4096);
 
 // The core's f32 multiply-add peak: 16 independent chains of 16-lane fused
