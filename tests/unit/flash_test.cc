@@ -352,6 +352,21 @@ KernelTable Bf16Table(CpuIsa isa) {
   return k;
 }
 
+// The bf16 tables to test at `isa`: its own and, at the AVX-512 level of a
+// CPU with AVX512-BF16, also the AVX-512 level's kernel with the bf16
+// instructions emulated (avx512::FillFlashBf16), which only CPUs without
+// AVX512-BF16 (Ice Lake class) otherwise run.
+std::vector<KernelTable> Bf16Tables(CpuIsa isa) {
+  std::vector<KernelTable> tables{Bf16Table(isa)};
+  if (tables[0].isa >= CpuIsa::kAvx512 &&
+      std::string(tables[0].flash_bf16_variant).find("emulated") == std::string::npos) {
+    KernelTable emulated = tables[0];
+    avx512::FillFlashBf16(&emulated);
+    tables.push_back(emulated);
+  }
+  return tables;
+}
+
 // bf16 products: every ISA's kernel gives the scalar definition's bits
 // (FlashChunkGenericBf16, itself checked against the instructions in
 // bf16_generic_test.cc), a block of tokens gives each token its bits alone,
@@ -364,95 +379,101 @@ KernelTable Bf16Table(CpuIsa isa) {
 // soft-capping, an odd head size.
 TEST_P(FlashIsaTest, Bf16ProductsMatchDefinitionAndStayClose) {
   const KernelTable ref = Bf16Table(CpuIsa::kScalar);
-  const KernelTable k = Bf16Table(GetParam());
   const KernelTable f32 = MakeKernelTable(CpuIsa::kScalar);
-  std::mt19937 rng(41);
-  struct Case {
-    int hd, g, nq;
-    int32_t p0, window;
-    float cap;
-    int block;
-  };
-  const Case cases[] = {
-      {64, 1, 1, 0, 0, 0, 16},     {64, 4, 1, 99, 0, 0, 16},      {64, 2, 1, 600, 0, 0, 8},
-      {64, 3, 10, 250, 0, 0, 16},  {64, 1, 32, 7, 0, 0, 32},      {80, 4, 8, 500, 0, 0, 16},
-      {128, 2, 16, 37, 20, 0, 16}, {65, 3, 9, 300, 0, 30.0f, 16}, {256, 1, 5, 130, 0, 0, 8},
-      {64, 8, 4, 1000, 300, 0, 16}, {64, 3, 7, 201, 0, 0, 1},     {80, 2, 6, 77, 0, 0, 3},
-  };
-  double worst = 0;
-  for (const Case& cs : cases) {
-    const int32_t n = cs.p0 + cs.nq;
-    const auto slots = PagedSlots(n, cs.block, rng);
-    const Cache c(int64_t(slots.size()), cs.hd, rng);
-    const auto q = RandomVec(int64_t(cs.nq) * cs.g * cs.hd, rng, 0.7f);
-    const std::string what = "hd " + std::to_string(cs.hd) + " p0 " + std::to_string(cs.p0) + " nq " +
-                             std::to_string(cs.nq) + " block " + std::to_string(cs.block);
-    auto attend = [&](const KernelTable& t, int cache, const float* qi, int nq, int32_t p0) {
-      return Attend(t, c, cache, qi, nq, cs.g, cs.hd, p0, cs.window, slots, 0.1f, cs.cap);
+  for (const KernelTable& k : Bf16Tables(GetParam())) {
+    std::mt19937 rng(41);
+    struct Case {
+      int hd, g, nq;
+      int32_t p0, window;
+      float cap;
+      int block;
     };
-    const auto block = attend(k, kF32Cache, q.data(), cs.nq, cs.p0);
-    const auto block_ref = attend(ref, kF32Cache, q.data(), cs.nq, cs.p0);
-    const auto exact = attend(f32, kF32Cache, q.data(), cs.nq, cs.p0);
-    EXPECT_EQ(std::memcmp(block.data(), block_ref.data(), block.size() * 4), 0) << what;
-    double err = 0, norm = 0;
-    for (size_t i = 0; i < block.size(); ++i) {
-      err = std::max(err, std::fabs(double(block[i]) - exact[i]));
-      norm = std::max(norm, std::fabs(double(exact[i])));
+    const Case cases[] = {
+        {64, 1, 1, 0, 0, 0, 16},      {64, 4, 1, 99, 0, 0, 16},      {64, 2, 1, 600, 0, 0, 8},
+        {64, 3, 10, 250, 0, 0, 16},   {64, 1, 32, 7, 0, 0, 32},      {80, 4, 8, 500, 0, 0, 16},
+        {128, 2, 16, 37, 20, 0, 16},  {65, 3, 9, 300, 0, 30.0f, 16}, {256, 1, 5, 130, 0, 0, 8},
+        {64, 8, 4, 1000, 300, 0, 16}, {64, 3, 7, 201, 0, 0, 1},      {80, 2, 6, 77, 0, 0, 3},
+    };
+    double worst = 0;
+    for (const Case& cs : cases) {
+      const int32_t n = cs.p0 + cs.nq;
+      const auto slots = PagedSlots(n, cs.block, rng);
+      const Cache c(int64_t(slots.size()), cs.hd, rng);
+      const auto q = RandomVec(int64_t(cs.nq) * cs.g * cs.hd, rng, 0.7f);
+      const std::string what = std::string(k.flash_bf16_variant) + ": hd " + std::to_string(cs.hd) + " p0 " +
+                               std::to_string(cs.p0) + " nq " + std::to_string(cs.nq) + " block " +
+                               std::to_string(cs.block);
+      auto attend = [&](const KernelTable& t, int cache, const float* qi, int nq, int32_t p0) {
+        return Attend(t, c, cache, qi, nq, cs.g, cs.hd, p0, cs.window, slots, 0.1f, cs.cap);
+      };
+      const auto block = attend(k, kF32Cache, q.data(), cs.nq, cs.p0);
+      const auto block_ref = attend(ref, kF32Cache, q.data(), cs.nq, cs.p0);
+      const auto exact = attend(f32, kF32Cache, q.data(), cs.nq, cs.p0);
+      EXPECT_EQ(std::memcmp(block.data(), block_ref.data(), block.size() * 4), 0) << what;
+      double err = 0, norm = 0;
+      for (size_t i = 0; i < block.size(); ++i) {
+        err = std::max(err, std::fabs(double(block[i]) - exact[i]));
+        norm = std::max(norm, std::fabs(double(exact[i])));
+      }
+      worst = std::max(worst, err / norm);
+      EXPECT_LT(err / norm, 1.5e-2) << what;
+      EXPECT_GT(err, 0.0) << what << ": bf16 rounding should show";
+      const size_t row = size_t(cs.g) * cs.hd;
+      for (int i = 0; i < cs.nq; ++i) {
+        const auto alone = attend(k, kF32Cache, q.data() + i * row, 1, cs.p0 + i);
+        const auto alone16 = attend(k, kBf16Cache, q.data() + i * row, 1, cs.p0 + i);
+        EXPECT_EQ(std::memcmp(alone16.data(), alone.data(), row * 4), 0) << "bf16 cache, token " << i << " " << what;
+        EXPECT_EQ(std::memcmp(alone.data(), block.data() + i * row, row * 4), 0) << "token " << i << " " << what;
+      }
+      const auto q8 = attend(k, kQ8Cache, q.data(), cs.nq, cs.p0);  // int8 caches keep the int8 kernel
+      const auto q8_f32 = attend(f32, kQ8Cache, q.data(), cs.nq, cs.p0);
+      EXPECT_EQ(std::memcmp(q8.data(), q8_f32.data(), q8.size() * 4), 0) << what;
+      // A bf16 cache holds the rounded values: the same bits, whatever the
+      // table's mode (its kernel is always the bf16 one).
+      KernelTable f32_products = k;
+      f32_products.attn_bf16 = false;
+      const auto cache16 = attend(f32_products, kBf16Cache, q.data(), cs.nq, cs.p0);
+      EXPECT_EQ(std::memcmp(cache16.data(), block.data(), block.size() * 4), 0) << "bf16 cache, " << what;
     }
-    worst = std::max(worst, err / norm);
-    EXPECT_LT(err / norm, 1.5e-2) << what;
-    EXPECT_GT(err, 0.0) << what << ": bf16 rounding should show";
-    const size_t row = size_t(cs.g) * cs.hd;
-    for (int i = 0; i < cs.nq; ++i) {
-      const auto alone = attend(k, kF32Cache, q.data() + i * row, 1, cs.p0 + i);
-      const auto alone16 = attend(k, kBf16Cache, q.data() + i * row, 1, cs.p0 + i);
-      EXPECT_EQ(std::memcmp(alone16.data(), alone.data(), row * 4), 0) << "bf16 cache, token " << i << " " << what;
-      EXPECT_EQ(std::memcmp(alone.data(), block.data() + i * row, row * 4), 0) << "token " << i << " " << what;
-    }
-    const auto q8 = attend(k, kQ8Cache, q.data(), cs.nq, cs.p0);  // int8 caches keep the int8 kernel
-    const auto q8_f32 = attend(f32, kQ8Cache, q.data(), cs.nq, cs.p0);
-    EXPECT_EQ(std::memcmp(q8.data(), q8_f32.data(), q8.size() * 4), 0) << what;
-    // A bf16 cache holds the rounded values: the same bits, whatever the
-    // table's mode (its kernel is always the bf16 one).
-    const auto cache16 = attend(MakeKernelTable(GetParam()), kBf16Cache, q.data(), cs.nq, cs.p0);
-    EXPECT_EQ(std::memcmp(cache16.data(), block.data(), block.size() * 4), 0) << "bf16 cache, " << what;
+    std::printf("bf16 products (%s): worst relative error %.2e against f32\n", k.flash_bf16_variant, worst);
   }
-  std::printf("bf16 products: worst relative error %.2e against f32\n", worst);
 }
 
 // bf16 products near the bottom of f32's range: queries and values of
 // about 1e-38 (and a scale of 1e37), so that partial dots, o * corr and
 // the value sums land on denormals, which VDPBF16PS (and so the definition) flushes to signed
 // zeros after each multiply-add: every ISA's kernel gives the definition's
-// bits with f32 and bf16 caches (AVX2 emulates the flushes).
+// bits with f32 and bf16 caches (AVX2 and the AVX-512 level without
+// AVX512-BF16 emulate the flushes).
 TEST_P(FlashIsaTest, Bf16DenormalsFlushAsTheDefinitionFlushesThem) {
   const KernelTable ref = Bf16Table(CpuIsa::kScalar);
-  const KernelTable k = Bf16Table(GetParam());
-  std::mt19937 rng(43);
-  const int hd = 64, g = 2, nq = 6;
-  const int32_t p0 = 90;
-  const auto slots = PagedSlots(p0 + nq, 16, rng);
-  Cache c(int64_t(slots.size()), hd, rng);
-  for (size_t s = 0; s < slots.size(); ++s) {
-    for (int d = 0; d < hd; ++d) {
-      float& v = c.v[s * hd + d];
-      v *= 3e-38f;
-      c.v16[FlashV16Index(int64_t(s), d, hd)] = Bf16Round(v);
+  for (const KernelTable& k : Bf16Tables(GetParam())) {
+    std::mt19937 rng(43);
+    const int hd = 64, g = 2, nq = 6;
+    const int32_t p0 = 90;
+    const auto slots = PagedSlots(p0 + nq, 16, rng);
+    Cache c(int64_t(slots.size()), hd, rng);
+    for (size_t s = 0; s < slots.size(); ++s) {
+      for (int d = 0; d < hd; ++d) {
+        float& v = c.v[s * hd + d];
+        v *= 3e-38f;
+        c.v16[FlashV16Index(int64_t(s), d, hd)] = Bf16Round(v);
+      }
     }
-  }
-  auto q = RandomVec(int64_t(nq) * g * hd, rng, 3e-38f);
-  int denormal_inputs = 0;
-  for (float x : q) denormal_inputs += x != 0 && std::fabs(x) < 1.17549435e-38f;
-  EXPECT_GT(denormal_inputs, 0);
-  for (const int cache : {kF32Cache, kBf16Cache}) {
-    // A scale of 1e37 brings the dots (and what a flush changes in them)
-    // back to scores of about 1.
-    const auto out = Attend(k, c, cache, q.data(), nq, g, hd, p0, 0, slots, 1e37f, 0.0f);
-    const auto want = Attend(ref, c, cache, q.data(), nq, g, hd, p0, 0, slots, 1e37f, 0.0f);
-    EXPECT_EQ(std::memcmp(out.data(), want.data(), out.size() * 4), 0) << "cache " << cache;
-    int nonzero = 0;
-    for (float x : out) nonzero += x != 0;
-    EXPECT_GT(nonzero, 0) << "cache " << cache;
+    auto q = RandomVec(int64_t(nq) * g * hd, rng, 3e-38f);
+    int denormal_inputs = 0;
+    for (float x : q) denormal_inputs += x != 0 && std::fabs(x) < 1.17549435e-38f;
+    EXPECT_GT(denormal_inputs, 0);
+    for (const int cache : {kF32Cache, kBf16Cache}) {
+      // A scale of 1e37 brings the dots (and what a flush changes in them)
+      // back to scores of about 1.
+      const auto out = Attend(k, c, cache, q.data(), nq, g, hd, p0, 0, slots, 1e37f, 0.0f);
+      const auto want = Attend(ref, c, cache, q.data(), nq, g, hd, p0, 0, slots, 1e37f, 0.0f);
+      EXPECT_EQ(std::memcmp(out.data(), want.data(), out.size() * 4), 0) << k.flash_bf16_variant << ", cache " << cache;
+      int nonzero = 0;
+      for (float x : out) nonzero += x != 0;
+      EXPECT_GT(nonzero, 0) << "cache " << cache;
+    }
   }
 }
 

@@ -11,10 +11,9 @@ void FillFlash(KernelTable* t) {
   t->gelu_tanh_mul = GeluTanhMulGeneric;
   t->soft_cap = SoftCapGeneric;
   t->flash_variant = "avx512-tiled";
-  // The bf16 form stays the AVX2 level's kernel where the CPU lacks
-  // AVX512-BF16 (Ice Lake class; avx512bf16::Fill replaces it elsewhere):
-  // the generic loops compiled with this file's flags ran 2.1-2.9 GFLOP/s
-  // against its 15-26 (kernels_bench Attention_TiledBf16*, one thread).
+  // The bf16 form: the AVX512-BF16 kernel's code with its bf16 instructions
+  // emulated (Ice Lake class; avx512bf16::Fill replaces it elsewhere).
+  FillFlashBf16(t);
 }
 
 }  // namespace infera::avx512
