@@ -343,7 +343,7 @@ SPARSE24_BENCH(kQ4_0S24, true, 64, Sparse24Prefill64_Q4_0_Sparse);
 // the bf16 cache of the same values (--kv-cache-type bf16); q8_cache: int8
 // K/V with a scale per slot (--kv-cache-type q8).
 void RunAttention(benchmark::State& state, bool flash, int nq, bool bf16 = false, bool bf16_cache = false,
-                  bool q8_cache = false) {
+                  bool q8_cache = false, CpuIsa isa = CpuIsa::kAmx) {
   const int32_t n = static_cast<int32_t>(state.range(0));
   const int g = 3, hd = 64;
   const int64_t stride = hd;  // one KV head's cache (random values: K's tiled layout needs no care)
@@ -404,7 +404,7 @@ void RunAttention(benchmark::State& state, bool flash, int nq, bool bf16 = false
   }
   b.scale = 0.125f;
   std::vector<float> scratch(flash ? FlashBlockScratchFloats(b.rows(), hd) : n);
-  KernelTable k = MakeBestKernelTable();
+  KernelTable k = MakeKernelTable(isa);  // (clamped to what the CPU has)
   k.attn_bf16 = bf16;
   for (auto _ : state) {
     if (flash) {
@@ -433,6 +433,11 @@ void Attention_TiledBf16Cache(benchmark::State& s) { RunAttention(s, true, 1, tr
 void Attention_TiledBf16CacheBlock32(benchmark::State& s) { RunAttention(s, true, 32, true, true); }
 void Attention_TiledQ8Cache(benchmark::State& s) { RunAttention(s, true, 1, false, false, true); }
 void Attention_TiledQ8CacheBlock32(benchmark::State& s) { RunAttention(s, true, 32, false, false, true); }
+// The AVX2 level's kernel (with AVX-VNNI where the CPU has it).
+void Attention_TiledQ8Cache_Avx2(benchmark::State& s) { RunAttention(s, true, 1, false, false, true, CpuIsa::kAvx2); }
+void Attention_TiledQ8CacheBlock32_Avx2(benchmark::State& s) {
+  RunAttention(s, true, 32, false, false, true, CpuIsa::kAvx2);
+}
 BENCHMARK(Attention_Naive)->Arg(512)->Arg(2048)->Arg(8192)->Arg(16384);
 BENCHMARK(Attention_Tiled)->Arg(512)->Arg(2048)->Arg(8192)->Arg(16384)->Arg(131072);
 BENCHMARK(Attention_TiledBlock10)->Arg(512)->Arg(2048)->Arg(8192);
@@ -443,6 +448,8 @@ BENCHMARK(Attention_TiledBf16Cache)->Arg(512)->Arg(16384)->Arg(262144);
 BENCHMARK(Attention_TiledBf16CacheBlock32)->Arg(512)->Arg(4096);
 BENCHMARK(Attention_TiledQ8Cache)->Arg(2048)->Arg(16384)->Arg(262144);
 BENCHMARK(Attention_TiledQ8CacheBlock32)->Arg(512)->Arg(4096);
+BENCHMARK(Attention_TiledQ8Cache_Avx2)->Arg(2048)->Arg(16384);
+BENCHMARK(Attention_TiledQ8CacheBlock32_Avx2)->Arg(4096);
 
 // The core's f32 multiply-add peak: 16 independent chains of 16-lane fused
 // multiply-adds (more than latency x throughput on any current x86 core), no

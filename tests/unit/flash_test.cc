@@ -7,14 +7,15 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "attention/attention.h"
 #include "kernels/bf16_generic.h"
+#include "kernels/cpu/avx2/avx2_kernels.h"
 #include "kernels/cpu/avx512/avx512_kernels.h"
-#include "kernels/cpu/avx512vnni/vnni_kernels.h"
 #include "kernels/flash.h"
 #include "kernels/flash_generic.h"
 #include "kernels/kernels.h"
@@ -279,25 +280,32 @@ TEST(FlashQ8Test, QueryBlocksKeepTheirOwnScale) {
   EXPECT_LT(err, 0.03 * norm) << "off uniform " << off_uniform << ", norm " << norm;
 }
 
-// The AVX-512 level's own int8 path (float products of the quantized
-// query), which CPUs with AVX512-VNNI replace (avx512vnni::FillFlash), gives
-// the definition's bits too.
-TEST(FlashQ8Test, Avx512LevelWithoutVnniMatchesDefinition) {
-  if (MakeBestKernelTable().isa < CpuIsa::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+// The AVX2 and AVX-512 levels' own int8 paths (float products of the
+// quantized query), which CPUs with AVX-VNNI / AVX512-VNNI replace
+// (avxvnni::FillFlash, avx512vnni::FillFlash), give the definition's bits
+// too.
+TEST(FlashQ8Test, LevelsWithoutVnniMatchDefinition) {
+  const CpuIsa best = MakeBestKernelTable().isa;
+  if (best < CpuIsa::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
   const KernelTable ref = MakeKernelTable(CpuIsa::kScalar);
-  KernelTable plain = MakeKernelTable(CpuIsa::kScalar);
-  avx512::FillFlash(&plain);
-  std::mt19937 rng(41);
-  for (const int hd : {32, 40, 64, 100, 128}) {
-    for (const int g : {1, 3}) {
-      for (const int nq : {1, 9}) {
-        const int32_t p0 = 150;
-        const auto slots = PagedSlots(p0 + nq, 16, rng);
-        const Cache c(int64_t(slots.size()), hd, rng);
-        const auto q = RandomVec(int64_t(nq) * g * hd, rng, 0.7f);
-        const auto a = Attend(plain, c, kQ8Cache, q.data(), nq, g, hd, p0, 0, slots, 0.1f, 0.0f);
-        const auto r = Attend(ref, c, kQ8Cache, q.data(), nq, g, hd, p0, 0, slots, 0.1f, 0.0f);
-        EXPECT_EQ(std::memcmp(a.data(), r.data(), a.size() * 4), 0) << "hd " << hd << " g " << g << " nq " << nq;
+  std::vector<std::pair<const char*, void (*)(KernelTable*)>> levels = {{"avx2", avx2::FillFlash}};
+  if (best >= CpuIsa::kAvx512) levels.push_back({"avx512", avx512::FillFlash});
+  for (const auto& [name, fill] : levels) {
+    KernelTable plain = MakeKernelTable(CpuIsa::kScalar);
+    fill(&plain);
+    std::mt19937 rng(41);
+    for (const int hd : {32, 40, 64, 96, 128}) {
+      for (const int g : {1, 3}) {
+        for (const int nq : {1, 9}) {
+          const int32_t p0 = 150;
+          const auto slots = PagedSlots(p0 + nq, 16, rng);
+          const Cache c(int64_t(slots.size()), hd, rng);
+          const auto q = RandomVec(int64_t(nq) * g * hd, rng, 0.7f);
+          const auto a = Attend(plain, c, kQ8Cache, q.data(), nq, g, hd, p0, 0, slots, 0.1f, 0.0f);
+          const auto r = Attend(ref, c, kQ8Cache, q.data(), nq, g, hd, p0, 0, slots, 0.1f, 0.0f);
+          EXPECT_EQ(std::memcmp(a.data(), r.data(), a.size() * 4), 0)
+              << name << " hd " << hd << " g " << g << " nq " << nq;
+        }
       }
     }
   }

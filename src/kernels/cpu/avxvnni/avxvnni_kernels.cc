@@ -10,6 +10,7 @@ void Fill(KernelTable* t) {
   t->qgemm_variant = "avxvnni";
   t->qgemm_row = QGemmRow256<true>;
   t->qgemm_row_variant = "avxvnni";
+  FillFlash(t);
 }
 
 }  // namespace infera::avxvnni

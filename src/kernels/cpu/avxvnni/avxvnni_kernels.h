@@ -6,4 +6,7 @@ namespace infera::avxvnni {
 // kernel). Compiled with -mavx2 -mfma -mf16c -mavxvnni; call only when the CPU
 // has AVX-VNNI.
 void Fill(KernelTable* t);
+// The tiled attention kernel with vpdpbusd for int8 caches
+// (avxvnni_flash.cc); called by Fill.
+void FillFlash(KernelTable* t);
 }  // namespace infera::avxvnni
